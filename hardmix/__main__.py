@@ -1,0 +1,5 @@
+import sys
+
+from hardmix.cli import main
+
+sys.exit(main())

@@ -1,0 +1,227 @@
+"""YAML configs validated into dataclasses, with ``--set key=value`` overrides.
+
+Every error names the offending key (``train.lr``) and, for files, the file, before any work starts.
+
+Example:
+    >>> from dataclasses import dataclass, field
+    >>> @dataclass
+    ... class Train:
+    ...     lr: float = field(default=3e-5, metadata={"min": 0.0})
+    ...     steps: int = 10
+    >>> @dataclass
+    ... class Root:
+    ...     train: Train = field(default_factory=Train)
+    >>> cfg = build_config(Root, {"train": {"lr": 1e-4}}, overrides=["train.steps=5"])
+    >>> (cfg.train.lr, cfg.train.steps)
+    (0.0001, 5)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config value is unknown, of the wrong type or out of range. The message names the key."""
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp`` and convert where lossless (int -> float)."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise ConfigError(f"{key}: must not be null")
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {value!r} matches none of {tp}")
+    if origin is typing.Literal:
+        choices = get_args(tp)
+        if value not in choices:
+            raise ConfigError(f"{key}: {value!r} is not one of {list(choices)}")
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
+        (item_tp, *rest) = get_args(tp) or (Any,)
+        if origin is tuple and rest and rest[0] is not Ellipsis:
+            item_tps = [item_tp, *rest]
+            if len(value) != len(item_tps):
+                raise ConfigError(f"{key}: expected {len(item_tps)} items, got {len(value)}")
+            return tuple(_coerce(v, t, f"{key}[{i}]") for i, (v, t) in enumerate(zip(value, item_tps)))
+        items = [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+        _, val_tp = get_args(tp) or (Any, Any)
+        return {k: _coerce(v, val_tp, f"{key}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+        return _from_dict(tp, value, key)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {type(value).__name__} {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {type(value).__name__} {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {type(value).__name__} {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
+        return value
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _check_range(value: Any, meta: typing.Mapping[str, Any], key: str) -> None:
+    if value is None:
+        return
+    if "choices" in meta and value not in meta["choices"]:
+        raise ConfigError(f"{key}: {value!r} is not one of {list(meta['choices'])}")
+    if "min" in meta and value < meta["min"]:
+        raise ConfigError(f"{key}: {value!r} is below the minimum {meta['min']}")
+    if "max" in meta and value > meta["max"]:
+        raise ConfigError(f"{key}: {value!r} is above the maximum {meta['max']}")
+    if "gt" in meta and not value > meta["gt"]:
+        raise ConfigError(f"{key}: {value!r} must be greater than {meta['gt']}")
+    if "lt" in meta and not value < meta["lt"]:
+        raise ConfigError(f"{key}: {value!r} must be less than {meta['lt']}")
+
+
+def _from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
+    hints = get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"{prefix}." if prefix else ""
+        raise ConfigError(
+            f"unknown key {where}{unknown[0]} (known keys of {prefix or 'the config'}: {', '.join(fields)})"
+        )
+    kwargs = {}
+    for name, value in data.items():
+        key = f"{prefix}.{name}" if prefix else name
+        coerced = _coerce(value, hints[name], key)
+        _check_range(coerced, fields[name].metadata, key)
+        kwargs[name] = coerced
+    try:
+        obj = cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{prefix or 'config'}: {e}") from e
+    validate = getattr(obj, "validate", None)
+    if callable(validate):
+        try:
+            validate()
+        except ConfigError:
+            raise
+        except ValueError as e:
+            raise ConfigError(f"{prefix + ': ' if prefix else ''}{e}") from e
+    return obj
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``a.b.c=value`` into (["a", "b", "c"], value); the value is read as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected key=value, for example train.max_steps=100")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {text!r}: the key {key!r} is not a dotted name like train.seed")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"--set {key}: cannot read value {raw!r}: {e}") from e
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
+    """Apply ``key=value`` overrides to a nested dict (a copy); intermediate mappings are created."""
+    import copy
+
+    out = copy.deepcopy(data)
+    for text in overrides or []:
+        parts, value = parse_override(text)
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"--set {'.'.join(parts)}: {'.'.join(parts[: i + 1])} is not a mapping")
+            node = nxt
+        node[parts[-1]] = value
+    return out
+
+
+def build_config(cls: type[T], data: dict[str, Any] | None, overrides: list[str] | None = None) -> T:
+    """Validate a nested dict (plus overrides) into the dataclass ``cls``."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"the config must be a mapping at the top level, got {type(data).__name__}")
+    return _from_dict(cls, apply_overrides(data, overrides))
+
+
+def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a YAML mapping; errors name the file (and line, for syntax errors)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: invalid YAML: {e}") from e
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping at the top level")
+    return data
+
+
+def load_config(cls: type[T], path: str | os.PathLike[str], overrides: list[str] | None = None) -> T:
+    """Load ``path`` and validate it (with overrides) into ``cls``; errors name the file and key."""
+    data = load_yaml(path)
+    try:
+        return build_config(cls, data, overrides)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """A plain dict of a config dataclass (for saving beside a run)."""
+    return dataclasses.asdict(cfg)

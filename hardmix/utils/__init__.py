@@ -1,0 +1,1 @@
+"""Small shared utilities: atomic checkpoints, progress bars, config validation, RNG state."""

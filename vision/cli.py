@@ -1,0 +1,54 @@
+"""Registers the vision subcommands: ``train vision``, ``eval knn`` and ``eval linear``.
+
+Heavy imports (torchvision, timm) happen inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _train(args: argparse.Namespace) -> int:
+    from hardmix.vision.trainer import cli_main
+
+    return cli_main(args)
+
+
+def _knn(args: argparse.Namespace) -> int:
+    from hardmix.vision.evaluation import knn_cli_main
+
+    return knn_cli_main(args)
+
+
+def _linear(args: argparse.Namespace) -> int:
+    from hardmix.vision.evaluation import linear_cli_main
+
+    return linear_cli_main(args)
+
+
+def register(top, train, evaluate) -> None:  # noqa: ANN001 (argparse subparser actions)
+    p = train.add_parser("vision", help="train an image encoder (MoCo-v2, MoCHi, ...)")
+    p.add_argument("config", help="YAML config (see configs/vision/)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.epochs=2 (repeatable)")
+    p.add_argument("--output", default=None, help="run directory (default: the config's output)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --output from its last state")
+    p.set_defaults(func=_train)
+
+    for name, func, helptext in (
+        ("knn", _knn, "weighted k-NN accuracy of frozen backbone features"),
+        ("linear", _linear, "linear-probe accuracy of frozen backbone features"),
+    ):
+        p = evaluate.add_parser(name, help=helptext)
+        p.add_argument("checkpoint", help="a run directory (its last checkpoint) or a checkpoint file")
+        p.add_argument("--dataset", required=True,
+                       help="cifar10, imagenette-64 (under the data root) or an ImageFolder root")
+        p.add_argument("--json", dest="json_out", default=None, help="write the scores to this JSON file")
+        p.add_argument("--batch-size", type=int, default=256)
+        p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+        if name == "knn":
+            p.add_argument("--k", type=int, default=200)
+            p.add_argument("--temperature", type=float, default=0.1)
+        else:
+            p.add_argument("--epochs", type=int, default=None, help="default: the recipe's for the dataset")
+        p.set_defaults(func=func)
