@@ -1,0 +1,37 @@
+"""Mixing strategies, registered by name: ``none``, ``mixcse``, ``mochi``.
+
+Example:
+    >>> from hardmix.strategies import available_strategies
+    >>> available_strategies()
+    ['mixcse', 'mochi', 'none']
+"""
+
+from hardmix.strategies.base import (
+    ContrastContext,
+    ParamInfo,
+    Strategy,
+    available_strategies,
+    build_strategies,
+    build_strategy,
+    describe_strategies,
+    register_strategy,
+    strategy_class,
+)
+from hardmix.strategies.mixcse import MixCSE
+from hardmix.strategies.mochi import MoCHi
+from hardmix.strategies.none import NoMixing
+
+__all__ = [
+    "ContrastContext",
+    "MixCSE",
+    "MoCHi",
+    "NoMixing",
+    "ParamInfo",
+    "Strategy",
+    "available_strategies",
+    "build_strategies",
+    "build_strategy",
+    "describe_strategies",
+    "register_strategy",
+    "strategy_class",
+]

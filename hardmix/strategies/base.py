@@ -1,0 +1,202 @@
+"""What a mixing strategy is: a function of one contrastive direction that returns extra negative logits.
+
+A strategy never sees an encoder. It receives a :class:`ContrastContext` (unit-norm anchors, their
+positives, the candidate set with the logits already computed, and which candidates are valid negatives)
+and returns extra negative logit columns of shape (B, M), already divided by the temperature, with
+``-inf`` where an entry is excluded. The loss appends them to the InfoNCE denominator.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import torch
+from torch import Tensor
+
+Mode = Literal["in_batch", "queue"]
+
+
+@dataclass
+class ContrastContext:
+    """One direction of a contrastive loss, as the strategies see it.
+
+    Attributes:
+        anchors: (B, D) unit-norm anchors (carry the gradient).
+        positives: (B, D) unit-norm positive of each anchor (in-batch: the other view, with gradient;
+            queue: the momentum key, detached).
+        candidates: (N, D) unit-norm columns of ``logits``. In-batch: the positives of the whole (possibly
+            gathered) batch, so column ``positive_index[i]`` is anchor i's positive. Queue: the queue keys.
+        logits: (B, N) ``anchors @ candidates.T / temperature``.
+        anchor_logits: (B, N) the same values, with gradient flowing to the anchors only (the
+            stop-gradient view of the candidates). Equals ``logits`` in queue mode.
+        positive_logits: (B,) ``anchor . positive / temperature``.
+        positive_anchor_logits: (B,) the same values, gradient to the anchors only.
+        negative_mask: (B, N) bool, True where candidate j is a valid negative of anchor i.
+        temperature: the InfoNCE temperature tau.
+        mode: ``"in_batch"`` or ``"queue"``.
+        step: the optimizer step (for warm-ups).
+        positive_index: (B,) column of each anchor's positive in ``candidates`` (in-batch only).
+        raw_anchors, raw_candidates, raw_all_anchors: un-normalized features (in-batch only; for the
+            reference mode of MixCSE). ``raw_all_anchors`` is the anchors' view of the whole batch (N, D).
+        direction: 0 for the first view as anchor, 1 for the second.
+        generator: optional torch.Generator for the strategies' random draws.
+    """
+
+    anchors: Tensor
+    positives: Tensor
+    candidates: Tensor
+    logits: Tensor
+    anchor_logits: Tensor
+    positive_logits: Tensor
+    positive_anchor_logits: Tensor
+    negative_mask: Tensor
+    temperature: float
+    mode: Mode
+    step: int = 0
+    positive_index: Tensor | None = None
+    raw_anchors: Tensor | None = None
+    raw_candidates: Tensor | None = None
+    raw_all_anchors: Tensor | None = None
+    direction: int = 0
+    generator: torch.Generator | None = None
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A strategy parameter as ``hardmix strategies`` lists it."""
+
+    name: str
+    default: Any
+    help: str
+
+
+class Strategy(ABC):
+    """Base class of the mixing strategies. Subclasses validate their arguments in ``__init__`` and raise
+    ValueError naming the argument.
+
+    Class attributes:
+        name: the registry name.
+        paper: where the method and its defaults come from.
+        params: the documented parameters.
+        needs_anchor_logits: whether :meth:`extra_logits` uses ``ctx.anchor_logits`` (the loss then
+            computes the stop-gradient view of the logits, at no extra matrix product).
+    """
+
+    name: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    params: ClassVar[tuple[ParamInfo, ...]] = ()
+    needs_anchor_logits: ClassVar[bool] = False
+
+    @property
+    def symmetric(self) -> bool | None:
+        """Whether this strategy asks for a two-direction loss (None: no preference)."""
+        return None
+
+    @abstractmethod
+    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
+        """Extra negative logits (B, M) for this direction (divided by tau, -inf where excluded), or None."""
+
+    def diagnostics(self) -> dict[str, float]:
+        """Scalars about the last call (e.g. mean similarity of synthetic negatives), for logging."""
+        return {}
+
+    def config(self) -> dict[str, Any]:
+        """The arguments this strategy was built with (its registry name under ``name``)."""
+        return {"name": self.name, **{p.name: getattr(self, p.name) for p in self.params}}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{p.name}={getattr(self, p.name)!r}" for p in self.params)
+        return f"{type(self).__name__}({args})"
+
+
+_REGISTRY: dict[str, type[Strategy]] = {}
+
+
+def register_strategy(cls: type[Strategy]) -> type[Strategy]:
+    """Class decorator: make ``cls`` buildable by its ``name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"a strategy named {cls.name!r} is already registered")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def available_strategies() -> list[str]:
+    """Names of the registered strategies, sorted."""
+    return sorted(_REGISTRY)
+
+
+def strategy_class(name: str) -> type[Strategy]:
+    if name not in _REGISTRY:
+        raise ValueError(f"strategy: unknown strategy {name!r}; registered: {', '.join(available_strategies())}")
+    return _REGISTRY[name]
+
+
+def build_strategy(spec: str | dict[str, Any] | Strategy) -> Strategy:
+    """Build a strategy from a name, a mapping ``{"name": ..., **params}`` or pass one through.
+
+    Example:
+        >>> build_strategy({"name": "mixcse", "lam": 0.2})
+        MixCSE(lam=0.2, stop_grad=True, bidirectional=None, mode='clean')
+    """
+    if isinstance(spec, Strategy):
+        return spec
+    if isinstance(spec, str):
+        return strategy_class(spec)()
+    if not isinstance(spec, dict) or "name" not in spec:
+        raise ValueError(f"strategy: expected a name or a mapping with a 'name' key, got {spec!r}")
+    params = {k: v for k, v in spec.items() if k != "name"}
+    cls = strategy_class(spec["name"])
+    allowed = {p.name for p in cls.params}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise ValueError(
+            f"strategy {spec['name']}: unknown argument {unknown[0]!r} (arguments: {', '.join(sorted(allowed))})"
+        )
+    return cls(**params)
+
+
+def build_strategies(specs: Any) -> list[Strategy]:
+    """Build a list of strategies from a name, a mapping or a list of them; ``none`` entries are dropped."""
+    if specs is None:
+        return []
+    if isinstance(specs, (str, dict, Strategy)):
+        specs = [specs]
+    built = [build_strategy(s) for s in specs]
+    return [s for s in built if s.name != "none"]
+
+
+def describe_strategies() -> str:
+    """A human-readable listing of each registered strategy, its parameters, defaults and paper."""
+    lines = []
+    for name in available_strategies():
+        cls = _REGISTRY[name]
+        lines.append(f"{name}: {(inspect.getdoc(cls) or '').splitlines()[0]}")
+        lines.append(f"  paper: {cls.paper}")
+        for p in cls.params:
+            lines.append(f"  {p.name} = {p.default!r}  ({p.help})")
+        if not cls.params:
+            lines.append("  (no parameters)")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def param_defaults(cls: type[Strategy]) -> dict[str, Any]:
+    return {p.name: p.default for p in cls.params}
+
+
+__all__ = [
+    "ContrastContext",
+    "ParamInfo",
+    "Strategy",
+    "available_strategies",
+    "build_strategies",
+    "build_strategy",
+    "describe_strategies",
+    "register_strategy",
+    "strategy_class",
+]

@@ -1,0 +1,149 @@
+"""The ``mixcse`` strategy: mixtures of each anchor's positive with its negatives (Zhang et al., AAAI 2022).
+
+Clean mode (the paper's Eq. 4 and 5). Anchor h_i, positive h'_i, negatives h'_j (j != i):
+
+    m'_ij = (lam h'_i + (1 - lam) h'_j) / ||lam h'_i + (1 - lam) h'_j||
+    L_i = -log exp(h_i.h'_i / tau) / (sum_j exp(h_i.h'_j / tau) + sum_{j != i} exp(h_i.SG(m'_ij) / tau))
+
+computed in closed form from the similarity matrices (see :mod:`hardmix.mixing`). With the loss's second
+direction (``bidirectional``) h'_i is also an anchor against h_j and m_ij = normalize(lam h_i + (1 - lam) h_j).
+
+Reference mode: the logits of the official MixCSE code (BDBC-KG-NLP/MixCSE_AAAI2022, ``cl_forward``),
+described in ``docs/mixcse_modes.md``: un-normalized pooled features mixed with their roll-by-one neighbour,
+two shared B x B blocks, the false-negative entry zeroed (not masked), one direction.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from hardmix.mixing import mixed_logits
+from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
+
+NEG_INF = float("-inf")
+
+
+@register_strategy
+class MixCSE(Strategy):
+    """Positive-negative mixing: one stop-gradient mixture of the positive with each negative.
+
+    Args:
+        lam: weight of the positive in each mixture, in (0, 1). Paper: 0.2 (Zhang et al. 2022, Sec. 5.2).
+        stop_grad: apply SG to the mixtures (paper default); False is the "wo sg" ablation (Table 4).
+        bidirectional: add the second direction (h' as anchor) and average the two; None means the mode's
+            own (True for clean; the reference mode is one-directional). False is the "single" ablation.
+        mode: ``"clean"`` (the paper's equation) or ``"reference"`` (the official code's logits).
+
+    Example:
+        >>> MixCSE(lam=1.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: lam: must be in (0, 1), got 1.5
+    """
+
+    name = "mixcse"
+    paper = "Zhang et al., Unsupervised Sentence Representation via Contrastive Learning with Mixing Negatives, AAAI 2022"
+    params = (
+        ParamInfo("lam", 0.2, "weight of the positive in each mixture, in (0, 1); paper: 0.2"),
+        ParamInfo("stop_grad", True, "stop-gradient on the mixtures; false is the paper's 'wo sg' ablation"),
+        ParamInfo("bidirectional", None, "two directions averaged (None: true for clean mode); false is 'single'"),
+        ParamInfo("mode", "clean", "'clean' (paper's equation) or 'reference' (official code's logits)"),
+    )
+    needs_anchor_logits = True
+
+    def __init__(
+        self,
+        lam: float = 0.2,
+        stop_grad: bool = True,
+        bidirectional: bool | None = None,
+        mode: Literal["clean", "reference"] = "clean",
+    ) -> None:
+        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 < float(lam) < 1.0:
+            raise ValueError(f"lam: must be in (0, 1), got {lam}")
+        if not isinstance(stop_grad, bool):
+            raise ValueError(f"stop_grad: must be true or false, got {stop_grad!r}")
+        if bidirectional is not None and not isinstance(bidirectional, bool):
+            raise ValueError(f"bidirectional: must be true, false or null, got {bidirectional!r}")
+        if mode not in ("clean", "reference"):
+            raise ValueError(f"mode: must be 'clean' or 'reference', got {mode!r}")
+        if mode == "reference" and bidirectional:
+            raise ValueError("bidirectional: the reference mode reproduces the official code's single direction")
+        if mode == "reference" and not stop_grad:
+            raise ValueError("stop_grad: the reference mode always detaches its mixtures, as the official code")
+        self.lam = float(lam)
+        self.stop_grad = stop_grad
+        self.bidirectional = bidirectional
+        self.mode = mode
+        self._last: tuple | None = None
+
+    @property
+    def symmetric(self) -> bool | None:
+        if self.mode == "reference":
+            return False
+        return True if self.bidirectional is None else self.bidirectional
+
+    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
+        if self.mode == "reference":
+            return self._reference_logits(ctx)
+        return self._clean_logits(ctx)
+
+    def _clean_logits(self, ctx: ContrastContext) -> Tensor:
+        lam = self.lam
+        if self.stop_grad:
+            # h_i . SG(m'_ij): the gradient reaches h_i only, through the anchor-only views of the logits.
+            with torch.no_grad():
+                pos_neg_cos = ctx.positives @ ctx.candidates.T  # (B, N) h'_i . h'_j
+            mixed = mixed_logits(ctx.positive_anchor_logits, ctx.anchor_logits, pos_neg_cos, lam)
+        else:
+            pos_neg_cos = ctx.positives @ ctx.candidates.T
+            mixed = mixed_logits(ctx.positive_logits, ctx.logits, pos_neg_cos, lam)
+        mixed = mixed.masked_fill(~ctx.negative_mask, NEG_INF)
+        self._last = (mixed.detach(), ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
+        return mixed
+
+    def diagnostics(self) -> dict[str, float]:
+        """Mean cosine of the anchors to their mixed negatives, and the fraction of mixed negatives more
+        similar to the anchor than its positive (the paper's bound on lam, Sec. 4.3), from the last call."""
+        if getattr(self, "_last", None) is None:
+            return {}
+        mixed, positive, valid, tau = self._last
+        n = valid.sum().clamp_min(1)
+        return {
+            "synthetic_sim": float(torch.where(valid, mixed, 0.0).sum() / n) * tau,
+            "synthetic_harder_than_positive": float(((mixed > positive.unsqueeze(1)) & valid).sum() / n),
+        }
+
+    def _reference_logits(self, ctx: ContrastContext) -> Tensor:
+        if ctx.mode != "in_batch" or ctx.raw_candidates is None or ctx.raw_all_anchors is None:
+            raise ValueError("mode: the reference mode needs in-batch negatives (the official code has no queue)")
+        if ctx.direction != 0:
+            raise ValueError("bidirectional: the reference mode is one-directional")
+        lam, tau = self.lam, ctx.temperature
+        z1_all = ctx.raw_all_anchors  # (N, D) un-normalized first view of the whole batch
+        z2_all = ctx.raw_candidates  # (N, D) second view
+        z1 = ctx.raw_anchors  # (B, D) local rows
+        n_all = z2_all.shape[0]
+        rows = torch.arange(z1.shape[0], device=z1.device)
+        global_rows = ctx.positive_index if ctx.positive_index is not None else rows
+        # Block 2: z3_j = SG(lam z2_j + (1 - lam) z2_{j+1}); S2[i, j] = cos(z1_i, z3_j) / tau; S2[i, i-1] = 0.
+        z3 = (lam * z2_all + (1 - lam) * torch.roll(z2_all, shifts=-1, dims=0)).detach()
+        s2 = _cosine_matrix(z1, z3) / tau
+        keep2 = torch.ones_like(s2)
+        keep2[rows, (global_rows - 1) % n_all] = 0.0
+        # Block 3: z4_i = SG(lam z1_i + (1 - lam) z1_{i+1}); S3[i, j] = cos(z4_i, z2_j) / tau; S3[i, i+1] = 0.
+        z4_all = (lam * z1_all + (1 - lam) * torch.roll(z1_all, shifts=-1, dims=0)).detach()
+        z4 = z4_all[global_rows]
+        s3 = _cosine_matrix(z4, z2_all) / tau
+        keep3 = torch.ones_like(s3)
+        keep3[rows, (global_rows + 1) % n_all] = 0.0
+        self._last = None
+        return torch.cat([s2 * keep2, s3 * keep3], dim=1)
+
+
+def _cosine_matrix(x: Tensor, y: Tensor) -> Tensor:
+    """(B, N) cosine similarities of the rows of x (B, D) and y (N, D)."""
+    return F.normalize(x, dim=-1) @ F.normalize(y, dim=-1).T
