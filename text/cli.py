@@ -21,7 +21,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _encode(args: argparse.Namespace) -> int:
-    from hardmix.text.encode import cli_main
+    from hardmix.text.encoding import cli_main
 
     return cli_main(args)
 
