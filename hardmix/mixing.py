@@ -176,7 +176,9 @@ def mochi_synthesize(
     query = query.detach()
     negatives = negatives.detach()
     if similarities is None:
-        similarities = query.float() @ negatives.float().T
+        # fp32 even under autocast (which would run this product in bf16/fp16 and tie near-equal negatives).
+        with torch.autocast(query.device.type, enabled=False):
+            similarities = query.float() @ negatives.float().T
     hard = hardest_negatives(similarities, n_hard, valid)  # (B, N) indices into negatives
     return _synthesize_from_hard(query, negatives, hard, n_pair, n_query, beta_max, generator)
 
