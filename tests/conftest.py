@@ -44,3 +44,69 @@ def bert_mini_path() -> Path:
     """The shared pretrained bert-mini folder (its tokenizer is the real bert-base-uncased WordPiece)."""
     return require_data_path("models", "bert-mini-wiki-mlm")
 # ---- end data root ---------------------------------------------------------------------------------
+
+
+# ---- text trainer (issue 4) -----------------------------------------------------------------------
+# A random-init tiny BERT with the real bert-base-uncased WordPiece tokenizer of bert-mini-wiki-mlm, and a
+# few hundred real sentences of the shared enwiki-100k corpus.
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run the test on one intra-op thread (the shared CI box has 2 cores; oversubscribed OpenMP threads
+    spin and make small models ~100x slower)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory, bert_mini_path) -> Path:
+    """A Hugging Face folder: BertConfig(2 layers, hidden 32, 2 heads, ff 64), random init (seed 0), with
+    the real tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    out = tmp_path_factory.mktemp("tiny-bert")
+    tok = AutoTokenizer.from_pretrained(bert_mini_path)
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    torch.manual_seed(0)
+    BertModel(config, add_pooling_layer=False).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def wiki_sentences() -> list[str]:
+    """The first 600 sentences of the shared enwiki-100k corpus."""
+    import gzip
+
+    path = require_data_path("wiki", "enwiki-100k.txt.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [next(f).rstrip("\n") for _ in range(600)]
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory, wiki_sentences) -> Path:
+    """A plain-text corpus of 400 real sentences."""
+    path = tmp_path_factory.mktemp("corpus") / "wiki400.txt"
+    path.write_text("".join(s + "\n" for s in wiki_sentences[:400]), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_text_config(tiny_bert_dir, tiny_corpus) -> dict:
+    """A config dict for a short CPU run of the text trainer on the tiny model (no evaluation)."""
+    return {
+        "model": {"name_or_path": str(tiny_bert_dir), "pooling": "cls"},
+        "data": {"train_file": str(tiny_corpus), "max_length": 32},
+        "loss": {"temperature": 0.05, "strategies": [{"name": "none"}]},
+        "train": {"batch_size": 16, "lr": 1e-3, "max_steps": 10, "device": "cpu", "seed": 1, "save_steps": 0},
+        "eval": {"eval_steps": 0, "at_end": False},
+        "log": {"log_steps": 1, "progress": False},
+    }
+# ---- end text trainer ------------------------------------------------------------------------------

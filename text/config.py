@@ -1,0 +1,300 @@
+"""The config of ``hardmix train text``: YAML sections model, data, loss, train, eval, log.
+
+Defaults are the recipe of unsupervised SimCSE (Gao et al., EMNLP 2021, Sec. 3 and Appendix A) that MixCSE
+(Zhang et al., AAAI 2022, Sec. 5.1) trains with: batch 64, lr 3e-5, max length 32, one epoch, tau 0.05,
+[CLS] with an MLP during training only, STS-B dev every 125 steps. Every value is checked when the config is
+loaded, before any work starts; errors are :class:`hardmix.config.ConfigError` naming the key (``train.lr``,
+``loss.strategies[0].lam``).
+
+Example:
+    >>> cfg = build_text_config({"loss": {"strategies": [{"name": "mixcse", "lam": 0.2}]}})
+    >>> cfg.loss.strategies, cfg.train.batch_size
+    ([{'name': 'mixcse', 'lam': 0.2}], 64)
+    >>> build_text_config({"loss": {"strategies": [{"name": "mixcse", "lam": 1.5}]}})
+    Traceback (most recent call last):
+    ...
+    hardmix.config.ConfigError: loss.strategies[0].lam: must be in (0, 1), got 1.5
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hardmix.text.pooling import POOLINGS
+
+from hardmix.config import ConfigError, build_config, config_to_dict, load_config
+
+Precision = Literal["fp32", "bf16", "fp16"]
+
+
+@dataclass
+class ModelSection:
+    """The backbone and its pooling.
+
+    Attributes:
+        name_or_path: a local Hugging Face folder (relative paths resolve against ``HARDMIX_DATA`` when
+            they do not exist from the working directory) or a Hub name (needs the network or the cache).
+        pooling: ``cls`` (SimCSE's MLP over [CLS] in training; the bare [CLS] at evaluation and export),
+            ``cls_before_pooler``, ``avg`` or ``avg_first_last``.
+        dropout: override the backbone's hidden and attention dropout (null: the backbone's own, 0.1 for
+            BERT, which is SimCSE's setting). Dropout is what makes the two views differ.
+    """
+
+    name_or_path: str = "bert-base-uncased"
+    pooling: str = field(default="cls", metadata={"choices": POOLINGS})
+    dropout: float | None = field(default=None, metadata={"min": 0.0, "lt": 1.0})
+
+
+@dataclass
+class DataSection:
+    """The training corpus: one sentence per line, plain text or gzip.
+
+    Attributes:
+        train_file: the corpus (relative paths resolve against ``HARDMIX_DATA``). SimCSE/MixCSE:
+            ``wiki1m_for_simcse.txt`` (1M English Wikipedia sentences).
+        max_length: tokens per sentence after truncation, special tokens included (SimCSE: 32).
+        dedup_batches: keep identical sentences out of one batch (they would be false negatives).
+        chunk_lines: lines tokenized at a time while reading (bounds the memory of the raw text).
+    """
+
+    train_file: str = "wiki/wiki1m_for_simcse.txt"
+    max_length: int = field(default=32, metadata={"min": 3})
+    dedup_batches: bool = False
+    chunk_lines: int = field(default=10_000, metadata={"min": 1})
+
+
+@dataclass
+class LossSection:
+    """The core's InfoNCE and its mixing strategies (see ``hardmix strategies``).
+
+    Attributes:
+        temperature: tau (SimCSE, MixCSE: 0.05).
+        strategies: a list of mappings ``{name: ..., **params}`` (a single name or mapping is accepted);
+            ``none`` is SimCSE.
+        symmetric: average the two directions; null lets the strategies decide (MixCSE clean: two).
+        queue_size: K > 0 adds a FIFO queue of the last K detached second-view embeddings as extra
+            negatives (one direction only); MoCHi then also mixes its hard negatives from the queue.
+    """
+
+    temperature: float = field(default=0.05, metadata={"gt": 0.0})
+    strategies: Any = field(default_factory=lambda: [{"name": "none"}])
+    symmetric: bool | None = None
+    queue_size: int = field(default=0, metadata={"min": 0})
+
+
+@dataclass
+class TrainSection:
+    """Optimization (SimCSE's defaults through the Hugging Face Trainer: AdamW, linear decay, clip 1.0).
+
+    Attributes:
+        batch_size: the global batch (sentences per optimizer step over all processes); SimCSE: 64.
+        lr: peak learning rate; SimCSE/MixCSE BERT-base: 3e-5, BERT-large: 1e-5.
+        epochs: passes over the corpus (SimCSE: 1).
+        max_steps: stop after this many optimizer steps; the schedule is shortened to match.
+        stop_after_steps: stop after this many steps *without* changing the schedule (to split a run in
+            parts that ``--resume`` continues).
+        warmup_steps: linear warm-up steps (SimCSE: 0); warmup_ratio: the same as a fraction of the
+            total steps (the larger of the two is used).
+        weight_decay: AdamW weight decay (HF Trainer default: 0), never on biases and LayerNorm.
+        max_grad_norm: gradient-norm clipping (HF Trainer default 1.0); 0 disables it.
+        precision: ``fp32``, or ``bf16`` / ``fp16`` autocast (CUDA only; fp16 with a gradient scaler).
+        seed: seeds the model head, dropout, the data order and the strategies' draws.
+        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
+        save_steps: write ``last.pt`` every this many steps (and at the end); 0: at the end only.
+        cpu_threads: torch intra-op threads on CPU (null: torch's default). On a shared machine 1 avoids
+            oversubscribed OpenMP threads; a resumed run is bit-exact only with the same value.
+    """
+
+    batch_size: int = field(default=64, metadata={"min": 2})
+    lr: float = field(default=3e-5, metadata={"gt": 0.0})
+    epochs: int = field(default=1, metadata={"min": 1})
+    max_steps: int | None = field(default=None, metadata={"min": 1})
+    stop_after_steps: int | None = field(default=None, metadata={"min": 1})
+    warmup_steps: int = field(default=0, metadata={"min": 0})
+    warmup_ratio: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
+    weight_decay: float = field(default=0.0, metadata={"min": 0.0})
+    adam_beta1: float = field(default=0.9, metadata={"min": 0.0, "lt": 1.0})
+    adam_beta2: float = field(default=0.999, metadata={"min": 0.0, "lt": 1.0})
+    adam_eps: float = field(default=1e-8, metadata={"gt": 0.0})
+    max_grad_norm: float = field(default=1.0, metadata={"min": 0.0})
+    precision: Precision = "fp32"
+    seed: int = field(default=42, metadata={"min": 0})
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    save_steps: int = field(default=500, metadata={"min": 0})
+    cpu_threads: int | None = field(default=None, metadata={"min": 1})
+
+
+@dataclass
+class EvalSection:
+    """Model selection on STS-B dev (Spearman x 100 of cosine similarity), as SimCSE's training script.
+
+    Attributes:
+        eval_steps: evaluate every this many steps (SimCSE: 125); 0 disables the evaluation (the last
+            model is then exported as ``best``).
+        at_end: also evaluate after the last step.
+        batch_size: sentences per evaluation forward pass.
+        max_length: truncation at evaluation (null: the model's limit, as SimCSE's evaluation).
+    """
+
+    eval_steps: int = field(default=125, metadata={"min": 0})
+    at_end: bool = True
+    batch_size: int = field(default=128, metadata={"min": 1})
+    max_length: int | None = field(default=None, metadata={"min": 3})
+
+
+@dataclass
+class LogSection:
+    """Logging.
+
+    Attributes:
+        log_steps: write a line of ``metrics.jsonl`` every this many steps (loss averaged over them).
+        diagnostics: add the core's diagnostics of the batch (alignment, uniformity, similarities,
+            the anchors' gradient norm) to each line.
+        tensorboard: also write TensorBoard events under ``DIR/tensorboard`` (when installed).
+        progress: show the progress bar.
+    """
+
+    log_steps: int = field(default=10, metadata={"min": 1})
+    diagnostics: bool = True
+    tensorboard: bool = False
+    progress: bool = True
+
+
+@dataclass
+class TextTrainConfig:
+    """The whole config of ``hardmix train text``.
+
+    Attributes:
+        output: the run folder (``--output`` overrides it).
+    """
+
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    loss: LossSection = field(default_factory=LossSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+    log: LogSection = field(default_factory=LogSection)
+    output: str = "runs/text"
+
+    def validate(self) -> None:
+        self.loss.strategies = normalize_strategies(self.loss.strategies)
+        loss_fn = build_loss(self.loss)
+        if self.train.stop_after_steps is not None and self.train.max_steps is not None \
+                and self.train.stop_after_steps > self.train.max_steps:
+            raise ConfigError(f"train.stop_after_steps: {self.train.stop_after_steps} is beyond "
+                              f"train.max_steps={self.train.max_steps}")
+        if self.loss.queue_size > 0 and loss_fn.symmetric:
+            raise ConfigError("loss.queue_size: a queue of negatives needs a one-direction loss; set "
+                              "loss.symmetric: false (and bidirectional: false for mixcse)")
+        for i, s in enumerate(loss_fn.strategies):
+            if s.name == "mixcse" and s.mode == "reference" and self.loss.queue_size > 0:
+                raise ConfigError(f"loss.strategies[{i}].mode: the reference mode has no queue "
+                                  "(set loss.queue_size: 0)")
+            if s.name == "mochi":
+                _check_mochi_fits(i, s, self.train.batch_size, self.loss.queue_size)
+
+
+def _check_mochi_fits(i: int, strategy: Any, batch_size: int, queue_size: int) -> None:
+    """MoCHi draws ``n_hard`` negatives per anchor: there must be that many when mixing starts."""
+    in_batch = batch_size - 1
+    available = in_batch + min(queue_size, strategy.warmup_steps * batch_size)
+    if strategy.n_hard > available:
+        where = f"the {in_batch} in-batch negatives"
+        if queue_size:
+            where += f" plus the {available - in_batch} queued by step warmup_steps={strategy.warmup_steps}"
+        raise ConfigError(f"loss.strategies[{i}].n_hard: {strategy.n_hard} hardest negatives, but a batch of "
+                          f"train.batch_size={batch_size} gives only {where}")
+
+
+def normalize_strategies(spec: Any) -> list[dict[str, Any]]:
+    """``none`` / ``{"name": ...}`` / a list of them -> a list of mappings, each with a string name."""
+    if spec is None:
+        return [{"name": "none"}]
+    items = spec if isinstance(spec, (list, tuple)) else [spec]
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            raise ConfigError(f"loss.strategies[{i}]: expected a mapping with a name (or a name), "
+                              f"got {type(item).__name__} {item!r}")
+        if "name" not in item:
+            raise ConfigError(f"loss.strategies[{i}].name: missing (one of the registered strategies, "
+                              "see `hardmix strategies`)")
+        if not isinstance(item["name"], str):
+            raise ConfigError(f"loss.strategies[{i}].name: expected a string, got {item['name']!r}")
+        out.append(dict(item))
+    if not out:
+        raise ConfigError("loss.strategies: empty; use [{name: none}] for plain InfoNCE (SimCSE)")
+    return out
+
+
+_ARG = re.compile(r"unknown argument '([^']+)'")
+
+
+def build_loss(loss: LossSection) -> Any:
+    """Build the core's :class:`~hardmix.losses.contrastive.ContrastiveLoss` from the loss section,
+    turning the core's ValueErrors into ConfigErrors that name the key."""
+    from hardmix.losses.contrastive import ContrastiveLoss
+    from hardmix.strategies import build_strategy
+
+    specs = normalize_strategies(loss.strategies)
+    built = []
+    for i, spec in enumerate(specs):
+        try:
+            built.append(build_strategy(spec))
+        except (ValueError, TypeError) as e:
+            msg = str(e)
+            key = f"loss.strategies[{i}]"
+            m = _ARG.search(msg)
+            if msg.startswith("strategy: unknown strategy"):
+                raise ConfigError(f"{key}.name: {msg.split(': ', 1)[1]}") from None
+            if m:
+                raise ConfigError(f"{key}.{m.group(1)}: unknown argument of strategy {spec['name']} "
+                                  f"({msg.split('(', 1)[-1].rstrip(')')})") from None
+            head, _, rest = msg.partition(": ")
+            if rest and head.isidentifier():
+                raise ConfigError(f"{key}.{head}: {rest}") from None
+            raise ConfigError(f"{key}: {msg}") from None
+    try:
+        return ContrastiveLoss(loss.temperature, [s for s in built] or None, symmetric=loss.symmetric)
+    except ValueError as e:
+        head, _, rest = str(e).partition(": ")
+        key = "loss.symmetric" if head == "symmetric" else f"loss.{head}" if head.isidentifier() else "loss"
+        raise ConfigError(f"{key}: {rest or e}") from None
+
+
+def build_text_config(
+    data: dict[str, Any] | None = None, overrides: list[str] | None = None
+) -> TextTrainConfig:
+    """Validate a nested dict (plus ``key=value`` overrides) into a :class:`TextTrainConfig`."""
+    return build_config(TextTrainConfig, data, overrides)
+
+
+def load_text_config(path: str | os.PathLike[str], overrides: list[str] | None = None) -> TextTrainConfig:
+    """Load a YAML config (plus ``--set`` overrides); errors name the file and the key."""
+    return load_config(TextTrainConfig, path, overrides)
+
+
+def text_config_to_dict(cfg: TextTrainConfig) -> dict[str, Any]:
+    """A plain dict of the config (saved as ``DIR/config.yaml``)."""
+    return config_to_dict(cfg)
+
+
+__all__ = [
+    "DataSection",
+    "EvalSection",
+    "LogSection",
+    "LossSection",
+    "ModelSection",
+    "TextTrainConfig",
+    "TrainSection",
+    "build_loss",
+    "build_text_config",
+    "load_text_config",
+    "normalize_strategies",
+    "text_config_to_dict",
+]

@@ -1,0 +1,96 @@
+"""Encoding sentences with a trained (or any) encoder: :func:`encode` and ``hardmix encode``.
+
+``hardmix encode MODEL < sentences.txt > embeddings.npy`` reads one sentence per line from standard input
+(UTF-8; row i of the array is line i) and writes a float32 ``(n, D)`` array in NumPy's ``.npy`` format to
+standard output (or ``--output``). Encoding goes through :class:`hardmix.text.encoder.SentenceEncoder`,
+so a hardmix export is pooled as it was evaluated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def encode(
+    model_or_path: Any,
+    sentences: Sequence[str],
+    batch_size: int = 64,
+    pooling: str | None = None,
+    max_length: int | None = None,
+) -> np.ndarray:
+    """Embed sentences with an encoder.
+
+    Args:
+        model_or_path: a model folder (hardmix export, Hugging Face or sentence-transformers folder),
+            a :class:`~hardmix.text.encoder.SentenceEncoder`, or a
+            :class:`~hardmix.text.model.ContrastiveSentenceModel` (the trainer's model; its evaluation
+            pooling is used).
+        sentences: n sentences.
+        batch_size: sentences per forward pass.
+        pooling: override the pooling (``cls``, ``cls_before_pooler``, ``avg``, ``avg_first_last``);
+            default: the model's own (a hardmix export knows it), else ``cls``.
+        max_length: truncation in tokens (default: the model's limit).
+
+    Returns:
+        (n, D) float32 embeddings.
+
+    Example:
+        >>> from hardmix.text import encode
+        >>> emb = encode("runs/mixcse/best", ["a man plays a guitar ."])  # doctest: +SKIP
+        >>> emb.shape, emb.dtype  # doctest: +SKIP
+        ((1, 256), dtype('float32'))
+    """
+    from hardmix.text.encoder import SentenceEncoder
+    from hardmix.text.model import ContrastiveSentenceModel
+
+    if isinstance(model_or_path, ContrastiveSentenceModel):
+        if pooling is not None and pooling != model_or_path.eval_pooling:
+            raise ValueError(f"pooling: the in-memory model encodes with its own pooling "
+                             f"{model_or_path.eval_pooling!r}; export it to use another")
+        return model_or_path.encode(sentences, batch_size=batch_size, max_length=max_length)
+    if isinstance(model_or_path, SentenceEncoder):
+        if pooling is not None and pooling != model_or_path.pooling:
+            raise ValueError(f"pooling: this SentenceEncoder pools with {model_or_path.pooling!r}; "
+                             "build one with the pooling you want")
+        return model_or_path.encode(list(sentences), batch_size=batch_size, max_length=max_length)
+    if not isinstance(model_or_path, (str, os.PathLike)):
+        raise TypeError(f"encode: expected a model folder, a SentenceEncoder or a ContrastiveSentenceModel, "
+                        f"got {type(model_or_path).__name__}")
+    encoder = SentenceEncoder(model_or_path, pooling=pooling, max_length=max_length, batch_size=batch_size,
+                              cache=False)
+    return encoder.encode(list(sentences), batch_size=batch_size)
+
+
+def read_lines(stream: io.TextIOBase | Any) -> list[str]:
+    """Sentences from a text stream, one a line (line endings removed; blank lines kept as rows)."""
+    return [line.rstrip("\r\n") for line in stream]
+
+
+def cli_main(args: argparse.Namespace) -> int:
+    """``hardmix encode MODEL [--pooling P] [--batch-size N] [--max-length L] [--output FILE]``."""
+    out_path = getattr(args, "output", None)
+    if out_path is None and sys.stdout.isatty():
+        raise ValueError("encode: refusing to write a binary .npy array to a terminal; redirect standard "
+                         "output (> embeddings.npy) or pass --output")
+    stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict")
+    try:
+        sentences = read_lines(stdin)
+    except UnicodeDecodeError as e:
+        raise ValueError(f"encode: standard input is not UTF-8 text ({e.reason})") from None
+    emb = encode(args.model, sentences, batch_size=args.batch_size, pooling=args.pooling,
+                 max_length=args.max_length)
+    if out_path is not None:
+        with open(out_path, "wb") as f:
+            np.save(f, emb)
+    else:
+        np.save(sys.stdout.buffer, emb)
+        sys.stdout.buffer.flush()
+    print(f"hardmix: encoded {emb.shape[0]} sentences to {emb.shape[1]} dimensions", file=sys.stderr)
+    return 0

@@ -1,0 +1,276 @@
+"""The model that ``hardmix train text`` trains: a transformers backbone, a pooling and SimCSE's MLP head.
+
+- Two views by dropout (SimCSE, Gao et al. 2021, Sec. 3): :meth:`ContrastiveSentenceModel.forward_views`
+  duplicates every sentence of the batch, runs ONE forward pass in train mode over the 2B rows and splits
+  the pooled output into z1 and z2; the two copies of a sentence get independent dropout masks.
+- ``cls`` pooling puts SimCSE's MLP (Linear D->D, tanh; ``MLPLayer`` in SimCSE's ``models.py``) on [CLS]
+  in training only; evaluation and export use the bare [CLS] (SimCSE's ``--mlp_only_train``, the
+  unsupervised recipe that MixCSE also follows). The other poolings have no head.
+- Export (:func:`export_model`): a Hugging Face folder (``save_pretrained`` and the tokenizer), a
+  ``hardmix.json`` ``{"pooling": <evaluation pooling>}`` for hardmix's own encoder, and the
+  sentence-transformers files (``modules.json``, ``sentence_bert_config.json``, ``1_Pooling/config.json``)
+  so ``SentenceTransformer(folder)`` gives the same embeddings. ``avg_first_last`` has no
+  sentence-transformers pooling: its export carries no sentence-transformers files and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from hardmix.text.pooling import check_pooling, needs_hidden_states, pool
+from torch import Tensor, nn
+
+log = logging.getLogger(__name__)
+
+#: Config attributes that hold a dropout probability, by model family (BERT/RoBERTa/MPNet; DistilBERT).
+DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout")
+
+#: sentence-transformers pooling mode of each hardmix evaluation pooling (None: no equivalent).
+ST_POOLING = {
+    "cls": "cls_token", "cls_before_pooler": "cls_token", "avg": "mean_tokens", "avg_first_last": None,
+}
+
+
+def eval_pooling_of(pooling: str) -> str:
+    """The pooling used at evaluation and export for a training pooling (``cls`` drops its MLP)."""
+    check_pooling(pooling)
+    return "cls_before_pooler" if pooling == "cls" else pooling
+
+
+class MLPHead(nn.Module):
+    """SimCSE's MLP over [CLS]: ``tanh(W x + b)``, W (D, D); initialised as BERT's linear layers
+    (normal, std ``initializer_range``, zero bias), as SimCSE's ``init_weights`` does."""
+
+    def __init__(self, dim: int, init_std: float = 0.02) -> None:
+        super().__init__()
+        self.dense = nn.Linear(dim, dim)
+        nn.init.normal_(self.dense.weight, std=init_std)
+        nn.init.zeros_(self.dense.bias)
+        self.activation = nn.Tanh()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.activation(self.dense(x))
+
+
+class ContrastiveSentenceModel(nn.Module):
+    """A backbone plus pooling (and the MLP head of ``cls``), as trained by the text trainer.
+
+    Args:
+        backbone: a transformers encoder (``AutoModel``) whose output has ``last_hidden_state``.
+        pooling: the training pooling, one of :data:`hardmix.text.pooling.POOLINGS`.
+        tokenizer: its tokenizer (kept for :meth:`encode` and the export).
+
+    Inputs of forward: ``input_ids``, ``attention_mask`` (and ``token_type_ids``) of shape (N, T).
+    """
+
+    def __init__(self, backbone: nn.Module, pooling: str, tokenizer: Any = None) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.pooling = check_pooling(pooling)
+        self.eval_pooling = eval_pooling_of(pooling)
+        self.tokenizer = tokenizer
+        hidden = int(backbone.config.hidden_size)
+        std = float(getattr(backbone.config, "initializer_range", 0.02))
+        self.mlp = MLPHead(hidden, std) if pooling == "cls" else None
+
+    @property
+    def dim(self) -> int:
+        return int(self.backbone.config.hidden_size)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        token_type_ids: Tensor | None = None,
+        head: bool = True,
+    ) -> Tensor:
+        """(N, D) sentence vectors; ``head`` applies the MLP of ``cls`` (training), else the evaluation
+        pooling."""
+        pooling = self.pooling if head else self.eval_pooling
+        kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask,
+                            output_hidden_states=needs_hidden_states(pooling), return_dict=True, **kwargs)
+        z = pool(out.last_hidden_state, attention_mask, pooling, getattr(out, "hidden_states", None))
+        if head and self.mlp is not None:
+            z = self.mlp(z)
+        return z
+
+    @torch.inference_mode()
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 128,
+        max_length: int | None = None,
+        device: torch.device | str | None = None,
+    ) -> np.ndarray:
+        """(n, D) float32 embeddings with the evaluation pooling, in eval mode (restored afterwards).
+
+        Batches are formed over sentences sorted by length (less padding); no random number is drawn.
+        """
+        if self.tokenizer is None:
+            raise ValueError("encode: this model has no tokenizer")
+        device = torch.device(device) if device is not None else next(self.parameters()).device
+        max_length = max_length or max_positions(self.backbone, self.tokenizer)
+        was_training = self.training
+        self.eval()
+        try:
+            sentences = list(sentences)
+            enc = self.tokenizer(sentences, truncation=True, max_length=max_length)
+            keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
+            order = sorted(range(len(sentences)), key=lambda i: len(enc["input_ids"][i]))
+            out = np.zeros((len(sentences), self.dim), dtype=np.float32)
+            for start in range(0, len(order), batch_size):
+                idx = order[start:start + batch_size]
+                feats = [{k: enc[k][i] for k in keys} for i in idx]
+                batch = self.tokenizer.pad(feats, padding=True, return_tensors="pt")
+                batch = {k: v.to(device) for k, v in batch.items()}
+                z = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"), head=False)
+                out[idx] = z.float().cpu().numpy()
+            return out
+        finally:
+            self.train(was_training)
+
+
+def forward_views(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+    """Two dropout views of a batch from one forward pass over the batch duplicated (SimCSE).
+
+    Row i of the batch becomes rows 2i and 2i + 1 of the duplicated batch (SimCSE's ``(bs, 2, len)``
+    layout), so the two copies of a sentence are two rows of one forward pass with independent dropout.
+
+    Args:
+        model: a :class:`ContrastiveSentenceModel` (or a DistributedDataParallel around one).
+        batch: ``input_ids``, ``attention_mask`` (and ``token_type_ids``), each (B, T).
+
+    Returns:
+        z1, z2: (B, D) each, the training pooling (with the MLP of ``cls``).
+    """
+    dup = {k: v.repeat_interleave(2, dim=0) for k, v in batch.items()}
+    z = model(dup["input_ids"], dup["attention_mask"], dup.get("token_type_ids"))
+    z = z.view(-1, 2, z.shape[-1])
+    return z[:, 0], z[:, 1]
+
+
+def max_positions(backbone: nn.Module, tokenizer: Any) -> int:
+    """The longest input the encoder takes: the tokenizer's ``model_max_length`` when it is a real value,
+    capped by the position embeddings (minus 2 for RoBERTa-style positions); the same rule as
+    :class:`hardmix.text.encoder.SentenceEncoder`."""
+    config = backbone.config
+    limit = int(getattr(config, "max_position_embeddings", None) or 512)
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+        limit -= 2
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    return int(min(tok_max if tok_max and tok_max < 100_000 else limit, limit))
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' load report while loading a model (the level is restored afterwards)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def load_backbone(
+    path_or_name: str, dropout: float | None = None, local_only: bool = False
+) -> tuple[nn.Module, Any]:
+    """Load ``AutoModel`` (without the pooler layer where the class has one, as SimCSE's ``BertForCL``)
+    and ``AutoTokenizer``.
+
+    Args:
+        path_or_name: a local folder or a Hub name.
+        dropout: if given, set every dropout probability of the config to it.
+        local_only: never reach the network (a Hub name must be in the local cache).
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    with quiet_transformers():
+        config = AutoConfig.from_pretrained(path_or_name, local_files_only=local_only)
+        if dropout is not None:
+            for key in DROPOUT_KEYS:
+                if isinstance(getattr(config, key, None), float):
+                    setattr(config, key, float(dropout))
+        tokenizer = AutoTokenizer.from_pretrained(path_or_name, local_files_only=local_only)
+        try:
+            backbone = AutoModel.from_pretrained(path_or_name, config=config, add_pooling_layer=False,
+                                                 local_files_only=local_only)
+        except TypeError:
+            backbone = AutoModel.from_pretrained(path_or_name, config=config, local_files_only=local_only)
+    return backbone, tokenizer
+
+
+def _write_json(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+
+
+def export_model(
+    model: ContrastiveSentenceModel,
+    out_dir: str | os.PathLike[str],
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``model`` as a Hugging Face folder that hardmix, transformers and sentence-transformers load.
+
+    Written to a temporary sibling folder, then swapped in (a crash never leaves a half folder at
+    ``out_dir``).
+
+    Files: the backbone (``save_pretrained``) and tokenizer; ``hardmix.json`` with the evaluation pooling,
+    the training pooling and ``extra``; unless the pooling is ``avg_first_last``: ``modules.json``,
+    ``sentence_bert_config.json`` (``max_seq_length`` = :func:`max_positions`) and
+    ``1_Pooling/config.json`` (sentence-transformers' classic layout, which every version reads).
+    """
+    if model.tokenizer is None:
+        raise ValueError("export: the model has no tokenizer")
+    out_dir = Path(out_dir)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp"
+    old = out_dir.parent / f".{out_dir.name}.old"
+    for p in (tmp, old):
+        if p.exists():
+            shutil.rmtree(p)
+    tmp.mkdir(parents=True)
+    model.backbone.save_pretrained(tmp)
+    model.tokenizer.save_pretrained(tmp)
+    mode = ST_POOLING[model.eval_pooling]
+    max_len = max_positions(model.backbone, model.tokenizer)
+    meta = {"pooling": model.eval_pooling, "train_pooling": model.pooling,
+            "sentence_transformers": mode is not None, **(extra or {})}
+    if mode is None:
+        meta["sentence_transformers_note"] = (
+            "avg_first_last has no sentence-transformers pooling; no modules.json was written, so "
+            "SentenceTransformer would fall back to mean pooling: use hardmix.text.encode instead")
+        log.warning("export %s: avg_first_last has no sentence-transformers equivalent; only hardmix's "
+                    "encoder reproduces this pooling (no sentence-transformers files written)", out_dir)
+    _write_json(meta, tmp / "hardmix.json")
+    if mode is not None:
+        _write_json([
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        ], tmp / "modules.json")
+        _write_json({"max_seq_length": max_len, "do_lower_case": False}, tmp / "sentence_bert_config.json")
+        pooling_cfg = {"word_embedding_dimension": model.dim}
+        for m in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens"):
+            pooling_cfg[f"pooling_mode_{m}"] = m == mode
+        _write_json(pooling_cfg, tmp / "1_Pooling" / "config.json")
+    if out_dir.exists():
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    if old.exists():
+        shutil.rmtree(old)
+    return out_dir
