@@ -44,9 +44,39 @@ def info_nce_from_blocks(positive_logits: Tensor, blocks: list[Tensor]) -> Tenso
         positive_logits: (B,) the positive's logit of each row (it must appear in one block).
         blocks: list of (B, n_k) logit blocks, ``-inf`` where excluded.
     """
-    lse = [torch.logsumexp(b, dim=1) for b in blocks if b.shape[1] > 0]
-    total = lse[0] if len(lse) == 1 else torch.logsumexp(torch.stack(lse, dim=1), dim=1)
-    return (total - positive_logits).mean()
+    # Reduce in at least fp32 (as cross_entropy does under autocast): with bf16 logits near 1/tau = 20 the
+    # difference below would otherwise be rounded to multiples of 0.125.
+    nonempty = [_at_least_fp32(b) for b in blocks if b.shape[1] > 0]
+    total = _BlockLogSumExp.apply(*nonempty)
+    return (total - _at_least_fp32(positive_logits)).mean()
+
+
+def _at_least_fp32(x: Tensor) -> Tensor:
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+class _BlockLogSumExp(torch.autograd.Function):
+    """Row-wise logsumexp over the columns of several (B, n_k) blocks, as if concatenated.
+
+    The gradient is ``grad * softmax`` of the concatenated row, computed against the row's total, so an
+    excluded (-inf) entry gets 0, as in cross_entropy, even where a whole row of one block is -inf
+    (autograd's per-block logsumexp would give 0 * exp(-inf - (-inf)) = NaN there).
+    """
+
+    @staticmethod
+    def forward(ctx, *blocks: Tensor) -> Tensor:  # type: ignore[override]
+        lse = [torch.logsumexp(b, dim=1) for b in blocks]
+        total = lse[0] if len(lse) == 1 else torch.logsumexp(torch.stack(lse, dim=1), dim=1)
+        ctx.save_for_backward(total, *blocks)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        total, *blocks = ctx.saved_tensors
+        t, g = total.unsqueeze(1), grad.unsqueeze(1)
+        return tuple(
+            torch.sub(b, t).exp_().mul_(g) if ctx.needs_input_grad[i] else None for i, b in enumerate(blocks)
+        )
 
 
 def in_batch_logits(anchors: Tensor, candidates: Tensor, temperature: float) -> Tensor:

@@ -1,0 +1,206 @@
+"""InfoNCE in both layouts, the block-wise denominator, the gradient routings of pairwise_logits, and
+ContrastiveLoss without mixing, against hand-written NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hardmix.losses import (
+    ContrastiveLoss,
+    in_batch_logits,
+    info_nce,
+    info_nce_from_blocks,
+    pairwise_logits,
+    queue_logits,
+)
+from hardmix.strategies import ContrastContext, Strategy
+
+from ._reference import cross_entropy, info_nce_in_batch, logsumexp, normalize
+
+
+def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def test_info_nce_is_cross_entropy() -> None:
+    logits = _randn(5, 9, seed=1)
+    targets = torch.tensor([0, 3, 8, 2, 2])
+    assert abs(float(info_nce(logits, targets)) - cross_entropy(logits.numpy(), targets.numpy())) < 1e-12
+
+
+def test_in_batch_and_queue_logits() -> None:
+    a, c = _randn(4, 6, seed=2), _randn(7, 6, seed=3)
+    want = normalize(a.numpy()) @ normalize(c.numpy()).T / 0.1
+    np.testing.assert_allclose(in_batch_logits(a, c, 0.1).numpy(), want, atol=1e-12)
+    q, k, queue = (F.normalize(x, dim=1) for x in (_randn(4, 6, seed=4), _randn(4, 6, seed=5), _randn(9, 6, seed=6)))
+    got = queue_logits(q, k, queue, 0.2).numpy()
+    qn, kn, nn_ = q.numpy(), k.numpy(), queue.numpy()
+    for i in range(4):
+        assert abs(got[i, 0] - qn[i] @ kn[i] / 0.2) < 1e-12
+        np.testing.assert_allclose(got[i, 1:], nn_ @ qn[i] / 0.2, atol=1e-12)
+
+
+def test_info_nce_from_blocks_equals_cross_entropy_of_the_concatenation() -> None:
+    b = 6
+    blocks = [_randn(b, 5, seed=7), _randn(b, 0, seed=8), _randn(b, 11, seed=9) * 3, _randn(b, 2, seed=10)]
+    blocks[2][1, :] = float("-inf")  # a row with every entry of one block excluded
+    blocks[0][2, 4] = float("-inf")
+    targets = torch.tensor([0, 1, 3, 4, 0, 2])  # positives in block 0
+    leaves = [x.clone().requires_grad_(True) for x in blocks]
+    got = info_nce_from_blocks(leaves[0][torch.arange(b), targets], leaves)
+    cat_leaves = [x.clone().requires_grad_(True) for x in blocks]
+    want = F.cross_entropy(torch.cat(cat_leaves, 1), targets)
+    assert abs(float(got.detach()) - float(want.detach())) < 1e-12
+    assert abs(float(want.detach()) - cross_entropy(torch.cat(blocks, 1).numpy(), targets.numpy())) < 1e-12
+    got.backward()
+    want.backward()
+    for mine, ref in zip(leaves, cat_leaves):
+        if mine.numel():  # equal gradients, 0 (not NaN) on excluded entries, even in the all -inf row
+            torch.testing.assert_close(mine.grad, ref.grad, rtol=0, atol=1e-12)
+
+
+def test_fully_excluded_queue_gives_finite_gradients() -> None:
+    """An empty queue (all ids -1) at the first step: the loss is 0 and nothing is NaN."""
+    q = _randn(3, 4, seed=11).requires_grad_(True)
+    out = ContrastiveLoss(0.2).queue(q, _randn(3, 4, seed=12), _randn(8, 4, seed=13), torch.arange(3),
+                                     torch.full((8,), -1))
+    out.loss.backward()
+    assert float(out.loss.detach()) == 0.0 and torch.isfinite(q.grad).all()
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_in_batch_plain_info_nce(symmetric: bool) -> None:
+    z1, z2 = _randn(8, 5, seed=14) * 3, _randn(8, 5, seed=15)
+    a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+    out = ContrastiveLoss(0.05, symmetric=symmetric).in_batch(a, b)
+    assert abs(float(out.loss.detach()) - info_nce_in_batch(z1.numpy(), z2.numpy(), 0.05, symmetric)) < 1e-10
+    out.loss.backward()
+    # Gradient: that of cross_entropy on explicitly built logits.
+    c, d = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+    logits = F.normalize(c, dim=1) @ F.normalize(d, dim=1).T / 0.05
+    ref = F.cross_entropy(logits, torch.arange(8))
+    if symmetric:
+        ref = 0.5 * (ref + F.cross_entropy(logits.T, torch.arange(8)))
+    ref.backward()
+    torch.testing.assert_close(a.grad, c.grad, rtol=0, atol=1e-12)
+    torch.testing.assert_close(b.grad, d.grad, rtol=0, atol=1e-12)
+    # The logged similarities.
+    h1, h2 = normalize(z1.numpy()), normalize(z2.numpy())
+    sims = h1 @ h2.T
+    np.testing.assert_allclose(out.positive_sim.numpy(), np.diag(sims), atol=1e-12)
+    assert abs(float(out.negative_sim) - (sims.sum() - np.trace(sims)) / 56) < 1e-12
+    assert set(out.stats()) == {"loss", "pos_sim", "neg_sim"}
+
+
+def test_queue_layout_masks_own_ids_and_empty_slots() -> None:
+    q, k, queue = _randn(4, 6, seed=16), _randn(4, 6, seed=17), _randn(10, 6, seed=18)
+    query_ids = torch.tensor([3, 5, 8, 100])
+    queue_ids = torch.tensor([3, -1, 5, -2, 7, 8, 3, 9, -2, 11])  # -1 empty, -2 no id, 3 twice
+    got = ContrastiveLoss(0.2).queue(q, k, queue, query_ids, queue_ids).loss
+    qn, kn, nn_ = normalize(q.numpy()), normalize(k.numpy()), normalize(queue.numpy())
+    losses = []
+    for i in range(4):
+        keep = [j for j in range(10) if queue_ids[j] != -1 and queue_ids[j] != query_ids[i]]
+        row = np.concatenate([[qn[i] @ kn[i]], nn_[keep] @ qn[i]]) / 0.2
+        losses.append(logsumexp(row) - row[0])
+    assert abs(float(got) - np.mean(losses)) < 1e-12
+    # Without ids nothing is masked: every queue entry is a negative.
+    plain = ContrastiveLoss(0.2).queue(q, k, queue).loss
+    want = cross_entropy(np.concatenate([np.sum(qn * kn, 1, keepdims=True), qn @ nn_.T], 1) / 0.2, np.zeros(4, int))
+    assert abs(float(plain) - want) < 1e-12
+    # Queue ids alone: only empty slots are excluded.
+    only_empty = ContrastiveLoss(0.2).queue(q, k, queue, None, queue_ids).loss
+    keep = [j for j in range(10) if queue_ids[j] != -1]
+    want = cross_entropy(np.concatenate([np.sum(qn * kn, 1, keepdims=True), qn @ nn_[keep].T], 1) / 0.2,
+                         np.zeros(4, int))
+    assert abs(float(only_empty) - want) < 1e-12
+
+
+def test_queue_layout_gradient_reaches_the_query_only() -> None:
+    q = _randn(3, 5, seed=19).requires_grad_(True)
+    k = _randn(3, 5, seed=20).requires_grad_(True)
+    queue = _randn(6, 5, seed=21).requires_grad_(True)
+    ContrastiveLoss(0.2).queue(q, k, queue).loss.backward()
+    assert q.grad is not None and k.grad is None and queue.grad is None
+
+
+class _FixedColumns(Strategy):
+    """A strategy that appends given logit columns (the plug-in interface, not a stand-in for one)."""
+
+    name = "fixed-columns-test"
+
+    def __init__(self, columns: torch.Tensor) -> None:
+        self.columns = columns
+        self.seen: list[ContrastContext] = []
+
+    def extra_logits(self, ctx: ContrastContext) -> torch.Tensor:
+        self.seen.append(ctx)
+        return self.columns
+
+
+def test_extra_negative_logits_are_appended_as_columns() -> None:
+    z1, z2 = _randn(5, 4, seed=22), _randn(5, 4, seed=23)
+    extra = _randn(5, 3, seed=24) * 4
+    extra[0, 1] = float("-inf")  # an excluded extra entry
+    strategy = _FixedColumns(extra)
+    got = ContrastiveLoss(0.1, strategy).in_batch(z1, z2).loss
+    logits = normalize(z1.numpy()) @ normalize(z2.numpy()).T / 0.1
+    want = cross_entropy(np.concatenate([logits, extra.numpy()], 1), np.arange(5))
+    assert abs(float(got) - want) < 1e-12
+    (ctx,) = strategy.seen
+    assert ctx.mode == "in_batch" and ctx.direction == 0
+    assert not ctx.negative_mask.diagonal().any() and ctx.negative_mask.sum() == 20
+    torch.testing.assert_close(ctx.logits, torch.from_numpy(logits))
+
+
+def test_pairwise_logits_routes_gradients() -> None:
+    a0, b0 = _randn(4, 3, seed=25), _randn(6, 3, seed=26)
+    w = [_randn(4, 6, seed=s) for s in (27, 28, 29)]
+    a, b = a0.clone().requires_grad_(True), b0.clone().requires_grad_(True)
+    full, left, right = pairwise_logits(a, b, 0.5, a_only=True, b_only=True)
+    for out in (full, left, right):
+        torch.testing.assert_close(out, a0 @ b0.T / 0.5)
+    ((full * w[0]).sum() + (left * w[1]).sum() + (right * w[2]).sum()).backward()
+    # Reference: the same three terms with explicit detach.
+    c, d = a0.clone().requires_grad_(True), b0.clone().requires_grad_(True)
+    ref = (c @ d.T * w[0]).sum() + (c @ d.detach().T * w[1]).sum() + (c.detach() @ d.T * w[2]).sum()
+    (ref / 0.5).backward()
+    torch.testing.assert_close(a.grad, c.grad, rtol=0, atol=1e-12)
+    torch.testing.assert_close(b.grad, d.grad, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("strategies", [None, "mixcse", {"name": "mochi", "n_hard": 6, "n_pair": 5, "n_query": 2}])
+def test_in_batch_under_bf16_autocast(strategies) -> None:
+    """Regression: the custom matmul's backward used to multiply a bf16 gradient by fp32 inputs."""
+    g = torch.Generator().manual_seed(30)
+    z1 = torch.randn(16, 32, generator=g)
+    z2 = z1 + 1.5 * torch.randn(16, 32, generator=g)
+    loss_fn = ContrastiveLoss(0.05, strategies)
+    a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = loss_fn.in_batch(a, b, generator=torch.Generator().manual_seed(1)).loss
+    low.backward()
+    c, d = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+    full = loss_fn.in_batch(c, d, generator=torch.Generator().manual_seed(1)).loss
+    full.backward()
+    assert low.dtype == torch.float32 and a.grad.dtype == torch.float32
+    assert abs(float(low.detach()) - float(full.detach())) < 0.05 * float(full.detach())
+    assert F.cosine_similarity(a.grad.flatten(), c.grad.flatten(), dim=0) > 0.98
+
+
+@pytest.mark.parametrize("tau", [0, -0.1, True, "0.05", None])
+def test_temperature_must_be_positive(tau) -> None:
+    with pytest.raises(ValueError, match="temperature"):
+        ContrastiveLoss(tau)
+
+
+def test_shape_errors() -> None:
+    with pytest.raises(ValueError, match="z1 and z2"):
+        ContrastiveLoss(0.1).in_batch(torch.randn(3, 4), torch.randn(4, 4))
+    with pytest.raises(ValueError, match="z1_all and z2_all"):
+        ContrastiveLoss(0.1).in_batch(torch.randn(3, 4), torch.randn(3, 4), z1_all=torch.randn(6, 4))
+    with pytest.raises(ValueError, match="queue"):
+        ContrastiveLoss(0.1).queue(torch.randn(3, 4), torch.randn(3, 4), torch.randn(5, 3))
