@@ -48,8 +48,9 @@ class KeyQueue(nn.Module):
         else:
             keys = torch.zeros(size, dim)
         self.register_buffer("keys", keys)
-        # Sample ids: -1 marks an empty slot (never a negative), -2 a random initial key (a negative that
-        # matches no sample), >= 0 the id of the sample whose key this is.
+        # Sample ids: -1 marks an empty slot (never a negative), -2 a key without a sample id (a random
+        # initial key, or one enqueued without ids: a negative that matches no sample), >= 0 the id of the
+        # sample whose key this is.
         self.register_buffer("ids", torch.full((size,), RANDOM_ID if random_init else EMPTY_ID, dtype=torch.long))
         self.register_buffer("ptr", torch.zeros((), dtype=torch.long))
         self.register_buffer("count", torch.zeros((), dtype=torch.long))
@@ -68,13 +69,15 @@ class KeyQueue(nn.Module):
     def enqueue(self, keys: Tensor, ids: Tensor | None = None) -> None:
         """Write ``keys`` (B, D) (and their ids (B,)) over the oldest entries, wrapping around.
 
-        Keys are L2-normalized and detached. B may exceed K (only the last K are kept).
+        Keys are L2-normalized and detached. B may exceed K (only the last K are kept). Keys enqueued
+        without ids get id -2 (a negative that matches no query), never -1, which marks an empty slot
+        that the loss excludes.
         """
         if keys.dim() != 2 or keys.shape[1] != self.keys.shape[1]:
             raise ValueError(f"keys: expected (B, {self.keys.shape[1]}), got {tuple(keys.shape)}")
         keys = F.normalize(keys.detach().to(self.keys.dtype), dim=1)
         if ids is None:
-            ids = torch.full((keys.shape[0],), -1, dtype=torch.long, device=keys.device)
+            ids = torch.full((keys.shape[0],), RANDOM_ID, dtype=torch.long, device=keys.device)
         elif ids.shape != (keys.shape[0],):
             raise ValueError(f"ids: expected ({keys.shape[0]},), got {tuple(ids.shape)}")
         b = keys.shape[0]
