@@ -1,0 +1,238 @@
+"""The strategy registry, the mochi strategy inside the loss, and composition of strategies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from hardmix.losses import ContrastiveLoss
+from hardmix.mixing import mochi_synthesize
+from hardmix.strategies import (
+    MixCSE,
+    MoCHi,
+    NoMixing,
+    Strategy,
+    available_strategies,
+    build_strategies,
+    build_strategy,
+    describe_strategies,
+    register_strategy,
+)
+
+from ._reference import cross_entropy, mix, normalize
+
+# ---- registry ---------------------------------------------------------------------------------------
+
+
+def test_registry_lists_and_builds_the_three_strategies() -> None:
+    assert available_strategies() == ["mixcse", "mochi", "none"]
+    assert isinstance(build_strategy("none"), NoMixing)
+    s = build_strategy({"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2, "beta_max": 0.3})
+    assert isinstance(s, MoCHi) and (s.n_hard, s.n_pair, s.n_query, s.beta_max) == (8, 4, 2, 0.3)
+    m = MixCSE(lam=0.4)
+    assert build_strategy(m) is m
+    # config() rebuilds an equal strategy
+    assert repr(build_strategy(s.config())) == repr(s)
+    assert build_strategy(MixCSE(lam=0.3, mode="reference").config()).mode == "reference"
+    # 'none' entries are dropped from a list; a single spec becomes a list
+    built = build_strategies(["none", "mixcse", {"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 1}])
+    assert [x.name for x in built] == ["mixcse", "mochi"]
+    assert build_strategies(None) == [] and build_strategies("none") == []
+
+
+def test_unknown_strategy_and_arguments_raise_naming_them() -> None:
+    with pytest.raises(ValueError, match="strategy.*'mocha'"):
+        build_strategy("mocha")
+    with pytest.raises(ValueError, match="strategy"):
+        ContrastiveLoss(0.1, ["mixcse", {"name": "hardneg"}])
+    with pytest.raises(ValueError, match="'lambda'"):
+        build_strategy({"name": "mixcse", "lambda": 0.2})
+    with pytest.raises(ValueError, match="name"):
+        build_strategy({"lam": 0.2})
+    with pytest.raises(ValueError, match="warmup_steps"):
+        MoCHi(n_hard=4, n_pair=2, n_query=1, warmup_steps=-1)
+    with pytest.raises(ValueError, match="stop_grad"):
+        MixCSE(stop_grad="yes")
+
+
+def test_register_strategy_refuses_nameless_and_duplicate_names() -> None:
+    class Nameless(Strategy):
+        def extra_logits(self, ctx):
+            return None
+
+    with pytest.raises(ValueError):
+        register_strategy(Nameless)
+
+    class Impostor(Strategy):
+        name = "mixcse"
+
+        def extra_logits(self, ctx):
+            return None
+
+    with pytest.raises(ValueError, match="already registered"):
+        register_strategy(Impostor)
+    assert build_strategy("mixcse").__class__ is MixCSE
+
+
+def test_describe_strategies_lists_parameters_defaults_and_papers() -> None:
+    text = describe_strategies()
+    for needle in ("mixcse:", "mochi:", "none:", "lam = 0.2", "n_hard = 1024", "beta_max = 0.5",
+                   "AAAI 2022", "NeurIPS 2020", "(no parameters)"):
+        assert needle in text
+
+
+def test_symmetric_must_agree_with_the_strategies() -> None:
+    assert ContrastiveLoss(0.05, "mixcse").symmetric is True
+    assert ContrastiveLoss(0.05, {"name": "mixcse", "bidirectional": False}).symmetric is False
+    assert ContrastiveLoss(0.05, {"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 1}).symmetric is False
+    with pytest.raises(ValueError, match="symmetric"):
+        ContrastiveLoss(0.05, {"name": "mixcse", "bidirectional": False}, symmetric=True)
+    with pytest.raises(ValueError, match="symmetric"):
+        ContrastiveLoss(0.05, [MixCSE(bidirectional=True), MixCSE(lam=0.3, bidirectional=False)])
+
+
+# ---- mochi inside the loss --------------------------------------------------------------------------
+
+
+def _queue_batch(b: int = 6, k: int = 48, d: int = 12, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, d, generator=g)
+    key = q + 0.5 * torch.randn(b, d, generator=g)
+    queue = torch.randn(k, d, generator=g)
+    queue[:b] = q + 0.3 * torch.randn(b, d, generator=g)  # the queries' own earlier keys: very hard
+    queue_ids = torch.arange(k)
+    queue_ids[-3:] = -1
+    return q, key, queue, torch.arange(b), queue_ids
+
+
+def _mochi_logits_np(q, synthetic, tau) -> np.ndarray:
+    qn = normalize(q.detach().numpy())
+    s = synthetic.double().numpy()
+    return np.einsum("bd,bmd->bm", qn, s) / tau
+
+
+def test_mochi_strategy_logits_equal_query_dot_synthetic_over_tau() -> None:
+    q, key, queue, qids, kids = _queue_batch()
+    tau, n_hard, n_pair, n_query = 0.2, 10, 12, 5
+    loss_fn = ContrastiveLoss(tau, {"name": "mochi", "n_hard": n_hard, "n_pair": n_pair, "n_query": n_query})
+    got = loss_fn.queue(q, key, queue, qids, kids, generator=torch.Generator().manual_seed(7)).loss
+    valid = (kids.view(1, -1) != -1) & (qids.view(-1, 1) != kids.view(1, -1))
+    synthetic = mochi_synthesize(F.normalize(q, dim=1), F.normalize(queue, dim=1), n_hard, n_pair, n_query,
+                                 generator=torch.Generator().manual_seed(7), valid=valid)
+    qn, kn, nn_ = (normalize(x.numpy()) for x in (q, key, queue))
+    base = np.where(valid.numpy(), qn @ nn_.T / tau, -np.inf)
+    logits = np.concatenate([np.sum(qn * kn, 1, keepdims=True) / tau, base, _mochi_logits_np(q, synthetic, tau)], 1)
+    assert abs(float(got.detach()) - cross_entropy(logits, np.zeros(len(q), int))) < 1e-5
+    # The query's own earlier key (the hardest negative) is excluded from selection as from the queue.
+    s = synthetic.numpy()
+    own = normalize(queue[:6].numpy())
+    assert np.all(np.einsum("bmd,bd->bm", s, own) < 0.999)
+
+
+def test_mochi_strategy_in_batch_uses_the_other_rows_as_negatives() -> None:
+    g = torch.Generator().manual_seed(1)
+    z1, z2 = torch.randn(10, 8, generator=g), torch.randn(10, 8, generator=g)
+    tau = 0.1
+    loss_fn = ContrastiveLoss(tau, {"name": "mochi", "n_hard": 5, "n_pair": 6, "n_query": 3})
+    got = loss_fn.in_batch(z1, z2, generator=torch.Generator().manual_seed(2)).loss
+    valid = ~torch.eye(10, dtype=torch.bool)
+    h1, h2 = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
+    synthetic = mochi_synthesize(h1, h2, 5, 6, 3, generator=torch.Generator().manual_seed(2), valid=valid)
+    plain = normalize(z1.numpy()) @ normalize(z2.numpy()).T / tau
+    logits = np.concatenate([plain, _mochi_logits_np(z1, synthetic, tau)], 1)
+    assert abs(float(got) - cross_entropy(logits, np.arange(10))) < 1e-5
+
+
+def test_mochi_warmup_is_plain_info_nce_until_the_step() -> None:
+    q, key, queue, qids, kids = _queue_batch(seed=3)
+    mochi = ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 8, "n_pair": 6, "n_query": 2, "warmup_steps": 5})
+    plain = ContrastiveLoss(0.2).queue(q, key, queue, qids, kids).loss
+    for step in (0, 4):
+        assert float(mochi.queue(q, key, queue, qids, kids, step=step).loss) == float(plain)
+    assert float(mochi.queue(q, key, queue, qids, kids, step=5).loss) > float(plain) + 1e-3
+
+
+def test_mochi_needs_enough_valid_negatives_at_call_time() -> None:
+    q, key, queue, qids, kids = _queue_batch(k=12, seed=4)  # 12 - 3 empty - own id = 8 valid per query
+    with pytest.raises(ValueError, match="n_hard"):
+        ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 9, "n_pair": 2, "n_query": 1}).queue(q, key, queue, qids, kids)
+    ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 8, "n_pair": 2, "n_query": 1}).queue(q, key, queue, qids, kids)
+
+
+def test_mochi_strategy_selects_in_fp32_under_bf16_autocast() -> None:
+    """Negatives e_0..e_7 whose similarities to the query tie in bf16; the fp32 top 2 are e_3 and e_4.
+    With many query mixtures of those two, the gradient on coordinates 3 and 4 dominates; an autocast
+    (bf16) selection would pick tied others."""
+    w = 0.30078125 + torch.tensor([1.0, 2, 3, 7, 6, 4, 5, 0]) * 1e-4
+    q = torch.cat([w, torch.sqrt(1 - (w * w).sum()).view(1), torch.zeros(1)]).view(1, -1).requires_grad_(True)
+    negatives = torch.eye(10)[:8]
+    key = torch.eye(10)[9:]
+    loss_fn = ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 2, "n_pair": 1, "n_query": 64})
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = loss_fn.queue(q, key, negatives, generator=torch.Generator().manual_seed(0)).loss
+    loss.backward()
+    g = q.grad[0, :8]
+    chosen = g[[3, 4]]
+    others = g[[0, 1, 2, 5, 6, 7]]
+    assert float(chosen.min()) > float(others.max()) + 0.5 * float(others.abs().max())
+
+
+def test_mochi_diagnostics() -> None:
+    q, key, queue, qids, kids = _queue_batch(seed=5)
+    strategy = MoCHi(n_hard=8, n_pair=6, n_query=2)
+    out = ContrastiveLoss(0.2, strategy).queue(q, key, queue, qids, kids, generator=torch.Generator().manual_seed(1))
+    valid = (kids.view(1, -1) != -1) & (qids.view(-1, 1) != kids.view(1, -1))
+    synthetic = mochi_synthesize(F.normalize(q, dim=1), F.normalize(queue, dim=1), 8, 6, 2,
+                                 generator=torch.Generator().manual_seed(1), valid=valid)
+    sims = _mochi_logits_np(q, synthetic, 1.0)
+    pos = np.sum(normalize(q.numpy()) * normalize(key.numpy()), 1)
+    stats = out.stats()
+    assert abs(stats["mochi/synthetic_sim"] - sims.mean()) < 1e-5
+    assert abs(stats["mochi/synthetic_harder_than_positive"] - np.mean(sims > pos[:, None])) < 1e-6
+    assert MoCHi(n_hard=4, n_pair=2, n_query=1).diagnostics() == {}
+
+
+# ---- composition ------------------------------------------------------------------------------------
+
+
+def test_mochi_and_mixcse_compose_in_queue_mode() -> None:
+    """Both strategies append their columns: the loss is the cross-entropy of
+    [q.k | q.queue (masked) | q.m_ij (MixCSE, masked) | q.synthetic (MoCHi)] / tau, target 0."""
+    q, key, queue, qids, kids = _queue_batch(seed=6)
+    tau, lam = 0.2, 0.3
+    specs = [{"name": "mochi", "n_hard": 10, "n_pair": 8, "n_query": 4}, {"name": "mixcse", "lam": lam}]
+    got = ContrastiveLoss(tau, specs).queue(q, key, queue, qids, kids, generator=torch.Generator().manual_seed(3))
+    valid = (kids.view(1, -1) != -1) & (qids.view(-1, 1) != kids.view(1, -1))
+    synthetic = mochi_synthesize(F.normalize(q, dim=1), F.normalize(queue, dim=1), 10, 8, 4,
+                                 generator=torch.Generator().manual_seed(3), valid=valid)
+    qn, kn, nn_ = (normalize(x.numpy()) for x in (q, key, queue))
+    v = valid.numpy()
+    b, k = v.shape
+    mixed = np.array([[qn[i] @ mix(kn[i], nn_[j], lam) / tau if v[i, j] else -np.inf for j in range(k)]
+                      for i in range(b)])
+    logits = np.concatenate([np.sum(qn * kn, 1, keepdims=True) / tau, np.where(v, qn @ nn_.T / tau, -np.inf),
+                             mixed, _mochi_logits_np(q, synthetic, tau)], 1)
+    assert abs(float(got.loss) - cross_entropy(logits, np.zeros(b, int))) < 1e-5
+    # The order of the list does not matter (mixcse draws no random numbers).
+    swapped = ContrastiveLoss(tau, specs[::-1]).queue(q, key, queue, qids, kids,
+                                                     generator=torch.Generator().manual_seed(3))
+    assert abs(float(swapped.loss) - float(got.loss)) < 1e-5
+    assert {"mochi/synthetic_sim", "mixcse/synthetic_sim"} <= set(got.stats())
+
+
+def test_mochi_and_mixcse_compose_in_batch() -> None:
+    g = torch.Generator().manual_seed(8)
+    z1, z2 = torch.randn(9, 6, generator=g, dtype=torch.float64), torch.randn(9, 6, generator=g, dtype=torch.float64)
+    tau, lam = 0.1, 0.2
+    specs = [{"name": "mixcse", "lam": lam, "bidirectional": False}, {"name": "mochi", "n_hard": 4, "n_pair": 5,
+                                                                      "n_query": 2}]
+    got = ContrastiveLoss(tau, specs).in_batch(z1, z2, generator=torch.Generator().manual_seed(9)).loss
+    h1, h2 = normalize(z1.numpy()), normalize(z2.numpy())
+    synthetic = mochi_synthesize(F.normalize(z1, dim=1), F.normalize(z2, dim=1), 4, 5, 2,
+                                 generator=torch.Generator().manual_seed(9), valid=~torch.eye(9, dtype=torch.bool))
+    mixed = np.array([[h1[i] @ mix(h2[i], h2[j], lam) / tau if i != j else -np.inf for j in range(9)]
+                      for i in range(9)])
+    logits = np.concatenate([h1 @ h2.T / tau, mixed, _mochi_logits_np(z1, synthetic, tau)], 1)
+    assert abs(float(got) - cross_entropy(logits, np.arange(9))) < 1e-6
