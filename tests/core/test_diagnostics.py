@@ -25,7 +25,9 @@ from ._reference import normalize
 
 
 def _unit(b: int, d: int, seed: int) -> torch.Tensor:
-    return F.normalize(torch.randn(b, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64), dim=1)
+    return F.normalize(
+        torch.randn(b, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64), dim=1
+    )
 
 
 @pytest.mark.parametrize("alpha", [1, 2, 3])

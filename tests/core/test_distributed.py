@@ -85,8 +85,10 @@ def _worker(r: int, port: int, out_dir: str) -> None:
         z1_global, z2_global = _global_batch()
         rows = slice(r * LOCAL, (r + 1) * LOCAL)
         for name in CONFIGS:
-            for gather_name, gather in (("fixed", gather_with_grad),
-                                        ("local_only", lambda x: torch.cat(_GatherLocalGradOnly.apply(x), 0))):
+            for gather_name, gather in (
+                ("fixed", gather_with_grad),
+                ("local_only", lambda x: torch.cat(_GatherLocalGradOnly.apply(x), 0)),
+            ):
                 if gather_name == "local_only" and name != "mixcse_symmetric":
                     continue
                 z1 = z1_global[rows].clone().requires_grad_(True)
@@ -153,12 +155,14 @@ def test_local_gradient_only_gather_would_fail(two_rank_results) -> None:
     for r, res in enumerate(two_rank_results):
         loss_bug, g1, _ = res["mixcse_symmetric/local_only"]
         assert abs(float(loss_bug) - float(res["mixcse_symmetric/fixed"][0])) < 1e-12
-        worst = max(worst, float((g1 / WORLD - z1.grad[r * LOCAL:(r + 1) * LOCAL]).abs().max()))
+        worst = max(worst, float((g1 / WORLD - z1.grad[r * LOCAL : (r + 1) * LOCAL]).abs().max()))
     assert worst > 1e-3
 
 
 def test_gather_no_grad(two_rank_results) -> None:
-    want = torch.cat([torch.arange(LOCAL * 3, dtype=torch.float64).view(LOCAL, 3) + 100 * r for r in range(WORLD)])
+    want = torch.cat(
+        [torch.arange(LOCAL * 3, dtype=torch.float64).view(LOCAL, 3) + 100 * r for r in range(WORLD)]
+    )
     for res in two_rank_results:
         gathered, requires_grad = res["gather_no_grad"]
         assert torch.equal(gathered, want) and requires_grad is False
@@ -196,7 +200,9 @@ def test_split_batchnorm_normalizes_every_num_splits_th_sample_separately(num_sp
     and the running statistics are the mean over the splits of what each plain BatchNorm would hold."""
     g = torch.Generator().manual_seed(num_splits)
     c = 3
-    x = torch.randn(8, c, 5, 4, generator=g, dtype=torch.float64) * torch.arange(1, 9, dtype=torch.float64).view(-1, 1, 1, 1)
+    x = torch.randn(8, c, 5, 4, generator=g, dtype=torch.float64) * torch.arange(
+        1, 9, dtype=torch.float64
+    ).view(-1, 1, 1, 1)
     split = SplitBatchNorm(c, num_splits).double()
     with torch.no_grad():
         split.weight.copy_(torch.tensor([1.5, -0.5, 2.0]))

@@ -35,7 +35,9 @@ def test_in_batch_and_queue_logits() -> None:
     a, c = _randn(4, 6, seed=2), _randn(7, 6, seed=3)
     want = normalize(a.numpy()) @ normalize(c.numpy()).T / 0.1
     np.testing.assert_allclose(in_batch_logits(a, c, 0.1).numpy(), want, atol=1e-12)
-    q, k, queue = (F.normalize(x, dim=1) for x in (_randn(4, 6, seed=4), _randn(4, 6, seed=5), _randn(9, 6, seed=6)))
+    q, k, queue = (
+        F.normalize(x, dim=1) for x in (_randn(4, 6, seed=4), _randn(4, 6, seed=5), _randn(9, 6, seed=6))
+    )
     got = queue_logits(q, k, queue, 0.2).numpy()
     qn, kn, nn_ = q.numpy(), k.numpy(), queue.numpy()
     for i in range(4):
@@ -65,8 +67,9 @@ def test_info_nce_from_blocks_equals_cross_entropy_of_the_concatenation() -> Non
 def test_fully_excluded_queue_gives_finite_gradients() -> None:
     """An empty queue (all ids -1) at the first step: the loss is 0 and nothing is NaN."""
     q = _randn(3, 4, seed=11).requires_grad_(True)
-    out = ContrastiveLoss(0.2).queue(q, _randn(3, 4, seed=12), _randn(8, 4, seed=13), torch.arange(3),
-                                     torch.full((8,), -1))
+    out = ContrastiveLoss(0.2).queue(
+        q, _randn(3, 4, seed=12), _randn(8, 4, seed=13), torch.arange(3), torch.full((8,), -1)
+    )
     out.loss.backward()
     assert float(out.loss.detach()) == 0.0 and torch.isfinite(q.grad).all()
 
@@ -109,13 +112,16 @@ def test_queue_layout_masks_own_ids_and_empty_slots() -> None:
     assert abs(float(got) - np.mean(losses)) < 1e-12
     # Without ids nothing is masked: every queue entry is a negative.
     plain = ContrastiveLoss(0.2).queue(q, k, queue).loss
-    want = cross_entropy(np.concatenate([np.sum(qn * kn, 1, keepdims=True), qn @ nn_.T], 1) / 0.2, np.zeros(4, int))
+    want = cross_entropy(
+        np.concatenate([np.sum(qn * kn, 1, keepdims=True), qn @ nn_.T], 1) / 0.2, np.zeros(4, int)
+    )
     assert abs(float(plain) - want) < 1e-12
     # Queue ids alone: only empty slots are excluded.
     only_empty = ContrastiveLoss(0.2).queue(q, k, queue, None, queue_ids).loss
     keep = [j for j in range(10) if queue_ids[j] != -1]
-    want = cross_entropy(np.concatenate([np.sum(qn * kn, 1, keepdims=True), qn @ nn_[keep].T], 1) / 0.2,
-                         np.zeros(4, int))
+    want = cross_entropy(
+        np.concatenate([np.sum(qn * kn, 1, keepdims=True), qn @ nn_[keep].T], 1) / 0.2, np.zeros(4, int)
+    )
     assert abs(float(only_empty) - want) < 1e-12
 
 
@@ -172,7 +178,9 @@ def test_pairwise_logits_routes_gradients() -> None:
     torch.testing.assert_close(b.grad, d.grad, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("strategies", [None, "mixcse", {"name": "mochi", "n_hard": 6, "n_pair": 5, "n_query": 2}])
+@pytest.mark.parametrize(
+    "strategies", [None, "mixcse", {"name": "mochi", "n_hard": 6, "n_pair": 5, "n_query": 2}]
+)
 def test_in_batch_under_bf16_autocast(strategies) -> None:
     """Regression: the custom matmul's backward used to multiply a bf16 gradient by fp32 inputs."""
     g = torch.Generator().manual_seed(30)

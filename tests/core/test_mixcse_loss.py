@@ -71,7 +71,9 @@ def test_closed_form_mixed_logits_equal_explicit_mixtures() -> None:
     want = np.array([[hn[i] @ mix(pn[i], nn_[j], lam) / tau for j in range(11)] for i in range(6)])
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-12)
     # The norm identity on its own, and the explicit helper.
-    norms = np.array([[np.linalg.norm(lam * pn[i] + (1 - lam) * nn_[j]) for j in range(11)] for i in range(6)])
+    norms = np.array(
+        [[np.linalg.norm(lam * pn[i] + (1 - lam) * nn_[j]) for j in range(11)] for i in range(6)]
+    )
     np.testing.assert_allclose(mixture_norm(p @ n.T, lam).numpy(), norms, atol=1e-12)
     explicit = mix_normalize(p.unsqueeze(1), n.unsqueeze(0), lam)  # (6, 11, 9)
     np.testing.assert_allclose(torch.einsum("bd,bnd->bn", h, explicit).numpy() / tau, want, atol=1e-12)
@@ -171,10 +173,17 @@ def test_mixcse_against_a_queue_equals_numpy(stop_grad: bool) -> None:
     h, key, n = F.normalize(qq, dim=1), F.normalize(k, dim=1), F.normalize(queue, dim=1)
     m = mix_normalize(key.unsqueeze(1), n.unsqueeze(0), 0.25)
     v = torch.from_numpy(valid)
-    logits = torch.cat(
-        [(h * key).sum(1, keepdim=True), (h @ n.T).masked_fill(~v, -np.inf),
-         torch.einsum("bd,bnd->bn", h, m).masked_fill(~v, -np.inf)], 1
-    ) / 0.1
+    logits = (
+        torch.cat(
+            [
+                (h * key).sum(1, keepdim=True),
+                (h @ n.T).masked_fill(~v, -np.inf),
+                torch.einsum("bd,bnd->bn", h, m).masked_fill(~v, -np.inf),
+            ],
+            1,
+        )
+        / 0.1
+    )
     F.cross_entropy(logits, torch.zeros(5, dtype=torch.long)).backward()
     torch.testing.assert_close(q.grad, qq.grad, rtol=0, atol=1e-10)
 

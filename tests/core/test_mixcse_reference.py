@@ -16,8 +16,12 @@ def _raw_views(b: int, d: int = 6, seed: int = 0) -> tuple[torch.Tensor, torch.T
     """Un-normalized float64 views with very different norms: normalizing before mixing would show."""
     g = torch.Generator().manual_seed(seed)
     base = torch.randn(b, d, generator=g, dtype=torch.float64)
-    z1 = (base + 0.5 * torch.randn(b, d, generator=g, dtype=torch.float64)) * torch.linspace(0.2, 5, b).view(-1, 1)
-    z2 = (base + 0.5 * torch.randn(b, d, generator=g, dtype=torch.float64)) * torch.linspace(4, 0.3, b).view(-1, 1)
+    z1 = (base + 0.5 * torch.randn(b, d, generator=g, dtype=torch.float64)) * torch.linspace(0.2, 5, b).view(
+        -1, 1
+    )
+    z2 = (base + 0.5 * torch.randn(b, d, generator=g, dtype=torch.float64)) * torch.linspace(4, 0.3, b).view(
+        -1, 1
+    )
     return z1.to(torch.float64), z2.to(torch.float64)
 
 

@@ -104,7 +104,9 @@ def test_hardest_negatives_equal_brute_force_selection() -> None:
 def test_sources_of_every_synthetic_point_are_the_queries_own_top_n() -> None:
     b, k, n = 4, 20, 6
     q, negatives, w = _basis_setup(b, k, seed=3)
-    s = mochi_synthesize(q, negatives, n_hard=n, n_pair=15, n_query=40, generator=torch.Generator().manual_seed(4))
+    s = mochi_synthesize(
+        q, negatives, n_hard=n, n_pair=15, n_query=40, generator=torch.Generator().manual_seed(4)
+    )
     pairs, _, picks, _ = _decode(q, s, k, n_pair=15)
     top = _brute_force_top(w, n)
     for i in range(b):
@@ -117,8 +119,9 @@ def test_pairs_are_distinct_and_weights_in_range() -> None:
     b, k, n = 3, 16, 8
     q, negatives, _ = _basis_setup(b, k, seed=5)
     beta_max = 0.3
-    s = mochi_synthesize(q, negatives, n, n_pair=20, n_query=400, beta_max=beta_max,
-                         generator=torch.Generator().manual_seed(6))
+    s = mochi_synthesize(
+        q, negatives, n, n_pair=20, n_query=400, beta_max=beta_max, generator=torch.Generator().manual_seed(6)
+    )
     pairs, alphas, _, betas = _decode(q, s, k, n_pair=20)
     for row in pairs:
         assert all(a != c for a, c in row)
@@ -131,8 +134,9 @@ def test_pairs_are_distinct_and_weights_in_range() -> None:
 def test_query_mixtures_lie_nearer_their_negative_than_the_query() -> None:
     b, k = 5, 24
     q, negatives, _ = _basis_setup(b, k, seed=7)
-    s = mochi_synthesize(q, negatives, n_hard=8, n_pair=0, n_query=64, beta_max=0.5,
-                         generator=torch.Generator().manual_seed(8))
+    s = mochi_synthesize(
+        q, negatives, n_hard=8, n_pair=0, n_query=64, beta_max=0.5, generator=torch.Generator().manual_seed(8)
+    )
     _, _, picks, _ = _decode(q, s, k, n_pair=0)
     for i in range(b):
         for m, c in enumerate(picks[i]):
@@ -161,8 +165,9 @@ def test_excluded_negatives_are_never_used() -> None:
     valid = torch.ones(b, k, dtype=torch.bool)
     hardest = torch.from_numpy(w.argmax(1))
     valid[torch.arange(b), hardest] = False  # e.g. the query's own sample
-    s = mochi_synthesize(q, negatives, n, n_pair=10, n_query=30, valid=valid,
-                         generator=torch.Generator().manual_seed(11))
+    s = mochi_synthesize(
+        q, negatives, n, n_pair=10, n_query=30, valid=valid, generator=torch.Generator().manual_seed(11)
+    )
     pairs, _, picks, _ = _decode(q, s, k, n_pair=10)
     top = _brute_force_top(w, n, valid.numpy())
     for i in range(b):

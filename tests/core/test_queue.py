@@ -80,8 +80,10 @@ def test_loading_a_queue_of_another_shape_raises() -> None:
         KeyQueue(4, 3).load_state_dict(KeyQueue(5, 3).state_dict())
 
 
-@pytest.mark.parametrize("kwargs,arg", [({"size": 0, "dim": 3}, "size"), ({"size": 3, "dim": 0}, "dim"),
-                                        ({"size": True, "dim": 3}, "size")])
+@pytest.mark.parametrize(
+    "kwargs,arg",
+    [({"size": 0, "dim": 3}, "size"), ({"size": 3, "dim": 0}, "dim"), ({"size": True, "dim": 3}, "size")],
+)
 def test_bad_arguments(kwargs: dict, arg: str) -> None:
     with pytest.raises(ValueError, match=arg):
         KeyQueue(**kwargs)
@@ -99,11 +101,18 @@ def test_the_loss_never_writes_synthetic_points_into_the_queue() -> None:
     queue = KeyQueue(64, 8, generator=torch.Generator().manual_seed(2))
     queue.enqueue(_keys(40, d=8, seed=10), torch.arange(40))
     before = {k: v.clone() for k, v in queue.state_dict().items()}
-    loss_fn = ContrastiveLoss(0.2, [{"name": "mochi", "n_hard": 16, "n_pair": 20, "n_query": 8},
-                                    {"name": "mixcse", "lam": 0.3}])
+    loss_fn = ContrastiveLoss(
+        0.2, [{"name": "mochi", "n_hard": 16, "n_pair": 20, "n_query": 8}, {"name": "mixcse", "lam": 0.3}]
+    )
     q = _keys(6, d=8, seed=11).requires_grad_(True)
-    out = loss_fn.queue(q, _keys(6, d=8, seed=12), queue.keys, torch.arange(6), queue.ids,
-                        generator=torch.Generator().manual_seed(3))
+    out = loss_fn.queue(
+        q,
+        _keys(6, d=8, seed=12),
+        queue.keys,
+        torch.arange(6),
+        queue.ids,
+        generator=torch.Generator().manual_seed(3),
+    )
     out.loss.backward()
     for k, v in queue.state_dict().items():
         assert torch.equal(v, before[k]), k

@@ -78,8 +78,17 @@ def test_register_strategy_refuses_nameless_and_duplicate_names() -> None:
 
 def test_describe_strategies_lists_parameters_defaults_and_papers() -> None:
     text = describe_strategies()
-    for needle in ("mixcse:", "mochi:", "none:", "lam = 0.2", "n_hard = 1024", "beta_max = 0.5",
-                   "AAAI 2022", "NeurIPS 2020", "(no parameters)"):
+    for needle in (
+        "mixcse:",
+        "mochi:",
+        "none:",
+        "lam = 0.2",
+        "n_hard = 1024",
+        "beta_max = 0.5",
+        "AAAI 2022",
+        "NeurIPS 2020",
+        "(no parameters)",
+    ):
         assert needle in text
 
 
@@ -119,11 +128,20 @@ def test_mochi_strategy_logits_equal_query_dot_synthetic_over_tau() -> None:
     loss_fn = ContrastiveLoss(tau, {"name": "mochi", "n_hard": n_hard, "n_pair": n_pair, "n_query": n_query})
     got = loss_fn.queue(q, key, queue, qids, kids, generator=torch.Generator().manual_seed(7)).loss
     valid = (kids.view(1, -1) != -1) & (qids.view(-1, 1) != kids.view(1, -1))
-    synthetic = mochi_synthesize(F.normalize(q, dim=1), F.normalize(queue, dim=1), n_hard, n_pair, n_query,
-                                 generator=torch.Generator().manual_seed(7), valid=valid)
+    synthetic = mochi_synthesize(
+        F.normalize(q, dim=1),
+        F.normalize(queue, dim=1),
+        n_hard,
+        n_pair,
+        n_query,
+        generator=torch.Generator().manual_seed(7),
+        valid=valid,
+    )
     qn, kn, nn_ = (normalize(x.numpy()) for x in (q, key, queue))
     base = np.where(valid.numpy(), qn @ nn_.T / tau, -np.inf)
-    logits = np.concatenate([np.sum(qn * kn, 1, keepdims=True) / tau, base, _mochi_logits_np(q, synthetic, tau)], 1)
+    logits = np.concatenate(
+        [np.sum(qn * kn, 1, keepdims=True) / tau, base, _mochi_logits_np(q, synthetic, tau)], 1
+    )
     assert abs(float(got.detach()) - cross_entropy(logits, np.zeros(len(q), int))) < 1e-5
     # The query's own earlier key (the hardest negative) is excluded from selection as from the queue.
     s = synthetic.numpy()
@@ -157,8 +175,12 @@ def test_mochi_warmup_is_plain_info_nce_until_the_step() -> None:
 def test_mochi_needs_enough_valid_negatives_at_call_time() -> None:
     q, key, queue, qids, kids = _queue_batch(k=12, seed=4)  # 12 - 3 empty - own id = 8 valid per query
     with pytest.raises(ValueError, match="n_hard"):
-        ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 9, "n_pair": 2, "n_query": 1}).queue(q, key, queue, qids, kids)
-    ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 8, "n_pair": 2, "n_query": 1}).queue(q, key, queue, qids, kids)
+        ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 9, "n_pair": 2, "n_query": 1}).queue(
+            q, key, queue, qids, kids
+        )
+    ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 8, "n_pair": 2, "n_query": 1}).queue(
+        q, key, queue, qids, kids
+    )
 
 
 def test_mochi_strategy_selects_in_fp32_under_bf16_autocast() -> None:
@@ -182,10 +204,19 @@ def test_mochi_strategy_selects_in_fp32_under_bf16_autocast() -> None:
 def test_mochi_diagnostics() -> None:
     q, key, queue, qids, kids = _queue_batch(seed=5)
     strategy = MoCHi(n_hard=8, n_pair=6, n_query=2)
-    out = ContrastiveLoss(0.2, strategy).queue(q, key, queue, qids, kids, generator=torch.Generator().manual_seed(1))
+    out = ContrastiveLoss(0.2, strategy).queue(
+        q, key, queue, qids, kids, generator=torch.Generator().manual_seed(1)
+    )
     valid = (kids.view(1, -1) != -1) & (qids.view(-1, 1) != kids.view(1, -1))
-    synthetic = mochi_synthesize(F.normalize(q, dim=1), F.normalize(queue, dim=1), 8, 6, 2,
-                                 generator=torch.Generator().manual_seed(1), valid=valid)
+    synthetic = mochi_synthesize(
+        F.normalize(q, dim=1),
+        F.normalize(queue, dim=1),
+        8,
+        6,
+        2,
+        generator=torch.Generator().manual_seed(1),
+        valid=valid,
+    )
     sims = _mochi_logits_np(q, synthetic, 1.0)
     pos = np.sum(normalize(q.numpy()) * normalize(key.numpy()), 1)
     stats = out.stats()
@@ -203,36 +234,67 @@ def test_mochi_and_mixcse_compose_in_queue_mode() -> None:
     q, key, queue, qids, kids = _queue_batch(seed=6)
     tau, lam = 0.2, 0.3
     specs = [{"name": "mochi", "n_hard": 10, "n_pair": 8, "n_query": 4}, {"name": "mixcse", "lam": lam}]
-    got = ContrastiveLoss(tau, specs).queue(q, key, queue, qids, kids, generator=torch.Generator().manual_seed(3))
+    got = ContrastiveLoss(tau, specs).queue(
+        q, key, queue, qids, kids, generator=torch.Generator().manual_seed(3)
+    )
     valid = (kids.view(1, -1) != -1) & (qids.view(-1, 1) != kids.view(1, -1))
-    synthetic = mochi_synthesize(F.normalize(q, dim=1), F.normalize(queue, dim=1), 10, 8, 4,
-                                 generator=torch.Generator().manual_seed(3), valid=valid)
+    synthetic = mochi_synthesize(
+        F.normalize(q, dim=1),
+        F.normalize(queue, dim=1),
+        10,
+        8,
+        4,
+        generator=torch.Generator().manual_seed(3),
+        valid=valid,
+    )
     qn, kn, nn_ = (normalize(x.numpy()) for x in (q, key, queue))
     v = valid.numpy()
     b, k = v.shape
-    mixed = np.array([[qn[i] @ mix(kn[i], nn_[j], lam) / tau if v[i, j] else -np.inf for j in range(k)]
-                      for i in range(b)])
-    logits = np.concatenate([np.sum(qn * kn, 1, keepdims=True) / tau, np.where(v, qn @ nn_.T / tau, -np.inf),
-                             mixed, _mochi_logits_np(q, synthetic, tau)], 1)
+    mixed = np.array(
+        [[qn[i] @ mix(kn[i], nn_[j], lam) / tau if v[i, j] else -np.inf for j in range(k)] for i in range(b)]
+    )
+    logits = np.concatenate(
+        [
+            np.sum(qn * kn, 1, keepdims=True) / tau,
+            np.where(v, qn @ nn_.T / tau, -np.inf),
+            mixed,
+            _mochi_logits_np(q, synthetic, tau),
+        ],
+        1,
+    )
     assert abs(float(got.loss) - cross_entropy(logits, np.zeros(b, int))) < 1e-5
     # The order of the list does not matter (mixcse draws no random numbers).
-    swapped = ContrastiveLoss(tau, specs[::-1]).queue(q, key, queue, qids, kids,
-                                                     generator=torch.Generator().manual_seed(3))
+    swapped = ContrastiveLoss(tau, specs[::-1]).queue(
+        q, key, queue, qids, kids, generator=torch.Generator().manual_seed(3)
+    )
     assert abs(float(swapped.loss) - float(got.loss)) < 1e-5
     assert {"mochi/synthetic_sim", "mixcse/synthetic_sim"} <= set(got.stats())
 
 
 def test_mochi_and_mixcse_compose_in_batch() -> None:
     g = torch.Generator().manual_seed(8)
-    z1, z2 = torch.randn(9, 6, generator=g, dtype=torch.float64), torch.randn(9, 6, generator=g, dtype=torch.float64)
+    z1, z2 = (
+        torch.randn(9, 6, generator=g, dtype=torch.float64),
+        torch.randn(9, 6, generator=g, dtype=torch.float64),
+    )
     tau, lam = 0.1, 0.2
-    specs = [{"name": "mixcse", "lam": lam, "bidirectional": False}, {"name": "mochi", "n_hard": 4, "n_pair": 5,
-                                                                      "n_query": 2}]
+    specs = [
+        {"name": "mixcse", "lam": lam, "bidirectional": False},
+        {"name": "mochi", "n_hard": 4, "n_pair": 5, "n_query": 2},
+    ]
     got = ContrastiveLoss(tau, specs).in_batch(z1, z2, generator=torch.Generator().manual_seed(9)).loss
     h1, h2 = normalize(z1.numpy()), normalize(z2.numpy())
-    synthetic = mochi_synthesize(F.normalize(z1, dim=1), F.normalize(z2, dim=1), 4, 5, 2,
-                                 generator=torch.Generator().manual_seed(9), valid=~torch.eye(9, dtype=torch.bool))
-    mixed = np.array([[h1[i] @ mix(h2[i], h2[j], lam) / tau if i != j else -np.inf for j in range(9)]
-                      for i in range(9)])
+    synthetic = mochi_synthesize(
+        F.normalize(z1, dim=1),
+        F.normalize(z2, dim=1),
+        4,
+        5,
+        2,
+        generator=torch.Generator().manual_seed(9),
+        valid=~torch.eye(9, dtype=torch.bool),
+    )
+    mixed = np.array(
+        [[h1[i] @ mix(h2[i], h2[j], lam) / tau if i != j else -np.inf for j in range(9)] for i in range(9)]
+    )
     logits = np.concatenate([h1 @ h2.T / tau, mixed, _mochi_logits_np(z1, synthetic, tau)], 1)
     assert abs(float(got) - cross_entropy(logits, np.arange(9))) < 1e-6

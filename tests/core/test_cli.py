@@ -1,0 +1,49 @@
+"""The ``hardmix`` command line: version and the strategy listing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hardmix import __version__
+from hardmix.cli import main
+
+
+def test_version_via_the_installed_entry_point_module() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "hardmix", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"hardmix {__version__}"
+
+
+def test_strategies_lists_every_strategy_with_its_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["strategies"]) == 0
+    text = capsys.readouterr().out
+    for needle in (
+        "mixcse:",
+        "mochi:",
+        "none:",
+        "lam = 0.2",
+        "stop_grad = True",
+        "mode = 'clean'",
+        "n_hard = 1024",
+        "n_pair = 1024",
+        "n_query = 128",
+        "beta_max = 0.5",
+        "warmup_steps = 0",
+    ):
+        assert needle in text, needle
+
+
+def test_no_command_prints_help_and_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: hardmix" in capsys.readouterr().out
+
+
+def test_unknown_command_is_an_argparse_error() -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["frobnicate"])
+    assert e.value.code == 2

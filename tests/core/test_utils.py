@@ -1,0 +1,154 @@
+"""Utilities: atomic checkpoint and text writes, the progress bar, the data root, RNG state."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hardmix.paths import ENV_VAR, DataRootError, data_root, resolve_data_path
+from hardmix.utils.checkpoint import atomic_torch_save, atomic_write_text
+from hardmix.utils.progress import ProgressBar, _fmt_seconds
+from hardmix.utils.rng import rng_state, seed_everything, set_rng_state
+
+# ---- atomic writes ----------------------------------------------------------------------------------
+
+
+class _Unpicklable:
+    def __reduce__(self):
+        raise RuntimeError("cannot pickle this")
+
+
+def test_atomic_torch_save_round_trip_and_no_temporaries(tmp_path: Path) -> None:
+    path = atomic_torch_save({"step": 3, "w": torch.arange(4)}, tmp_path / "sub" / "ckpt.pt")
+    loaded = torch.load(path)
+    assert loaded["step"] == 3 and torch.equal(loaded["w"], torch.arange(4))
+    assert os.listdir(tmp_path / "sub") == ["ckpt.pt"]
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.pt"
+    atomic_torch_save({"step": 1}, path)
+    with pytest.raises(RuntimeError, match="cannot pickle"):
+        atomic_torch_save({"step": 2, "bad": _Unpicklable()}, path)
+    assert torch.load(path) == {"step": 1}
+    assert os.listdir(tmp_path) == ["ckpt.pt"]  # the temporary file was removed
+
+
+def test_atomic_write_text(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "notes.txt"
+    atomic_write_text("first\n", path)
+    atomic_write_text("second é\n", path)
+    assert path.read_text(encoding="utf-8") == "second é\n"
+    assert os.listdir(path.parent) == ["notes.txt"]
+
+
+# ---- progress bar -----------------------------------------------------------------------------------
+
+
+def test_progress_bar_logs_lines_when_not_a_tty() -> None:
+    out = io.StringIO()
+    bar = ProgressBar(4, desc="train", unit="step", stream=out, log_every=3600)
+    for i in range(4):
+        bar.update(1, loss=0.25 * i, lr=1e-5)
+    bar.close()
+    lines = out.getvalue().splitlines()
+    # At most the first update (whether it prints depends on the monotonic clock's origin) and the last.
+    assert 1 <= len(lines) <= 2
+    assert lines[-1].startswith("train 4/4 (100.0%)")
+    assert "step/s" in lines[-1] and "loss=0.75" in lines[-1] and "lr=1e-05" in lines[-1]
+    assert "\r" not in out.getvalue()
+    every = io.StringIO()
+    bar = ProgressBar(3, stream=every, log_every=0)
+    for _ in range(3):
+        bar.update()
+    assert [line.split(" (")[0] for line in every.getvalue().splitlines()] == ["1/3", "2/3", "3/3"]
+
+
+class _TTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_redraws_in_place_on_a_tty() -> None:
+    out = _TTY()
+    bar = ProgressBar(3, desc="eval", stream=out, initial=1)
+    bar.update(1)
+    bar.update(1)
+    bar.close()
+    text = out.getvalue()
+    assert text.count("\r") == 2 and text.endswith("\n") and "eval 3/3" in text
+
+
+def test_disabled_progress_bar_prints_nothing_but_counts() -> None:
+    out = io.StringIO()
+    bar = ProgressBar(5, stream=out, disable=True)
+    bar.update(2)
+    bar.close()
+    assert out.getvalue() == "" and bar.n == 2
+
+
+def test_format_seconds() -> None:
+    assert _fmt_seconds(0) == "00:00"
+    assert _fmt_seconds(75.9) == "01:15"
+    assert _fmt_seconds(3 * 3600 + 62) == "3:01:02"
+    assert _fmt_seconds(-5) == "00:00"
+
+
+# ---- data root --------------------------------------------------------------------------------------
+
+
+def test_data_root_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    assert data_root() == tmp_path
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "missing"))
+    with pytest.raises(DataRootError, match="not a directory"):
+        data_root()
+    assert data_root(required=False) is None
+    monkeypatch.delenv(ENV_VAR)
+    with pytest.raises(DataRootError, match=ENV_VAR):
+        data_root()
+    assert data_root(required=False) is None
+    assert issubclass(DataRootError, FileNotFoundError)
+
+
+def test_resolve_data_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "root"
+    (root / "wiki").mkdir(parents=True)
+    (root / "wiki" / "a.txt").write_text("x")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "local.txt").write_text("y")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv(ENV_VAR, str(root))
+    assert resolve_data_path("wiki/a.txt") == root / "wiki" / "a.txt"  # under the data root
+    assert resolve_data_path("local.txt") == Path("local.txt")  # exists from the working directory
+    assert resolve_data_path(tmp_path / "abs.txt") == tmp_path / "abs.txt"  # absolute stays
+    assert resolve_data_path("new/out.txt") == root / "new" / "out.txt"  # not found: under the root
+    with pytest.raises(FileNotFoundError, match="neither"):
+        resolve_data_path("nope.txt", must_exist=True)
+    with pytest.raises(FileNotFoundError):
+        resolve_data_path(tmp_path / "abs.txt", must_exist=True)
+    monkeypatch.delenv(ENV_VAR)
+    assert resolve_data_path("nope.txt") == Path("nope.txt")
+    with pytest.raises(FileNotFoundError, match="is not set"):
+        resolve_data_path("nope.txt", must_exist=True)
+
+
+# ---- RNG state --------------------------------------------------------------------------------------
+
+
+def test_rng_state_round_trip_restores_every_generator() -> None:
+    seed_everything(123)
+    state = rng_state()
+    first = (random.random(), float(np.random.rand()), float(torch.rand(())))
+    set_rng_state(state)
+    again = (random.random(), float(np.random.rand()), float(torch.rand(())))
+    assert first == again
+    seed_everything(123)
+    assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == first
