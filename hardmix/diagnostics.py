@@ -60,7 +60,9 @@ def similarity_stats(anchors: Tensor, positives: Tensor) -> dict[str, float]:
     return {"pos_sim": float(pos), "neg_sim": float(neg)}
 
 
-def anchor_gradient_norm(loss_fn: Callable[[Tensor, Tensor], Tensor], anchors: Tensor, positives: Tensor) -> float:
+def anchor_gradient_norm(
+    loss_fn: Callable[[Tensor, Tensor], Tensor], anchors: Tensor, positives: Tensor
+) -> float:
     """Mean over anchors of B * ||dL/dh_i|| for a mean loss ``loss_fn(anchors, positives)``, computed on
     detached copies so the training graph is untouched (multiplying by B undoes the batch mean: the value
     is the gradient norm of one anchor's own term plus its share of the others').

@@ -68,7 +68,11 @@ def hardest_negatives(similarities: Tensor, n_hard: int, valid: Tensor | None = 
 
 
 def sample_distinct_pairs(
-    batch: int, n: int, n_pairs: int, generator: torch.Generator | None = None, device: torch.device | None = None
+    batch: int,
+    n: int,
+    n_pairs: int,
+    generator: torch.Generator | None = None,
+    device: torch.device | None = None,
 ) -> tuple[Tensor, Tensor]:
     """For each of ``batch`` rows, ``n_pairs`` distinct unordered pairs (a, b), a != b, of range(n).
 
@@ -119,13 +123,15 @@ def _check_mochi_args(n_hard: int, n_pair: int, n_query: int, beta_max: float, a
         raise ValueError(f"n_pair: must be a non-negative integer, got {n_pair!r}")
     if n_pair > n_hard * (n_hard - 1) // 2:
         raise ValueError(
-            f"n_pair: {n_pair} mixtures of distinct pairs need at least that many pairs among n_hard={n_hard} "
+            f"n_pair: {n_pair} mixtures of distinct pairs need as many pairs among n_hard={n_hard} "
             f"({n_hard * (n_hard - 1) // 2} exist)"
         )
     if not isinstance(n_query, int) or n_query < 0:
         raise ValueError(f"n_query: must be a non-negative integer, got {n_query!r}")
     if not 0.0 < beta_max <= 0.5:
-        raise ValueError(f"beta_max: must be in (0, 0.5] (the query weighs less than the negative), got {beta_max}")
+        raise ValueError(
+            f"beta_max: must be in (0, 0.5] (the query weighs less than the negative), got {beta_max}"
+        )
 
 
 @torch.no_grad()
@@ -168,7 +174,9 @@ def mochi_synthesize(
         torch.Size([4, 8, 8])
     """
     if query.dim() != 2 or negatives.dim() != 2 or query.shape[1] != negatives.shape[1]:
-        raise ValueError(f"query (B, D) and negatives (K, D) expected, got {tuple(query.shape)}, {tuple(negatives.shape)}")
+        raise ValueError(
+            f"query (B, D) and negatives (K, D) expected, got {tuple(query.shape)}, {tuple(negatives.shape)}"
+        )
     available = negatives.shape[0]
     if valid is not None:
         available = int(valid.sum(dim=1).min()) if valid.numel() else 0

@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-
 EMPTY_ID = -1
 RANDOM_ID = -2
 
@@ -37,7 +36,9 @@ class KeyQueue(nn.Module):
     ptr: Tensor
     count: Tensor
 
-    def __init__(self, size: int, dim: int, random_init: bool = True, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self, size: int, dim: int, random_init: bool = True, generator: torch.Generator | None = None
+    ) -> None:
         super().__init__()
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"size: must be a positive integer, got {size!r}")
@@ -51,7 +52,8 @@ class KeyQueue(nn.Module):
         # Sample ids: -1 marks an empty slot (never a negative), -2 a key without a sample id (a random
         # initial key, or one enqueued without ids: a negative that matches no sample), >= 0 the id of the
         # sample whose key this is.
-        self.register_buffer("ids", torch.full((size,), RANDOM_ID if random_init else EMPTY_ID, dtype=torch.long))
+        initial_id = RANDOM_ID if random_init else EMPTY_ID
+        self.register_buffer("ids", torch.full((size,), initial_id, dtype=torch.long))
         self.register_buffer("ptr", torch.zeros((), dtype=torch.long))
         self.register_buffer("count", torch.zeros((), dtype=torch.long))
         self.random_init = random_init
@@ -94,6 +96,7 @@ class KeyQueue(nn.Module):
         for name in ("keys", "ids"):
             if name in state_dict and state_dict[name].shape != getattr(self, name).shape:
                 raise ValueError(
-                    f"queue {name}: checkpoint shape {tuple(state_dict[name].shape)} != {tuple(getattr(self, name).shape)}"
+                    f"queue {name}: checkpoint shape {tuple(state_dict[name].shape)} != "
+                    f"{tuple(getattr(self, name).shape)}"
                 )
         return super().load_state_dict(state_dict, strict=strict, assign=assign)

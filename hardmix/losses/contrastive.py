@@ -157,7 +157,8 @@ class ContrastiveLoss(nn.Module):
             anchors=h1, positives=h2, candidates=h2_all, logits=logits1, anchor_logits=anchor1,
             positive_logits=pos1, positive_anchor_logits=anchor1[rows, pos_index], negative_mask=valid,
             temperature=tau, mode="in_batch", step=step, positive_index=pos_index,
-            raw_anchors=z1, raw_candidates=raw2_all, raw_all_anchors=raw1_all, direction=0, generator=generator,
+            raw_anchors=z1, raw_candidates=raw2_all, raw_all_anchors=raw1_all, direction=0,
+            generator=generator,
         )
         loss = self._direction(ctx1, [logits1], pos1)
 
@@ -209,7 +210,8 @@ class ContrastiveLoss(nn.Module):
         """
         if q.dim() != 2 or q.shape != k.shape or queue.dim() != 2 or queue.shape[1] != q.shape[1]:
             raise ValueError(
-                f"q, k (B, D) and queue (K, D) expected, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(queue.shape)}"
+                f"q, k (B, D) and queue (K, D) expected, got {tuple(q.shape)}, {tuple(k.shape)}, "
+                f"{tuple(queue.shape)}"
             )
         tau = self.temperature
         h = F.normalize(q, dim=-1)

@@ -45,8 +45,11 @@ class _PairwiseLogits(torch.autograd.Function):
 
         ga_in = total(g_full, g_a)
         gb_in = total(g_full, g_b)
-        grad_a = torch.mm(ga_in, b).mul_(ctx.scale) if ga_in is not None and ctx.needs_input_grad[0] else None
-        grad_b = torch.mm(gb_in.T, a).mul_(ctx.scale) if gb_in is not None and ctx.needs_input_grad[1] else None
+        grad_a = grad_b = None
+        if ga_in is not None and ctx.needs_input_grad[0]:
+            grad_a = torch.mm(ga_in, b).mul_(ctx.scale)
+        if gb_in is not None and ctx.needs_input_grad[1]:
+            grad_b = torch.mm(gb_in.T, a).mul_(ctx.scale)
         return grad_a, grad_b, None, None, None
 
 

@@ -132,7 +132,8 @@ def available_strategies() -> list[str]:
 
 def strategy_class(name: str) -> type[Strategy]:
     if name not in _REGISTRY:
-        raise ValueError(f"strategy: unknown strategy {name!r}; registered: {', '.join(available_strategies())}")
+        registered = ", ".join(available_strategies())
+        raise ValueError(f"strategy: unknown strategy {name!r}; registered: {registered}")
     return _REGISTRY[name]
 
 
@@ -155,7 +156,8 @@ def build_strategy(spec: str | dict[str, Any] | Strategy) -> Strategy:
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise ValueError(
-            f"strategy {spec['name']}: unknown argument {unknown[0]!r} (arguments: {', '.join(sorted(allowed))})"
+            f"strategy {spec['name']}: unknown argument {unknown[0]!r} "
+            f"(arguments: {', '.join(sorted(allowed))})"
         )
     return cls(**params)
 

@@ -6,7 +6,8 @@ Clean mode (the paper's Eq. 4 and 5). Anchor h_i, positive h'_i, negatives h'_j 
     L_i = -log exp(h_i.h'_i / tau) / (sum_j exp(h_i.h'_j / tau) + sum_{j != i} exp(h_i.SG(m'_ij) / tau))
 
 computed in closed form from the similarity matrices (see :mod:`hardmix.mixing`). With the loss's second
-direction (``bidirectional``) h'_i is also an anchor against h_j and m_ij = normalize(lam h_i + (1 - lam) h_j).
+direction (``bidirectional``) h'_i is also an anchor against h_j and
+m_ij = normalize(lam h_i + (1 - lam) h_j).
 
 Reference mode: the logits of the official MixCSE code (BDBC-KG-NLP/MixCSE_AAAI2022, ``cl_forward``),
 described in ``docs/mixcse_modes.md``: un-normalized pooled features mixed with their roll-by-one neighbour,
@@ -46,11 +47,16 @@ class MixCSE(Strategy):
     """
 
     name = "mixcse"
-    paper = "Zhang et al., Unsupervised Sentence Representation via Contrastive Learning with Mixing Negatives, AAAI 2022"
+    paper = (
+        "Zhang et al., Unsupervised Sentence Representation via Contrastive Learning with Mixing Negatives, "
+        "AAAI 2022"
+    )
     params = (
         ParamInfo("lam", 0.2, "weight of the positive in each mixture, in (0, 1); paper: 0.2"),
         ParamInfo("stop_grad", True, "stop-gradient on the mixtures; false is the paper's 'wo sg' ablation"),
-        ParamInfo("bidirectional", None, "two directions averaged (None: true for clean mode); false is 'single'"),
+        ParamInfo(
+            "bidirectional", None, "two directions averaged (None: true for clean mode); false is 'single'"
+        ),
         ParamInfo("mode", "clean", "'clean' (paper's equation) or 'reference' (official code's logits)"),
     )
     needs_anchor_logits = True
@@ -71,9 +77,13 @@ class MixCSE(Strategy):
         if mode not in ("clean", "reference"):
             raise ValueError(f"mode: must be 'clean' or 'reference', got {mode!r}")
         if mode == "reference" and bidirectional:
-            raise ValueError("bidirectional: the reference mode reproduces the official code's single direction")
+            raise ValueError(
+                "bidirectional: the reference mode reproduces the official code's single direction"
+            )
         if mode == "reference" and not stop_grad:
-            raise ValueError("stop_grad: the reference mode always detaches its mixtures, as the official code")
+            raise ValueError(
+                "stop_grad: the reference mode always detaches its mixtures, as the official code"
+            )
         self.lam = float(lam)
         self.stop_grad = stop_grad
         self.bidirectional = bidirectional
@@ -119,7 +129,9 @@ class MixCSE(Strategy):
 
     def _reference_logits(self, ctx: ContrastContext) -> Tensor:
         if ctx.mode != "in_batch" or ctx.raw_candidates is None or ctx.raw_all_anchors is None:
-            raise ValueError("mode: the reference mode needs in-batch negatives (the official code has no queue)")
+            raise ValueError(
+                "mode: the reference mode needs in-batch negatives (the official code has no queue)"
+            )
         if ctx.direction != 0:
             raise ValueError("bidirectional: the reference mode is one-directional")
         lam, tau = self.lam, ctx.temperature

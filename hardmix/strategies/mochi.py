@@ -34,15 +34,19 @@ class MoCHi(Strategy):
         >>> MoCHi(n_hard=4, n_pair=7)
         Traceback (most recent call last):
         ...
-        ValueError: n_pair: 7 mixtures of distinct pairs need at least that many pairs among n_hard=4 (6 exist)
+        ValueError: n_pair: 7 mixtures of distinct pairs need as many pairs among n_hard=4 (6 exist)
     """
 
     name = "mochi"
-    paper = "Kalantidis et al., Hard Negative Mixing for Contrastive Learning, NeurIPS 2020 (arXiv:2010.01028)"
+    paper = (
+        "Kalantidis et al., Hard Negative Mixing for Contrastive Learning, NeurIPS 2020 (arXiv:2010.01028)"
+    )
     params = (
         ParamInfo("n_hard", 1024, "N: hardest negatives per query (paper: 1024)"),
         ParamInfo("n_pair", 1024, "s: mixtures of two distinct hard negatives (paper: 1024 on ImageNet-100)"),
-        ParamInfo("n_query", 128, "s': mixtures of the query with a hard negative (paper: 128 on ImageNet-100)"),
+        ParamInfo(
+            "n_query", 128, "s': mixtures of the query with a hard negative (paper: 128 on ImageNet-100)"
+        ),
         ParamInfo("beta_max", 0.5, "query weight beta ~ U(0, beta_max), beta_max <= 0.5 (paper: 0.5)"),
         ParamInfo("warmup_steps", 0, "optimizer steps of plain InfoNCE before mixing starts"),
     )
