@@ -46,6 +46,10 @@ def register(top, train, evaluate) -> None:  # noqa: ANN001 (argparse subparser 
         p.add_argument("--json", dest="json_out", default=None, help="write the scores to this JSON file")
         p.add_argument("--batch-size", type=int, default=256)
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+        p.add_argument("--max-train-samples", type=int, default=None, metavar="N",
+                       help="a class-balanced subset of the train split (for CPU-sized runs)")
+        p.add_argument("--max-test-samples", type=int, default=None, metavar="N",
+                       help="a class-balanced subset of the test split")
         if name == "knn":
             p.add_argument("--k", type=int, default=200)
             p.add_argument("--temperature", type=float, default=0.1)

@@ -1,0 +1,368 @@
+"""The vision training config: YAML sections validated into dataclasses (see ``configs/vision/``).
+
+Defaults are MoCo-v2's ImageNet recipe (Chen et al. 2020, arXiv:2003.04297): ResNet-50, MLP head
+2048-128, K = 65536, m = 0.999, tau = 0.2, SGD lr 0.03 x B / 256 with momentum 0.9, weight decay 1e-4 and
+a cosine schedule over 200 epochs, and its augmentations. Every error names its key
+(``loss.strategies[0].n_hard``), before any data is read.
+
+Example:
+    >>> from hardmix.config import build_config
+    >>> cfg = build_config(VisionConfig, {"loss": {"strategies": "mochi"}},
+    ...                    overrides=["train.epochs=2", "model.queue_size=4096"])
+    >>> cfg.train.epochs, cfg.strategy_specs(steps_per_epoch=10)[0]["warmup_steps"]
+    (2, 0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hardmix.config import ConfigError
+from hardmix.strategies import build_strategy
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)  # solo-learn's CIFAR-10 statistics
+CIFAR10_STD = (0.247, 0.243, 0.261)
+
+
+@dataclass
+class DataConfig:
+    """Where the training images come from and how they are loaded.
+
+    Attributes:
+        dataset: ``cifar10``, ``imagenette-64`` (under the data root) or an ImageFolder root (its
+            ``train_split`` sub-folder is used; a folder of class folders is used as it is).
+        train_split: the training sub-folder.
+        class_list: optional file of class folder names, one per line (ImageNet-100: the shared
+            ``images/imagenet100-classes.txt`` over an ImageNet ``train`` folder).
+        max_samples: a class-balanced subset of this many training images.
+        subset_seed: the seed of that subset (fixed across training seeds, so seeds vary only training).
+        pipeline: ``tensor`` decodes every image once into a uint8 tensor cache and augments batches as
+            tensors (on the GPU when training there); ``pil`` is torchvision's per-image PIL path with
+            DataLoader workers; ``auto`` picks ``tensor`` when the cache fits in ``cache_max_gb``.
+        cache_resolution: resize the shorter side to this and center-crop a square before caching
+            (needed when the images differ in size); None keeps the stored size.
+        cache_dir: where decoded caches persist between runs (default ``$HARDMIX_CACHE`` or
+            ``~/.cache/hardmix``); an empty string disables the on-disk cache.
+        cache_max_gb: the largest cache ``auto`` chooses the tensor path for.
+        skip_corrupt: skip images that cannot be decoded (counted and reported) instead of stopping.
+        num_workers: decoding threads (tensor path) or DataLoader workers (PIL path).
+    """
+
+    dataset: str = "cifar10"
+    train_split: str = "train"
+    class_list: str | None = None
+    max_samples: int | None = field(default=None, metadata={"min": 1})
+    subset_seed: int = 0
+    pipeline: Literal["auto", "tensor", "pil"] = "auto"
+    cache_resolution: int | None = field(default=None, metadata={"min": 8})
+    cache_dir: str | None = None
+    cache_max_gb: float = field(default=16.0, metadata={"gt": 0.0})
+    skip_corrupt: bool = False
+    num_workers: int = field(default=4, metadata={"min": 0})
+
+
+@dataclass
+class AugmentConfig:
+    """MoCo-v2's augmentations (Chen et al. 2020, Sec. 3 "augmentation"; ``moco/main_moco.py --aug-plus``).
+
+    Attributes:
+        crop_size: output side of RandomResizedCrop (224 on ImageNet, 32 on CIFAR).
+        crop_scale: area range of the crop; MoCo-v2: (0.2, 1); solo-learn CIFAR: (0.08, 1).
+        crop_ratio: aspect-ratio range of the crop.
+        jitter: ColorJitter (brightness, contrast, saturation, hue); MoCo-v2: (0.4, 0.4, 0.4, 0.1).
+        jitter_prob: probability of applying the jitter (0.8).
+        grayscale_prob: probability of grayscale (0.2).
+        blur_prob: probability of Gaussian blur (0.5).
+        blur_sigma: blur sigma range (0.1, 2.0).
+        blur_kernel: blur kernel side (odd); 0 picks about 10% of ``crop_size`` (23 at 224, 3 at 32).
+        flip_prob: probability of a horizontal flip (0.5).
+        mean, std: per-channel normalization.
+    """
+
+    crop_size: int = field(default=224, metadata={"min": 8})
+    crop_scale: tuple[float, float] = (0.2, 1.0)
+    crop_ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0)
+    jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1)
+    jitter_prob: float = field(default=0.8, metadata={"min": 0.0, "max": 1.0})
+    grayscale_prob: float = field(default=0.2, metadata={"min": 0.0, "max": 1.0})
+    blur_prob: float = field(default=0.5, metadata={"min": 0.0, "max": 1.0})
+    blur_sigma: tuple[float, float] = (0.1, 2.0)
+    blur_kernel: int = field(default=0, metadata={"min": 0})
+    flip_prob: float = field(default=0.5, metadata={"min": 0.0, "max": 1.0})
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+
+    def validate(self) -> None:
+        lo, hi = self.crop_scale
+        if not 0.0 < lo <= hi <= 1.0:
+            raise ConfigError(
+                f"augment.crop_scale: expected 0 < min <= max <= 1, got {list(self.crop_scale)}"
+            )
+        if not 0.0 < self.crop_ratio[0] <= self.crop_ratio[1]:
+            raise ConfigError(f"augment.crop_ratio: expected 0 < min <= max, got {list(self.crop_ratio)}")
+        for name, value in zip(("brightness", "contrast", "saturation"), self.jitter[:3]):
+            if value < 0:
+                raise ConfigError(f"augment.jitter: {name} must be non-negative, got {value}")
+        if not 0.0 <= self.jitter[3] <= 0.5:
+            raise ConfigError(f"augment.jitter: hue must be in [0, 0.5], got {self.jitter[3]}")
+        if not 0.0 < self.blur_sigma[0] <= self.blur_sigma[1]:
+            raise ConfigError(f"augment.blur_sigma: expected 0 < min <= max, got {list(self.blur_sigma)}")
+        if self.blur_kernel and self.blur_kernel % 2 == 0:
+            raise ConfigError(f"augment.blur_kernel: must be odd (or 0 for auto), got {self.blur_kernel}")
+        if any(s <= 0 for s in self.std):
+            raise ConfigError(f"augment.std: must be positive, got {list(self.std)}")
+
+    @property
+    def kernel_size(self) -> int:
+        """The blur kernel side: ``blur_kernel``, or about 10% of the crop and odd (23 at 224)."""
+        return self.blur_kernel or max(3, int(0.1 * self.crop_size) // 2 * 2 + 1)
+
+
+@dataclass
+class ModelConfig:
+    """Encoder, head and MoCo's momentum encoder and queue.
+
+    Attributes:
+        backbone: ``resnet18`` or ``resnet50`` (torchvision), ``resnet10``/``resnet34`` (timm's ResNet with
+            torchvision's layout), or any timm model name (optionally ``timm:NAME``).
+        width: base width of the ResNets (64 is the standard network; smaller values give narrower
+            networks for CPU runs, built with timm's ResNet and the same block layout).
+        small_stem: 3x3 stride-1 first convolution and no max-pool, for 32 to 64 pixel images (the
+            CIFAR variant of ResNet used by solo-learn and SimCLR).
+        proj_hidden, proj_dim: the MLP head (MoCo-v2: 2048 and 128).
+        momentum: m of the key encoder (MoCo: 0.999).
+        momentum_schedule: ``constant`` or ``cosine`` (m rises to ``final_momentum``, BYOL's schedule).
+        final_momentum: the end of the cosine schedule.
+        queue_size: K (MoCo-v2: 65536 on ImageNet-1K; MoCHi: 16384 on ImageNet-100).
+        bn_splits: BatchNorm sub-batches on a single device (shuffle-BN's effect without several GPUs,
+            as MoCo's single-GPU demo; 8 mimics MoCo's 8 GPUs). Ignored under DDP, where BN is per rank
+            and keys are shuffled across ranks.
+    """
+
+    backbone: str = "resnet50"
+    width: int = field(default=64, metadata={"min": 1})
+    small_stem: bool = False
+    proj_hidden: int = field(default=2048, metadata={"min": 1})
+    proj_dim: int = field(default=128, metadata={"min": 1})
+    momentum: float = field(default=0.999, metadata={"min": 0.0, "max": 1.0})
+    momentum_schedule: Literal["constant", "cosine"] = "constant"
+    final_momentum: float = field(default=1.0, metadata={"min": 0.0, "max": 1.0})
+    queue_size: int = field(default=65536, metadata={"min": 1})
+    bn_splits: int = field(default=8, metadata={"min": 1})
+
+
+@dataclass
+class LossConfig:
+    """The core's ContrastiveLoss in queue mode.
+
+    Attributes:
+        temperature: tau (MoCo-v2: 0.2).
+        symmetric: also contrast the second view's query with the first view's key and average
+            (solo-learn's MoCo V2+); both views' keys enter the queue.
+        strategies: a strategy name, a mapping ``{name: ..., **params}`` or a list of them (``none``,
+            ``mochi``, ``mixcse``; see ``hardmix strategies``). ``mochi`` takes ``warmup_epochs``
+            (converted to steps) besides its own parameters.
+        mask_same_sample: give the loss the sample ids, so a queue entry of the query's own image (a
+            queue larger than the dataset keeps earlier keys of it) is never a negative.
+    """
+
+    temperature: float = field(default=0.2, metadata={"gt": 0.0})
+    symmetric: bool = False
+    strategies: Any = "none"
+    mask_same_sample: bool = True
+
+    def validate(self) -> None:
+        for i, spec in enumerate(strategy_list(self.strategies)):
+            _check_strategy(i, spec)
+
+
+def strategy_list(strategies: Any) -> list[dict[str, Any]]:
+    """Normalize ``loss.strategies`` into a list of mappings ``{"name": ..., **params}``."""
+    if strategies is None:
+        return []
+    items = strategies if isinstance(strategies, (list, tuple)) else [strategies]
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            out.append({"name": item})
+        elif isinstance(item, dict) and isinstance(item.get("name"), str):
+            out.append(dict(item))
+        else:
+            raise ConfigError(f"loss.strategies[{i}]: expected a name or a mapping with a name, got {item!r}")
+    return out
+
+
+def _check_strategy(i: int, spec: dict[str, Any]) -> None:
+    """Build the strategy (warm-up epochs aside) so that a bad parameter fails now, naming its key."""
+    key = f"loss.strategies[{i}]"
+    params = dict(spec)
+    epochs = params.pop("warmup_epochs", None)
+    if epochs is not None:
+        if params.get("name") != "mochi":
+            raise ConfigError(f"{key}.warmup_epochs: only mochi has a warm-up")
+        if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs < 0:
+            raise ConfigError(f"{key}.warmup_epochs: must be a non-negative number, got {epochs!r}")
+        if "warmup_steps" in params:
+            raise ConfigError(f"{key}: give warmup_epochs or warmup_steps, not both")
+    try:
+        build_strategy(params)
+    except ValueError as e:
+        msg = str(e)
+        head = msg.split(":", 1)[0]
+        if head.isidentifier():  # the core names the argument first: "n_hard: ..."
+            raise ConfigError(f"{key}.{msg}") from e
+        raise ConfigError(f"{key}: {msg}") from e
+
+
+@dataclass
+class TrainConfig:
+    """Optimization and bookkeeping.
+
+    Attributes:
+        epochs: training epochs (MoCo-v2: 200).
+        batch_size: the global batch B (split over ranks under DDP).
+        lr: base learning rate for a batch of 256; the run uses ``lr * B / 256`` (MoCo: 0.03).
+        sgd_momentum: SGD momentum (0.9).
+        weight_decay: 1e-4 (MoCo).
+        schedule: ``cosine`` (MoCo-v2) or ``constant``.
+        warmup_epochs: linear learning-rate warm-up (solo-learn: 10).
+        seed: the seed of initialization, data order and augmentations.
+        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
+        amp: bfloat16 autocast on CUDA (ignored on CPU).
+        channels_last: channels-last tensors on CUDA (ignored on CPU).
+        threads: torch CPU threads (None: torch's default).
+        log_every: steps between diagnostics in metrics.jsonl (the loss is written every step).
+        save_every_epochs: epochs between checkpoints (the last one is always written).
+        stop_after_steps: stop (with a checkpoint) after this many steps without changing any
+            schedule, to be continued with ``--resume``.
+        progress: show the progress bar.
+    """
+
+    epochs: int = field(default=200, metadata={"min": 1})
+    batch_size: int = field(default=256, metadata={"min": 2})
+    lr: float = field(default=0.03, metadata={"gt": 0.0})
+    sgd_momentum: float = field(default=0.9, metadata={"min": 0.0, "lt": 1.0})
+    weight_decay: float = field(default=1e-4, metadata={"min": 0.0})
+    schedule: Literal["cosine", "constant"] = "cosine"
+    warmup_epochs: float = field(default=0.0, metadata={"min": 0.0})
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    amp: bool = True
+    channels_last: bool = True
+    threads: int | None = field(default=None, metadata={"min": 1})
+    log_every: int = field(default=10, metadata={"min": 1})
+    save_every_epochs: int = field(default=10, metadata={"min": 0})
+    stop_after_steps: int | None = field(default=None, metadata={"min": 1})
+    progress: bool = True
+
+
+@dataclass
+class EvalConfig:
+    """The k-NN monitor (InstDisc's weighted k-NN, Wu et al. 2018; k 200, tau 0.1 as the lightly benchmarks).
+
+    Attributes:
+        knn_every_epochs: run it every this many epochs during training (0: never).
+        knn_final: run it once training ends (the summary and the CLI print it).
+        dataset: the labelled dataset (train split as the bank, test/val as queries); None: ``data.dataset``.
+        knn_k, knn_temperature: k and tau.
+        knn_train_samples, knn_test_samples: class-balanced subsets of the bank and the queries.
+        batch_size: feature extraction batch.
+        backend: ``auto`` (faiss when installed), ``faiss`` or ``torch``.
+    """
+
+    knn_every_epochs: int = field(default=0, metadata={"min": 0})
+    knn_final: bool = True
+    dataset: str | None = None
+    knn_k: int = field(default=200, metadata={"min": 1})
+    knn_temperature: float = field(default=0.1, metadata={"gt": 0.0})
+    knn_train_samples: int | None = field(default=None, metadata={"min": 1})
+    knn_test_samples: int | None = field(default=None, metadata={"min": 1})
+    batch_size: int = field(default=256, metadata={"min": 1})
+    backend: Literal["auto", "faiss", "torch"] = "auto"
+
+
+@dataclass
+class VisionConfig:
+    """The whole config of ``hardmix train vision`` (sections as attributes)."""
+
+    output: str = "runs/vision/run"
+    data: DataConfig = field(default_factory=DataConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def validate(self) -> None:
+        k = self.model.queue_size
+        for i, spec in enumerate(strategy_list(self.loss.strategies)):
+            n_hard = spec.get("n_hard", 1024) if spec["name"] == "mochi" else None
+            if n_hard is not None and n_hard > k:
+                raise ConfigError(
+                    f"loss.strategies[{i}].n_hard: {n_hard} hardest negatives exceed model.queue_size={k}"
+                )
+        if self.model.bn_splits > 1 and self.train.batch_size % self.model.bn_splits:
+            raise ConfigError(
+                f"model.bn_splits: train.batch_size={self.train.batch_size} is not divisible by "
+                f"bn_splits={self.model.bn_splits}"
+            )
+        if self.model.momentum_schedule == "cosine" and self.model.final_momentum < self.model.momentum:
+            raise ConfigError(
+                f"model.final_momentum: {self.model.final_momentum} is below "
+                f"model.momentum={self.model.momentum}"
+            )
+
+    def strategy_specs(self, steps_per_epoch: int) -> list[dict[str, Any]]:
+        """The strategies for the core, with MoCHi's ``warmup_epochs`` turned into ``warmup_steps``."""
+        out = []
+        for spec in strategy_list(self.loss.strategies):
+            spec = dict(spec)
+            epochs = spec.pop("warmup_epochs", None)
+            if epochs is not None:
+                spec["warmup_steps"] = int(round(epochs * steps_per_epoch))
+            elif spec["name"] == "mochi":
+                spec.setdefault("warmup_steps", 0)
+            out.append(spec)
+        return out
+
+
+def to_plain(obj: Any) -> Any:
+    """A YAML- and JSON-safe copy of a config (dataclasses to dicts, tuples to lists)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    return obj
+
+
+# Keys that may differ between a run and its --resume without changing what is computed.
+RESUMABLE_CHANGES = (
+    "output",
+    "train.stop_after_steps",
+    "train.progress",
+    "train.threads",
+    "train.log_every",
+    "data.num_workers",
+    "data.cache_dir",
+    "eval.",
+)
+
+
+def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two plain configs."""
+    keys = sorted(set(a) | set(b))
+    out = []
+    for k in keys:
+        key = f"{prefix}{k}"
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out.extend(config_differences(va, vb, key + "."))
+        elif va != vb:
+            out.append(key)
+    return out

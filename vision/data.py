@@ -1,0 +1,309 @@
+"""Image folders: finding them, class-balanced subsets, and the decoded uint8 tensor cache.
+
+Datasets are ImageFolder trees (``<split>/<class>/<image>``). ``cifar10`` and ``imagenette-64`` name the
+shared copies under the data root; anything else is a path (relative paths also resolve under the data
+root). ImageNet-100 is a class-list file over an ImageNet folder.
+
+The tensor cache decodes every selected image once (PIL, in threads) into a (N, 3, H, W) uint8 tensor
+and keeps it on disk, keyed by the files' paths, sizes and modification times, so later runs (and the
+k-NN monitor) skip decoding. A file that cannot be decoded stops the run with an error naming it, or,
+with ``skip_corrupt``, is left out and counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hardmix.paths import data_root, resolve_data_path
+
+KNOWN_DATASETS = {"cifar10": "images/cifar10", "imagenette-64": "images/imagenette-64"}
+EVAL_SPLITS = ("test", "val")
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+class ImageDataError(ValueError):
+    """An image folder is unusable (an empty class, an undecodable image, mixed image sizes)."""
+
+
+@dataclass
+class ImageList:
+    """The images of one split: paths, integer labels and class names (sorted, or the class list's order)."""
+
+    folder: Path
+    paths: list[str]
+    labels: Tensor
+    classes: list[str]
+
+
+@dataclass
+class ImageTensors:
+    """Decoded images of a split.
+
+    Attributes:
+        images: (N, 3, H, W) uint8.
+        labels: (N,) int64 class indices.
+        classes: class names.
+        skipped: paths left out because they could not be decoded.
+    """
+
+    images: Tensor
+    labels: Tensor
+    classes: list[str]
+    skipped: list[str] = field(default_factory=list)
+
+
+def dataset_root(name: str, key: str = "data.dataset") -> Path:
+    """The root folder of a dataset name (``cifar10``, ``imagenette-64``) or path; FileNotFoundError naming
+    ``key`` when it does not exist."""
+    if name in KNOWN_DATASETS:
+        root = data_root(required=False)
+        if root is None:
+            raise FileNotFoundError(f"{key}: {name!r} lives under the data root, but HARDMIX_DATA is not set")
+        path = root / KNOWN_DATASETS[name]
+    else:
+        path = resolve_data_path(name)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{key}: image folder {path} does not exist")
+    return path
+
+
+def split_folder(root: Path, split: str | Sequence[str], key: str = "data.dataset") -> Path:
+    """``root/split`` (the first that exists when several are given); a root that directly holds class
+    folders serves as its own training split."""
+    names = [split] if isinstance(split, str) else list(split)
+    for name in names:
+        if (root / name).is_dir():
+            return root / name
+    if isinstance(split, str) and not any((root / n).is_dir() for n in ("train", *EVAL_SPLITS)):
+        return root
+    raise FileNotFoundError(f"{key}: {root} has no {' or '.join(repr(n) for n in names)} folder")
+
+
+def read_class_list(path: str | os.PathLike[str], key: str = "data.class_list") -> list[str]:
+    """Class folder names, one per line (blank lines and ``#`` comments ignored)."""
+    p = resolve_data_path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{key}: class list {p} does not exist")
+    names = [ln.split("#", 1)[0].strip() for ln in p.read_text(encoding="utf-8").splitlines()]
+    names = [n for n in names if n]
+    if not names:
+        raise ImageDataError(f"{key}: class list {p} is empty")
+    return names
+
+
+def scan_image_folder(folder: Path, classes: list[str] | None = None, key: str = "data.dataset") -> ImageList:
+    """List the images of an ImageFolder split, checking that every class has at least one image.
+
+    Args:
+        folder: the split folder (holds one sub-folder per class).
+        classes: restrict to these class folders, in this order (ImageNet-100); None: all, sorted.
+        key: the config key named in errors.
+    """
+    from torchvision.datasets.folder import find_classes, make_dataset
+
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{key}: image folder {folder} does not exist")
+    if classes is None:
+        try:
+            classes, _ = find_classes(str(folder))
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"{key}: {folder} has no class folders ({e})") from e
+    else:
+        missing = [c for c in classes if not (folder / c).is_dir()]
+        if missing:
+            raise FileNotFoundError(
+                f"{key}: {len(missing)} class folder(s) of the class list are missing in {folder}: "
+                f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
+            )
+    class_to_idx = {c: i for i, c in enumerate(classes)}
+    samples = make_dataset(str(folder), class_to_idx, extensions=IMG_EXTENSIONS, allow_empty=True)
+    counts = np.bincount([t for _, t in samples], minlength=len(classes))
+    empty = [classes[i] for i in np.flatnonzero(counts == 0)]
+    if empty:
+        raise ImageDataError(
+            f"{key}: class folder(s) with no images in {folder}: {', '.join(empty[:5])}"
+            f" (extensions: {', '.join(IMG_EXTENSIONS)})"
+        )
+    paths = [p for p, _ in samples]
+    labels = torch.tensor([t for _, t in samples], dtype=torch.long)
+    return ImageList(folder, paths, labels, list(classes))
+
+
+def balanced_subset(labels: Tensor, n: int, seed: int = 0) -> Tensor:
+    """Indices of a class-balanced subset of ``n`` items (sorted): n // C per class, the remainder spread
+    one each over the first classes, chosen at random with ``seed``; a class with too few items gives all
+    it has and the others make up the difference.
+
+    Example:
+        >>> balanced_subset(torch.tensor([0, 0, 0, 1, 1, 1]), 4).tolist()
+        [0, 2, 4, 5]
+    """
+    classes = torch.unique(labels)
+    if n >= labels.numel():
+        return torch.arange(labels.numel())
+    g = torch.Generator().manual_seed(seed)
+    pools = [torch.nonzero(labels == c).squeeze(1) for c in classes]
+    pools = [p[torch.randperm(p.numel(), generator=g)] for p in pools]
+    quota = [0] * len(pools)
+    left = n
+    while left > 0:
+        open_ = [i for i, p in enumerate(pools) if quota[i] < p.numel()]
+        share, extra = divmod(left, len(open_))
+        for j, i in enumerate(open_):
+            take = min(share + (1 if j < extra else 0), pools[i].numel() - quota[i])
+            quota[i] += take
+            left -= take
+    return torch.sort(torch.cat([p[:q] for p, q in zip(pools, quota)])).values
+
+
+def _decode(path: str, resolution: int | None) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        if resolution is not None:
+            from torchvision.transforms import functional as TF
+
+            im = TF.center_crop(TF.resize(im, resolution), [resolution, resolution])
+        return np.asarray(im)
+
+
+def decode_images(
+    paths: Sequence[str],
+    resolution: int | None = None,
+    skip_corrupt: bool = False,
+    workers: int = 4,
+    key: str = "data",
+) -> tuple[Tensor, list[int], list[str]]:
+    """Decode images into one uint8 tensor.
+
+    Args:
+        paths: image files.
+        resolution: resize the shorter side and center-crop to this square; None keeps the stored size
+            (all images must then share it).
+        skip_corrupt: leave undecodable files out (else raise ImageDataError naming the file).
+        workers: decoding threads (PIL releases the GIL while decoding).
+
+    Returns:
+        (images (N, 3, H, W) uint8, indices of ``paths`` kept, skipped paths).
+    """
+    from PIL import Image
+
+    def one(path: str) -> np.ndarray | Exception:
+        try:
+            return _decode(path, resolution)
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+            return e
+
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        arrays = list(pool.map(one, paths, chunksize=256))
+    kept, skipped, out = [], [], []
+    shape = None
+    for i, (path, arr) in enumerate(zip(paths, arrays)):
+        if isinstance(arr, Exception):
+            if not skip_corrupt:
+                raise ImageDataError(
+                    f"cannot decode image {path}: {arr} (set {key}.skip_corrupt: true to skip such files)"
+                )
+            skipped.append(path)
+            continue
+        if shape is None:
+            shape = arr.shape
+        elif arr.shape != shape:
+            raise ImageDataError(
+                f"{key}.cache_resolution: images differ in size ({shape[1]}x{shape[0]} and {arr.shape[1]}x"
+                f"{arr.shape[0]} in {path}); set a cache_resolution or use pipeline: pil"
+            )
+        kept.append(i)
+        out.append(arr)
+    if not out:
+        raise ImageDataError(f"{key}: no image could be decoded ({len(skipped)} skipped)")
+    images = torch.from_numpy(np.stack(out)).permute(0, 3, 1, 2).contiguous()
+    return images, kept, skipped
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("HARDMIX_CACHE") or Path.home() / ".cache" / "hardmix") / "vision"
+
+
+def _cache_key(paths: Sequence[str], resolution: int | None, skip_corrupt: bool) -> str:
+    h = hashlib.sha1()
+    h.update(json.dumps([1, resolution, skip_corrupt]).encode())
+    for p in paths:
+        st = os.stat(p)
+        h.update(f"{os.path.abspath(p)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:24]
+
+
+def load_tensors(
+    images: ImageList,
+    indices: Tensor | None = None,
+    resolution: int | None = None,
+    cache_dir: str | None = None,
+    skip_corrupt: bool = False,
+    workers: int = 4,
+    key: str = "data",
+) -> ImageTensors:
+    """Decode the selected images of a split (through the on-disk cache).
+
+    Args:
+        images: the split.
+        indices: which of its images (None: all).
+        resolution: see :func:`decode_images`.
+        cache_dir: cache folder; None: :func:`default_cache_dir`; "" disables the cache.
+        skip_corrupt, workers: see :func:`decode_images`.
+    """
+    from hardmix.utils.checkpoint import atomic_torch_save
+
+    idx = torch.arange(len(images.paths)) if indices is None else indices
+    paths = [images.paths[i] for i in idx.tolist()]
+    labels = images.labels[idx]
+    cache_file = None
+    if cache_dir != "":
+        folder = Path(cache_dir) if cache_dir else default_cache_dir()
+        cache_file = folder / f"{_cache_key(paths, resolution, skip_corrupt)}.pt"
+        if cache_file.is_file():
+            try:
+                blob = torch.load(cache_file, map_location="cpu", weights_only=True)
+                return ImageTensors(
+                    blob["images"], labels[blob["kept"]], images.classes, list(blob["skipped"])
+                )
+            except Exception:  # noqa: BLE001 (a damaged cache is rebuilt)
+                pass
+    data, kept, skipped = decode_images(paths, resolution, skip_corrupt, workers, key)
+    kept_t = torch.tensor(kept, dtype=torch.long)
+    if cache_file is not None:
+        try:
+            atomic_torch_save({"images": data, "kept": kept_t, "skipped": skipped}, cache_file)
+        except OSError:
+            pass  # a read-only cache folder only costs the next run its decoding
+    return ImageTensors(data, labels[kept_t], images.classes, skipped)
+
+
+def eval_splits(dataset: str, key: str = "--dataset") -> tuple[ImageList, ImageList]:
+    """The (train, test-or-val) splits of a labelled dataset, with the same classes."""
+    root = dataset_root(dataset, key)
+    train = scan_image_folder(split_folder(root, ["train"], key), key=key)
+    test = scan_image_folder(split_folder(root, list(EVAL_SPLITS), key), classes=train.classes, key=key)
+    return train, test
+
+
+def derive_seed(*parts: int) -> int:
+    """A 63-bit seed from integers (NumPy's SeedSequence), for independent per-step generators."""
+    state = np.random.SeedSequence([int(p) & 0xFFFFFFFF for p in parts]).generate_state(2)
+    return int((int(state[0]) << 31) ^ int(state[1])) & ((1 << 63) - 1)
+
+
+def step_generator(*parts: int) -> torch.Generator:
+    """A CPU generator seeded from ``parts`` (seed, step, rank, purpose)."""
+    return torch.Generator().manual_seed(derive_seed(*parts))

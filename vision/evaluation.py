@@ -1,0 +1,247 @@
+"""Evaluating a trained backbone: weighted k-NN and a linear probe on frozen features.
+
+``hardmix eval knn|linear CHECKPOINT --dataset NAME`` take a run directory (its ``checkpoint_last.pt``)
+or a checkpoint file; the checkpoint stores the config, so the backbone is rebuilt from it. NAME is
+``cifar10``, ``imagenette-64`` or an ImageFolder root with ``train`` and ``test`` (or ``val``).
+
+Images are evaluated without augmentation: small images (crop size up to 64) at their stored size;
+larger ones resized to crop / 0.875 on the shorter side and center-cropped to the crop (256 -> 224,
+the ImageNet protocol of MoCo's ``main_lincls.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hardmix.config import build_config
+from hardmix.vision.augment import normalize_uint8
+from hardmix.vision.backbones import build_backbone
+from hardmix.vision.config import VisionConfig
+from hardmix.vision.data import ImageTensors, balanced_subset, eval_splits, load_tensors
+from hardmix.vision.knn import knn_predict, topk_accuracy
+from hardmix.vision.linear_probe import RECIPES, linear_probe, recipe_for
+
+CHECKPOINT_NAME = "checkpoint_last.pt"
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint file from a run directory (its ``checkpoint_last.pt``) or a file path."""
+    p = Path(path)
+    if p.is_dir():
+        if (p / CHECKPOINT_NAME).is_file():
+            return p / CHECKPOINT_NAME
+        found = sorted(p.glob("checkpoint*.pt"), key=lambda f: f.stat().st_mtime)
+        if found:
+            return found[-1]
+        raise FileNotFoundError(f"checkpoint: {p} holds no checkpoint ({CHECKPOINT_NAME})")
+    if p.is_file():
+        return p
+    raise FileNotFoundError(f"checkpoint: {p} does not exist")
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a training checkpoint (ours: it holds Python RNG states, so not ``weights_only``)."""
+    return torch.load(resolve_checkpoint(path), map_location="cpu", weights_only=False)
+
+
+def backbone_from_state(state: dict[str, Any]) -> tuple[nn.Module, VisionConfig]:
+    """Rebuild the query backbone of a checkpoint (plain BatchNorm; split-BN has the same weights)."""
+    cfg = build_config(VisionConfig, state["config"])
+    net, _ = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
+    prefix = "encoder_q.backbone."
+    weights = {k[len(prefix) :]: v for k, v in state["model"].items() if k.startswith(prefix)}
+    net.load_state_dict(weights)
+    return net.eval(), cfg
+
+
+def load_backbone(path: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, VisionConfig]:
+    """The trained backbone (in eval mode, on ``device``) and the config of a run directory or checkpoint."""
+    net, cfg = backbone_from_state(load_checkpoint(path))
+    return net.to(device), cfg
+
+
+def eval_geometry(cfg: VisionConfig) -> tuple[int | None, int | None]:
+    """(cache resolution, center crop) of evaluation images: native size for crops up to 64 pixels,
+    else shorter side crop / 0.875 and a center crop (ImageNet's 256 -> 224)."""
+    crop = cfg.augment.crop_size
+    if crop <= 64:
+        return None, None
+    return round(crop / 0.875), crop
+
+
+@torch.no_grad()
+def extract_features(
+    backbone: nn.Module,
+    images: Tensor,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    batch_size: int = 256,
+    device: str | torch.device = "cpu",
+    crop: int | None = None,
+) -> Tensor:
+    """Backbone features (N, D) float32 on the CPU of uint8 images (N, 3, H, W), in eval mode.
+
+    Args:
+        crop: center-crop to this side first (None: as stored).
+    """
+    was = backbone.training
+    backbone.eval()
+    device = torch.device(device)
+    out = []
+    for start in range(0, images.shape[0], batch_size):
+        x = images[start : start + batch_size].to(device, non_blocking=True)
+        if crop is not None and crop < x.shape[-1]:
+            top, left = (x.shape[-2] - crop) // 2, (x.shape[-1] - crop) // 2
+            x = x[..., top : top + crop, left : left + crop]
+        x = normalize_uint8(x, mean, std)
+        if device.type == "cuda":
+            x = x.contiguous(memory_format=torch.channels_last)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out.append(backbone(x).float().cpu())
+        else:
+            out.append(backbone(x).float().cpu())
+    backbone.train(was)
+    return torch.cat(out)
+
+
+class LabelledImages:
+    """The train and test splits of a labelled dataset, decoded once (through the on-disk cache).
+
+    Args:
+        dataset: ``cifar10``, ``imagenette-64`` or an ImageFolder root.
+        resolution: cache resolution (see :func:`eval_geometry`).
+        max_train, max_test: class-balanced subsets (seed 0).
+        cache_dir, workers: as the data config.
+        key: the option named in errors.
+    """
+
+    def __init__(
+        self,
+        dataset: str,
+        resolution: int | None = None,
+        max_train: int | None = None,
+        max_test: int | None = None,
+        cache_dir: str | None = None,
+        workers: int = 4,
+        key: str = "--dataset",
+    ) -> None:
+        train, test = eval_splits(dataset, key)
+        self.classes = train.classes
+        self.train = self._load(train, max_train, resolution, cache_dir, workers, key)
+        self.test = self._load(test, max_test, resolution, cache_dir, workers, key)
+
+    @staticmethod
+    def _load(
+        images: Any, n: int | None, resolution: int | None, cache_dir: str | None, workers: int, key: str
+    ) -> ImageTensors:
+        idx = balanced_subset(images.labels, n, 0) if n is not None else None
+        return load_tensors(images, idx, resolution, cache_dir, skip_corrupt=False, workers=workers, key=key)
+
+    def features(
+        self,
+        backbone: nn.Module,
+        cfg: VisionConfig,
+        batch_size: int = 256,
+        device: str | torch.device = "cpu",
+    ) -> tuple[Tensor, Tensor]:
+        """(train features, test features) of the backbone."""
+        _, crop = eval_geometry(cfg)
+        a = cfg.augment
+        return (
+            extract_features(backbone, self.train.images, a.mean, a.std, batch_size, device, crop),
+            extract_features(backbone, self.test.images, a.mean, a.std, batch_size, device, crop),
+        )
+
+    def knn(
+        self,
+        backbone: nn.Module,
+        cfg: VisionConfig,
+        k: int = 200,
+        temperature: float = 0.1,
+        batch_size: int = 256,
+        device: str | torch.device = "cpu",
+        backend: str = "auto",
+    ) -> dict[str, float]:
+        """Weighted k-NN top-1/top-5 (percent) of the test split against the train split."""
+        bank, queries = self.features(backbone, cfg, batch_size, device)
+        ranked = knn_predict(bank, self.train.labels, queries, k, temperature, len(self.classes), backend)
+        return topk_accuracy(ranked, self.test.labels)
+
+    def linear(
+        self,
+        backbone: nn.Module,
+        cfg: VisionConfig,
+        recipe: str,
+        epochs: int | None = None,
+        batch_size: int = 256,
+        device: str | torch.device = "cpu",
+    ) -> dict[str, float]:
+        """Linear-probe top-1/top-5 (percent) with a recipe of :data:`RECIPES`."""
+        train_x, test_x = self.features(backbone, cfg, batch_size, device)
+        return linear_probe(
+            train_x, self.train.labels, test_x, self.test.labels, len(self.classes), RECIPES[recipe], epochs
+        )
+
+
+def _device(name: str | None) -> torch.device:
+    if name:
+        return torch.device(name)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _write_json(scores: dict[str, float], path: str | None) -> None:
+    text = json.dumps({"top1": round(scores["top1"], 4), "top5": round(scores["top5"], 4)})
+    print(text)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def _images_for(args: argparse.Namespace, cfg: VisionConfig) -> LabelledImages:
+    resolution, _ = eval_geometry(cfg)
+    return LabelledImages(
+        args.dataset,
+        resolution,
+        getattr(args, "max_train_samples", None),
+        getattr(args, "max_test_samples", None),
+        cfg.data.cache_dir,
+        cfg.data.num_workers,
+    )
+
+
+def knn_cli_main(args: argparse.Namespace) -> int:
+    """``hardmix eval knn CHECKPOINT --dataset NAME [--json OUT] [--k] [--temperature]``."""
+    device = _device(args.device)
+    backbone, cfg = load_backbone(args.checkpoint, device)
+    data = _images_for(args, cfg)
+    scores = data.knn(backbone, cfg, args.k, args.temperature, args.batch_size, device)
+    print(
+        f"k-NN (k={args.k}, tau={args.temperature}) on {args.dataset}: top-1 {scores['top1']:.2f}%, "
+        f"top-5 {scores['top5']:.2f}% ({data.train.images.shape[0]} bank, {data.test.images.shape[0]} test)",
+        file=sys.stderr,
+    )
+    _write_json(scores, args.json_out)
+    return 0
+
+
+def linear_cli_main(args: argparse.Namespace) -> int:
+    """``hardmix eval linear CHECKPOINT --dataset NAME [--json OUT] [--epochs]``."""
+    device = _device(args.device)
+    backbone, cfg = load_backbone(args.checkpoint, device)
+    data = _images_for(args, cfg)
+    recipe = recipe_for(args.dataset)
+    scores = data.linear(backbone, cfg, recipe, args.epochs, args.batch_size, device)
+    print(
+        f"linear probe ({recipe} recipe) on {args.dataset}: top-1 {scores['top1']:.2f}%, "
+        f"top-5 {scores['top5']:.2f}%",
+        file=sys.stderr,
+    )
+    _write_json(scores, args.json_out)
+    return 0
