@@ -37,6 +37,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import yaml
+from torch import Tensor, nn
+
+from hardmix.config import ConfigError
+from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
+from hardmix.distributed import gather_no_grad, gather_with_grad, rank, rank_offset, world_size
+from hardmix.losses.contrastive import ContrastiveLoss, LossOutput
+from hardmix.paths import ENV_VAR, data_root, resolve_data_path
+from hardmix.queue import KeyQueue
 from hardmix.text.config import TextTrainConfig, build_loss, load_text_config, text_config_to_dict
 from hardmix.text.data import BatchOrder, TokenizedCorpus, collate, read_corpus, shard
 from hardmix.text.model import (
@@ -46,14 +54,6 @@ from hardmix.text.model import (
     load_backbone,
     quiet_transformers,
 )
-from torch import Tensor, nn
-
-from hardmix.config import ConfigError
-from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
-from hardmix.distributed import gather_no_grad, gather_with_grad, rank, rank_offset, world_size
-from hardmix.losses.contrastive import ContrastiveLoss, LossOutput
-from hardmix.paths import ENV_VAR, data_root, resolve_data_path
-from hardmix.queue import KeyQueue
 from hardmix.utils.checkpoint import atomic_torch_save, atomic_write_text
 from hardmix.utils.progress import ProgressBar
 from hardmix.utils.rng import rng_state, seed_everything, set_rng_state
@@ -106,8 +106,9 @@ def resolve_model(name: str) -> tuple[str, bool]:
     looked = f"{Path.cwd()}" + (f" and {ENV_VAR}={root}" if root else f" ({ENV_VAR} is not set)")
     if _is_path_like(name):
         raise ModelNotFoundError(f"model.name_or_path: {name} is not a model folder (looked in {looked})")
-    from hardmix.text.model import quiet_transformers
     from transformers import AutoConfig
+
+    from hardmix.text.model import quiet_transformers
 
     try:
         with quiet_transformers():
@@ -188,26 +189,30 @@ def loss_from_views(
     step: int = 0,
     generator: torch.Generator | None = None,
     queue_keys: Tensor | None = None,
+    gather: bool = True,
 ) -> LossOutput:
     """The contrastive loss of two views, over the global batch when distributed.
 
     Args:
         loss_fn: the core's loss.
-        z1, z2: (B, D) this process's views (any dtype; the loss is computed in fp32).
+        z1, z2: (B, D) this process's views (fp16 / bf16 are upcast: the loss is computed in fp32 or
+            better).
         step: the optimizer step (strategy warm-ups).
         generator: the strategies' random draws.
         queue_keys: optional (K, D) detached second views of earlier batches, appended to the candidates
             (one-direction loss only).
+        gather: gather the views of every process (False: z1, z2 are the whole batch already).
     """
-    z1, z2 = z1.float(), z2.float()
+    if z1.dtype in (torch.float16, torch.bfloat16):
+        z1, z2 = z1.float(), z2.float()
     z1_all = z2_all = None
     offset = 0
-    if world_size() > 1:
+    if gather and world_size() > 1:
         z1_all, z2_all = gather_with_grad(z1), gather_with_grad(z2)
         offset = rank_offset(z1.shape[0])
     if queue_keys is not None and queue_keys.shape[0] > 0:
         z1_all = z1 if z1_all is None else z1_all
-        z2_all = torch.cat([z2 if z2_all is None else z2_all, queue_keys.float()])
+        z2_all = torch.cat([z2 if z2_all is None else z2_all, queue_keys.to(z2.dtype)])
     return loss_fn.in_batch(z1, z2, z1_all, z2_all, offset=offset, step=step, generator=generator)
 
 
@@ -493,10 +498,11 @@ class _Trainer:
         t_start = time.perf_counter()
         start_step = self.step
         while self.step < self.stop_at:
-            out, z1, z2, lr = self._train_step(model)
+            log_now = (self.step + 1) % cfg.log.log_steps == 0 or self.step + 1 == self.stop_at
+            out, z1, z2, lr, queue_keys = self._train_step(model, keep_queue=log_now)
             self.step += 1
-            if self.step % cfg.log.log_steps == 0 or self.step == self.stop_at:
-                self._log(out, z1, z2, lr)
+            if log_now:
+                self._log(out, z1, z2, lr, queue_keys)
             if cfg.eval.eval_steps and self.step % cfg.eval.eval_steps == 0:
                 self._evaluate()
             if cfg.train.save_steps and self.step % cfg.train.save_steps == 0 and self.step < self.stop_at:
@@ -516,7 +522,9 @@ class _Trainer:
 
     _last_logged = float("nan")
 
-    def _train_step(self, model: nn.Module) -> tuple[LossOutput, Tensor, Tensor, float]:
+    def _train_step(
+        self, model: nn.Module, keep_queue: bool = False
+    ) -> tuple[LossOutput, Tensor, Tensor, float, Tensor | None]:
         cfg = self.cfg
         epoch = max(e for e, s in enumerate(self.epoch_starts[:-1]) if s <= self.step)
         position = self.step - self.epoch_starts[epoch]
@@ -531,6 +539,7 @@ class _Trainer:
             z1, z2 = forward_views(model, batch)
         queue_keys = self.queue.keys[: self.queue.filled] if self.queue is not None else None
         out = loss_from_views(self.loss_fn, z1, z2, self.step, self.generator, queue_keys)
+        kept = queue_keys.clone() if keep_queue and queue_keys is not None else None
         lr = float(self.scheduler.get_last_lr()[0])
         if self.scaler is not None:
             self.scaler.scale(out.loss).backward()
@@ -556,10 +565,15 @@ class _Trainer:
             loss /= self.world
         self.window_loss += float(loss)
         self.window_steps += 1
-        return out, z1, z2, lr
+        return out, z1, z2, lr, kept
 
-    def _log(self, out: LossOutput, z1: Tensor, z2: Tensor, lr: float) -> None:
+    def _log(self, out: LossOutput, z1: Tensor, z2: Tensor, lr: float, queue_keys: Tensor | None) -> None:
+        """A line of metrics.jsonl: the mean loss of the window, the lr, and the diagnostics of the last
+        batch (global batch when distributed: the views are gathered, without gradient)."""
         cfg = self.cfg
+        if cfg.log.diagnostics:
+            z1 = gather_no_grad(z1.detach().float())
+            z2 = gather_no_grad(z2.detach().float())
         mean = self.window_loss / max(1, self.window_steps)
         self._last_logged = mean
         record: dict[str, Any] = {"step": self.step, "loss": mean, "lr": lr,
@@ -574,8 +588,8 @@ class _Trainer:
             scratch.manual_seed(0)
             with preserved_rng():
                 record["anchor_grad_norm"] = anchor_gradient_norm(
-                    lambda a, p: self.loss_fn.in_batch(a, p, step=self.step - 1, generator=scratch).loss,
-                    z1, z2)
+                    lambda a, p: loss_from_views(self.loss_fn, a, p, self.step - 1, scratch, queue_keys,
+                                                 gather=False).loss, z1, z2)
         self.window_loss, self.window_steps = 0.0, 0
         self.metrics.write(record)
 
