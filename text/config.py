@@ -23,9 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hardmix.text.pooling import POOLINGS
-
 from hardmix.config import ConfigError, build_config, config_to_dict, load_config
+from hardmix.text.pooling import POOLINGS
 
 Precision = Literal["fp32", "bf16", "fp16"]
 

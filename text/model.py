@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from hardmix.text.pooling import check_pooling, needs_hidden_states, pool
 from torch import Tensor, nn
+
+from hardmix.text.pooling import check_pooling, needs_hidden_states, pool
 
 log = logging.getLogger(__name__)
 

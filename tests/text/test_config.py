@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hardmix.text.config import build_text_config, load_text_config
 
 from hardmix.cli import main
 from hardmix.config import ConfigError
+from hardmix.text.config import build_text_config, load_text_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "text"
 

@@ -6,6 +6,7 @@ import gzip
 
 import numpy as np
 import pytest
+
 from hardmix.text.data import BatchOrder, CorpusError, collate, iter_sentences, read_corpus, shard
 
 

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+
 from hardmix.text.model import ContrastiveSentenceModel, export_model, forward_views, load_backbone
 
 SENTENCES = ["a man is playing a guitar .", "A woman slices an onion.", "the cat sat on the mat", "hi"]
@@ -67,10 +68,11 @@ def test_encode_keeps_train_mode_and_draws_no_random_numbers(tiny_bert_dir, one_
 
 @pytest.mark.parametrize("pooling", ["cls", "avg"])
 def test_export_round_trip(tmp_path, tiny_bert_dir, pooling, one_torch_thread):
-    from hardmix.text import encode
-    from hardmix.text.encoder import SentenceEncoder
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
+
+    from hardmix.text import encode
+    from hardmix.text.encoder import SentenceEncoder
 
     model = _model(tiny_bert_dir, pooling)
     with torch.no_grad():  # move away from the saved init, so a stale load would show
