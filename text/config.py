@@ -225,13 +225,16 @@ def normalize_strategies(spec: Any) -> list[dict[str, Any]]:
                               "see `hardmix strategies`)")
         if not isinstance(item["name"], str):
             raise ConfigError(f"loss.strategies[{i}].name: expected a string, got {item['name']!r}")
-        out.append(dict(item))
+        # YAML 1.1 reads 2e-1 as a string; the strategy parameters are numbers.
+        out.append({k: float(v) if isinstance(v, str) and _FLOAT.match(v.strip()) else v
+                    for k, v in item.items()})
     if not out:
         raise ConfigError("loss.strategies: empty; use [{name: none}] for plain InfoNCE (SimCSE)")
     return out
 
 
 _ARG = re.compile(r"unknown argument '([^']+)'")
+_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 
 def build_loss(loss: LossSection) -> Any:

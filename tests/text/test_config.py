@@ -57,6 +57,8 @@ def test_set_overrides(tmp_path):
                                   "loss.strategies=[{name: mixcse, lam: 0.3, stop_grad: false}]"])
     assert (cfg.train.max_steps, cfg.train.seed, cfg.loss.temperature) == (7, 5, 0.1)
     assert cfg.loss.strategies == [{"name": "mixcse", "lam": 0.3, "stop_grad": False}]
+    cfg = load_text_config(path, ["train.lr=3e-5", "loss.strategies=[{name: mixcse, lam: 2e-1}]"])
+    assert cfg.train.lr == 3e-5 and cfg.loss.strategies[0]["lam"] == 0.2  # YAML 1.1 reads 3e-5 as a string
     with pytest.raises(ConfigError, match="train.max_step"):
         load_text_config(path, ["train.max_step=7"])
     with pytest.raises(ConfigError, match="key=value"):
