@@ -110,3 +110,45 @@ def tiny_text_config(tiny_bert_dir, tiny_corpus) -> dict:
         "log": {"log_steps": 1, "progress": False},
     }
 # ---- end text trainer ------------------------------------------------------------------------------
+
+
+# ---- text evaluation (issue 3) --------------------------------------------------------------------
+# The SentEval data folder, and a cheap deterministic stand-in encoder for protocol tests.
+
+
+@pytest.fixture(scope="session")
+def senteval_root() -> Path:
+    """The shared SentEval data folder (HARDMIX_DATA/senteval)."""
+    return require_data_path("senteval")
+
+
+@pytest.fixture(scope="session")
+def bow_encoder():
+    """A fast deterministic encoder: the mean of fixed random 64-d vectors of a sentence's words (a zero
+    vector for an empty sentence). Returns a callable ``list[str] -> (n, 64) float32``."""
+    import zlib
+
+    import numpy as np
+
+    dim = 64
+
+    def word_vec(w: str) -> np.ndarray:
+        return np.random.default_rng(zlib.crc32(w.encode("utf-8"))).standard_normal(dim)
+
+    cache: dict[str, np.ndarray] = {}
+
+    def vec(w: str) -> np.ndarray:
+        if w not in cache:
+            cache[w] = word_vec(w)
+        return cache[w]
+
+    def encode(sentences: list[str]) -> np.ndarray:
+        out = np.zeros((len(sentences), dim), dtype=np.float32)
+        for i, s in enumerate(sentences):
+            words = s.split()
+            if words:
+                out[i] = np.mean([vec(w) for w in words], axis=0)
+        return out
+
+    return encode
+# ---- end text evaluation ---------------------------------------------------------------------------
