@@ -1,0 +1,344 @@
+"""SentEval-protocol evaluation of a sentence encoder: STS (unsupervised) and transfer tasks.
+
+``hardmix eval text MODEL`` runs :func:`cli_main`. The trainer's model selection calls
+:func:`stsb_dev_score`. Scores are x 100 with two decimals; averages are the mean of the rounded task
+scores, rounded again (as SimCSE prints them). Column order is the papers':
+
+- STS: STS12, STS13, STS14, STS15, STS16, STS-B, SICK-R (STS-B and SICK-R: test split, cosine, no regressor);
+- transfer: MR, CR, SUBJ, MPQA, SST, TREC, MRPC (accuracy).
+
+An encoder is a :class:`hardmix.text.encoder.SentenceEncoder` or any callable mapping a list of n sentences
+to an (n, d) array. Every distinct sentence of a task group is encoded once, up front (with a progress
+bar), then the tasks are scored from that table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from hardmix.text import senteval_data as data
+from hardmix.text.sts import AGGREGATIONS, score_pairs, score_year, spearman, system_scores
+from hardmix.text.transfer import SENTEVAL_L2, inner_kfold_eval, kfold_eval, split_eval
+from hardmix.utils.progress import ProgressBar
+
+STS_TASKS: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
+TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC")
+#: MRPC pair features: the issue's [u, v, |u - v|, u * v] (default) or SentEval's own [|u - v|, u * v].
+MRPC_FEATURES = ("uv_absdiff_prod", "senteval")
+
+EncodeFn = Callable[[list[str]], np.ndarray]
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _encode_table(encoder, sentences: Sequence[str], desc: str, show_progress: bool = True,  # noqa: ANN001
+                  chunk: int = 4096) -> EncodeFn:
+    """Encode the distinct ``sentences`` once and return a lookup ``list[str] -> (n, d) float32``.
+
+    Args:
+        encoder: a SentenceEncoder (its own batching, cache and progress bar are used) or a callable
+            ``list[str] -> (n, d)`` (called on chunks of ``chunk`` sentences).
+        sentences: every sentence the tasks will ask for.
+        desc: progress bar label.
+        show_progress: draw the progress bar.
+        chunk: chunk size for plain callables.
+    """
+    unique = list(dict.fromkeys(sentences))
+    if hasattr(encoder, "encode") and hasattr(encoder, "clear_cache"):
+        table = encoder.encode(unique, show_progress=show_progress, desc=desc)
+    else:
+        parts = []
+        bar = ProgressBar(len(unique), desc=desc, unit="sent", disable=not show_progress)
+        for start in range(0, len(unique), chunk):
+            parts.append(np.asarray(encoder(unique[start:start + chunk]), dtype=np.float32))
+            bar.update(len(parts[-1]))
+        bar.close()
+        table = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
+    if len(table) != len(unique):
+        raise ValueError(f"the encoder returned {len(table)} embeddings for {len(unique)} sentences")
+    index = {s: i for i, s in enumerate(unique)}
+
+    def lookup(batch: list[str]) -> np.ndarray:
+        return table[[index[s] for s in batch]]
+
+    return lookup
+
+
+def _pct(x: float) -> float:
+    return round(100.0 * float(x), 2)
+
+
+def _with_avg(scores: dict[str, float]) -> dict[str, float]:
+    out = dict(scores)
+    out["avg"] = round(float(np.mean(list(scores.values()))), 2) if scores else float("nan")
+    return out
+
+
+def _check_tasks(tasks: Sequence[str], known: Sequence[str]) -> list[str]:
+    bad = [t for t in tasks if t not in known]
+    if bad:
+        raise ValueError(f"unknown task(s) {bad}; expected some of {list(known)}")
+    return [t for t in known if t in tasks]  # the papers' order
+
+
+# ---------------------------------------------------------------------------------------------- STS
+def load_sts_suite(
+    tasks: Sequence[str] = STS_TASKS, root: str | os.PathLike[str] | None = None
+) -> dict[str, dict[str, data.SentencePairs]]:
+    """Load the STS tasks: task -> {subset: pairs} (STS-B and SICK-R: ``{"test": pairs}``)."""
+    suite: dict[str, dict[str, data.SentencePairs]] = {}
+    for task in _check_tasks(tasks, STS_TASKS):
+        if task == "STS-B":
+            suite[task] = {"test": data.load_stsb("test", root)}
+        elif task == "SICK-R":
+            suite[task] = {"test": data.load_sickr("test", root)}
+        else:
+            suite[task] = data.load_sts_year(task, root)
+    return suite
+
+
+def evaluate_sts(
+    encoder,  # noqa: ANN001 (SentenceEncoder or callable)
+    aggregation: str = "all",
+    tasks: Sequence[str] = STS_TASKS,
+    root: str | os.PathLike[str] | None = None,
+    show_progress: bool = True,
+    details: dict | None = None,
+) -> dict[str, float]:
+    """Unsupervised STS: Spearman x 100 of the cosine similarities, per task, plus ``"avg"``.
+
+    Args:
+        encoder: a SentenceEncoder or a callable ``list[str] -> (n, d)``.
+        aggregation: STS12-16 aggregation, ``"all"`` (SimCSE, default), ``"mean"`` or ``"wmean"``.
+        tasks: a subset of :data:`STS_TASKS`.
+        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        show_progress: progress bar while encoding.
+        details: if a dict is given, per-subset correlations and timings are stored in it.
+
+    Returns:
+        ``{"STS12": .., ..., "SICK-R": .., "avg": ..}`` (x 100, two decimals).
+    """
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {AGGREGATIONS}")
+    suite = load_sts_suite(tasks, root)
+    t0 = time.perf_counter()
+    sentences = [s for subsets in suite.values() for p in subsets.values() for s in p.sent1 + p.sent2]
+    embed = _encode_table(encoder, sentences, "encode STS", show_progress)
+    t_enc = time.perf_counter() - t0
+    scores: dict[str, float] = {}
+    per_task: dict[str, dict] = {}
+    for task, subsets in suite.items():
+        if task in ("STS-B", "SICK-R"):
+            scores[task] = _pct(score_pairs(embed, subsets["test"]))
+        else:
+            rho, sub = score_year(embed, subsets, aggregation)
+            scores[task] = _pct(rho)
+            per_task[task] = {name: {"spearman": _pct(r), "n": n} for name, (r, n) in sub.items()}
+    if details is not None:
+        details.update({"subsets": per_task, "encode_seconds": t_enc,
+                        "n_sentences": len(set(sentences)), "aggregation": aggregation})
+    return _with_avg(scores)
+
+
+_STSB_DEV: dict[str, data.SentencePairs] = {}
+
+
+def stsb_dev_score(encode_fn: EncodeFn, root: str | os.PathLike[str] | None = None) -> float:
+    """STS-B dev Spearman x 100 (unrounded) of cosine similarities: the trainer's model-selection score.
+
+    STS-B dev (1500 pairs) is loaded once per process and kept; every distinct sentence is encoded once,
+    in one call.
+
+    Args:
+        encode_fn: maps a list of n sentences to an (n, d) array (e.g. a SentenceEncoder, or the trainer's
+            own encoding function on its live model).
+        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+    """
+    key = str(data.senteval_dir(root))
+    if key not in _STSB_DEV:
+        _STSB_DEV[key] = data.load_stsb("dev", key)
+    pairs = _STSB_DEV[key]
+    unique = list(dict.fromkeys(pairs.sent1 + pairs.sent2))
+    table = np.asarray(encode_fn(unique))
+    index = {s: i for i, s in enumerate(unique)}
+
+    def lookup(batch: list[str]) -> np.ndarray:
+        return table[[index[s] for s in batch]]
+
+    return 100.0 * spearman(system_scores(lookup, pairs), pairs.labels)
+
+
+# ----------------------------------------------------------------------------------------- transfer
+def load_transfer_suite(
+    tasks: Sequence[str] = TRANSFER_TASKS, root: str | os.PathLike[str] | None = None
+) -> dict:
+    """Load the transfer tasks: MR/CR/SUBJ/MPQA -> LabeledSentences, SST/TREC/MRPC -> {split: data}."""
+    suite: dict = {}
+    for task in _check_tasks(tasks, TRANSFER_TASKS):
+        if task in data.BINARY_FILES:
+            suite[task] = data.load_binary(task, root)
+        elif task == "SST":
+            suite[task] = data.load_sst2(root)
+        elif task == "TREC":
+            suite[task] = data.load_trec(root)
+        else:
+            suite[task] = data.load_mrpc(root)
+    return suite
+
+
+def _task_sentences(task: str, d) -> list[str]:  # noqa: ANN001
+    if task in data.BINARY_FILES:
+        return d.sentences
+    if task == "MRPC":
+        return [s for split in d.values() for s in split.sent1 + split.sent2]
+    return [s for split in d.values() for s in split.sentences]
+
+
+def pair_features(u: np.ndarray, v: np.ndarray, kind: str = "uv_absdiff_prod") -> np.ndarray:
+    """Sentence-pair features from (n, d) embeddings u, v.
+
+    Args:
+        u: (n, d) first-sentence embeddings.
+        v: (n, d) second-sentence embeddings.
+        kind: ``"uv_absdiff_prod"``: [u, v, |u - v|, u * v], (n, 4d); ``"senteval"``: SentEval's MRPC
+            features [|u - v|, u * v], (n, 2d).
+    """
+    if kind == "uv_absdiff_prod":
+        return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
+    if kind == "senteval":
+        return np.concatenate([np.abs(u - v), u * v], axis=1)
+    raise ValueError(f"unknown pair features {kind!r}; expected one of {MRPC_FEATURES}")
+
+
+def run_transfer_task(
+    task: str,
+    d,  # noqa: ANN001 (the task's data from load_transfer_suite)
+    embed: EncodeFn,
+    seed: int = 1111,
+    kfold: int = 10,
+    l2_grid: tuple[float, ...] = SENTEVAL_L2,
+    mrpc_features: str = "uv_absdiff_prod",
+    device=None,  # noqa: ANN001
+) -> dict:
+    """Run one transfer task's protocol on embeddings from ``embed``; returns the protocol's result dict
+    (``acc``, ``devacc``, ``l2``, ...)."""
+    kw = {"l2_grid": l2_grid, "device": device}
+    if task in data.BINARY_FILES:
+        return inner_kfold_eval(embed(d.sentences), d.labels, k=kfold, seed=seed, **kw)
+    if task == "SST":
+        return split_eval(embed(d["train"].sentences), d["train"].labels, embed(d["dev"].sentences),
+                          d["dev"].labels, embed(d["test"].sentences), d["test"].labels, **kw)
+    if task == "TREC":
+        return kfold_eval(embed(d["train"].sentences), d["train"].labels, embed(d["test"].sentences),
+                          d["test"].labels, k=kfold, seed=seed, **kw)
+    if task == "MRPC":
+        feats = {s: pair_features(embed(d[s].sent1), embed(d[s].sent2), mrpc_features)
+                 for s in ("train", "test")}
+        out = kfold_eval(feats["train"], d["train"].labels, feats["test"], d["test"].labels, k=kfold,
+                         seed=seed, **kw)
+        pred, gold = out["pred"], d["test"].labels
+        tp = int(((pred == 1) & (gold == 1)).sum())
+        out["f1"] = round(100.0 * 2 * tp / max(1, int((pred == 1).sum()) + int((gold == 1).sum())), 2)
+        return out
+    raise ValueError(f"unknown transfer task {task!r}")
+
+
+def evaluate_transfer(
+    encoder,  # noqa: ANN001 (SentenceEncoder or callable)
+    seed: int = 1111,
+    tasks: Sequence[str] = TRANSFER_TASKS,
+    root: str | os.PathLike[str] | None = None,
+    kfold: int = 10,
+    mrpc_features: str = "uv_absdiff_prod",
+    device=None,  # noqa: ANN001
+    show_progress: bool = True,
+    details: dict | None = None,
+) -> dict[str, float]:
+    """Transfer tasks: test accuracy x 100 of logistic regression on frozen embeddings, plus ``"avg"``.
+
+    Args:
+        encoder: a SentenceEncoder or a callable ``list[str] -> (n, d)``.
+        seed: seed of the fold assignments.
+        tasks: a subset of :data:`TRANSFER_TASKS`.
+        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        kfold: outer/inner fold count (10, the papers' SentEval setting).
+        mrpc_features: ``"uv_absdiff_prod"`` ([u, v, |u - v|, u * v]) or ``"senteval"`` ([|u - v|, u * v]).
+        device: torch device of the classifiers (default CUDA when available, else CPU).
+        show_progress: progress bar while encoding.
+        details: if a dict is given, per-task protocol results and timings are stored in it.
+
+    Returns:
+        ``{"MR": .., "CR": .., "SUBJ": .., "MPQA": .., "SST": .., "TREC": .., "MRPC": .., "avg": ..}``.
+    """
+    suite = load_transfer_suite(tasks, root)
+    t0 = time.perf_counter()
+    sentences = [s for task, d in suite.items() for s in _task_sentences(task, d)]
+    embed = _encode_table(encoder, sentences, "encode transfer", show_progress)
+    t_enc = time.perf_counter() - t0
+    scores: dict[str, float] = {}
+    per_task: dict[str, dict] = {}
+    for task, d in suite.items():
+        t1 = time.perf_counter()
+        out = run_transfer_task(task, d, embed, seed=seed, kfold=kfold, mrpc_features=mrpc_features,
+                                device=device)
+        out.pop("pred", None)
+        out["classifier_seconds"] = time.perf_counter() - t1
+        per_task[task] = out
+        scores[task] = out["acc"]
+    if details is not None:
+        details.update({"tasks": per_task, "encode_seconds": t_enc, "n_sentences": len(set(sentences)),
+                        "seed": seed, "kfold": kfold, "mrpc_features": mrpc_features})
+    return _with_avg(scores)
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def format_table(title: str, scores: dict[str, float]) -> str:
+    """A Markdown table of ``scores`` (task -> value), columns in the given order, ``avg`` as "Avg."."""
+    names = ["Avg." if k == "avg" else k for k in scores]
+    cells = [f"{v:.2f}" for v in scores.values()]
+    widths = [max(len(n), len(c)) for n, c in zip(names, cells)]
+    row = lambda xs: "| " + " | ".join(x.rjust(w) for x, w in zip(xs, widths)) + " |"  # noqa: E731
+    rule = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"
+    return "\n".join([title, "", row(names), rule, row(cells)])
+
+
+def cli_main(args: argparse.Namespace) -> int:
+    """``hardmix eval text``: evaluate ``args.model`` on ``args.tasks`` (sts, transfer); print the tables and
+    write ``args.json_out`` if given."""
+    from hardmix.text.encoder import SentenceEncoder
+
+    groups = [g.strip().lower() for g in str(args.tasks).split(",") if g.strip()]
+    bad = [g for g in groups if g not in ("sts", "transfer")]
+    if bad or not groups:
+        raise ValueError(f"--tasks: unknown task group(s) {bad or groups}; "
+                         "expected a comma list of sts, transfer")
+    data.senteval_dir()  # fail early, naming the folder, when the data is missing
+    encoder = SentenceEncoder(args.model, pooling=args.pooling, max_length=args.max_length,
+                              batch_size=args.batch_size)
+    print(f"model {args.model} ({encoder.info['kind']}), pooling {encoder.pooling}, "
+          f"max length {encoder.max_length}, device {encoder.device}", file=sys.stderr)
+    results: dict[str, dict[str, float]] = {}
+    if "sts" in groups:
+        t = time.perf_counter()
+        results["sts"] = evaluate_sts(encoder, aggregation=args.aggregation)
+        print(format_table(f"STS: Spearman x 100 (cosine; STS12-16 aggregation '{args.aggregation}'; "
+                           f"STS-B and SICK-R test) [{time.perf_counter() - t:.0f}s]", results["sts"]))
+        print()
+    if "transfer" in groups:
+        t = time.perf_counter()
+        results["transfer"] = evaluate_transfer(encoder)
+        print(format_table(f"Transfer: accuracy x 100 (logistic regression, SentEval protocol, 10 folds) "
+                           f"[{time.perf_counter() - t:.0f}s]", results["transfer"]))
+    if args.json_out:
+        out = Path(args.json_out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
