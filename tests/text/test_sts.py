@@ -15,7 +15,8 @@ from hardmix.text.sts import aggregate, cosine_scores
 
 def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a, b = a.astype(np.float64), b.astype(np.float64)
-    return np.array([x @ y / np.sqrt((x @ x) * (y @ y)) if (x @ x) * (y @ y) > 0 else 0.0 for x, y in zip(a, b)])
+    out = [x @ y / np.sqrt((x @ x) * (y @ y)) if (x @ x) * (y @ y) > 0 else 0.0 for x, y in zip(a, b)]
+    return np.array(out)
 
 
 def test_cosine_scores_and_nan_handling():
@@ -61,7 +62,8 @@ def _raw_sts_year(folder: Path, subsets) -> dict[str, tuple[list[str], list[str]
 def _raw_tsv(path: Path, skip: int, cols: tuple[int, int, int]) -> tuple[list[str], list[str], list[float]]:
     rows = [line.strip().split("\t") for line in path.read_text(encoding="utf-8").splitlines()[skip:]]
     i, j, k = cols
-    return [" ".join(r[i].split()) for r in rows], [" ".join(r[j].split()) for r in rows], [float(r[k]) for r in rows]
+    first = [" ".join(r[i].split()) for r in rows]
+    return first, [" ".join(r[j].split()) for r in rows], [float(r[k]) for r in rows]
 
 
 @pytest.mark.data
@@ -75,7 +77,8 @@ def test_every_sts_task_equals_scipy(senteval_root, bow_encoder, how):
         sys_ = {n: _cos(bow_encoder(a), bow_encoder(b)) for n, (a, b, _) in raw.items()}
         gold = {n: np.array(g) for n, (_, _, g) in raw.items()}
         if how == "all":
-            rho = spearmanr(np.concatenate(list(sys_.values())), np.concatenate(list(gold.values()))).statistic
+            cat = np.concatenate
+            rho = spearmanr(cat(list(sys_.values())), cat(list(gold.values()))).statistic
         else:
             rhos = [spearmanr(sys_[n], gold[n]).statistic for n in raw]
             rho = np.average(rhos, weights=[len(gold[n]) for n in raw] if how == "wmean" else None)
@@ -99,7 +102,8 @@ def test_stsb_dev_score_equals_scipy(senteval_root, bow_encoder):
 
     score = ev.stsb_dev_score(encode, root=senteval_root)
     a, b, g = _raw_tsv(senteval_root / "STS/STSBenchmark/sts-dev.csv", 0, (5, 6, 4))
-    assert score == pytest.approx(100 * spearmanr(_cos(bow_encoder(a), bow_encoder(b)), g).statistic, abs=1e-9)
+    expected = 100 * spearmanr(_cos(bow_encoder(a), bow_encoder(b)), g).statistic
+    assert score == pytest.approx(expected, abs=1e-9)
     assert len(calls) == 1 and calls[0] == len(set(a + b))  # every distinct sentence once, one call
     assert ev.stsb_dev_score(encode, root=senteval_root) == score  # the cached dev set gives the same score
 
