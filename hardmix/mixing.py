@@ -46,6 +46,19 @@ def mixed_logits(
     return numerator.mul_(1.0 - lam).div_(mixture_norm(pos_neg_cos, lam))
 
 
+def scaled_inverse_mixture_norms(positives: Tensor, negatives: Tensor, lam: float) -> Tensor:
+    """(B, N) ``(1 - lam) / ||lam p_i + (1 - lam) n_j||`` for unit rows p_i (B, D) and n_j (N, D).
+
+    One ``addmm``: ``||.||^2 / (1 - lam)^2 = c0 + c1 p_i.n_j`` with the constants applied by the product
+    itself, then a clamp and an inverse square root in place. No gradient (call under no_grad or with
+    detached inputs). ``mixed_logits`` equals ``(anchor_neg + lam / (1 - lam) anchor_pos) * this``.
+    """
+    k = 1.0 / (1.0 - lam) ** 2
+    c0 = torch.tensor((lam * lam + (1.0 - lam) ** 2) * k, dtype=positives.dtype, device=positives.device)
+    sq = torch.addmm(c0, positives, negatives.T, alpha=2.0 * lam * (1.0 - lam) * k)
+    return sq.clamp_min_(1e-12 * k).rsqrt_()
+
+
 def mix_normalize(a: Tensor, b: Tensor, weight_a: Tensor | float) -> Tensor:
     """Explicit ``normalize(w a + (1 - w) b)`` along the last dimension (broadcasting)."""
     mixed = weight_a * a + (1.0 - weight_a) * b
@@ -191,6 +204,36 @@ def mochi_synthesize(
     return _synthesize_from_hard(query, negatives, hard, n_pair, n_query, beta_max, generator)
 
 
+def _mochi_draws(
+    batch: int,
+    n_hard: int,
+    n_pair: int,
+    n_query: int,
+    beta_max: float,
+    generator: torch.Generator | None,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """MoCHi's random draws, in a fixed order: pairs (B, s) x 2, alpha (B, s), picks (B, s'), beta (B, s').
+
+    Positions index a query's N hardest negatives. Shared by the explicit synthesis and the closed-form
+    logits, so that both use the same numbers for the same generator state.
+    """
+    if n_pair > 0:
+        first, second = sample_distinct_pairs(batch, n_hard, n_pair, generator, device)
+        alpha = torch.rand(batch, n_pair, generator=generator, device=device, dtype=dtype)
+    else:
+        first = second = torch.empty(batch, 0, dtype=torch.long, device=device)
+        alpha = torch.empty(batch, 0, device=device, dtype=dtype)
+    if n_query > 0:
+        pick = torch.randint(n_hard, (batch, n_query), generator=generator, device=device)
+        beta = beta_max * torch.rand(batch, n_query, generator=generator, device=device, dtype=dtype)
+    else:
+        pick = torch.empty(batch, 0, dtype=torch.long, device=device)
+        beta = torch.empty(batch, 0, device=device, dtype=dtype)
+    return first, second, alpha, pick, beta
+
+
 def _synthesize_from_hard(
     query: Tensor,
     negatives: Tensor,
@@ -202,19 +245,107 @@ def _synthesize_from_hard(
 ) -> Tensor:
     """Build the synthetic points from the hard-negative indices ``hard`` (B, N); see mochi_synthesize."""
     batch, n_hard = hard.shape
-    device = query.device
+    first, second, alpha, pick, beta = _mochi_draws(
+        batch, n_hard, n_pair, n_query, beta_max, generator, query.device, query.dtype
+    )
     parts = []
     if n_pair > 0:
-        first, second = sample_distinct_pairs(batch, n_hard, n_pair, generator, device)
-        alpha = torch.rand(batch, n_pair, 1, generator=generator, device=device, dtype=query.dtype)
         n_a = negatives[hard.gather(1, first)]  # (B, s, D)
         n_b = negatives[hard.gather(1, second)]
-        parts.append(mix_normalize(n_a, n_b, alpha))
+        parts.append(mix_normalize(n_a, n_b, alpha.unsqueeze(2)))
     if n_query > 0:
-        pick = torch.randint(n_hard, (batch, n_query), generator=generator, device=device)
-        beta = beta_max * torch.rand(batch, n_query, 1, generator=generator, device=device, dtype=query.dtype)
         n_c = negatives[hard.gather(1, pick)]  # (B, s', D)
-        parts.append(mix_normalize(query.unsqueeze(1), n_c, beta))
+        parts.append(mix_normalize(query.unsqueeze(1), n_c, beta.unsqueeze(2)))
     if not parts:
         return query.new_zeros(batch, 0, query.shape[1])
     return torch.cat(parts, dim=1)
+
+
+def _inverse_mixture_norm(cos_ab: Tensor, weight: Tensor) -> Tensor:
+    """``1 / ||w a + (1 - w) b||`` for unit a, b from their cosine (elementwise weights w), in place on a
+    new tensor; clamped as :func:`mixture_norm`."""
+    w = weight
+    sq = (w * w).add_((1.0 - w).square_()).addcmul_(w * (1.0 - w), cos_ab, value=2.0)
+    return sq.clamp_min_(1e-12).rsqrt_()
+
+
+def _pair_cosines(negatives: Tensor, first: Tensor, second: Tensor, chunk_elements: int = 1 << 18) -> Tensor:
+    """(B, s) cosines ``negatives[first] . negatives[second]`` of unit rows, in fp32 (at least).
+
+    Rows are gathered with index_select in chunks of about ``chunk_elements`` values, so the (B, s, D)
+    gathers never exist at once and each chunk stays in cache.
+    """
+    batch, s = first.shape
+    dim = negatives.shape[1]
+    dtype = torch.promote_types(negatives.dtype, torch.float32)
+    negatives = negatives.to(dtype)
+    first, second = first.reshape(-1), second.reshape(-1)
+    out = torch.empty(batch * s, dtype=dtype, device=negatives.device)
+    step = max(1, chunk_elements // max(1, dim))
+    for r0 in range(0, batch * s, step):
+        a = negatives.index_select(0, first[r0 : r0 + step])
+        b = negatives.index_select(0, second[r0 : r0 + step])
+        torch.linalg.vecdot(a, b, out=out[r0 : r0 + step])
+    return out.view(batch, s)
+
+
+def mochi_logits(
+    anchor_logits: Tensor,
+    anchors: Tensor,
+    negatives: Tensor,
+    hard: Tensor,
+    draws: tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
+    anchor_similarities: Tensor,
+    temperature: float,
+    to_cosine: float = 1.0,
+) -> Tensor:
+    """MoCHi's synthetic logits ``q . SG(h) / tau`` in closed form, without building the points.
+
+    For unit q and unit negatives, with h = normalize(alpha n_a + (1 - alpha) n_b) and
+    h' = normalize(beta SG(q) + (1 - beta) n_c):
+
+        q . h  = (alpha q.n_a + (1 - alpha) q.n_b) / ||alpha n_a + (1 - alpha) n_b||
+        q . h' = (beta q.SG(q) + (1 - beta) q.n_c) / ||beta q + (1 - beta) n_c||,
+        ||w a + (1 - w) b||^2 = w^2 + (1 - w)^2 + 2 w (1 - w) a.b.
+
+    The q.n terms are gathered from ``anchor_logits`` (their gradient reaches q only, as through SG(h));
+    the norms are constants. Only n_a.n_b needs the vectors (one dot product per pair). Equal to
+    ``bmm(synthesize(...), q) / tau`` up to rounding, with the same draws.
+
+    Args:
+        anchor_logits: (B, K) q . n / tau with gradient to the anchors only.
+        anchors: (B, D) unit queries (with gradient).
+        negatives: (K, D) unit negatives.
+        hard: (B, N) indices of each query's hardest negatives.
+        draws: from :func:`_mochi_draws`.
+        anchor_similarities: (B, K) fp32 similarities q . n (no gradient), for the query mixtures' norms.
+        temperature: tau.
+        to_cosine: factor turning ``anchor_similarities`` into cosines (tau when they are logits).
+
+    Returns:
+        (B, s + s') logits, pair mixtures first.
+    """
+    first, second, alpha, pick, beta = draws
+    s, s_q = first.shape[1], pick.shape[1]
+    dtype = anchor_logits.dtype
+    # One gather of every q.n term [n_a | n_b | n_c] (its backward is one scatter into a (B, K) zero).
+    index = hard.gather(1, torch.cat([first, second, pick], dim=1))  # (B, 2s + s') indices into negatives
+    terms = anchor_logits.gather(1, index)
+    parts = []
+    if s > 0:
+        with torch.no_grad():
+            cos_ab = _pair_cosines(negatives.detach(), index[:, :s], index[:, s : 2 * s])
+            inv = _inverse_mixture_norm(cos_ab, alpha.to(cos_ab.dtype))
+        mixed = torch.lerp(terms[:, s : 2 * s], terms[:, :s], alpha.to(dtype))
+        parts.append(mixed.mul_(inv.to(dtype)))
+    if s_q > 0:
+        with torch.no_grad():
+            cos_qc = anchor_similarities.gather(1, index[:, 2 * s :])
+            cos_qc = cos_qc.to(torch.promote_types(cos_qc.dtype, torch.float32)).mul_(to_cosine)
+            inv = _inverse_mixture_norm(cos_qc, beta.to(cos_qc.dtype))
+        self_logit = (anchors * anchors.detach()).sum(dim=1, keepdim=True) / temperature  # q . SG(q) / tau
+        mixed = torch.lerp(terms[:, 2 * s :], self_logit.to(dtype), beta.to(dtype))
+        parts.append(mixed.mul_(inv.to(dtype)))
+    if not parts:
+        return anchor_logits.new_zeros(anchor_logits.shape[0], 0)
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)

@@ -158,7 +158,7 @@ class ContrastiveLoss(nn.Module):
             positive_logits=pos1, positive_anchor_logits=anchor1[rows, pos_index], negative_mask=valid,
             temperature=tau, mode="in_batch", step=step, positive_index=pos_index,
             raw_anchors=z1, raw_candidates=raw2_all, raw_all_anchors=raw1_all, direction=0,
-            generator=generator,
+            generator=generator, mask_kind="positive",
         )
         loss = self._direction(ctx1, [logits1], pos1)
 
@@ -177,13 +177,14 @@ class ContrastiveLoss(nn.Module):
                 positive_logits=pos2, positive_anchor_logits=anchor2[rows, pos_index], negative_mask=valid,
                 temperature=tau, mode="in_batch", step=step, positive_index=pos_index,
                 raw_anchors=z2, raw_candidates=raw1_all, raw_all_anchors=raw2_all, direction=1,
-                generator=generator,
+                generator=generator, mask_kind="positive",
             )
             loss = 0.5 * (loss + self._direction(ctx2, [logits2], pos2))
 
         with torch.no_grad():
             pos_sim = pos1.detach() * tau
-            neg_sim = torch.where(valid, logits1.detach(), 0.0).sum() * tau / valid.sum().clamp_min(1)
+            # Every entry but the positives is a negative: no masked copy of the (B, N) logits needed.
+            neg_sim = (logits1.detach().sum() - pos1.detach().sum()) * tau / max(b * n - b, 1)
         return LossOutput(loss, pos_sim, neg_sim, {s.name: s.diagnostics for s in self.strategies})
 
     def queue(
@@ -227,14 +228,20 @@ class ContrastiveLoss(nn.Module):
                 valid = valid.expand(h.shape[0], -1)
             base = logits.masked_fill(~valid, float("-inf"))
         else:
-            valid = torch.ones(h.shape[0], negatives.shape[0], dtype=torch.bool, device=q.device)
+            # Every queue entry is a negative: an expanded view, no (B, K) mask in memory.
+            valid = torch.ones((1, 1), dtype=torch.bool, device=q.device)
+            valid = valid.expand(h.shape[0], negatives.shape[0])
             base = logits
         ctx = ContrastContext(
             anchors=h, positives=key, candidates=negatives, logits=logits, anchor_logits=logits,
             positive_logits=pos, positive_anchor_logits=pos, negative_mask=valid, temperature=tau,
             mode="queue", step=step, generator=generator,
+            mask_kind="general" if queue_ids is not None else "all",
         )
         loss = self._direction(ctx, [pos.unsqueeze(1), base], pos)
         with torch.no_grad():
-            neg_sim = torch.where(valid, logits.detach(), 0.0).sum() * tau / valid.sum().clamp_min(1)
+            if queue_ids is None:
+                neg_sim = logits.detach().mean() * tau
+            else:
+                neg_sim = torch.where(valid, logits.detach(), 0.0).sum() * tau / valid.sum().clamp_min(1)
         return LossOutput(loss, pos.detach() * tau, neg_sim, {s.name: s.diagnostics for s in self.strategies})

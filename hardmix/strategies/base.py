@@ -43,6 +43,9 @@ class ContrastContext:
             reference mode of MixCSE). ``raw_all_anchors`` is the anchors' view of the whole batch (N, D).
         direction: 0 for the first view as anchor, 1 for the second.
         generator: optional torch.Generator for the strategies' random draws.
+        mask_kind: what ``negative_mask`` is, so that strategies can take shortcuts: ``"all"`` (every
+            candidate is a valid negative), ``"positive"`` (all but column ``positive_index[i]`` of row
+            i: the in-batch layout) or ``"general"`` (anything; the default).
     """
 
     anchors: Tensor
@@ -62,6 +65,7 @@ class ContrastContext:
     raw_all_anchors: Tensor | None = None
     direction: int = 0
     generator: torch.Generator | None = None
+    mask_kind: Literal["general", "all", "positive"] = "general"
 
 
 @dataclass(frozen=True)

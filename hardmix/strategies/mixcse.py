@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.mixing import mixed_logits
+from hardmix.mixing import mixed_logits, scaled_inverse_mixture_norms
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
 
 NEG_INF = float("-inf")
@@ -105,13 +105,24 @@ class MixCSE(Strategy):
         lam = self.lam
         if self.stop_grad:
             # h_i . SG(m'_ij): the gradient reaches h_i only, through the anchor-only views of the logits.
+            # Same closed form as mixed_logits, with fewer passes over the (B, N) matrices: the norms'
+            # constants ride in the product (addmm), and the rest is in place (nothing here is saved for
+            # backward but the inverse norms).
             with torch.no_grad():
-                pos_neg_cos = ctx.positives @ ctx.candidates.T  # (B, N) h'_i . h'_j
-            mixed = mixed_logits(ctx.positive_anchor_logits, ctx.anchor_logits, pos_neg_cos, lam)
+                inv = scaled_inverse_mixture_norms(ctx.positives, ctx.candidates, lam)  # (1-lam)/||m'_ij||
+            pos = ctx.positive_anchor_logits.unsqueeze(1)
+            mixed = torch.add(ctx.anchor_logits, pos, alpha=lam / (1 - lam)).mul_(inv)
         else:
             pos_neg_cos = ctx.positives @ ctx.candidates.T
             mixed = mixed_logits(ctx.positive_logits, ctx.logits, pos_neg_cos, lam)
-        mixed = mixed.masked_fill(~ctx.negative_mask, NEG_INF)
+        if ctx.mask_kind == "positive" and ctx.positive_index is not None:
+            # In-batch: only each row's positive column is excluded (B entries, not a (B, N) pass).
+            rows = torch.arange(mixed.shape[0], device=mixed.device)
+            fill = torch.tensor(NEG_INF, dtype=mixed.dtype, device=mixed.device)
+            index = (rows, ctx.positive_index)
+            mixed = mixed.index_put_(index, fill) if self.stop_grad else mixed.index_put(index, fill)
+        elif ctx.mask_kind != "all":
+            mixed = mixed.masked_fill(~ctx.negative_mask, NEG_INF)
         self._last = (mixed.detach(), ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
         return mixed
 

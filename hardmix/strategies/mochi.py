@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from hardmix.mixing import _check_mochi_args, _synthesize_from_hard, hardest_negatives
+from hardmix.mixing import _check_mochi_args, _mochi_draws, hardest_negatives, mochi_logits
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
 
 
@@ -50,6 +50,7 @@ class MoCHi(Strategy):
         ParamInfo("beta_max", 0.5, "query weight beta ~ U(0, beta_max), beta_max <= 0.5 (paper: 0.5)"),
         ParamInfo("warmup_steps", 0, "optimizer steps of plain InfoNCE before mixing starts"),
     )
+    needs_anchor_logits = True
 
     def __init__(
         self,
@@ -78,26 +79,36 @@ class MoCHi(Strategy):
         if ctx.step < self.warmup_steps or self.n_pair + self.n_query == 0:
             self._last = None
             return None
-        available = int(ctx.negative_mask.sum(dim=1).min())
+        if ctx.mask_kind == "all":
+            available = ctx.negative_mask.shape[1]
+        else:
+            available = int(ctx.negative_mask.sum(dim=1).min())
         if self.n_hard > available:
             raise ValueError(
                 f"n_hard: {self.n_hard} hardest negatives requested but only {available} are available "
                 f"({ctx.mode} negatives)"
             )
-        # Select in fp32 even under autocast: reuse the logits when they are fp32 already.
-        if ctx.logits.dtype == torch.float32:
-            similarities = ctx.logits.detach()
+        # Select in fp32 even under autocast: reuse the logits when they are fp32 (or fp64) already.
+        if ctx.logits.dtype in (torch.float32, torch.float64):
+            similarities, to_cosine = ctx.logits.detach(), ctx.temperature
         else:
             with torch.autocast(ctx.anchors.device.type, enabled=False), torch.no_grad():
                 similarities = ctx.anchors.detach().float() @ ctx.candidates.detach().float().T
+            to_cosine = 1.0
         with torch.no_grad():
-            hard = hardest_negatives(similarities, self.n_hard, ctx.negative_mask)
-            synthetic = _synthesize_from_hard(
-                ctx.anchors.detach(), ctx.candidates.detach(), hard, self.n_pair, self.n_query,
-                self.beta_max, ctx.generator,
-            )  # (B, s + s', D)
-        logits = torch.bmm(synthetic.to(ctx.anchors.dtype), ctx.anchors.unsqueeze(2)).squeeze(2)
-        logits = logits / ctx.temperature
+            valid = None if ctx.mask_kind == "all" else ctx.negative_mask
+            hard = hardest_negatives(similarities, self.n_hard, valid)
+            draws = _mochi_draws(
+                hard.shape[0], self.n_hard, self.n_pair, self.n_query, self.beta_max, ctx.generator,
+                ctx.anchors.device, ctx.anchors.dtype,
+            )
+        # q . SG(h) / tau in closed form (see hardmix.mixing.mochi_logits): equal to building the s + s'
+        # points (B, s + s', D) and a batched product, without the gathers, mixing and normalizing of
+        # every point; the gradient reaches q only, through the anchor-only logits.
+        logits = mochi_logits(
+            ctx.anchor_logits, ctx.anchors, ctx.candidates, hard, draws, similarities, ctx.temperature,
+            to_cosine=to_cosine,
+        )
         self._last = (logits.detach(), ctx.positive_logits.detach(), ctx.temperature)
         return logits
 

@@ -10,7 +10,7 @@ from torch.autograd.gradcheck import GradcheckError
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from hardmix.losses import ContrastiveLoss, mixcse_loss
-from hardmix.mixing import mix_normalize, mixed_logits, mixture_norm
+from hardmix.mixing import mix_normalize, mixed_logits, mixture_norm, scaled_inverse_mixture_norms
 from hardmix.strategies import MixCSE
 
 from ._reference import (
@@ -236,3 +236,17 @@ def test_mixcse_diagnostics_report_the_mixed_negatives() -> None:
     pos = np.sum(h1 * h2, axis=1)
     assert abs(stats["synthetic_sim"] - sims.mean()) < 1e-6
     assert abs(stats["synthetic_harder_than_positive"] - np.mean(sims > pos[:, None])) < 1e-6
+
+
+def test_scaled_inverse_mixture_norms_equal_explicit_norms() -> None:
+    g = torch.Generator().manual_seed(12)
+    p = F.normalize(torch.randn(5, 7, generator=g, dtype=torch.float64), dim=1)
+    n = F.normalize(torch.randn(9, 7, generator=g, dtype=torch.float64), dim=1)
+    for lam in (0.1, 0.2, 0.5, 0.9):
+        want = np.array(
+            [
+                [(1 - lam) / np.linalg.norm(lam * p[i].numpy() + (1 - lam) * n[j].numpy()) for j in range(9)]
+                for i in range(5)
+            ]
+        )
+        np.testing.assert_allclose(scaled_inverse_mixture_norms(p, n, lam).numpy(), want, rtol=1e-12)

@@ -298,3 +298,48 @@ def test_mochi_and_mixcse_compose_in_batch() -> None:
     )
     logits = np.concatenate([h1 @ h2.T / tau, mixed, _mochi_logits_np(z1, synthetic, tau)], 1)
     assert abs(float(got) - cross_entropy(logits, np.arange(9))) < 1e-6
+
+
+@pytest.mark.parametrize("mode", ["queue", "in_batch"])
+def test_mochi_gradient_is_that_of_detached_synthetic_points(mode: str) -> None:
+    """The strategy computes q . SG(h) / tau in closed form; its value and gradient must equal those of
+    cross-entropy with the explicitly built, detached synthetic points (float64)."""
+    g = torch.Generator().manual_seed(11)
+    q = torch.randn(7, 10, generator=g, dtype=torch.float64)
+    other = torch.randn(7, 10, generator=g, dtype=torch.float64)
+    queue = torch.randn(40, 10, generator=g, dtype=torch.float64)
+    tau, spec = 0.2, {"name": "mochi", "n_hard": 6, "n_pair": 9, "n_query": 4}
+    a = q.clone().requires_grad_(True)
+    b = other.clone().requires_grad_(True)
+    loss_fn = ContrastiveLoss(tau, spec)
+    if mode == "queue":
+        loss = loss_fn.queue(a, b, queue, generator=torch.Generator().manual_seed(5)).loss
+    else:
+        loss = loss_fn.in_batch(a, b, generator=torch.Generator().manual_seed(5)).loss
+    loss.backward()
+
+    c = q.clone().requires_grad_(True)
+    d = other.clone().requires_grad_(True)
+    h = F.normalize(c, dim=1)
+    if mode == "queue":
+        key, negatives = F.normalize(d, dim=1).detach(), F.normalize(queue, dim=1)
+        valid = None
+        plain = torch.cat([(h * key).sum(1, keepdim=True), h @ negatives.T], 1) / tau
+        target = torch.zeros(7, dtype=torch.long)
+    else:
+        negatives = F.normalize(d, dim=1)
+        valid = ~torch.eye(7, dtype=torch.bool)
+        plain = h @ negatives.T / tau
+        target = torch.arange(7)
+    synthetic = mochi_synthesize(
+        h.detach(), negatives.detach(), 6, 9, 4, generator=torch.Generator().manual_seed(5), valid=valid
+    )
+    logits = torch.cat([plain, torch.einsum("bd,bmd->bm", h, synthetic) / tau], 1)
+    ref = F.cross_entropy(logits, target)
+    ref.backward()
+    assert abs(float(loss.detach()) - float(ref.detach())) < 1e-10
+    torch.testing.assert_close(a.grad, c.grad, rtol=0, atol=1e-10)
+    if mode == "in_batch":  # the candidates get gradient from the plain logits only, never from h
+        torch.testing.assert_close(b.grad, d.grad, rtol=0, atol=1e-10)
+    else:
+        assert b.grad is None
