@@ -152,10 +152,14 @@ class ContrastiveLoss(nn.Module):
             outs = pairwise_logits(h1, h2_all, tau, a_only=need_sg)
         logits1 = outs[0]
         anchor1 = outs[1] if need_sg else logits1
-        pos1 = logits1[rows, pos_index]
+        # The positives' logits as row-wise products (B x D) rather than entries picked out of the (B, N)
+        # logits: same values, and their backward needs no (B, N) scatter of zeros. Column offset + i of
+        # logits1 holds the same value.
+        pos1 = (h1 * h2).sum(dim=1) / tau
+        pos1_anchor = (h1 * h2.detach()).sum(dim=1) / tau if need_sg else pos1
         ctx1 = ContrastContext(
             anchors=h1, positives=h2, candidates=h2_all, logits=logits1, anchor_logits=anchor1,
-            positive_logits=pos1, positive_anchor_logits=anchor1[rows, pos_index], negative_mask=valid,
+            positive_logits=pos1, positive_anchor_logits=pos1_anchor, negative_mask=valid,
             temperature=tau, mode="in_batch", step=step, positive_index=pos_index,
             raw_anchors=z1, raw_candidates=raw2_all, raw_all_anchors=raw1_all, direction=0,
             generator=generator, mask_kind="positive",
@@ -171,10 +175,11 @@ class ContrastiveLoss(nn.Module):
                 outs2 = pairwise_logits(h2, h1_all, tau, a_only=need_sg)
                 logits2 = outs2[0]
                 anchor2 = outs2[1] if need_sg else logits2
-            pos2 = logits2[rows, pos_index]
+            pos2 = pos1  # h2_i . h1_i
+            pos2_anchor = (h2 * h1.detach()).sum(dim=1) / tau if need_sg else pos2
             ctx2 = ContrastContext(
                 anchors=h2, positives=h1, candidates=h1_all, logits=logits2, anchor_logits=anchor2,
-                positive_logits=pos2, positive_anchor_logits=anchor2[rows, pos_index], negative_mask=valid,
+                positive_logits=pos2, positive_anchor_logits=pos2_anchor, negative_mask=valid,
                 temperature=tau, mode="in_batch", step=step, positive_index=pos_index,
                 raw_anchors=z2, raw_candidates=raw1_all, raw_all_anchors=raw2_all, direction=1,
                 generator=generator, mask_kind="positive",

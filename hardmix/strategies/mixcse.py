@@ -120,7 +120,13 @@ class MixCSE(Strategy):
             rows = torch.arange(mixed.shape[0], device=mixed.device)
             fill = torch.tensor(NEG_INF, dtype=mixed.dtype, device=mixed.device)
             index = (rows, ctx.positive_index)
-            mixed = mixed.index_put_(index, fill) if self.stop_grad else mixed.index_put(index, fill)
+            if self.stop_grad:
+                # Written through a detached alias: autograd then adds no (B, N) zeroing pass to the
+                # backward, and none is needed: the gradient at a -inf entry is exp(-inf) * g = 0 already.
+                # (Allowed here: nothing saved for backward holds these values; mul_ saved only inv.)
+                mixed.detach().index_put_(index, fill)
+            else:
+                mixed = mixed.index_put(index, fill)
         elif ctx.mask_kind != "all":
             mixed = mixed.masked_fill(~ctx.negative_mask, NEG_INF)
         self._last = (mixed.detach(), ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
