@@ -55,8 +55,39 @@ def scaled_inverse_mixture_norms(positives: Tensor, negatives: Tensor, lam: floa
     """
     k = 1.0 / (1.0 - lam) ** 2
     c0 = torch.tensor((lam * lam + (1.0 - lam) ** 2) * k, dtype=positives.dtype, device=positives.device)
-    sq = torch.addmm(c0, positives, negatives.T, alpha=2.0 * lam * (1.0 - lam) * k)
+    alpha = 2.0 * lam * (1.0 - lam) * k
+    if negatives is positives:  # in-batch, one process: a Gram matrix, symmetric
+        sq = _symmetric_addmm(c0, positives, alpha)
+    else:
+        sq = torch.addmm(c0, positives, negatives.T, alpha=alpha)
     return sq.clamp_min_(1e-12 * k).rsqrt_()
+
+
+def _symmetric_addmm(c: Tensor, x: Tensor, alpha: float, min_rows: int = 256, max_blocks: int = 8) -> Tensor:
+    """``c + alpha * x @ x.T`` computing only the upper block triangle and mirroring it.
+
+    With k row blocks the products cover (k + 1) / 2k of the matrix (0.56 for k = 8); the mirrored
+    blocks are copied. Falls back to one addmm for small matrices, on GPUs (where the product is cheap
+    and the copies are not), under autocast (which does not take ``out=``) and for other dtypes.
+    """
+    from hardmix.losses.pairwise import _autocast_dtype  # here: hardmix.losses imports this module
+
+    n = x.shape[0]
+    blocks = min(max_blocks, n // min_rows)
+    if (
+        blocks < 2
+        or x.device.type != "cpu"
+        or x.dtype not in (torch.float32, torch.float64)
+        or _autocast_dtype(x.device.type) is not None
+    ):
+        return torch.addmm(c, x, x.T, alpha=alpha)
+    out = torch.empty(n, n, dtype=x.dtype, device=x.device)
+    bounds = [round(i * n / blocks) for i in range(blocks + 1)]
+    for r0, r1 in zip(bounds[:-1], bounds[1:]):
+        torch.addmm(c, x[r0:r1], x[r0:].T, alpha=alpha, out=out[r0:r1, r0:])
+    for r0, r1 in zip(bounds[:-1], bounds[1:]):
+        out[r1:, r0:r1].copy_(out[r0:r1, r1:].T)
+    return out
 
 
 def mix_normalize(a: Tensor, b: Tensor, weight_a: Tensor | float) -> Tensor:

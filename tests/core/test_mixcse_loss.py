@@ -250,3 +250,33 @@ def test_scaled_inverse_mixture_norms_equal_explicit_norms() -> None:
             ]
         )
         np.testing.assert_allclose(scaled_inverse_mixture_norms(p, n, lam).numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_large_batch_equals_vectorized_numpy(bidirectional: bool) -> None:
+    """B = 600: the norms' Gram matrix is then computed blockwise (upper triangle, mirrored)."""
+    z1, z2 = _views(b=600, d=8, seed=13)
+    lam, tau = 0.2, 0.1
+    a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+    got = mixcse_loss(a, b, lam=lam, temperature=tau, bidirectional=bidirectional)
+
+    def direction(x: np.ndarray, y: np.ndarray) -> float:
+        h, hp = normalize(x), normalize(y)
+        m = lam * hp[:, None, :] + (1 - lam) * hp[None, :, :]  # (B, B, D) explicit mixtures
+        m /= np.linalg.norm(m, axis=-1, keepdims=True)
+        mixed = np.einsum("id,ijd->ij", h, m) / tau
+        np.fill_diagonal(mixed, -np.inf)
+        logits = np.concatenate([h @ hp.T / tau, mixed], 1)
+        mx = logits.max(1, keepdims=True)
+        lse = mx[:, 0] + np.log(np.exp(logits - mx).sum(1))
+        return float(np.mean(lse - np.diag(logits)))
+
+    want = direction(z1.numpy(), z2.numpy())
+    if bidirectional:
+        want = 0.5 * (want + direction(z2.numpy(), z1.numpy()))
+    assert abs(float(got.detach()) - want) < 1e-9
+    got.backward()
+    c, d = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+    _explicit_mixcse_torch(c, d, lam, tau, bidirectional, constant_mixtures=True).backward()
+    torch.testing.assert_close(a.grad, c.grad, rtol=0, atol=1e-12)
+    torch.testing.assert_close(b.grad, d.grad, rtol=0, atol=1e-12)
