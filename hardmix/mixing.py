@@ -140,21 +140,45 @@ def sample_distinct_pairs(
         return rows[pick], cols[pick]
     a = torch.randint(n, (batch, n_pairs), generator=generator, device=device)
     b = torch.randint(n - 1, (batch, n_pairs), generator=generator, device=device)
-    b = b + (b >= a).long()
+    b.add_(b >= a)  # uniform over the others
     first, second = torch.minimum(a, b), torch.maximum(a, b)
+    # One sort finds the repeated pairs (all but one occurrence of each); their positions are re-drawn,
+    # each new pair checked against its row's pairs (binary search in the sorted codes, all rows as one
+    # sorted array of row * total + code) and against the pairs accepted so far; rejected ones are drawn
+    # again. Like drawing sequentially until a new pair comes, the result is a uniform s-subset.
+    sorted_code, order = torch.add(second, first, alpha=n).sort(dim=1)
+    dup_sorted = torch.zeros_like(sorted_code, dtype=torch.bool)
+    dup_sorted[:, 1:] = sorted_code[:, 1:] == sorted_code[:, :-1]
+    if not bool(dup_sorted.any()):
+        return first, second
+    dup = torch.zeros_like(dup_sorted).scatter_(1, order, dup_sorted)
+    rows, cols = dup.nonzero(as_tuple=True)
+    row_base = torch.arange(batch, device=device).unsqueeze(1) * total
+    taken = sorted_code.add_(row_base).flatten()  # sorted: rows in order, codes sorted within rows
+    accepted = torch.empty(0, dtype=torch.long, device=device)  # row * total + code of accepted re-draws
     for _ in range(100):
-        code = first * n + second
-        sorted_code, order = code.sort(dim=1)
-        dup_sorted = torch.zeros_like(sorted_code, dtype=torch.bool)
-        dup_sorted[:, 1:] = sorted_code[:, 1:] == sorted_code[:, :-1]
-        if not bool(dup_sorted.any()):
+        k = rows.numel()
+        if k == 0:
             return first, second
-        dup = torch.zeros_like(dup_sorted).scatter_(1, order, dup_sorted)
-        k = int(dup.sum())
         a = torch.randint(n, (k,), generator=generator, device=device)
         b = torch.randint(n - 1, (k,), generator=generator, device=device)
-        b = b + (b >= a).long()
-        first[dup], second[dup] = torch.minimum(a, b), torch.maximum(a, b)
+        b.add_(b >= a)
+        new_first, new_second = torch.minimum(a, b), torch.maximum(a, b)
+        key = rows * total + new_first * n + new_second
+        at = torch.searchsorted(taken, key).clamp_max(taken.numel() - 1)
+        clash = taken[at] == key
+        # Against the accepted re-draws and the earlier candidates of this round (first one wins).
+        both = torch.cat([accepted, key])
+        order2 = torch.sort(both, stable=True).indices
+        sorted_both = both[order2]
+        repeat = torch.zeros_like(sorted_both, dtype=torch.bool)
+        repeat[1:] = sorted_both[1:] == sorted_both[:-1]
+        clash |= torch.zeros_like(repeat).scatter_(0, order2, repeat)[accepted.numel() :]
+        ok = ~clash
+        first[rows[ok], cols[ok]] = new_first[ok]
+        second[rows[ok], cols[ok]] = new_second[ok]
+        accepted = torch.cat([accepted, key[ok]])
+        rows, cols = rows[clash], cols[clash]
     raise RuntimeError("sample_distinct_pairs: could not draw distinct pairs")  # pragma: no cover
 
 
