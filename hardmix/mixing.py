@@ -335,13 +335,15 @@ def _pair_cosines(negatives: Tensor, first: Tensor, second: Tensor, chunk_elemen
     dtype = torch.promote_types(negatives.dtype, torch.float32)
     negatives = negatives.to(dtype)
     first, second = first.reshape(-1), second.reshape(-1)
-    out = torch.empty(batch * s, dtype=dtype, device=negatives.device)
     step = max(1, chunk_elements // max(1, dim))
+    parts = []
     for r0 in range(0, batch * s, step):
         a = negatives.index_select(0, first[r0 : r0 + step])
         b = negatives.index_select(0, second[r0 : r0 + step])
-        torch.linalg.vecdot(a, b, out=out[r0 : r0 + step])
-    return out.view(batch, s)
+        parts.append(a.mul_(b).sum(dim=1))
+    if not parts:
+        return torch.empty(batch, s, dtype=dtype, device=negatives.device)
+    return torch.cat(parts).view(batch, s)
 
 
 def mochi_logits(
