@@ -324,14 +324,17 @@ def _inverse_mixture_norm(cos_ab: Tensor, weight: Tensor) -> Tensor:
     return sq.clamp_min_(1e-12).rsqrt_()
 
 
-def _pair_cosines(negatives: Tensor, first: Tensor, second: Tensor, chunk_elements: int = 1 << 18) -> Tensor:
+def _pair_cosines(negatives: Tensor, first: Tensor, second: Tensor, chunk_elements: int | None = None) -> Tensor:
     """(B, s) cosines ``negatives[first] . negatives[second]`` of unit rows, in fp32 (at least).
 
-    Rows are gathered with index_select in chunks of about ``chunk_elements`` values, so the (B, s, D)
-    gathers never exist at once and each chunk stays in cache.
+    Rows are gathered with index_select in chunks of about ``chunk_elements`` values (default: 2^18 on
+    CPU, so that each chunk stays in cache; 2^24 elsewhere, to keep kernel launches few), so the
+    (B, s, D) gathers never exist at once.
     """
     batch, s = first.shape
     dim = negatives.shape[1]
+    if chunk_elements is None:
+        chunk_elements = 1 << 18 if negatives.device.type == "cpu" else 1 << 24
     dtype = torch.promote_types(negatives.dtype, torch.float32)
     negatives = negatives.to(dtype)
     first, second = first.reshape(-1), second.reshape(-1)
