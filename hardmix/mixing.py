@@ -324,7 +324,9 @@ def _inverse_mixture_norm(cos_ab: Tensor, weight: Tensor) -> Tensor:
     return sq.clamp_min_(1e-12).rsqrt_()
 
 
-def _pair_cosines(negatives: Tensor, first: Tensor, second: Tensor, chunk_elements: int | None = None) -> Tensor:
+def _pair_cosines(
+    negatives: Tensor, first: Tensor, second: Tensor, chunk_elements: int | None = None
+) -> Tensor:
     """(B, s) cosines ``negatives[first] . negatives[second]`` of unit rows, in fp32 (at least).
 
     Rows are gathered with index_select in chunks of about ``chunk_elements`` values (default: 2^18 on
