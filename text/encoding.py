@@ -28,7 +28,8 @@ def encode(
     """Embed sentences with an encoder.
 
     Args:
-        model_or_path: a model folder (hardmix export, Hugging Face or sentence-transformers folder),
+        model_or_path: a model folder (hardmix export, Hugging Face or sentence-transformers folder; a
+            relative path that does not exist here is looked up under ``HARDMIX_DATA``),
             a :class:`~hardmix.text.encoder.SentenceEncoder`, or a
             :class:`~hardmix.text.model.ContrastiveSentenceModel` (the trainer's model; its evaluation
             pooling is used).
@@ -47,6 +48,7 @@ def encode(
         >>> emb.shape, emb.dtype  # doctest: +SKIP
         ((1, 256), dtype('float32'))
     """
+    from hardmix.paths import resolve_data_path
     from hardmix.text.encoder import SentenceEncoder
     from hardmix.text.model import ContrastiveSentenceModel
 
@@ -63,7 +65,8 @@ def encode(
     if not isinstance(model_or_path, (str, os.PathLike)):
         raise TypeError(f"encode: expected a model folder, a SentenceEncoder or a ContrastiveSentenceModel, "
                         f"got {type(model_or_path).__name__}")
-    encoder = SentenceEncoder(model_or_path, pooling=pooling, max_length=max_length, batch_size=batch_size,
+    path = resolve_data_path(model_or_path)  # relative folders: from here, else under HARDMIX_DATA
+    encoder = SentenceEncoder(path, pooling=pooling, max_length=max_length, batch_size=batch_size,
                               cache=False)
     return encoder.encode(list(sentences), batch_size=batch_size)
 

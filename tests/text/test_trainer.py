@@ -189,3 +189,27 @@ def test_resume_after_a_crash(tmp_path, tiny_text_config, monkeypatch, one_torch
     monkeypatch.setattr(trainer_mod._Trainer, "_train_step", original)
     train(_cfg(tiny_text_config, **sections), tmp_path / "crashed", resume=True)
     assert _losses(tmp_path / "crashed") == _losses(tmp_path / "full")
+
+
+def test_other_architectures_and_tensorboard(tmp_path, tiny_text_config, tiny_bert_dir, one_torch_thread):
+    """Any AutoModel: a tiny random-init RoBERTa-architecture encoder trains and exports (here with the
+    WordPiece tokenizer; the trainer passes only the inputs the tokenizer declares). Asking for
+    TensorBoard without it installed warns and goes on with metrics.jsonl."""
+    from transformers import AutoTokenizer, RobertaConfig, RobertaModel
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    tok.model_input_names = ["input_ids", "attention_mask"]
+    config = RobertaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
+                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=130, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    RobertaModel(config).save_pretrained(tmp_path / "roberta")
+    tok.save_pretrained(tmp_path / "roberta")
+    cfg = _cfg(tiny_text_config, model={"name_or_path": str(tmp_path / "roberta"), "pooling": "avg"},
+               train={"max_steps": 3}, log={"tensorboard": True})
+    results = train(cfg, tmp_path / "run")
+    assert results["finished"] and len(_losses(tmp_path / "run")) == 3
+    meta = json.loads((tmp_path / "run" / "best" / "hardmix.json").read_text())
+    assert meta["pooling"] == "avg"
+    from hardmix.text import encode
+
+    assert encode(tmp_path / "run" / "best", ["a test ."]).shape == (1, 32)
