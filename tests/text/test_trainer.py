@@ -200,7 +200,8 @@ def test_other_architectures_and_tensorboard(tmp_path, tiny_text_config, tiny_be
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     tok.model_input_names = ["input_ids", "attention_mask"]
     config = RobertaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2,
-                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=130, pad_token_id=tok.pad_token_id)
+                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=130,
+                           pad_token_id=tok.pad_token_id)
     torch.manual_seed(0)
     RobertaModel(config).save_pretrained(tmp_path / "roberta")
     tok.save_pretrained(tmp_path / "roberta")
