@@ -62,7 +62,7 @@ class DataSection:
     train_file: str = "wiki/wiki1m_for_simcse.txt"
     max_length: int = field(default=32, metadata={"min": 3})
     dedup_batches: bool = False
-    chunk_lines: int = field(default=10_000, metadata={"min": 1})
+    chunk_lines: int = field(default=1_000, metadata={"min": 1})
 
 
 @dataclass
