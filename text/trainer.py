@@ -621,7 +621,7 @@ def cli_main(args: argparse.Namespace) -> int:
     """``hardmix train text CONFIG [--set k=v ...] [--output DIR] [--resume]``."""
     cfg = load_text_config(args.config, list(getattr(args, "overrides", None) or []))
     results = train(cfg, args.output, resume=bool(getattr(args, "resume", False)))
-    if rank() == 0:
+    if int(os.environ.get("RANK", "0")) == 0:  # the process group is gone by now: torchrun's variable
         out = Path(args.output or cfg.output)
         dev = results["best_dev_stsb"]
         print(f"model: {results['best_dir'] or '(not exported: the run stopped early)'}")
