@@ -152,3 +152,69 @@ def bow_encoder():
 
     return encode
 # ---- end text evaluation ---------------------------------------------------------------------------
+
+
+# ---- vision trainer (issue 5) ---------------------------------------------------------------------
+# Small ImageFolder trees of real CIFAR-10 images (symlinks into the shared data) and a config dict for a
+# tiny ResNet (ResNet-10 layout, width 8, small stem) that trains in seconds on one CPU thread.
+
+
+def _vision_tree(root: Path, per_class_train: int, per_class_test: int) -> Path:
+    src = require_data_path("images", "cifar10")
+    classes = (src / "classes.txt").read_text().split()
+    for split, n in (("train", per_class_train), ("test", per_class_test)):
+        for c in classes:
+            d = root / split / c
+            d.mkdir(parents=True, exist_ok=True)
+            for f in sorted((src / split / c).iterdir())[:n]:
+                (d / f.name).symlink_to(f)
+    return root
+
+
+@pytest.fixture(scope="session")
+def cifar_tree(tmp_path_factory) -> Path:
+    """An ImageFolder root with train/ (32 real CIFAR-10 images per class) and test/ (10 per class)."""
+    return _vision_tree(tmp_path_factory.mktemp("cifar-small"), 32, 10)
+
+
+@pytest.fixture
+def vision_tree_factory(tmp_path):
+    """Build a fresh small CIFAR-10 ImageFolder tree (to damage in a test): ``factory(train, test)``."""
+    return lambda per_class_train=4, per_class_test=2: _vision_tree(tmp_path / "tree", per_class_train,
+                                                                    per_class_test)
+
+
+@pytest.fixture
+def vision_one_thread():
+    """One torch thread for the test (2 shared cores: small kernels spin on oversubscribed threads)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_vision_config_dict(dataset: Path, cache_dir: Path, **sections: dict) -> dict:
+    """A config for a short CPU run: 320 images, batch 32, queue 96, tiny ResNet; ``sections`` update it."""
+    cfg = {
+        "data": {"dataset": str(dataset), "cache_dir": str(cache_dir), "num_workers": 2},
+        "augment": {"crop_size": 32, "mean": [0.4914, 0.4822, 0.4465], "std": [0.247, 0.243, 0.261]},
+        "model": {"backbone": "resnet10", "width": 8, "small_stem": True, "proj_hidden": 64, "proj_dim": 32,
+                  "queue_size": 96, "momentum": 0.99, "bn_splits": 2},
+        "loss": {"temperature": 0.2, "strategies": "none"},
+        "train": {"epochs": 2, "batch_size": 32, "lr": 0.3, "device": "cpu", "threads": 1, "log_every": 5,
+                  "progress": False, "save_every_epochs": 1},
+        "eval": {"knn_final": False, "knn_k": 20},
+    }
+    for name, values in sections.items():
+        cfg.setdefault(name, {}).update(values)
+    return cfg
+
+
+@pytest.fixture(scope="session")
+def tiny_vision_config(cifar_tree, tmp_path_factory):
+    """``factory(**sections) -> dict``: :func:`tiny_vision_config_dict` on ``cifar_tree``."""
+    cache = tmp_path_factory.getbasetemp() / "vision-cache"
+    return lambda **sections: tiny_vision_config_dict(cifar_tree, cache, **sections)
+# ---- end vision trainer ----------------------------------------------------------------------------

@@ -213,7 +213,7 @@ def _check_strategy(i: int, spec: dict[str, Any]) -> None:
     except ValueError as e:
         msg = str(e)
         head = msg.split(":", 1)[0]
-        if head.isidentifier():  # the core names the argument first: "n_hard: ..."
+        if head in params or head == "warmup_steps":  # the core names the argument first: "n_hard: ..."
             raise ConfigError(f"{key}.{msg}") from e
         raise ConfigError(f"{key}: {msg}") from e
 

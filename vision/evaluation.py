@@ -4,8 +4,9 @@
 or a checkpoint file; the checkpoint stores the config, so the backbone is rebuilt from it. NAME is
 ``cifar10``, ``imagenette-64`` or an ImageFolder root with ``train`` and ``test`` (or ``val``).
 
-Images are evaluated without augmentation: small images (crop size up to 64) at their stored size;
-larger ones resized to crop / 0.875 on the shorter side and center-cropped to the crop (256 -> 224,
+Images are evaluated without augmentation, at the training crop size: for crops up to 64 pixels the
+whole image is resized to the crop (a no-op for CIFAR at 32; Imagenette-64 trained on 32 pixel crops is
+seen at 32); larger ones are resized to crop / 0.875 on the shorter side and center-cropped (256 -> 224,
 the ImageNet protocol of MoCo's ``main_lincls.py``).
 """
 
@@ -68,11 +69,11 @@ def load_backbone(path: str | Path, device: str | torch.device = "cpu") -> tuple
 
 
 def eval_geometry(cfg: VisionConfig) -> tuple[int | None, int | None]:
-    """(cache resolution, center crop) of evaluation images: native size for crops up to 64 pixels,
-    else shorter side crop / 0.875 and a center crop (ImageNet's 256 -> 224)."""
+    """(cache resolution, center crop) of evaluation images: the whole image at the crop size for crops up
+    to 64 pixels, else shorter side crop / 0.875 and a center crop (ImageNet's 256 -> 224)."""
     crop = cfg.augment.crop_size
     if crop <= 64:
-        return None, None
+        return crop, None
     return round(crop / 0.875), crop
 
 

@@ -1,0 +1,183 @@
+"""Vision quality at CPU scale: MoCo-v2 against MoCHi and MixCSE-style mixing, k-NN top-1 over seeds.
+
+Each (dataset, strategy, seed) run trains the CPU config of the dataset (``configs/vision/cpu_*``) at a
+short budget and scores it with the weighted k-NN (k 200, tau 0.1) on class-balanced subsets of the
+train (bank) and test splits. The untrained network (same seeds) is scored alike as the floor that a
+short run has to clear. MoCHi's diagnostics are collected from each run's last logged step: the mean
+cosine of the queries to their synthetic negatives, the fraction of those harder than the positive,
+MoCo's proxy-task accuracy and how often the query's own image sits in the queue.
+
+Runs whose ``summary.json`` exists in the output folder are reused, so an interrupted benchmark continues.
+The JSON is rewritten after every run.
+
+Usage:
+    python benchmarks/vision_quality.py [--datasets cifar10 imagenette-64] [--strategies none mochi mixcse]
+        [--seeds 0 1 2] [--set key=value ...] [--out runs/bench/vision_quality] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hardmix.config import load_config
+from hardmix.vision.backbones import build_backbone
+from hardmix.vision.config import VisionConfig, strategy_list
+from hardmix.vision.evaluation import LabelledImages, eval_geometry
+from hardmix.vision.trainer import train
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = {"cifar10": "cifar10", "imagenette-64": "imagenette64"}
+# The short budget (about 2 minutes a run on 2 busy cores): 1,000 images, 8 epochs of batch 64.
+BUDGET = [
+    "data.max_samples=1000",
+    "train.epochs=8",
+    "train.batch_size=64",
+    "model.queue_size=512",
+    "model.bn_splits=2",
+    "eval.knn_train_samples=2000",
+    "eval.knn_test_samples=1000",
+    "train.progress=false",
+    "train.log_every=5",
+]
+DIAGNOSTICS = (
+    "mochi/synthetic_sim",
+    "mochi/synthetic_harder_than_positive",
+    "mixcse/synthetic_sim",
+    "mixcse/synthetic_harder_than_positive",
+    "proxy_acc",
+    "hardest_neg_sim",
+    "pos_sim",
+    "same_sample_in_queue",
+    "batch/uniformity",
+    "batch/alignment",
+)
+
+
+def _strategies(dataset: str, strategy: str, overrides: list[str]) -> Any:
+    if strategy == "mochi":
+        mochi = load_config(
+            VisionConfig, ROOT / f"configs/vision/cpu_mochi_{CONFIGS[dataset]}.yaml", overrides
+        )
+        return strategy_list(mochi.loss.strategies)
+    if strategy == "mixcse":
+        return [{"name": "mixcse", "lam": 0.2}]
+    return strategy
+
+
+def _last_diagnostics(run: Path) -> dict[str, float]:
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    out: dict[str, float] = {}
+    for r in records:
+        for k in DIAGNOSTICS:
+            if k in r:
+                out[k] = r[k]
+    return out
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--datasets", nargs="+", default=list(CONFIGS))
+    p.add_argument("--strategies", nargs="+", default=["none", "mochi", "mixcse"])
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        help="extra overrides after the benchmark's budget",
+    )
+    p.add_argument("--out", default=str(ROOT / "runs/bench/vision_quality"))
+    p.add_argument("--json", default=str(ROOT / "benchmarks/results/vision_quality.json"))
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    overrides = BUDGET + args.overrides
+    result: dict[str, Any] = {"budget": overrides, "runs": [], "random_init": []}
+    out_root = Path(args.out)
+    for dataset in args.datasets:
+        base = ROOT / f"configs/vision/cpu_mocov2_{CONFIGS[dataset]}.yaml"
+        cfg0 = load_config(VisionConfig, base, overrides)
+        data = LabelledImages(
+            dataset,
+            eval_geometry(cfg0)[0],
+            cfg0.eval.knn_train_samples,
+            cfg0.eval.knn_test_samples,
+            cfg0.data.cache_dir,
+            cfg0.data.num_workers,
+        )
+        for seed in args.seeds:
+            torch.manual_seed(seed)
+            net, _ = build_backbone(cfg0.model.backbone, cfg0.model.width, cfg0.model.small_stem)
+            scores = data.knn(net, cfg0, cfg0.eval.knn_k, cfg0.eval.knn_temperature)
+            result["random_init"].append({"dataset": dataset, "seed": seed, "knn_top1": scores["top1"]})
+        for strategy in args.strategies:
+            for seed in args.seeds:
+                run = out_root / dataset / strategy / f"seed{seed}"
+                if (run / "summary.json").is_file():
+                    summary = json.loads((run / "summary.json").read_text())
+                else:
+                    cfg = load_config(VisionConfig, base, [*overrides, f"train.seed={seed}"])
+                    cfg.loss.strategies = _strategies(dataset, strategy, overrides)
+                    if run.exists():  # an interrupted run: start it again
+                        import shutil
+
+                        shutil.rmtree(run)
+                    t = time.perf_counter()
+                    summary = train(cfg, run)
+                    summary["wall_s"] = round(time.perf_counter() - t, 1)
+                    (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+                entry = {
+                    "dataset": dataset,
+                    "strategy": strategy,
+                    "seed": seed,
+                    "knn_top1": summary["knn_top1"],
+                    "knn_top5": summary["knn_top5"],
+                    "final_loss": summary["final_loss"],
+                    "wall_s": summary.get("wall_s", summary.get("seconds")),
+                    **_last_diagnostics(run),
+                }
+                result["runs"].append(entry)
+                print(
+                    f"{dataset:14s} {strategy:7s} seed {seed}: k-NN top-1 {entry['knn_top1']:.2f}% "
+                    f"({entry['wall_s']} s)",
+                    flush=True,
+                )
+                if args.json:
+                    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+                    Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    # The table.
+    table = []
+    for dataset in args.datasets:
+        rnd = [r["knn_top1"] for r in result["random_init"] if r["dataset"] == dataset]
+        m, s = _mean_std(rnd)
+        table.append({"dataset": dataset, "strategy": "untrained", "mean": m, "std": s, "seeds": rnd})
+        for strategy in args.strategies:
+            vals = [
+                r["knn_top1"] for r in result["runs"] if r["dataset"] == dataset and r["strategy"] == strategy
+            ]
+            m, s = _mean_std(vals)
+            table.append({"dataset": dataset, "strategy": strategy, "mean": m, "std": s, "seeds": vals})
+    result["table"] = table
+    print(f"\n{'dataset':14s} {'strategy':10s} {'k-NN top-1 (mean ± std)':>24s}   per seed")
+    for row in table:
+        seeds = ", ".join(f"{v:.1f}" for v in row["seeds"])
+        print(f"{row['dataset']:14s} {row['strategy']:10s} {row['mean']:16.2f} ± {row['std']:4.2f}   {seeds}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
