@@ -102,36 +102,43 @@ class LogRegFit:
 
 
 def _objective(
-    Xa: torch.Tensor, y: torch.Tensor, W: torch.Tensor, lam: torch.Tensor, theta: torch.Tensor, n_classes: int
+    Xa: torch.Tensor,
+    y: torch.Tensor,
+    W: torch.Tensor,
+    lam: torch.Tensor,
+    theta: torch.Tensor,
+    n_classes: int,
+    W_signed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Loss and gradient of every model.
 
     Args:
         Xa: (N, D + 1) features with a trailing column of ones.
-        y: (N,) labels, int64 (multiclass) or float (two classes, 0/1).
+        y: (N,) labels: int64 class ids (C > 2), or for two classes the signs 1 - 2 y (float).
         W: (N, M) sample weights (1 / n_m on model m's training samples, 0 elsewhere).
         lam: (M,) penalty coefficients (of (lam / 2) ||theta_m||^2 in the model's own parametrisation).
         theta: (D + 1, M, C') parameters.
         n_classes: C.
+        W_signed: (N, M) ``(1 - 2 y) * W`` (two classes only).
 
     Returns:
-        (loss (M,) float64, gradient (D + 1, M, C')).
+        (loss (M,), gradient (D + 1, M, C')).
     """
     D1, M, C = theta.shape
     z = (Xa @ theta.reshape(D1, M * C)).reshape(-1, M, C)
     if n_classes == 2:
-        z1 = z[..., 0]
-        per = torch.nn.functional.softplus(z1) - y[:, None] * z1
-        resid = (torch.sigmoid(z1) - y[:, None]) * W
-        resid = resid[..., None]
+        # logistic loss softplus(-z) for y = 1, softplus(z) for y = 0: softplus(s) with s = (1 - 2y) z;
+        # its derivative in z is (1 - 2y) sigmoid(s)
+        s = z[..., 0].mul_(y[:, None])
+        per = torch.nn.functional.softplus(s)
+        resid = torch.sigmoid(s).mul_(W_signed)[..., None]
     else:
         lse = torch.logsumexp(z, dim=-1)
         per = lse - z.gather(-1, y[:, None, None].expand(-1, M, 1))[..., 0]
-        p = torch.softmax(z, dim=-1)
+        p = torch.exp(z - lse[..., None])
         p[torch.arange(len(y), device=y.device), :, y] -= 1.0
-        resid = p * W[..., None]
-    sq = (theta * theta).sum(dim=(0, 2))
-    loss = (per * W).sum(0).double() + 0.5 * lam.double() * sq.double()
+        resid = p.mul_(W[..., None])
+    loss = torch.linalg.vecdot(per, W, dim=0) + 0.5 * lam * (theta * theta).sum(dim=(0, 2))
     grad = (Xa.T @ resid.reshape(-1, M * C)).reshape(D1, M, C) + lam[None, :, None] * theta
     return loss, grad
 
@@ -233,25 +240,31 @@ def _fit_logreg(
     Xa = torch.as_tensor(Xa_np, dtype=dtype, device=device)
     D1 = Xa.shape[1]
     Cp = 1 if C == 2 else C
+    W_full = torch.as_tensor((masks / masks.sum(1, keepdims=True)).T.copy(), dtype=dtype, device=device)
     if C == 2:
-        y_t = torch.as_tensor(y_np, device=device).to(dtype)
+        y_t = torch.as_tensor(1.0 - 2.0 * y_np, dtype=dtype, device=device)  # signs
+        Ws_full = W_full * y_t[:, None]
         lam_np = lam_np / 2.0  # softmax penalty l2/2 on both rows == one-logit penalty l2/4
     else:
         y_t = torch.as_tensor(y_np, device=device)
-    W_full = torch.as_tensor((masks / masks.sum(1, keepdims=True)).T.copy(), dtype=dtype, device=device)
-    # preconditioner: eigenbasis U of the second moment of [X, 1]; for C > 2 the optimum has zero sum over
-    # the classes (the penalty's gradient cancels the data term's there), so the C class columns are
-    # spanned by Q, an orthonormal basis of the C - 1 zero-sum directions
+        Ws_full = None
+    # preconditioner: the Hessian at predictions equal to the class priors pi is A (x) E, with
+    # A = diag(pi) - pi pi^T and E the second moment of [X, 1]; from the eigenbases of A and E each model
+    # gets the scales (a_k e_i + l2_m)^(-1/2). A's null vector (all ones) is left out: the optimum has zero
+    # sum over the classes (there the penalty's gradient cancels the data term's), so C > 2 classes are
+    # spanned by the C - 1 other eigenvectors Q; two classes have one logit (a = pi_1 pi_0)
     e, U_np = np.linalg.eigh(Xa_np.T @ Xa_np / N)
     e = np.clip(e, 0, None)[:, None, None]
     lam_b = lam_np[None, :, None]
+    prior = np.bincount(y_np, minlength=C) / N
+    prior = np.clip(prior, 1.0 / N, None)  # a class absent from the data still gets some curvature
     if C == 2:
         Q_np, Cq = np.ones((1, 1)), 1
-        curv = e / 4.0 + lam_b
+        curv = prior[0] * prior[1] * e + lam_b
     else:
-        Q_full, _ = np.linalg.qr(np.c_[np.ones(C), np.eye(C)[:, : C - 1]])
-        Q_np, Cq = Q_full[:, 1:], C - 1  # (C, C - 1), orthogonal to the all-ones vector
-        curv = np.repeat(e / C + lam_b, Cq, axis=2)
+        a, V = np.linalg.eigh(np.diag(prior) - np.outer(prior, prior))
+        Q_np, Cq = V[:, 1:], C - 1  # a[0] ~ 0 with the all-ones eigenvector
+        curv = a[None, None, 1:] * e + lam_b
     U = torch.as_tensor(U_np, dtype=dtype, device=device)
     Q = torch.as_tensor(Q_np, dtype=dtype, device=device)
     scale_full = torch.as_tensor(1.0 / np.sqrt(curv), dtype=dtype, device=device)  # (D1, M, Cq)
@@ -261,7 +274,7 @@ def _fit_logreg(
     converged = np.zeros(M, dtype=bool)
 
     ids = torch.arange(M, device=device)  # the working set, compacted as models finish
-    W = W_full
+    W, Ws = W_full, Ws_full
     lam = torch.as_tensor(lam_np, dtype=dtype, device=device)
     scale = scale_full
 
@@ -271,7 +284,7 @@ def _fit_logreg(
 
     def evaluate(phi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         theta = to_theta(phi, scale)
-        loss, g_theta = _objective(Xa, y_t, W, lam, theta, C)
+        loss, g_theta = _objective(Xa, y_t, W, lam, theta, C, Ws)
         m = phi.shape[1]
         g_phi = scale * ((U.T @ g_theta.reshape(D1, m * Cp)).reshape(D1, m, Cp) @ Q)
         return loss, g_phi, g_phi.abs().amax(dim=(0, 2))
@@ -340,6 +353,7 @@ def _fit_logreg(
             keep = ~done
             ids, phi, loss, grad, gmax = ids[keep], phi[:, keep], loss[keep], grad[:, keep], gmax[keep]
             lam, W, scale = lam[keep], W[:, keep], scale[:, keep]
+            Ws = Ws[:, keep] if Ws is not None else None
             S = [v[:, keep] for v in S]
             Y = [v[:, keep] for v in Y]
             R = [r[keep] for r in R]
