@@ -118,3 +118,28 @@ def test_stsb_dev_with_a_real_encoder(senteval_root, tiny_bert_dir, one_torch_th
     expected = 100 * spearmanr(_cos(enc.encode(d.sent1), enc.encode(d.sent2)), d.labels).statistic
     assert score == pytest.approx(expected, abs=1e-9)
     assert -100 <= score <= 100
+
+
+@pytest.mark.data
+def test_cli_prints_tables_and_writes_json(senteval_root, tiny_bert_dir, tmp_path, capsys, monkeypatch,
+                                           one_torch_thread):
+    import json
+
+    from hardmix.cli import main
+
+    monkeypatch.setenv("HARDMIX_DATA", str(senteval_root.parent))
+    load = ev.load_sts_suite  # two tasks keep the test short: one year (aggregated) and one single set
+    monkeypatch.setattr(ev, "load_sts_suite", lambda tasks, root=None: load(("STS16", "STS-B"), root))
+    out = tmp_path / "scores.json"
+    assert main(["eval", "text", str(tiny_bert_dir), "--tasks", "sts", "--pooling", "avg",
+                 "--aggregation", "wmean", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| STS16 | STS-B |  Avg. |" in printed and "aggregation 'wmean'" in printed
+    scores = json.loads(out.read_text())
+    assert list(scores) == ["sts"] and list(scores["sts"]) == ["STS16", "STS-B", "avg"]
+    values = [scores["sts"][t] for t in ("STS16", "STS-B")]
+    assert all(round(v, 2) == v and -100 <= v <= 100 for v in values)
+    assert scores["sts"]["avg"] == round(float(np.mean(values)), 2)
+
+    assert main(["eval", "text", str(tiny_bert_dir), "--tasks", "sts,glue"]) == 2
+    assert "unknown task group(s) ['glue']" in capsys.readouterr().err
