@@ -4,7 +4,8 @@ views, for the price of the plain logits.
 MixCSE's mixed logits h_i . SG(m_ij) are linear in h_i.h'_j with the gradient stopped at h'. Rather than
 a second product ``h @ h'.detach().T``, :func:`pairwise_logits` returns the same values three times,
 each passing gradient to (a and b), (a only) or (b only); the backward pass sums the incoming gradients
-and still costs two products.
+and still costs two products. The three outputs are views of one buffer (no copies): never modify them
+in place.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ class _PairwiseLogits(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         outs = [logits]
         if a_only:
-            outs.append(logits.clone())
+            outs.append(logits.view_as(logits))
         if b_only:
-            outs.append(logits.clone())
+            outs.append(logits.view_as(logits))
         ctx.flags = (a_only, b_only)
         return tuple(outs)
 
