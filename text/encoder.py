@@ -219,6 +219,7 @@ class SentenceEncoder:
         max_length: int | None = None,
         show_progress: bool = False,
         desc: str = "encode",
+        progress: ProgressBar | None = None,
     ) -> np.ndarray:
         """Embed ``sentences``; sentences already in the cache are not encoded again.
 
@@ -228,6 +229,7 @@ class SentenceEncoder:
             max_length: truncation length in tokens (default: the encoder's).
             show_progress: show a progress bar over the sentences still to encode.
             desc: the progress bar's label.
+            progress: an existing progress bar to advance by the sentences encoded (instead of a new one).
 
         Returns:
             (n, d) float32 embeddings, in the order of ``sentences``.
@@ -242,14 +244,15 @@ class SentenceEncoder:
             ids = self.tokenizer(texts, truncation=True, max_length=max_length)
             features = [{k: ids[k][i] for k in ids.keys()} for i in range(len(todo))]
             order = sorted(range(len(todo)), key=lambda i: len(features[i]["input_ids"]))
-            bar = ProgressBar(len(todo), desc=desc, unit="sent", disable=not show_progress)
+            bar = progress or ProgressBar(len(todo), desc=desc, unit="sent", disable=not show_progress)
             for start in range(0, len(order), batch_size):
                 idx = order[start:start + batch_size]
                 emb = self._forward([features[i] for i in idx])
                 for row, i in enumerate(idx):
                     cache[(max_length, todo[i])] = emb[row]
                 bar.update(len(idx))
-            bar.close()
+            if progress is None:
+                bar.close()
         if not sentences:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([cache[(max_length, s)] for s in sentences]).astype(np.float32, copy=False)

@@ -38,37 +38,51 @@ EncodeFn = Callable[[list[str]], np.ndarray]
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def _encode_table(encoder, sentences: Sequence[str], desc: str, show_progress: bool = True,  # noqa: ANN001
-                  chunk: int = 4096) -> EncodeFn:
-    """Encode the distinct ``sentences`` once and return a lookup ``list[str] -> (n, d) float32``.
+def _encode_tasks(encoder, sentences: dict[str, list[str]], desc: str, show_progress: bool = True,  # noqa: ANN001
+                  chunk: int = 4096) -> tuple[EncodeFn, dict[str, float]]:
+    """Encode every distinct sentence once, task by task, under one progress bar.
 
     Args:
-        encoder: a SentenceEncoder (its own batching, cache and progress bar are used) or a callable
-            ``list[str] -> (n, d)`` (called on chunks of ``chunk`` sentences).
-        sentences: every sentence the tasks will ask for.
+        encoder: a SentenceEncoder (its batching and cache are used) or a callable ``list[str] -> (n, d)``
+            (called on chunks of ``chunk`` sentences).
+        sentences: task -> the sentences it will ask for.
         desc: progress bar label.
         show_progress: draw the progress bar.
         chunk: chunk size for plain callables.
+
+    Returns:
+        (lookup ``list[str] -> (n, d) float32``, task -> seconds spent encoding its new sentences).
     """
-    unique = list(dict.fromkeys(sentences))
-    if hasattr(encoder, "encode") and hasattr(encoder, "clear_cache"):
-        table = encoder.encode(unique, show_progress=show_progress, desc=desc)
-    else:
-        parts = []
-        bar = ProgressBar(len(unique), desc=desc, unit="sent", disable=not show_progress)
-        for start in range(0, len(unique), chunk):
-            parts.append(np.asarray(encoder(unique[start:start + chunk]), dtype=np.float32))
-            bar.update(len(parts[-1]))
-        bar.close()
-        table = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
-    if len(table) != len(unique):
-        raise ValueError(f"the encoder returned {len(table)} embeddings for {len(unique)} sentences")
-    index = {s: i for i, s in enumerate(unique)}
+    index: dict[str, int] = {}
+    parts: list[np.ndarray] = []
+    seconds: dict[str, float] = {}
+    total = len(set().union(*sentences.values())) if sentences else 0
+    bar = ProgressBar(total, desc=desc, unit="sent", disable=not show_progress)
+    is_encoder = hasattr(encoder, "encode") and hasattr(encoder, "clear_cache")
+    for task, sents in sentences.items():
+        t0 = time.perf_counter()
+        new = [s for s in dict.fromkeys(sents) if s not in index]
+        if is_encoder and new:
+            before = bar.n
+            parts.append(encoder.encode(new, progress=bar))
+            bar.update(len(new) - (bar.n - before))  # the encoder's cache hits
+        else:
+            for start in range(0, len(new), chunk):
+                parts.append(np.asarray(encoder(new[start:start + chunk]), dtype=np.float32))
+                bar.update(len(parts[-1]))
+        got = sum(len(p) for p in parts)
+        if got != len(index) + len(new):
+            raise ValueError(f"the encoder returned {got - len(index)} embeddings for {len(new)} sentences")
+        base = len(index)
+        index.update((s, base + i) for i, s in enumerate(new))
+        seconds[task] = time.perf_counter() - t0
+    bar.close()
+    table = np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
     def lookup(batch: list[str]) -> np.ndarray:
         return table[[index[s] for s in batch]]
 
-    return lookup
+    return lookup, seconds
 
 
 def _pct(x: float) -> float:
@@ -129,8 +143,9 @@ def evaluate_sts(
         raise ValueError(f"unknown aggregation {aggregation!r}; expected one of {AGGREGATIONS}")
     suite = load_sts_suite(tasks, root)
     t0 = time.perf_counter()
-    sentences = [s for subsets in suite.values() for p in subsets.values() for s in p.sent1 + p.sent2]
-    embed = _encode_table(encoder, sentences, "encode STS", show_progress)
+    sentences = {task: [s for p in subsets.values() for s in p.sent1 + p.sent2]
+                 for task, subsets in suite.items()}
+    embed, enc_seconds = _encode_tasks(encoder, sentences, "encode STS", show_progress)
     t_enc = time.perf_counter() - t0
     scores: dict[str, float] = {}
     per_task: dict[str, dict] = {}
@@ -142,8 +157,8 @@ def evaluate_sts(
             scores[task] = _pct(rho)
             per_task[task] = {name: {"spearman": _pct(r), "n": n} for name, (r, n) in sub.items()}
     if details is not None:
-        details.update({"subsets": per_task, "encode_seconds": t_enc,
-                        "n_sentences": len(set(sentences)), "aggregation": aggregation})
+        details.update({"subsets": per_task, "encode_seconds": t_enc, "task_encode_seconds": enc_seconds,
+                        "n_sentences": len(set().union(*sentences.values())), "aggregation": aggregation})
     return _with_avg(scores)
 
 
@@ -279,8 +294,8 @@ def evaluate_transfer(
     """
     suite = load_transfer_suite(tasks, root)
     t0 = time.perf_counter()
-    sentences = [s for task, d in suite.items() for s in _task_sentences(task, d)]
-    embed = _encode_table(encoder, sentences, "encode transfer", show_progress)
+    sentences = {task: _task_sentences(task, d) for task, d in suite.items()}
+    embed, enc_seconds = _encode_tasks(encoder, sentences, "encode transfer", show_progress)
     t_enc = time.perf_counter() - t0
     scores: dict[str, float] = {}
     per_task: dict[str, dict] = {}
@@ -290,10 +305,12 @@ def evaluate_transfer(
                                 device=device)
         out.pop("pred", None)
         out["classifier_seconds"] = time.perf_counter() - t1
+        out["encode_seconds"] = enc_seconds[task]
         per_task[task] = out
         scores[task] = out["acc"]
     if details is not None:
-        details.update({"tasks": per_task, "encode_seconds": t_enc, "n_sentences": len(set(sentences)),
+        details.update({"tasks": per_task, "encode_seconds": t_enc,
+                        "n_sentences": len(set().union(*sentences.values())),
                         "seed": seed, "kfold": kfold, "mrpc_features": mrpc_features})
     return _with_avg(scores)
 
