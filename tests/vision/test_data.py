@@ -95,3 +95,19 @@ def test_batches_depend_only_on_seed_and_step():
         assert torch.equal(x, y)
     ranks = [TensorBatches(images, aug, 8, 3, rank=r, world=2) for r in range(2)]
     assert torch.equal(torch.cat([r.indices(7) for r in ranks]), a.indices(7))
+
+
+def test_pil_batches_do_not_depend_on_workers_or_start(cifar_tree):
+    from hardmix.vision.augment import pil_transform
+    from hardmix.vision.pipeline import PilBatches
+
+    listing = scan_image_folder(cifar_tree / "test")
+    transform = pil_transform(AugmentConfig(crop_size=24))
+    inline = PilBatches(listing.paths, transform, global_batch=10, seed=1, workers=0)
+    workers = PilBatches(listing.paths, transform, global_batch=10, seed=1, workers=1)
+    a = list(inline.iterate(0, 3))
+    b = list(workers.iterate(2, 3))  # starts at step 2, as a resumed run does
+    assert a[2][0].shape == (10, 3, 24, 24) and not torch.equal(a[2][0], a[2][1])
+    for x, y in zip(a[2], b[0]):
+        assert torch.equal(x, y)
+    assert torch.equal(a[2][2], inline.indices(2))
