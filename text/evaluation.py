@@ -65,7 +65,8 @@ def _encode_tasks(encoder, sentences: dict[str, list[str]], desc: str, show_prog
         if is_encoder and new:
             before = bar.n
             parts.append(encoder.encode(new, progress=bar))
-            bar.update(len(new) - (bar.n - before))  # the encoder's cache hits
+            if bar.n - before < len(new):  # sentences already in the encoder's cache
+                bar.update(len(new) - (bar.n - before))
         else:
             for start in range(0, len(new), chunk):
                 parts.append(np.asarray(encoder(new[start:start + chunk]), dtype=np.float32))
