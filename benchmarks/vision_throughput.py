@@ -65,6 +65,26 @@ class Floor:
         self.opt.step()
 
 
+class NetworkOnly:
+    """The networks of a MoCo step alone: query encoder (backbone + head) forward and backward on B
+    pre-augmented views, key encoder forward on B, SGD; no augmentation, queue, loss or mixing."""
+
+    def __init__(self, cfg: VisionConfig, views: torch.Tensor) -> None:
+        net, dim = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
+        self.model = MoCo(net, dim, cfg.model.proj_hidden, cfg.model.proj_dim, 16, cfg.model.bn_splits)
+        self.opt = torch.optim.SGD(self.model.encoder_q.parameters(), lr=0.01, momentum=0.9)
+        self.v1, self.v2 = views.chunk(2)
+
+    def step(self, step: int) -> None:
+        q = self.model.encoder_q(self.v1)
+        with torch.no_grad():
+            k = self.model.encoder_k(self.v2)
+        loss = (q * k).sum()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+
+
 class MoCoStep:
     """The trainer's step: batched augmentation from the cache, MoCo forward, backward, SGD."""
 
@@ -75,6 +95,7 @@ class MoCoStep:
         batches: TensorBatches | PilBatches,
         steps_per_epoch: int,
         total: int,
+        symmetric: bool | None = None,
     ) -> None:
         net, dim = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
         self.cfg = cfg
@@ -95,6 +116,7 @@ class MoCoStep:
         self.batches = batches
         self._iter = None
         self.total = total
+        self.symmetric = cfg.loss.symmetric if symmetric is None else symmetric
 
     def step(self, step: int) -> None:
         if isinstance(self.batches, PilBatches):
@@ -104,7 +126,7 @@ class MoCoStep:
         else:
             v1, v2, ids = self.batches.batch(step)
         out = self.model(
-            v1, v2, ids, self.loss, 0.99, step, self.cfg.loss.symmetric, True, step_generator(0, step, 0, 3)
+            v1, v2, ids, self.loss, 0.99, step, self.symmetric, True, step_generator(0, step, 0, 3)
         )
         self.opt.zero_grad(set_to_none=True)
         out.loss.backward()
@@ -150,8 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         s["warmup_steps"] = 0  # measure mixing from the first step
     variants = {
         "floor (backbone fwd+bwd, 2 views)": Floor(cfg, torch.cat([v1, v2])),
+        "MoCo networks only (no aug/queue/loss)": NetworkOnly(cfg, torch.cat([v1, v2])),
         "none (MoCo-v2), tensor path": MoCoStep(cfg, "none", tensor_batches, spe, total),
         "mochi, tensor path": MoCoStep(cfg, mochi_specs, tensor_batches, spe, total),
+        "none, symmetric loss, tensor path": MoCoStep(cfg, "none", tensor_batches, spe, total, True),
+        "mochi, symmetric loss, tensor path": MoCoStep(cfg, mochi_specs, tensor_batches, spe, total, True),
     }
     if not args.no_pil:
         paths = [images.paths[i] for i in idx.tolist()]

@@ -1,1 +1,17 @@
-"""hardmix.vision: image encoders trained with MoCo-v2 / MoCHi (and any core strategy)."""
+"""hardmix.vision: image encoders trained with MoCo-v2 / MoCHi (and any core strategy), k-NN and linear
+evaluation.
+
+Modules (imported on demand; ``import hardmix.vision`` loads neither torchvision nor timm):
+
+- :mod:`~hardmix.vision.config`: ``VisionConfig`` (YAML sections ``data``, ``augment``, ``model``, ``loss``,
+  ``train``, ``eval``).
+- :mod:`~hardmix.vision.trainer`: ``train(cfg, output_dir, resume)`` and the ``hardmix train vision`` CLI.
+- :mod:`~hardmix.vision.moco`: ``MoCo`` (query and momentum key encoders around the core's queue and loss).
+- :mod:`~hardmix.vision.backbones`: ``build_backbone`` (torchvision ResNet-18/50, narrow ResNets, timm).
+- :mod:`~hardmix.vision.augment`: ``TensorAugment`` (MoCo-v2's augmentations, batched) and ``pil_transform``.
+- :mod:`~hardmix.vision.data` and :mod:`~hardmix.vision.pipeline`: image folders, class-balanced subsets,
+  the uint8 tensor cache, and the per-step batches of two views.
+- :mod:`~hardmix.vision.evaluation`, :mod:`~hardmix.vision.knn`, :mod:`~hardmix.vision.linear_probe`:
+  ``load_backbone``, ``LabelledImages``, ``knn_predict``, ``linear_probe`` and the ``hardmix eval knn`` /
+  ``hardmix eval linear`` CLIs.
+"""
