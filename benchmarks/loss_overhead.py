@@ -12,7 +12,10 @@ Only the loss is measured: the inputs are leaf tensors (the encoder outputs), an
 
 Time: the median of ``--reps`` repetitions after ``--warmup`` runs; repetitions are interleaved over the
 cases (rep 1 of every case, then rep 2, ...) so that load from other processes spreads evenly over them.
-A repetition of a case faster than 50 ms is the mean of as many back-to-back runs as fill 50 ms.
+A repetition of a case faster than 50 ms is the mean of as many back-to-back runs as fill 50 ms. Both
+the wall-clock time and the process CPU time are recorded; on a shared machine, run with ``--threads 1``
+and read the CPU time, which leaves out the time the process waited for a core (with two threads under
+load, OpenMP's waits between threads dominate the wall-clock of small cases).
 
 Peak extra memory:
 - CPU: each case runs in a fresh subprocess: inputs are created and a small warm-up loss is run, the
@@ -144,12 +147,13 @@ def _sync(device: torch.device) -> None:
 
 def time_cases(
     cases: list[Case], device: torch.device, reps: int, warmup: int, min_time: float = 0.05
-) -> tuple[dict[str, list[float]], dict[str, int]]:
+) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, int]]:
     """Seconds per forward + backward: ``reps`` interleaved repetitions per case after a warm-up.
 
     A repetition of a fast case runs it ``inner`` times in a row (enough for about ``min_time`` seconds)
     and records the mean, so that timer and scheduler jitter do not dominate millisecond cases.
-    Returns the per-repetition times and each case's ``inner``.
+    Returns the wall-clock and the process CPU times per repetition, and each case's ``inner``. With one
+    intra-op thread the CPU time excludes the time the process waited for a core held by another process.
     """
     runners = {c.name: Runner(c, device) for c in cases}
     inner: dict[str, int] = {}
@@ -162,16 +166,18 @@ def time_cases(
         _sync(device)
         inner[name] = max(1, math.ceil(min_time / max(time.perf_counter() - t0, 1e-6)))
     times: dict[str, list[float]] = {c.name: [] for c in cases}
+    cpu_times: dict[str, list[float]] = {c.name: [] for c in cases}
     for _ in range(reps):
         for c in cases:
             n = inner[c.name]
             _sync(device)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(n):
                 runners[c.name]()
             _sync(device)
             times[c.name].append((time.perf_counter() - t0) / n)
-    return times, inner
+            cpu_times[c.name].append((time.process_time() - c0) / n)
+    return times, cpu_times, inner
 
 
 def _status_kib(field: str) -> int | None:
@@ -274,11 +280,13 @@ def machine_info(device: torch.device) -> dict[str, Any]:
 def markdown_table(result: dict[str, Any]) -> str:
     """The results as a Markdown table (for docs/performance.md)."""
     lines = [
-        "| case | shape | median ms | min ms | time vs baseline | peak extra MiB | extra vs baseline MiB |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| case | shape | wall median ms | wall min ms | wall vs baseline | CPU median ms | CPU vs baseline "
+        "| peak extra MiB | extra vs baseline MiB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["cases"]:
         ratio = f"{r['time_ratio']:.2f}x" if "time_ratio" in r else "baseline"
+        cpu_ratio = f"{r['cpu_time_ratio']:.2f}x" if "cpu_time_ratio" in r else "baseline"
         mem = f"{r['extra_memory_bytes'] / MIB:.0f}" if "extra_memory_bytes" in r else "-"
         dmem = (
             f"{r['extra_memory_vs_baseline_bytes'] / MIB:+.0f}"
@@ -287,7 +295,7 @@ def markdown_table(result: dict[str, Any]) -> str:
         )
         lines.append(
             f"| {r['case']} | {r['shape']} | {r['median_s'] * 1e3:.1f} | {r['min_s'] * 1e3:.1f} | {ratio} "
-            f"| {mem} | {dmem} |"
+            f"| {r['cpu_median_s'] * 1e3:.1f} | {cpu_ratio} | {mem} | {dmem} |"
         )
     return "\n".join(lines)
 
@@ -328,12 +336,13 @@ def main(argv: list[str] | None = None) -> int:
         cases = extra + cases
     load_before = os.getloadavg()
     t0 = time.time()
-    times, inner = time_cases(cases, device, args.reps, args.warmup)
+    times, cpu_times, inner = time_cases(cases, device, args.reps, args.warmup)
     memory = {} if args.no_memory else {c.name: memory_probe(c, device) for c in cases}
     load_after = os.getloadavg()
 
     rows = []
     medians = {name: statistics.median(ts) for name, ts in times.items()}
+    cpu_medians = {name: statistics.median(ts) for name, ts in cpu_times.items()}
     for c in cases:
         row: dict[str, Any] = {
             "case": c.name,
@@ -345,19 +354,23 @@ def main(argv: list[str] | None = None) -> int:
             "runs_per_rep": inner[c.name],
             "median_s": medians[c.name],
             "min_s": min(times[c.name]),
+            "cpu_times_s": cpu_times[c.name],
+            "cpu_median_s": cpu_medians[c.name],
         }
         if c.baseline in medians:
             row["time_ratio"] = medians[c.name] / medians[c.baseline]
+            row["cpu_time_ratio"] = cpu_medians[c.name] / cpu_medians[c.baseline]
         if memory:
             row["extra_memory_bytes"] = memory[c.name]
             if c.baseline in memory:
                 row["extra_memory_vs_baseline_bytes"] = memory[c.name] - memory[c.baseline]
         rows.append(row)
 
-    header = ("case", "shape", "median ms", "min ms", "x base", "peak MiB", "vs base")
+    header = ("case", "shape", "median ms", "min ms", "x base", "cpu ms", "x base", "peak MiB", "vs base")
     print(f"{header[0]:<28} {header[1]:<24} " + " ".join(f"{h:>9}" for h in header[2:]))
     for r in rows:
         ratio = f"{r['time_ratio']:.2f}" if "time_ratio" in r else "-"
+        cpu_ratio = f"{r['cpu_time_ratio']:.2f}" if "cpu_time_ratio" in r else "-"
         mem = f"{r['extra_memory_bytes'] / MIB:.0f}" if "extra_memory_bytes" in r else "-"
         dmem = (
             f"{r['extra_memory_vs_baseline_bytes'] / MIB:+.0f}"
@@ -366,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"{r['case']:<28} {r['shape']:<24} {r['median_s'] * 1e3:>9.1f} {r['min_s'] * 1e3:>9.1f} "
-            f"{ratio:>9} {mem:>9} {dmem:>9}"
+            f"{ratio:>9} {r['cpu_median_s'] * 1e3:>9.1f} {cpu_ratio:>9} {mem:>9} {dmem:>9}"
         )
     print(f"medians of {args.reps} runs; load average before {load_before}, after {load_after}")
 

@@ -54,7 +54,7 @@ def scaled_inverse_mixture_norms(positives: Tensor, negatives: Tensor, lam: floa
     detached inputs). ``mixed_logits`` equals ``(anchor_neg + lam / (1 - lam) anchor_pos) * this``.
     """
     k = 1.0 / (1.0 - lam) ** 2
-    c0 = torch.tensor((lam * lam + (1.0 - lam) ** 2) * k, dtype=positives.dtype, device=positives.device)
+    c0 = positives.new_full((), (lam * lam + (1.0 - lam) ** 2) * k)
     alpha = 2.0 * lam * (1.0 - lam) * k
     if negatives is positives:  # in-batch, one process: a Gram matrix, symmetric
         sq = _symmetric_addmm(c0, positives, alpha)

@@ -71,8 +71,8 @@ class _BlockLogSumExp(torch.autograd.Function):
     def forward(ctx, *blocks: Tensor) -> Tensor:  # type: ignore[override]
         lse, saved = [], []
         for b in blocks:
-            m = b.amax(dim=1, keepdim=True)
-            m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # an all -inf row: exp(-inf) = 0
+            # An all -inf row gets a finite shift, so that its exponentials are exp(-inf) = 0, not NaN.
+            m = b.amax(dim=1, keepdim=True).clamp_min_(torch.finfo(b.dtype).min)
             e = torch.sub(b, m).exp_()
             lse.append(e.sum(dim=1).log_().add_(m.squeeze(1)))
             saved += [e, m]

@@ -117,16 +117,18 @@ class MixCSE(Strategy):
             mixed = mixed_logits(ctx.positive_logits, ctx.logits, pos_neg_cos, lam)
         if ctx.mask_kind == "positive" and ctx.positive_index is not None:
             # In-batch: only each row's positive column is excluded (B entries, not a (B, N) pass).
-            rows = torch.arange(mixed.shape[0], device=mixed.device)
-            fill = torch.tensor(NEG_INF, dtype=mixed.dtype, device=mixed.device)
-            index = (rows, ctx.positive_index)
             if self.stop_grad:
                 # Written through a detached alias: autograd then adds no (B, N) zeroing pass to the
                 # backward, and none is needed: the gradient at a -inf entry is exp(-inf) * g = 0 already.
                 # (Allowed here: nothing saved for backward holds these values; mul_ saved only inv.)
-                mixed.detach().index_put_(index, fill)
+                target = mixed.detach()
             else:
-                mixed = mixed.index_put(index, fill)
+                target = mixed = mixed.clone()
+            if ctx.candidates is ctx.positives:  # one process: the positives are on the diagonal
+                target.fill_diagonal_(NEG_INF)
+            else:
+                rows = torch.arange(mixed.shape[0], device=mixed.device)
+                target.index_put_((rows, ctx.positive_index), mixed.new_full((), NEG_INF))
         elif ctx.mask_kind != "all":
             mixed = mixed.masked_fill(~ctx.negative_mask, NEG_INF)
         self._last = (mixed.detach(), ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
