@@ -27,15 +27,15 @@ token length, in eval mode under :func:`torch.inference_mode`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from hardmix.text.model import quiet_transformers
 from hardmix.text.pooling import POOLINGS, pool
 from hardmix.utils.progress import ProgressBar
 
@@ -115,23 +115,6 @@ def inspect_model_folder(path: str | os.PathLike[str]) -> dict:
     return info
 
 
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' load report and progress bars while loading (restored afterwards)."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
 class SentenceEncoder:
     """A frozen transformers encoder with a pooling, mapping sentences to float32 embeddings.
 
@@ -170,7 +153,7 @@ class SentenceEncoder:
             raise ValueError(f"unknown pooling {self.pooling!r}; expected one of {POOLINGS}")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         path = self.info["transformer"]
-        with _quiet_transformers():
+        with quiet_transformers():
             self.tokenizer = AutoTokenizer.from_pretrained(path)
             self.model = AutoModel.from_pretrained(path).to(self.device).eval()
         limit = getattr(self.model.config, "max_position_embeddings", None) or 512
