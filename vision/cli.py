@@ -29,8 +29,14 @@ def _linear(args: argparse.Namespace) -> int:
 def register(top, train, evaluate) -> None:  # noqa: ANN001 (argparse subparser actions)
     p = train.add_parser("vision", help="train an image encoder (MoCo-v2, MoCHi, ...)")
     p.add_argument("config", help="YAML config (see configs/vision/)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set train.epochs=2 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set train.epochs=2 (repeatable)",
+    )
     p.add_argument("--output", default=None, help="run directory (default: the config's output)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output from its last state")
     p.set_defaults(func=_train)
@@ -41,15 +47,28 @@ def register(top, train, evaluate) -> None:  # noqa: ANN001 (argparse subparser 
     ):
         p = evaluate.add_parser(name, help=helptext)
         p.add_argument("checkpoint", help="a run directory (its last checkpoint) or a checkpoint file")
-        p.add_argument("--dataset", required=True,
-                       help="cifar10, imagenette-64 (under the data root) or an ImageFolder root")
+        p.add_argument(
+            "--dataset",
+            required=True,
+            help="cifar10, imagenette-64 (under the data root) or an ImageFolder root",
+        )
         p.add_argument("--json", dest="json_out", default=None, help="write the scores to this JSON file")
         p.add_argument("--batch-size", type=int, default=256)
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-        p.add_argument("--max-train-samples", type=int, default=None, metavar="N",
-                       help="a class-balanced subset of the train split (for CPU-sized runs)")
-        p.add_argument("--max-test-samples", type=int, default=None, metavar="N",
-                       help="a class-balanced subset of the test split")
+        p.add_argument(
+            "--max-train-samples",
+            type=int,
+            default=None,
+            metavar="N",
+            help="a class-balanced subset of the train split (for CPU-sized runs)",
+        )
+        p.add_argument(
+            "--max-test-samples",
+            type=int,
+            default=None,
+            metavar="N",
+            help="a class-balanced subset of the test split",
+        )
         if name == "knn":
             p.add_argument("--k", type=int, default=200)
             p.add_argument("--temperature", type=float, default=0.1)

@@ -290,10 +290,13 @@ def load_tensors(
     return ImageTensors(data, labels[kept_t], images.classes, skipped)
 
 
-def eval_splits(dataset: str, key: str = "--dataset") -> tuple[ImageList, ImageList]:
-    """The (train, test-or-val) splits of a labelled dataset, with the same classes."""
+def eval_splits(
+    dataset: str, key: str = "--dataset", classes: list[str] | None = None
+) -> tuple[ImageList, ImageList]:
+    """The (train, test-or-val) splits of a labelled dataset, with the same classes (``classes``: only
+    these class folders, as ImageNet-100 over an ImageNet folder)."""
     root = dataset_root(dataset, key)
-    train = scan_image_folder(split_folder(root, ["train"], key), key=key)
+    train = scan_image_folder(split_folder(root, ["train"], key), classes=classes, key=key)
     test = scan_image_folder(split_folder(root, list(EVAL_SPLITS), key), classes=train.classes, key=key)
     return train, test
 

@@ -25,7 +25,7 @@ from hardmix.config import build_config
 from hardmix.vision.augment import normalize_uint8
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import VisionConfig
-from hardmix.vision.data import ImageTensors, balanced_subset, eval_splits, load_tensors
+from hardmix.vision.data import ImageTensors, balanced_subset, eval_splits, load_tensors, read_class_list
 from hardmix.vision.knn import knn_predict, topk_accuracy
 from hardmix.vision.linear_probe import RECIPES, linear_probe, recipe_for
 
@@ -121,6 +121,7 @@ class LabelledImages:
         max_train, max_test: class-balanced subsets (seed 0).
         cache_dir, workers: as the data config.
         key: the option named in errors.
+        classes: only these class folders (ImageNet-100's class list).
     """
 
     def __init__(
@@ -132,8 +133,9 @@ class LabelledImages:
         cache_dir: str | None = None,
         workers: int = 4,
         key: str = "--dataset",
+        classes: list[str] | None = None,
     ) -> None:
-        train, test = eval_splits(dataset, key)
+        train, test = eval_splits(dataset, key, classes)
         self.classes = train.classes
         self.train = self._load(train, max_train, resolution, cache_dir, workers, key)
         self.test = self._load(test, max_test, resolution, cache_dir, workers, key)
@@ -205,6 +207,13 @@ def _write_json(scores: dict[str, float], path: str | None) -> None:
         Path(path).write_text(text + "\n", encoding="utf-8")
 
 
+def training_classes(cfg: VisionConfig, dataset: str) -> list[str] | None:
+    """The run's class list (ImageNet-100) when ``dataset`` is the folder it trained on, else None."""
+    if cfg.data.class_list and dataset == cfg.data.dataset:
+        return read_class_list(cfg.data.class_list)
+    return None
+
+
 def _images_for(args: argparse.Namespace, cfg: VisionConfig) -> LabelledImages:
     resolution, _ = eval_geometry(cfg)
     return LabelledImages(
@@ -214,6 +223,7 @@ def _images_for(args: argparse.Namespace, cfg: VisionConfig) -> LabelledImages:
         getattr(args, "max_test_samples", None),
         cfg.data.cache_dir,
         cfg.data.num_workers,
+        classes=training_classes(cfg, args.dataset),
     )
 
 

@@ -35,7 +35,7 @@ from hardmix.utils.rng import rng_state, seed_everything, set_rng_state
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import RESUMABLE_CHANGES, VisionConfig, config_differences, strategy_list, to_plain
 from hardmix.vision.data import derive_seed, step_generator
-from hardmix.vision.evaluation import CHECKPOINT_NAME, LabelledImages, eval_geometry
+from hardmix.vision.evaluation import CHECKPOINT_NAME, LabelledImages, eval_geometry, training_classes
 from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
 from hardmix.vision.pipeline import TrainData, build_train_data
 
@@ -260,6 +260,7 @@ def train(cfg: VisionConfig, output_dir: str | Path | None = None, resume: bool 
                 cfg.data.cache_dir,
                 cfg.data.num_workers,
                 key="eval.dataset",
+                classes=training_classes(cfg, e.dataset or cfg.data.dataset),
             )
         return knn_data.knn(model.backbone, cfg, e.knn_k, e.knn_temperature, e.batch_size, device, e.backend)
 

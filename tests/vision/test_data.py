@@ -111,3 +111,18 @@ def test_pil_batches_do_not_depend_on_workers_or_start(cifar_tree):
     for x, y in zip(a[2], b[0]):
         assert torch.equal(x, y)
     assert torch.equal(a[2][2], inline.indices(2))
+
+
+def test_eval_splits_follow_a_class_list(cifar_tree, tmp_path):
+    from hardmix.config import build_config
+    from hardmix.vision.config import VisionConfig
+    from hardmix.vision.evaluation import training_classes
+
+    listing = tmp_path / "classes.txt"
+    listing.write_text("ship\n# a comment\ncat\n")
+    cfg = build_config(VisionConfig, {"data": {"dataset": str(cifar_tree), "class_list": str(listing)}})
+    classes = training_classes(cfg, str(cifar_tree))
+    assert classes == ["ship", "cat"] and training_classes(cfg, "cifar10") is None
+    train, test = eval_splits(str(cifar_tree), classes=classes)
+    assert train.classes == test.classes == ["ship", "cat"]
+    assert len(train.paths) == 64 and len(test.paths) == 20 and set(train.labels.tolist()) == {0, 1}
