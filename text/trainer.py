@@ -507,7 +507,7 @@ class _Trainer:
                 self._evaluate()
             if cfg.train.save_steps and self.step % cfg.train.save_steps == 0 and self.step < self.stop_at:
                 self._save()
-            bar.update(1, loss=float(self._last_logged), lr=lr,
+            bar.update(1, loss=self._last_step_loss, lr=lr,
                        **({"dev": self.best_score} if self.best_score is not None else {}))
         bar.close()
         seconds = time.perf_counter() - t_start - self.eval_seconds
@@ -520,7 +520,7 @@ class _Trainer:
         self.metrics.close()
         return self._results(finished, seconds, self.step - start_step)
 
-    _last_logged = float("nan")
+    _last_step_loss = float("nan")
 
     def _train_step(
         self, model: nn.Module, keep_queue: bool = False
@@ -563,7 +563,8 @@ class _Trainer:
             loss = loss.clone()
             dist.all_reduce(loss)
             loss /= self.world
-        self.window_loss += float(loss)
+        self._last_step_loss = float(loss)
+        self.window_loss += self._last_step_loss
         self.window_steps += 1
         return out, z1, z2, lr, kept
 
@@ -575,7 +576,6 @@ class _Trainer:
             z1 = gather_no_grad(z1.detach().float())
             z2 = gather_no_grad(z2.detach().float())
         mean = self.window_loss / max(1, self.window_steps)
-        self._last_logged = mean
         record: dict[str, Any] = {"step": self.step, "loss": mean, "lr": lr,
                                   "epoch": round(self.step / max(1, self.epoch_starts[1]), 4)}
         if cfg.log.diagnostics and self.main:
