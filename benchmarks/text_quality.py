@@ -13,7 +13,7 @@ Results go to ``benchmarks/results/text_quality.json`` after every run (a re-run
 there) and a table of means and standard deviations is printed.
 
 Usage:
-    python benchmarks/text_quality.py                       # 5 variants x 3 seeds, 200 steps each
+    python benchmarks/text_quality.py                       # 5 variants x 3 seeds, 100 steps each
     python benchmarks/text_quality.py --variants simcse mixcse --seeds 1 --steps 50
 """
 
@@ -120,8 +120,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     p.add_argument("--seeds", type=int, default=3, help="seeds 1..N")
-    p.add_argument("--steps", type=int, default=200, help="optimizer steps of batch 64 per run")
-    p.add_argument("--eval-steps", type=int, default=50)
+    p.add_argument("--steps", type=int, default=100, help="optimizer steps of batch 64 per run")
+    p.add_argument("--eval-steps", type=int, default=20)
     p.add_argument("--log-steps", type=int, default=10)
     p.add_argument("--lr", type=float, default=None, help="default: the CPU configs' lr")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads per run")
