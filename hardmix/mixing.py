@@ -46,42 +46,54 @@ def mixed_logits(
     return numerator.mul_(1.0 - lam).div_(mixture_norm(pos_neg_cos, lam))
 
 
-def scaled_inverse_mixture_norms(positives: Tensor, negatives: Tensor, lam: float) -> Tensor:
+def scaled_inverse_mixture_norms(
+    positives: Tensor, negatives: Tensor, lam: float, out: Tensor | None = None
+) -> Tensor:
     """(B, N) ``(1 - lam) / ||lam p_i + (1 - lam) n_j||`` for unit rows p_i (B, D) and n_j (N, D).
 
     One ``addmm``: ``||.||^2 / (1 - lam)^2 = c0 + c1 p_i.n_j`` with the constants applied by the product
     itself, then a clamp and an inverse square root in place. No gradient (call under no_grad or with
     detached inputs). ``mixed_logits`` equals ``(anchor_neg + lam / (1 - lam) anchor_pos) * this``.
+    ``out``: an optional (B, N) buffer to write into (no new allocation; CPU and float32/64 only in the
+    symmetric case, else it is ignored).
     """
+    positives, negatives = positives.detach(), negatives.detach() if negatives is not positives else None
     k = 1.0 / (1.0 - lam) ** 2
     c0 = positives.new_full((), (lam * lam + (1.0 - lam) ** 2) * k)
     alpha = 2.0 * lam * (1.0 - lam) * k
-    if negatives is positives:  # in-batch, one process: a Gram matrix, symmetric
-        sq = _symmetric_addmm(c0, positives, alpha)
+    if negatives is None:  # in-batch, one process: a Gram matrix, symmetric
+        sq = _symmetric_addmm(c0, positives, alpha, out=out)
+    elif out is not None and _autocast_free(positives):
+        sq = torch.addmm(c0, positives, negatives.T, alpha=alpha, out=out)
     else:
         sq = torch.addmm(c0, positives, negatives.T, alpha=alpha)
     return sq.clamp_min_(1e-12 * k).rsqrt_()
 
 
-def _symmetric_addmm(c: Tensor, x: Tensor, alpha: float, min_rows: int = 256, max_blocks: int = 8) -> Tensor:
+def _autocast_free(x: Tensor) -> bool:
+    from hardmix.losses.pairwise import _autocast_dtype  # here: hardmix.losses imports this module
+
+    return _autocast_dtype(x.device.type) is None
+
+
+def _symmetric_addmm(
+    c: Tensor, x: Tensor, alpha: float, min_rows: int = 256, max_blocks: int = 8, out: Tensor | None = None
+) -> Tensor:
     """``c + alpha * x @ x.T`` computing only the upper block triangle and mirroring it.
 
     With k row blocks the products cover (k + 1) / 2k of the matrix (0.56 for k = 8); the mirrored
     blocks are copied. Falls back to one addmm for small matrices, on GPUs (where the product is cheap
     and the copies are not), under autocast (which does not take ``out=``) and for other dtypes.
     """
-    from hardmix.losses.pairwise import _autocast_dtype  # here: hardmix.losses imports this module
-
     n = x.shape[0]
     blocks = min(max_blocks, n // min_rows)
-    if (
-        blocks < 2
-        or x.device.type != "cpu"
-        or x.dtype not in (torch.float32, torch.float64)
-        or _autocast_dtype(x.device.type) is not None
-    ):
+    plain = x.dtype not in (torch.float32, torch.float64) or not _autocast_free(x)
+    if plain or blocks < 2 or x.device.type != "cpu":
+        if out is not None and not plain:
+            return torch.addmm(c, x, x.T, alpha=alpha, out=out)
         return torch.addmm(c, x, x.T, alpha=alpha)
-    out = torch.empty(n, n, dtype=x.dtype, device=x.device)
+    if out is None:
+        out = torch.empty(n, n, dtype=x.dtype, device=x.device)
     bounds = [round(i * n / blocks) for i in range(blocks + 1)]
     for r0, r1 in zip(bounds[:-1], bounds[1:]):
         torch.addmm(c, x[r0:r1], x[r0:].T, alpha=alpha, out=out[r0:r1, r0:])

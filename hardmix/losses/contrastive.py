@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hardmix.losses.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
 from hardmix.losses.info_nce import _check_temperature, info_nce_from_blocks
 from hardmix.losses.pairwise import pairwise_logits
 from hardmix.strategies.base import ContrastContext, Strategy, build_strategies
@@ -60,6 +61,10 @@ class ContrastiveLoss(nn.Module):
         strategies: a strategy name, a mapping ``{"name": ..., **params}``, a Strategy, or a list of them.
         symmetric: average the two directions (in-batch only). None: true if a strategy asks for it
             (MixCSE's ``bidirectional``), else false. An explicit value that contradicts a strategy raises.
+        fused: compute the whole one-process in-batch loss in one step when it can: plain InfoNCE, or a
+            lone strategy that offers it (:meth:`Strategy.fused_in_batch`; MixCSE's clean stop-gradient
+            loss), see :mod:`hardmix.losses.fused_in_batch`. Same values and gradients, fewer passes over
+            the (B, B) matrices; False forces the composed path.
 
     Inputs (in_batch): z1, z2 of shape (B, D), any norm (cosine similarity is used).
     Inputs (queue): q, k (B, D) and queue (K, D).
@@ -73,8 +78,11 @@ class ContrastiveLoss(nn.Module):
         torch.Size([8, 16])
     """
 
-    def __init__(self, temperature: float, strategies: Any = None, symmetric: bool | None = None) -> None:
+    def __init__(
+        self, temperature: float, strategies: Any = None, symmetric: bool | None = None, fused: bool = True
+    ) -> None:
         super().__init__()
+        self.fused = bool(fused)
         _check_temperature(temperature)
         self.temperature = float(temperature)
         self.strategies: list[Strategy] = build_strategies(strategies)
@@ -145,6 +153,19 @@ class ContrastiveLoss(nn.Module):
         valid[rows, pos_index] = False
         need_sg = self._needs_anchor_logits
 
+        if not distributed and self.fused and len(self.strategies) <= 1:
+            if self.strategies:
+                fused = self.strategies[0].fused_in_batch(h1, h2, tau, self.symmetric)
+            elif fused_in_batch_supported(h1, tau):
+                fused = fused_in_batch_loss(h1, h2, tau, self.symmetric)
+            else:
+                fused = None
+            if fused is not None:
+                loss, pos1 = fused
+                with torch.no_grad():
+                    neg_sim = _mean_negative_cosine(h1, h2, pos1 * tau)
+                return LossOutput(loss, pos1 * tau, neg_sim, {s.name: s.diagnostics for s in self.strategies})
+
         # Direction 1: anchors h1 (local) against candidates h2_all.
         if not distributed:
             outs = pairwise_logits(h1, h2, tau, a_only=need_sg, b_only=need_sg and self.symmetric)
@@ -188,8 +209,7 @@ class ContrastiveLoss(nn.Module):
 
         with torch.no_grad():
             pos_sim = pos1.detach() * tau
-            # Every entry but the positives is a negative: no masked copy of the (B, N) logits needed.
-            neg_sim = (logits1.detach().sum() - pos1.detach().sum()) * tau / max(b * n - b, 1)
+            neg_sim = _mean_negative_cosine(h1.detach(), h2_all.detach(), pos_sim)
         return LossOutput(loss, pos_sim, neg_sim, {s.name: s.diagnostics for s in self.strategies})
 
     def queue(
@@ -245,8 +265,16 @@ class ContrastiveLoss(nn.Module):
         )
         loss = self._direction(ctx, [pos.unsqueeze(1), base], pos)
         with torch.no_grad():
-            if queue_ids is None:
-                neg_sim = logits.detach().mean() * tau
+            if queue_ids is None:  # mean of h_i . n_k = (sum_i h_i) . (sum_k n_k) / (B K): no (B, K) pass
+                neg_sim = h.detach().sum(0) @ negatives.sum(0) / max(logits.numel(), 1)
             else:
                 neg_sim = torch.where(valid, logits.detach(), 0.0).sum() * tau / valid.sum().clamp_min(1)
         return LossOutput(loss, pos.detach() * tau, neg_sim, {s.name: s.diagnostics for s in self.strategies})
+
+
+def _mean_negative_cosine(anchors: Tensor, candidates: Tensor, positive_cos: Tensor) -> Tensor:
+    """Mean cosine of the (B, D) anchors to their in-batch negatives: all (N, D) candidates but each
+    row's positive. The sum over all pairs is ``(sum_i a_i) . (sum_j c_j)``: O((B + N) D), no (B, N) pass."""
+    b, n = anchors.shape[0], candidates.shape[0]
+    total = anchors.sum(0) @ candidates.sum(0)
+    return (total - positive_cos.sum()) / max(b * n - b, 1)

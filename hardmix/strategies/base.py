@@ -103,6 +103,21 @@ class Strategy(ABC):
     def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
         """Extra negative logits (B, M) for this direction (divided by tau, -inf where excluded), or None."""
 
+    def fused_in_batch(
+        self, h1: Tensor, h2: Tensor, temperature: float, symmetric: bool
+    ) -> tuple[Tensor, Tensor] | None:
+        """Optional fast path: the whole one-process in-batch loss, when this is the only strategy.
+
+        Args:
+            h1: (B, D) unit-norm anchors (first view); h2: (B, D) unit-norm positives (second view).
+            temperature: tau. symmetric: whether the loss averages the second direction in.
+
+        Returns:
+            ``(loss, positive_logits)`` (a scalar and the (B,) ``h1_i . h2_i / tau``, detached), equal to
+            the composed path's, or None (the default) to compose the loss from :meth:`extra_logits`.
+        """
+        return None
+
     def diagnostics(self) -> dict[str, float]:
         """Scalars about the last call (e.g. mean similarity of synthetic negatives), for logging."""
         return {}

@@ -96,6 +96,19 @@ class MixCSE(Strategy):
             return False
         return True if self.bidirectional is None else self.bidirectional
 
+    def fused_in_batch(
+        self, h1: Tensor, h2: Tensor, temperature: float, symmetric: bool
+    ) -> tuple[Tensor, Tensor] | None:
+        """The clean, stop-gradient loss in one autograd Function (:mod:`hardmix.losses.fused_in_batch`)."""
+        from hardmix.losses.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
+
+        if self.mode != "clean" or not self.stop_grad or not fused_in_batch_supported(h1, temperature):
+            return None
+        loss, positive_logits = fused_in_batch_loss(h1, h2, temperature, symmetric, lam=self.lam)
+        # Diagnostics are computed when asked, from the two views (no (B, B) matrix is kept for them).
+        self._last = (h1.detach(), h2.detach(), temperature)
+        return loss, positive_logits
+
     def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
         if self.mode == "reference":
             return self._reference_logits(ctx)
@@ -131,7 +144,8 @@ class MixCSE(Strategy):
                 target.index_put_((rows, ctx.positive_index), mixed.new_full((), NEG_INF))
         elif ctx.mask_kind != "all":
             mixed = mixed.masked_fill(~ctx.negative_mask, NEG_INF)
-        self._last = (mixed.detach(), ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
+        if ctx.direction == 0:  # diagnostics describe the first view's anchors (the paper's h_i)
+            self._last = (mixed.detach(), ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
         return mixed
 
     def diagnostics(self) -> dict[str, float]:
@@ -139,6 +153,15 @@ class MixCSE(Strategy):
         similar to the anchor than its positive (the paper's bound on lam, Sec. 4.3), from the last call."""
         if getattr(self, "_last", None) is None:
             return {}
+        if len(self._last) == 3:  # from the fused path: the views (h1, h2) and tau
+            h1, h2, tau = self._last
+            with torch.no_grad():
+                logits = h1 @ h2.T / tau
+                positive = logits.diagonal().clone()
+                mixed = torch.add(logits, positive.unsqueeze(1), alpha=self.lam / (1 - self.lam))
+                mixed.mul_(scaled_inverse_mixture_norms(h2, h2, self.lam))
+                valid = ~torch.eye(h1.shape[0], dtype=torch.bool, device=h1.device)
+            self._last = (mixed, positive, valid, tau)
         mixed, positive, valid, tau = self._last
         n = valid.sum().clamp_min(1)
         return {

@@ -1,0 +1,176 @@
+"""The whole one-process in-batch loss, plain InfoNCE (SimCSE) or MixCSE, as one autograd Function: the
+same numbers as the composed path (:class:`hardmix.losses.ContrastiveLoss` with no strategy or with the
+``mixcse`` strategy), in fewer passes over the (B, B) matrices and with fewer fresh (B, B) allocations.
+
+With unit rows h1 (anchors) and h2 (positives), S = h1 h2^T / tau, d = diag(S), c = lam / (1 - lam) and the
+constant (stop-gradient) inverse norms
+
+    inv1_ij = (1 - lam) / ||lam h2_i + (1 - lam) h2_j||,
+    inv2_ij = (1 - lam) / ||lam h1_i + (1 - lam) h1_j||,
+
+MixCSE's mixed logits (Zhang et al. 2022, Eq. 4 and 5, in closed form, see :mod:`hardmix.mixing`) are
+
+    direction 1 (anchor h1_i, m'_ij = normalize(lam h2_i + (1 - lam) h2_j)):  M1_ij = (S_ij + c d_i) inv1_ij
+    direction 2 (anchor h2_i, m_ij  = normalize(lam h1_i + (1 - lam) h1_j)):  M2_ij = (S_ji + c d_i) inv2_ij
+
+for j != i, and each direction's loss is mean_i [log Z_i - d_i] with Z1_i = sum_j e^{S_ij} +
+sum_{j != i} e^{M1_ij} and Z2_i = sum_j e^{S_ji} + sum_{j != i} e^{M2_ij}. The bidirectional loss is their
+mean. Stop-gradient: M1 passes gradient to h1 only, M2 to h2 only; the plain logits S to both. Without
+mixing (plain InfoNCE, ``lam`` None) the M terms are absent.
+
+Gradient (omega = upstream / B, halved when bidirectional; u_i = omega / Z1_i; v_j = omega / Z2_j;
+E = e^S; A1 = e^{M1} inv1 and A2^T = e^{M2^T} inv2, diagonals 0):
+
+    dL/dh1 = (E o (u 1^T + 1 v^T) + diag(u) A1) h2 / tau + diag(c u_i rowsum(A1)_i - omega n) h2 / tau
+    dL/dh2 = (E o (u 1^T + 1 v^T) + A2^T diag(v))^T h1 / tau + diag(c v_i colsum(A2^T)_i - omega n) h1 / tau
+
+with n the number of directions. Two matrix products, as for plain InfoNCE.
+
+Numerics: every logit is a cosine over tau, so |logit| <= 1 / tau, and the exponentials need no max shift
+while 1 / tau is small enough for the dtype (``MAX_INV_TAU``); the caller falls back to the composed path
+otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from hardmix.mixing import scaled_inverse_mixture_norms
+
+# Largest 1 / tau for which e^{+-1/tau} and sums of many of them stay finite and normal, per dtype.
+MAX_INV_TAU = {torch.float32: 50.0, torch.float64: 500.0}
+
+
+def fused_in_batch_supported(h1: Tensor, temperature: float) -> bool:
+    """Whether :func:`fused_in_batch_loss` handles this input (dtype, temperature, no autocast)."""
+    from hardmix.losses.pairwise import _autocast_dtype
+
+    limit = MAX_INV_TAU.get(h1.dtype)
+    return limit is not None and 1.0 / temperature <= limit and _autocast_dtype(h1.device.type) is None
+
+
+def _forward_buffers(
+    h1: Tensor, h2: Tensor, lam: float | None, tau: float, bidirectional: bool
+) -> dict[str, Tensor]:
+    """The forward quantities that the backward needs (see the module docstring for the names).
+
+    ``lam`` None: plain InfoNCE (no mixed terms)."""
+    s = torch.mm(h1 * (1.0 / tau), h2.T)  # (B, B) S
+    d = s.diagonal().clone()  # (B,) positive logits
+    out = {"d": d}
+    if lam is not None:
+        c = lam / (1.0 - lam)
+        inv = scaled_inverse_mixture_norms(h2, h2, lam)  # (B, B) inv1, symmetric
+        # Direction 1: e^{M1} with M1 = (S + c d 1^T) o inv1, diagonal excluded; then A1 = e^{M1} o inv1.
+        a1 = torch.add(s, d.unsqueeze(1), alpha=c).mul_(inv).exp_()
+        a1.diagonal().zero_()
+        z1m = a1.sum(dim=1)
+        a1.mul_(inv)
+        out["r1"] = a1.sum(dim=1)
+        if bidirectional:
+            inv = scaled_inverse_mixture_norms(h1, h1, lam, out=inv)  # inv2 in the same buffer
+            # Direction 2 in the transposed layout: column i holds anchor h2_i; (S + c 1 d^T) o inv2.
+            a2t = torch.add(s, d.unsqueeze(0), alpha=c).mul_(inv).exp_()
+            a2t.diagonal().zero_()
+            z2m = a2t.sum(dim=0)
+            a2t.mul_(inv)
+            out["c2"] = a2t.sum(dim=0)
+        del inv
+    e = s.exp_()  # E, in the buffer of S
+    out["e"] = e
+    out["z1"] = e.sum(dim=1)
+    if bidirectional:
+        out["z2"] = e.sum(dim=0)
+    if lam is not None:
+        out["z1"] += z1m
+        out["f1"] = a1.add_(e)  # E + A1
+        if bidirectional:
+            out["z2"] += z2m
+            out["f2"] = a2t.add_(e)  # E + A2^T
+    return out
+
+
+class _FusedInBatch(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, h1: Tensor, h2: Tensor, lam: float | None, tau: float, bidirectional: bool):  # type: ignore[override]
+        buffers = _forward_buffers(h1, h2, lam, tau, bidirectional)
+        d = buffers["d"]
+        loss = (buffers["z1"].log() - d).mean()
+        if bidirectional:
+            loss = 0.5 * (loss + (buffers["z2"].log() - d).mean())
+        ctx.save_for_backward(h1, h2)
+        ctx.buffers = buffers
+        ctx.args = (lam, tau, bidirectional)
+        ctx.mark_non_differentiable(d)
+        return loss, d
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_loss: Tensor | None, _grad_d: Tensor | None):  # type: ignore[override]
+        h1, h2 = ctx.saved_tensors
+        lam, tau, bidirectional = ctx.args
+        if grad_loss is None:
+            return None, None, None, None, None
+        # The backward works in place on the saved buffers; a second backward (retain_graph) recomputes them.
+        buffers = ctx.buffers
+        if buffers is None:
+            buffers = _forward_buffers(h1, h2, lam, tau, bidirectional)
+        ctx.buffers = None
+        n_dir = 2 if bidirectional else 1
+        omega = grad_loss.to(h1.dtype) / (h1.shape[0] * n_dir)
+        e = buffers["e"]
+        u = omega / buffers["z1"]  # (B,)
+        v = omega / buffers["z2"] if bidirectional else None
+        if lam is None:  # plain InfoNCE: one matrix E o (u 1^T + 1 v^T) for both inputs
+            if bidirectional:
+                g_a = torch.mul(e, v.unsqueeze(0)).addcmul_(e, u.unsqueeze(1))
+            else:
+                g_a = e.mul_(u.unsqueeze(1))
+            g_a.diagonal().sub_(omega * n_dir)
+            g_b = g_a
+        else:
+            c = lam / (1.0 - lam)
+            f1 = buffers["f1"]
+            if bidirectional:
+                g_a = f1.mul_(u.unsqueeze(1)).addcmul_(e, v.unsqueeze(0))
+                g_b = buffers["f2"].mul_(v.unsqueeze(0)).addcmul_(e, u.unsqueeze(1))
+                g_b.diagonal().add_(c * v * buffers["c2"] - omega * n_dir)
+            else:
+                g_a = f1.mul_(u.unsqueeze(1))
+                g_b = e.mul_(u.unsqueeze(1))
+                g_b.diagonal().sub_(omega)
+            g_a.diagonal().add_(c * u * buffers["r1"] - omega * n_dir)
+        grad_h1 = torch.mm(g_a, h2).mul_(1.0 / tau) if ctx.needs_input_grad[0] else None
+        grad_h2 = torch.mm(g_b.T, h1).mul_(1.0 / tau) if ctx.needs_input_grad[1] else None
+        return grad_h1, grad_h2, None, None, None
+
+
+def fused_in_batch_loss(
+    h1: Tensor, h2: Tensor, temperature: float, bidirectional: bool, lam: float | None = None
+) -> tuple[Tensor, Tensor]:
+    """In-batch InfoNCE for one process, plain or with MixCSE's stop-gradient mixtures (the paper's setting).
+
+    Args:
+        h1: (B, D) unit-norm anchors (first view).
+        h2: (B, D) unit-norm positives (second view).
+        lam: weight of the positive in each mixture, in (0, 1); None: plain InfoNCE (SimCSE), the same
+            loss without the mixed terms.
+        temperature: tau; ``1 / tau`` at most ``MAX_INV_TAU[dtype]`` (see :func:`fused_in_batch_supported`).
+        bidirectional: average the h2-anchored direction in (the paper's loss); False is "single".
+
+    Returns:
+        The scalar loss and the (B,) positive logits ``h1_i . h2_i / tau`` (no gradient).
+
+    Example:
+        >>> import torch.nn.functional as F
+        >>> h1, h2 = F.normalize(torch.randn(8, 16), dim=1), F.normalize(torch.randn(8, 16), dim=1)
+        >>> loss, pos = fused_in_batch_loss(h1, h2, temperature=0.05, bidirectional=True, lam=0.2)
+        >>> loss.shape, pos.shape
+        (torch.Size([]), torch.Size([8]))
+    """
+    lam = None if lam is None else float(lam)
+    return _FusedInBatch.apply(h1, h2, lam, float(temperature), bool(bidirectional))
