@@ -12,6 +12,7 @@ from similarity matrices that the loss already has (plus the a.b matrix).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -336,14 +337,16 @@ def _inverse_mixture_norm(cos_ab: Tensor, weight: Tensor) -> Tensor:
     return sq.clamp_min_(1e-12).rsqrt_()
 
 
-def _pair_cosines(
-    negatives: Tensor, first: Tensor, second: Tensor, chunk_elements: int | None = None
+def _pair_inverse_norms(
+    negatives: Tensor, first: Tensor, second: Tensor, alpha: Tensor, chunk_elements: int | None = None
 ) -> Tensor:
-    """(B, s) cosines ``negatives[first] . negatives[second]`` of unit rows, in fp32 (at least).
+    """(B, s) ``1 / ||alpha n_a + (1 - alpha) n_b||`` for unit rows ``a = first``, ``b = second`` of
+    ``negatives`` (K, D), in fp32 (at least).
 
-    Rows are gathered with index_select in chunks of about ``chunk_elements`` values (default: 2^18 on
-    CPU, so that each chunk stays in cache; 2^24 elsewhere, to keep kernel launches few), so the
-    (B, s, D) gathers never exist at once.
+    Each mixture is one weighted bag of two rows (``embedding_bag`` with per-sample weights: the rows are
+    read once and only the (chunk, D) mixtures are written), then its norm; in chunks of about
+    ``chunk_elements`` values (default: 2^18 on CPU, so that each chunk stays in cache; 2^24 elsewhere), so
+    the (B, s, D) mixtures never exist at once.
     """
     batch, s = first.shape
     dim = negatives.shape[1]
@@ -351,16 +354,18 @@ def _pair_cosines(
         chunk_elements = 1 << 18 if negatives.device.type == "cpu" else 1 << 24
     dtype = torch.promote_types(negatives.dtype, torch.float32)
     negatives = negatives.to(dtype)
-    first, second = first.reshape(-1), second.reshape(-1)
+    index = torch.stack([first.reshape(-1), second.reshape(-1)], dim=1)  # (B s, 2)
+    weight = alpha.reshape(-1, 1).to(dtype)
+    weight = torch.cat([weight, 1.0 - weight], dim=1)  # (B s, 2)
     step = max(1, chunk_elements // max(1, dim))
     parts = []
     for r0 in range(0, batch * s, step):
-        a = negatives.index_select(0, first[r0 : r0 + step])
-        b = negatives.index_select(0, second[r0 : r0 + step])
-        parts.append(a.mul_(b).sum(dim=1))
+        bag_weights = weight[r0 : r0 + step]
+        mixed = F.embedding_bag(index[r0 : r0 + step], negatives, mode="sum", per_sample_weights=bag_weights)
+        parts.append(torch.linalg.vector_norm(mixed, dim=1))
     if not parts:
         return torch.empty(batch, s, dtype=dtype, device=negatives.device)
-    return torch.cat(parts).view(batch, s)
+    return torch.cat(parts).view(batch, s).clamp_min_(1e-6).reciprocal_()
 
 
 def mochi_logits(
@@ -383,7 +388,8 @@ def mochi_logits(
         ||w a + (1 - w) b||^2 = w^2 + (1 - w)^2 + 2 w (1 - w) a.b.
 
     The q.n terms are gathered from ``anchor_logits`` (their gradient reaches q only, as through SG(h));
-    the norms are constants. Only n_a.n_b needs the vectors (one dot product per pair). Equal to
+    the norms are constants. Only ||alpha n_a + (1 - alpha) n_b|| needs the vectors (one weighted sum of two
+    rows per pair, :func:`_pair_inverse_norms`). Equal to
     ``bmm(synthesize(...), q) / tau`` up to rounding, with the same draws.
 
     Args:
@@ -408,8 +414,7 @@ def mochi_logits(
     parts = []
     if s > 0:
         with torch.no_grad():
-            cos_ab = _pair_cosines(negatives.detach(), index[:, :s], index[:, s : 2 * s])
-            inv = _inverse_mixture_norm(cos_ab, alpha.to(cos_ab.dtype))
+            inv = _pair_inverse_norms(negatives.detach(), index[:, :s], index[:, s : 2 * s], alpha)
         mixed = torch.lerp(terms[:, s : 2 * s], terms[:, :s], alpha.to(dtype))
         parts.append(mixed.mul_(inv.to(dtype)))
     if s_q > 0:

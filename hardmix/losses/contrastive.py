@@ -243,7 +243,7 @@ class ContrastiveLoss(nn.Module):
         h = F.normalize(q, dim=-1)
         key = F.normalize(k.detach(), dim=-1)
         negatives = F.normalize(queue.detach(), dim=-1)
-        logits = h @ negatives.T / tau  # (B, K), gradient to q only
+        logits = (h * (1.0 / tau)) @ negatives.T  # (B, K) q.n / tau, gradient to q only; scaled in (B, D)
         pos = (h * key).sum(dim=1) / tau
         if queue_ids is not None:
             valid = queue_ids.view(1, -1) != -1
