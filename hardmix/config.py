@@ -127,8 +127,15 @@ def _check_range(value: Any, meta: typing.Mapping[str, Any], key: str) -> None:
 
 
 def _from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
-    hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    # Nested sections named by their default_factory also resolve when the classes are not module globals
+    # (string annotations of classes defined in a function or a doctest).
+    nested = {
+        f.default_factory.__name__: f.default_factory
+        for f in fields.values()
+        if isinstance(f.default_factory, type)
+    }
+    hints = get_type_hints(cls, localns=nested)
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = f"{prefix}." if prefix else ""
