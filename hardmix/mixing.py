@@ -68,7 +68,10 @@ def scaled_inverse_mixture_norms(
         sq = torch.addmm(c0, positives, negatives.T, alpha=alpha, out=out)
     else:
         sq = torch.addmm(c0, positives, negatives.T, alpha=alpha)
-    return sq.clamp_min_(1e-12 * k).rsqrt_()
+    if (2.0 * lam - 1.0) ** 2 < 1e-3:
+        # ||.||^2 >= (2 lam - 1)^2 (at a = -b): only near lam = 0.5 can rounding reach 0.
+        sq.clamp_min_(1e-12 * k)
+    return sq.rsqrt_()
 
 
 def _autocast_free(x: Tensor) -> bool:

@@ -53,6 +53,12 @@ def fused_in_batch_supported(h1: Tensor, temperature: float) -> bool:
     return limit is not None and 1.0 / temperature <= limit and _autocast_dtype(h1.device.type) is None
 
 
+def _column_sums(x: Tensor) -> Tensor:
+    """(N,) column sums of a row-major (B, N) matrix as a matrix-vector product: on CPU half the time of
+    ``x.sum(dim=0)``, which strides across rows."""
+    return torch.mv(x.T, x.new_ones(x.shape[0]))
+
+
 def _forward_buffers(
     h1: Tensor, h2: Tensor, lam: float | None, tau: float, bidirectional: bool
 ) -> dict[str, Tensor]:
@@ -76,15 +82,15 @@ def _forward_buffers(
             # Direction 2 in the transposed layout: column i holds anchor h2_i; (S + c 1 d^T) o inv2.
             a2t = torch.add(s, d.unsqueeze(0), alpha=c).mul_(inv).exp_()
             a2t.diagonal().zero_()
-            z2m = a2t.sum(dim=0)
+            z2m = _column_sums(a2t)
             a2t.mul_(inv)
-            out["c2"] = a2t.sum(dim=0)
+            out["c2"] = _column_sums(a2t)
         del inv
     e = s.exp_()  # E, in the buffer of S
     out["e"] = e
     out["z1"] = e.sum(dim=1)
     if bidirectional:
-        out["z2"] = e.sum(dim=0)
+        out["z2"] = _column_sums(e)
     if lam is not None:
         out["z1"] += z1m
         out["f1"] = a1.add_(e)  # E + A1
