@@ -14,4 +14,6 @@ Modules (imported on demand; ``import hardmix.vision`` loads neither torchvision
 - :mod:`~hardmix.vision.evaluation`, :mod:`~hardmix.vision.knn`, :mod:`~hardmix.vision.linear_probe`:
   ``load_backbone``, ``LabelledImages``, ``knn_predict``, ``linear_probe`` and the ``hardmix eval knn`` /
   ``hardmix eval linear`` CLIs.
+- :mod:`~hardmix.vision.augmented_features`: ``AugmentedFeatures``, the linear probe's per-epoch crops and
+  flips through the frozen backbone (``hardmix eval linear --augment``).
 """

@@ -74,4 +74,11 @@ def register(top, train, evaluate) -> None:  # noqa: ANN001 (argparse subparser 
             p.add_argument("--temperature", type=float, default=0.1)
         else:
             p.add_argument("--epochs", type=int, default=None, help="default: the recipe's for the dataset")
+            p.add_argument(
+                "--augment",
+                action="store_true",
+                help="train on random resized crops and flips of the training images, drawn each epoch "
+                "(the recipes' protocol; one backbone forward per image per epoch) instead of on the "
+                "un-augmented features computed once",
+            )
         p.set_defaults(func=func)

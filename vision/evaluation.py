@@ -7,7 +7,9 @@ or a checkpoint file; the checkpoint stores the config, so the backbone is rebui
 Images are evaluated without augmentation, at the training crop size: for crops up to 64 pixels the
 whole image is resized to the crop (a no-op for CIFAR at 32; Imagenette-64 trained on 32 pixel crops is
 seen at 32); larger ones are resized to crop / 0.875 on the shorter side and center-cropped (256 -> 224,
-the ImageNet protocol of MoCo's ``main_lincls.py``).
+the ImageNet protocol of MoCo's ``main_lincls.py``). ``hardmix eval linear --augment`` trains the
+classifier on the recipes' random crops and flips of the training images instead, drawn each epoch (see
+:mod:`hardmix.vision.augmented_features`); the test images stay un-augmented.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from torch import Tensor, nn
 
 from hardmix.config import build_config
 from hardmix.vision.augment import normalize_uint8
+from hardmix.vision.augmented_features import AugmentedFeatures, frozen_forward, linear_augment_config
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.data import ImageTensors, balanced_subset, eval_splits, load_tensors, read_class_list
@@ -101,13 +104,7 @@ def extract_features(
         if crop is not None and crop < x.shape[-1]:
             top, left = (x.shape[-2] - crop) // 2, (x.shape[-1] - crop) // 2
             x = x[..., top : top + crop, left : left + crop]
-        x = normalize_uint8(x, mean, std)
-        if device.type == "cuda":
-            x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                out.append(backbone(x).float().cpu())
-        else:
-            out.append(backbone(x).float().cpu())
+        out.append(frozen_forward(backbone, normalize_uint8(x, mean, std)))
     backbone.train(was)
     return torch.cat(out)
 
@@ -185,11 +182,36 @@ class LabelledImages:
         epochs: int | None = None,
         batch_size: int = 256,
         device: str | torch.device = "cpu",
+        augment: bool = False,
+        seed: int = 0,
+        progress: bool = False,
     ) -> dict[str, float]:
-        """Linear-probe top-1/top-5 (percent) with a recipe of :data:`RECIPES`."""
-        train_x, test_x = self.features(backbone, cfg, batch_size, device)
+        """Linear-probe top-1/top-5 (percent) with a recipe of :data:`RECIPES`.
+
+        Args:
+            augment: train on the recipe's random crops and flips of the training images, drawn each
+                epoch through the frozen backbone (:class:`AugmentedFeatures`); False: on the features of
+                the un-augmented images, computed once. The test features are un-augmented either way.
+            seed: the seed of the head's initialization, the batch order and the augmentation.
+            progress: a progress bar over the classifier's steps.
+        """
+        a = cfg.augment
+        if augment:
+            _, crop = eval_geometry(cfg)
+            test_x = extract_features(backbone, self.test.images, a.mean, a.std, batch_size, device, crop)
+            train_x = AugmentedFeatures(backbone, self.train.images, linear_augment_config(a), seed, device)
+        else:
+            train_x, test_x = self.features(backbone, cfg, batch_size, device)
         return linear_probe(
-            train_x, self.train.labels, test_x, self.test.labels, len(self.classes), RECIPES[recipe], epochs
+            train_x,
+            self.train.labels,
+            test_x,
+            self.test.labels,
+            len(self.classes),
+            RECIPES[recipe],
+            epochs,
+            seed,
+            progress,
         )
 
 
@@ -243,14 +265,18 @@ def knn_cli_main(args: argparse.Namespace) -> int:
 
 
 def linear_cli_main(args: argparse.Namespace) -> int:
-    """``hardmix eval linear CHECKPOINT --dataset NAME [--json OUT] [--epochs]``."""
+    """``hardmix eval linear CHECKPOINT --dataset NAME [--json OUT] [--epochs] [--augment]``."""
     device = _device(args.device)
     backbone, cfg = load_backbone(args.checkpoint, device)
     data = _images_for(args, cfg)
     recipe = recipe_for(args.dataset)
-    scores = data.linear(backbone, cfg, recipe, args.epochs, args.batch_size, device)
+    augment = bool(getattr(args, "augment", False))
+    scores = data.linear(
+        backbone, cfg, recipe, args.epochs, args.batch_size, device, augment=augment, progress=True
+    )
+    kind = "augmented" if augment else "frozen features"
     print(
-        f"linear probe ({recipe} recipe) on {args.dataset}: top-1 {scores['top1']:.2f}%, "
+        f"linear probe ({recipe} recipe, {kind}) on {args.dataset}: top-1 {scores['top1']:.2f}%, "
         f"top-5 {scores['top5']:.2f}%",
         file=sys.stderr,
     )
