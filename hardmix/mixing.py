@@ -81,11 +81,11 @@ def _autocast_free(x: Tensor) -> bool:
 
 
 def _symmetric_addmm(
-    c: Tensor, x: Tensor, alpha: float, min_rows: int = 256, max_blocks: int = 8, out: Tensor | None = None
+    c: Tensor, x: Tensor, alpha: float, min_rows: int = 128, max_blocks: int = 16, out: Tensor | None = None
 ) -> Tensor:
     """``c + alpha * x @ x.T`` computing only the upper block triangle and mirroring it.
 
-    With k row blocks the products cover (k + 1) / 2k of the matrix (0.56 for k = 8); the mirrored
+    With k row blocks the products cover (k + 1) / 2k of the matrix (0.53 for k = 16); the mirrored
     blocks are copied. Falls back to one addmm for small matrices, on GPUs (where the product is cheap
     and the copies are not), under autocast (which does not take ``out=``) and for other dtypes.
     """
