@@ -41,8 +41,6 @@ from torch.autograd.function import once_differentiable
 
 from hardmix.mixing import scaled_inverse_mixture_norms
 
-# Up to this batch size one product gives the logits and both Gram matrices (see _small_batch_products).
-SMALL_BATCH = 256
 # Largest 1 / tau for which e^{+-1/tau} and sums of many of them stay finite and normal, per dtype.
 MAX_INV_TAU = {torch.float32: 50.0, torch.float64: 500.0}
 
@@ -61,47 +59,18 @@ def _column_sums(x: Tensor) -> Tensor:
     return torch.mv(x.T, x.new_ones(x.shape[0]))
 
 
-def _small_batch_products(
-    h1: Tensor, h2: Tensor, lam: float, tau: float, bidirectional: bool
-) -> tuple[Tensor, Tensor, Tensor | None]:
-    """S, inv1 and inv2 (None when one-directional) from ONE product, for small batches.
-
-    At B <= ``SMALL_BATCH`` the products cost little and each call a fixed overhead, so
-    ``[h1; h2] @ [h1; h2]^T`` (2B x 2B) gives S = h1 h2^T (its upper-right block) and both Gram matrices
-    at once (``[h1; h2] @ h2^T`` when one direction needs only h2 h2^T).
-    """
-    b = h1.shape[0]
-    x = torch.cat([h1, h2])  # (2B, D)
-    gram = torch.mm(x, x.T if bidirectional else h2.T)  # (2B, 2B) or (2B, B)
-    k = 1.0 / (1.0 - lam) ** 2
-    c0, alpha = (lam * lam + (1.0 - lam) ** 2) * k, 2.0 * lam * (1.0 - lam) * k
-
-    def inverse_norms(cos: Tensor) -> Tensor:  # as hardmix.mixing.scaled_inverse_mixture_norms
-        sq = torch.mul(cos, alpha).add_(c0)
-        return (sq.clamp_min_(1e-12 * k) if (2.0 * lam - 1.0) ** 2 < 1e-3 else sq).rsqrt_()
-
-    s = torch.mul(gram[:b, b:] if bidirectional else gram[:b], 1.0 / tau)
-    inv1 = inverse_norms(gram[b:, b:] if bidirectional else gram[b:])
-    inv2 = inverse_norms(gram[:b, :b]) if bidirectional else None
-    return s, inv1, inv2
-
-
 def _forward_buffers(
     h1: Tensor, h2: Tensor, lam: float | None, tau: float, bidirectional: bool
 ) -> dict[str, Tensor]:
     """The forward quantities that the backward needs (see the module docstring for the names).
 
     ``lam`` None: plain InfoNCE (no mixed terms)."""
-    inv1 = inv2 = None
-    if lam is not None and h1.shape[0] <= SMALL_BATCH:
-        s, inv1, inv2 = _small_batch_products(h1, h2, lam, tau, bidirectional)
-    else:
-        s = torch.mm(h1 * (1.0 / tau), h2.T)  # (B, B) S
+    s = torch.mm(h1 * (1.0 / tau), h2.T)  # (B, B) S
     d = s.diagonal().clone()  # (B,) positive logits
     out = {"d": d}
     if lam is not None:
         c = lam / (1.0 - lam)
-        inv = inv1 if inv1 is not None else scaled_inverse_mixture_norms(h2, h2, lam)  # (B, B), symmetric
+        inv = scaled_inverse_mixture_norms(h2, h2, lam)  # (B, B) inv1, symmetric
         # Direction 1: e^{M1} with M1 = (S + c d 1^T) o inv1, diagonal excluded; then A1 = e^{M1} o inv1.
         a1 = torch.add(s, d.unsqueeze(1), alpha=c).mul_(inv).exp_()
         a1.diagonal().zero_()
@@ -109,7 +78,7 @@ def _forward_buffers(
         a1.mul_(inv)
         out["r1"] = a1.sum(dim=1)
         if bidirectional:
-            inv = inv2 if inv2 is not None else scaled_inverse_mixture_norms(h1, h1, lam, out=inv)  # reused
+            inv = scaled_inverse_mixture_norms(h1, h1, lam, out=inv)  # inv2 in the same buffer
             # Direction 2 in the transposed layout: column i holds anchor h2_i; (S + c 1 d^T) o inv2.
             a2t = torch.add(s, d.unsqueeze(0), alpha=c).mul_(inv).exp_()
             a2t.diagonal().zero_()
