@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"cifar10": "cifar10", "imagenette-64": "imagenette64"}
 # The budget is the CPU configs as shipped (the whole CIFAR-10 train set once, about 9 minutes a run on
 # 2 cores; see the configs' headers): the benchmark only turns the progress bar off, so its seed-0 MoCo-v2
-# run is the quickstart command. Older, shorter budgets: ``--set data.max_samples=1000 --set train.epochs=6``.
+# run is the quickstart command. The previous budget (results/vision_quality_1000img.json) was the configs of
+# commit 31b15e6 (K 1024, m 0.99, tau 0.2) with data.max_samples=1000 and train.epochs=6: it did not learn.
 BUDGET = ["train.progress=false"]
 DIAGNOSTICS = (
     "mochi/synthetic_sim",
