@@ -142,16 +142,6 @@ class ContrastiveLoss(nn.Module):
             raise ValueError("z1_all and z2_all: give both or neither")
         tau = self.temperature
         h1, h2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
-        h1_all = F.normalize(z1_all, dim=-1) if distributed else h1
-        h2_all = F.normalize(z2_all, dim=-1) if distributed else h2
-        raw1_all = z1_all if distributed else z1
-        raw2_all = z2_all if distributed else z2
-        b, n = h1.shape[0], h2_all.shape[0]
-        rows = torch.arange(b, device=z1.device)
-        pos_index = rows + offset
-        valid = torch.ones(b, n, dtype=torch.bool, device=z1.device)
-        valid[rows, pos_index] = False
-        need_sg = self._needs_anchor_logits
 
         if not distributed and self.fused and len(self.strategies) <= 1:
             if self.strategies:
@@ -165,6 +155,17 @@ class ContrastiveLoss(nn.Module):
                 with torch.no_grad():
                     neg_sim = _mean_negative_cosine(h1, h2, pos1 * tau)
                 return LossOutput(loss, pos1 * tau, neg_sim, {s.name: s.diagnostics for s in self.strategies})
+
+        h1_all = F.normalize(z1_all, dim=-1) if distributed else h1
+        h2_all = F.normalize(z2_all, dim=-1) if distributed else h2
+        raw1_all = z1_all if distributed else z1
+        raw2_all = z2_all if distributed else z2
+        b, n = h1.shape[0], h2_all.shape[0]
+        rows = torch.arange(b, device=z1.device)
+        pos_index = rows + offset
+        valid = torch.ones(b, n, dtype=torch.bool, device=z1.device)
+        valid[rows, pos_index] = False
+        need_sg = self._needs_anchor_logits
 
         # Direction 1: anchors h1 (local) against candidates h2_all.
         if not distributed:
