@@ -55,8 +55,8 @@ def scaled_inverse_mixture_norms(
     One ``addmm``: ``||.||^2 / (1 - lam)^2 = c0 + c1 p_i.n_j`` with the constants applied by the product
     itself, then a clamp and an inverse square root in place. No gradient (call under no_grad or with
     detached inputs). ``mixed_logits`` equals ``(anchor_neg + lam / (1 - lam) anchor_pos) * this``.
-    ``out``: an optional (B, N) buffer to write into (no new allocation; CPU and float32/64 only in the
-    symmetric case, else it is ignored).
+    ``out``: an optional (B, B) buffer for the symmetric case (``negatives is positives``) to write into
+    instead of a new allocation; used where :func:`_symmetric_addmm` can write it, ignored otherwise.
     """
     positives, negatives = positives.detach(), negatives.detach() if negatives is not positives else None
     k = 1.0 / (1.0 - lam) ** 2
@@ -64,8 +64,6 @@ def scaled_inverse_mixture_norms(
     alpha = 2.0 * lam * (1.0 - lam) * k
     if negatives is None:  # in-batch, one process: a Gram matrix, symmetric
         sq = _symmetric_addmm(c0, positives, alpha, out=out)
-    elif out is not None and _autocast_free(positives):
-        sq = torch.addmm(c0, positives, negatives.T, alpha=alpha, out=out)
     else:
         sq = torch.addmm(c0, positives, negatives.T, alpha=alpha)
     if (2.0 * lam - 1.0) ** 2 < 1e-3:

@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from hardmix.mixing import scaled_inverse_mixture_norms
+from hardmix.mixing import _autocast_free, scaled_inverse_mixture_norms
 
 # Largest 1 / tau for which e^{+-1/tau} and sums of many of them stay finite and normal, per dtype.
 MAX_INV_TAU = {torch.float32: 50.0, torch.float64: 500.0}
@@ -47,10 +47,8 @@ MAX_INV_TAU = {torch.float32: 50.0, torch.float64: 500.0}
 
 def fused_in_batch_supported(h1: Tensor, temperature: float) -> bool:
     """Whether :func:`fused_in_batch_loss` handles this input (dtype, temperature, no autocast)."""
-    from hardmix.losses.pairwise import _autocast_dtype
-
     limit = MAX_INV_TAU.get(h1.dtype)
-    return limit is not None and 1.0 / temperature <= limit and _autocast_dtype(h1.device.type) is None
+    return limit is not None and 1.0 / temperature <= limit and _autocast_free(h1)
 
 
 def _column_sums(x: Tensor) -> Tensor:

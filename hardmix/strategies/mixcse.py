@@ -158,8 +158,7 @@ class MixCSE(Strategy):
             with torch.no_grad():
                 logits = h1 @ h2.T / tau
                 positive = logits.diagonal().clone()
-                mixed = torch.add(logits, positive.unsqueeze(1), alpha=self.lam / (1 - self.lam))
-                mixed.mul_(scaled_inverse_mixture_norms(h2, h2, self.lam))
+                mixed = mixed_logits(positive, logits, h2 @ h2.T, self.lam)
                 valid = ~torch.eye(h1.shape[0], dtype=torch.bool, device=h1.device)
             self._last = (mixed, positive, valid, tau)
         mixed, positive, valid, tau = self._last
