@@ -113,16 +113,75 @@ def mix_normalize(a: Tensor, b: Tensor, weight_a: Tensor | float) -> Tensor:
 def hardest_negatives(similarities: Tensor, n_hard: int, valid: Tensor | None = None) -> Tensor:
     """Indices (B, n_hard) of the ``n_hard`` most similar valid negatives of each row, chosen in fp32.
 
+    Exact: the same set as ``topk`` (ties at the N-th value broken arbitrarily; no particular order
+    within a row). On CPU, when the rows are much longer than ``n_hard``, a cheap pre-filter runs first
+    (:func:`_prefiltered_topk`); otherwise (and on GPUs, where ``topk`` is fast) one ``topk``.
+
     Args:
         similarities: (B, K) anchor-negative similarities (any positive scale; under autocast pass the
             fp32 values: bf16 ties change the selection).
         n_hard: N, how many to keep per row.
         valid: optional (B, K) bool mask of the allowed negatives.
+
+    Example:
+        >>> sims = torch.tensor([[0.1, 0.9, 0.5, 0.7], [0.8, 0.2, 0.6, 0.4]])
+        >>> hardest_negatives(sims, 2).sort(dim=1).values
+        tensor([[1, 3],
+                [0, 2]])
     """
     sims = similarities.detach().float()
     if valid is not None:
         sims = sims.masked_fill(~valid, float("-inf"))
+    long_rows = sims.shape[1] >= _PREFILTER_MIN_RATIO * n_hard and sims.numel() >= _PREFILTER_MIN_ELEMENTS
+    if long_rows and sims.device.type == "cpu":
+        return _prefiltered_topk(sims, n_hard)
     return sims.topk(n_hard, dim=1, sorted=False).indices
+
+
+# The pre-filter pays off for long rows (K >= 8 N) of a large matrix. At MoCHi's shape (B = 256, N = 1024;
+# one thread of a 2-core EPYC, medians of 11): 26 against 41 ms for topk at K = 16384, 61 against 164 ms
+# at K = 65536.
+_PREFILTER_MIN_RATIO = 8
+_PREFILTER_MIN_ELEMENTS = 1 << 20
+_PREFILTER_SAMPLE = 1024  # columns sampled per row to estimate the threshold
+
+
+def _prefiltered_topk(sims: Tensor, n: int, sample: int = _PREFILTER_SAMPLE, slack: float = 4.0) -> Tensor:
+    """Exact ``sims.topk(n, dim=1).indices`` (as a set per row) through a threshold and a smaller ``topk``.
+
+    1. A per-row threshold t_b from a strided sample of m columns of the K (every st-th column,
+       st = K // ``sample``): the r-th largest sampled value with r = n m / K + ``slack`` sqrt(n m / K) + 1,
+       so that about n + slack sqrt(n st) + st values of the row are >= t_b, and fewer than n only with
+       small probability (slack 4, K = 16384, n = 1024: 3 rows of 40,000 with Gaussian values).
+    2. The candidates ``sims >= t_b`` are compacted into a (B, C) matrix (C the largest count, -inf padded),
+       and ``topk`` picks the n largest there: the exact top n, since every value above the row's n-th
+       largest is >= t_b when at least n values are.
+    3. Rows with fewer than n candidates (an unlucky sample, many -inf or NaN) take the plain ``topk``.
+    """
+    batch, k = sims.shape
+    step = max(1, k // sample)
+    sampled = sims[:, ::step]
+    expected_rank = n * sampled.shape[1] / k
+    rank = min(sampled.shape[1], int(expected_rank + slack * expected_rank**0.5) + 1)
+    threshold = sampled.topk(rank, dim=1, sorted=False).values.amin(dim=1, keepdim=True)  # (B, 1)
+    flat = (sims >= threshold).view(-1).nonzero().squeeze(1)  # row-major positions of the candidates
+    rows = flat.div(k, rounding_mode="floor")
+    counts = torch.bincount(rows, minlength=batch)
+    width = int(counts.max()) if flat.numel() else 0
+    if width < n or width >= k // 2:  # no row has enough candidates, or the filter removed little
+        return sims.topk(n, dim=1, sorted=False).indices
+    # Candidate c of row b (the j-th of its row) goes to slot b * width + j of the padded (B, C) matrix.
+    shift = torch.arange(0, batch * width, width, device=sims.device).sub_(counts.cumsum(0).sub_(counts))
+    slot = shift.index_select(0, rows).add_(torch.arange(flat.numel(), device=sims.device))
+    values = sims.new_full((batch * width,), float("-inf")).scatter_(0, slot, sims.view(-1).take(flat))
+    columns = torch.zeros(batch * width, dtype=torch.long, device=sims.device)
+    columns.scatter_(0, slot, flat.remainder_(k))
+    picked = values.view(batch, width).topk(n, dim=1, sorted=False).indices
+    hard = columns.view(batch, width).gather(1, picked)
+    short = counts < n
+    if bool(short.any()):
+        hard[short] = sims[short].topk(n, dim=1, sorted=False).indices
+    return hard
 
 
 def sample_distinct_pairs(
@@ -156,20 +215,21 @@ def sample_distinct_pairs(
     b = torch.randint(n - 1, (batch, n_pairs), generator=generator, device=device)
     b.add_(b >= a)  # uniform over the others
     first, second = torch.minimum(a, b), torch.maximum(a, b)
-    # One sort finds the repeated pairs (all but one occurrence of each); their positions are re-drawn,
-    # each new pair checked against its row's pairs (binary search in the sorted codes, all rows as one
-    # sorted array of row * total + code) and against the pairs accepted so far; rejected ones are drawn
-    # again. Like drawing sequentially until a new pair comes, the result is a uniform s-subset.
-    sorted_code, order = torch.add(second, first, alpha=n).sort(dim=1)
-    dup_sorted = torch.zeros_like(sorted_code, dtype=torch.bool)
-    dup_sorted[:, 1:] = sorted_code[:, 1:] == sorted_code[:, :-1]
+    # One sort finds the repeated pairs (all but the first occurrence of each); their positions are
+    # re-drawn, each new pair checked against its row's pairs (binary search in the sorted keys
+    # row * n^2 + code, all rows as one sorted array) and against the pairs accepted so far; rejected
+    # ones are drawn again. Like drawing sequentially until a new pair comes, the result is a uniform
+    # s-subset. (One flat sort of the keys: about 2/3 of the time of a sort per row on CPU.)
+    stride = n * n  # codes first * n + second are < n^2: rows never overlap
+    keys = torch.add(second, first, alpha=n).add_(torch.arange(batch, device=device).unsqueeze(1) * stride)
+    taken, order = keys.view(-1).sort(stable=True)
+    dup_sorted = torch.zeros_like(taken, dtype=torch.bool)
+    dup_sorted[1:] = taken[1:] == taken[:-1]
     if not bool(dup_sorted.any()):
         return first, second
-    dup = torch.zeros_like(dup_sorted).scatter_(1, order, dup_sorted)
+    dup = torch.zeros_like(dup_sorted).scatter_(0, order, dup_sorted).view(batch, n_pairs)
     rows, cols = dup.nonzero(as_tuple=True)
-    row_base = torch.arange(batch, device=device).unsqueeze(1) * total
-    taken = sorted_code.add_(row_base).flatten()  # sorted: rows in order, codes sorted within rows
-    accepted = torch.empty(0, dtype=torch.long, device=device)  # row * total + code of accepted re-draws
+    accepted = torch.empty(0, dtype=torch.long, device=device)  # row * n^2 + code of accepted re-draws
     for _ in range(100):
         k = rows.numel()
         if k == 0:
@@ -178,7 +238,7 @@ def sample_distinct_pairs(
         b = torch.randint(n - 1, (k,), generator=generator, device=device)
         b.add_(b >= a)
         new_first, new_second = torch.minimum(a, b), torch.maximum(a, b)
-        key = rows * total + new_first * n + new_second
+        key = rows * stride + new_first * n + new_second
         at = torch.searchsorted(taken, key).clamp_max(taken.numel() - 1)
         clash = taken[at] == key
         # Against the accepted re-draws and the earlier candidates of this round (first one wins).

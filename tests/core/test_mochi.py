@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hardmix import mixing as mixing_module
 from hardmix.mixing import hardest_negatives, mochi_synthesize, sample_distinct_pairs
 from hardmix.strategies import MoCHi
 
@@ -99,6 +100,47 @@ def test_hardest_negatives_equal_brute_force_selection() -> None:
             allowed = [j for j in range(50) if mask is None or bool(mask[i, j])]
             want = set(sorted(allowed, key=lambda j: -s[i, j])[:9])
             assert set(got[i].tolist()) == want
+
+
+def _top_sets(sims: torch.Tensor, n: int) -> list[set[float]]:
+    """Brute force: the n largest values of each row (values, so that ties do not matter), via NumPy."""
+    s = sims.double().numpy()
+    return [set(np.sort(row)[::-1][:n].tolist()) for row in s]
+
+
+def _chosen_values(sims: torch.Tensor, idx: torch.Tensor) -> list[set[float]]:
+    assert idx.dtype == torch.long and all(len(set(row.tolist())) == idx.shape[1] for row in idx)
+    return [set(v.tolist()) for v in sims.double().gather(1, idx)]
+
+
+def test_prefiltered_selection_equals_brute_force_on_long_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of K >= 8 N in a large matrix take the threshold pre-filter; it must pick exactly the top N,
+    also where the sample misleads it: sorted rows, the largest values only at sampled columns (too few
+    candidates: the plain topk fallback), mostly masked rows, and ties."""
+    g = torch.Generator().manual_seed(21)
+    b, k, n = 64, 16384, 1024
+    assert b * k >= mixing_module._PREFILTER_MIN_ELEMENTS and k >= mixing_module._PREFILTER_MIN_RATIO * n
+    sims = torch.randn(b, k, generator=g)
+    sims[1] = torch.linspace(-1, 1, k)  # sorted along the queue
+    step = k // mixing_module._PREFILTER_SAMPLE
+    sims[2, ::step] += 10.0  # only the sampled columns are large: too few candidates above the threshold
+    sims[3] = torch.randint(0, 4, (k,), generator=g).float()  # heavy ties
+    valid = torch.ones(b, k, dtype=torch.bool)
+    valid[4] = torch.rand(k, generator=g) < 0.07  # about 1150 valid negatives
+    valid[4, :n] = True
+    masked = sims.masked_fill(~valid, float("-inf"))
+    calls = []
+    original = mixing_module._prefiltered_topk
+    monkeypatch.setattr(mixing_module, "_prefiltered_topk", lambda s, m: calls.append(m) or original(s, m))
+    got = hardest_negatives(sims, n, valid)
+    monkeypatch.undo()
+    assert calls == [n]  # the pre-filter ran
+    assert got.shape == (b, n)
+    assert _chosen_values(masked, got) == _top_sets(masked, n)
+    assert bool(valid.gather(1, got).all())
+    # Row by row the pre-filter alone, on the same rows (the fallback and the filtered path both exact).
+    direct = mixing_module._prefiltered_topk(masked, n)
+    assert _chosen_values(masked, direct) == _top_sets(masked, n)
 
 
 def test_sources_of_every_synthetic_point_are_the_queries_own_top_n() -> None:
@@ -239,6 +281,16 @@ def test_sample_distinct_pairs_rejection_path_redraws_duplicates() -> None:
     # A small batch of large rows, the MoCHi shape (N = 1024, s = 1024), goes the same way.
     first, second = sample_distinct_pairs(4, 1024, 1024, torch.Generator().manual_seed(16))
     _check_pairs(first, second, 1024, 1024)
+
+
+def test_sample_distinct_pairs_rejection_path_keeps_rows_apart() -> None:
+    # Many rows, many re-draws (400 draws from 2016 pairs: about 40 repeats per row), and pair codes
+    # first * n + second up to n^2 > n (n - 1) / 2: the search for clashes must not mix rows up (an
+    # earlier version keyed the rows by n (n - 1) / 2 and let about 4 in 5 rows keep a repeated pair).
+    n, n_pairs, batch = 64, 400, 1024
+    assert n * (n - 1) // 2 > 4 * n_pairs and batch * n * (n - 1) // 2 > 1 << 20  # the re-draw path
+    first, second = sample_distinct_pairs(batch, n, n_pairs, torch.Generator().manual_seed(17))
+    _check_pairs(first, second, n, n_pairs)
 
 
 def test_sample_distinct_pairs_zero_and_too_many() -> None:
