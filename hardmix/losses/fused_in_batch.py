@@ -65,36 +65,65 @@ def _forward_buffers(
     ``lam`` None: plain InfoNCE (no mixed terms)."""
     s = torch.mm(h1 * (1.0 / tau), h2.T)  # (B, B) S
     d = s.diagonal().clone()  # (B,) positive logits
-    out = {"d": d}
     if lam is not None:
-        c = lam / (1.0 - lam)
-        inv = scaled_inverse_mixture_norms(h2, h2, lam)  # (B, B) inv1, symmetric
-        # Direction 1: e^{M1} with M1 = (S + c d 1^T) o inv1, diagonal excluded; then A1 = e^{M1} o inv1.
-        a1 = torch.add(s, d.unsqueeze(1), alpha=c).mul_(inv).exp_()
-        a1.diagonal().zero_()
-        z1m = a1.sum(dim=1)
-        a1.mul_(inv)
-        out["r1"] = a1.sum(dim=1)
-        if bidirectional:
-            inv = scaled_inverse_mixture_norms(h1, h1, lam, out=inv)  # inv2 in the same buffer
-            # Direction 2 in the transposed layout: column i holds anchor h2_i; (S + c 1 d^T) o inv2.
-            a2t = torch.add(s, d.unsqueeze(0), alpha=c).mul_(inv).exp_()
-            a2t.diagonal().zero_()
-            z2m = _column_sums(a2t)
-            a2t.mul_(inv)
-            out["c2"] = _column_sums(a2t)
-        del inv
+        return {"d": d, **_mixed_forward(s, d, h1, h2, lam, bidirectional)}
     e = s.exp_()  # E, in the buffer of S
-    out["e"] = e
-    out["z1"] = e.sum(dim=1)
+    out = {"d": d, "e": e, "z1": e.sum(dim=1)}
     if bidirectional:
         out["z2"] = _column_sums(e)
-    if lam is not None:
-        out["z1"] += z1m
-        out["f1"] = a1.add_(e)  # E + A1
-        if bidirectional:
-            out["z2"] += z2m
-            out["f2"] = a2t.add_(e)  # E + A2^T
+    return out
+
+
+# Rows per strip of the mixed forward on CPU: the strip's temporaries stay in cache between the passes.
+_STRIP_ROWS = 128
+
+
+def _mixed_forward(
+    s: Tensor, d: Tensor, h1: Tensor, h2: Tensor, lam: float, bidirectional: bool
+) -> dict[str, Tensor]:
+    """MixCSE's forward buffers, in three (B, B) matrices: S (becomes E), inv1 (becomes F1 = E + A1) and,
+    bidirectional, inv2 (becomes F2 = E + A2^T).
+
+    One pass over row strips does every elementwise step of a strip while it is in cache (on CPU 128
+    rows; elsewhere one strip): e^{M1} = e^{(S + c d 1^T) o inv1} in a strip-sized temporary, its row
+    sums, A1 = e^{M1} o inv1 in place of inv1 and its row sums; the same for direction 2 in the transposed
+    layout ((S + c 1 d^T) o inv2, column sums); then E = e^S in place of S, its sums, and E added to A1
+    and A2^T. Each strip of S is read by both directions before it is exponentiated.
+    """
+    n = s.shape[0]
+    cd = d * (lam / (1.0 - lam))  # (B,) c d
+    f1 = scaled_inverse_mixture_norms(h2, h2, lam)  # inv1, symmetric; becomes A1, then F1
+    f2 = scaled_inverse_mixture_norms(h1, h1, lam) if bidirectional else None  # inv2 -> A2^T -> F2
+    z1, r1 = s.new_empty(n), s.new_empty(n)
+    z2, c2 = s.new_zeros(n), s.new_zeros(n)
+    rows = _STRIP_ROWS if s.device.type == "cpu" else n
+    scratch = s.new_empty(min(rows, n), n)
+    ones = s.new_ones(min(rows, n))
+    for r0 in range(0, n, rows):
+        r1_ = min(r0 + rows, n)
+        t, o, s_rows = scratch[: r1_ - r0], ones[: r1_ - r0], s[r0:r1_]
+        # Direction 1 (rows are the anchors h1_i): e^{M1}, its row sums, A1 = e^{M1} o inv1.
+        a1 = f1[r0:r1_]
+        torch.add(s_rows, cd[r0:r1_].unsqueeze(1), out=t).mul_(a1).exp_()
+        t[:, r0:r1_].diagonal().zero_()
+        z1m = t.sum(dim=1)
+        r1[r0:r1_] = a1.mul_(t).sum(dim=1)
+        if f2 is not None:
+            # Direction 2 (column j is the anchor h2_j): e^{M2^T}, column sums, A2^T = e^{M2^T} o inv2.
+            a2t = f2[r0:r1_]
+            torch.add(s_rows, cd.unsqueeze(0), out=t).mul_(a2t).exp_()
+            t[:, r0:r1_].diagonal().zero_()
+            z2.addmv_(t.T, o)
+            c2.addmv_(a2t.mul_(t).T, o)
+        e = s_rows.exp_()  # E, in the buffer of S
+        z1[r0:r1_] = e.sum(dim=1).add_(z1m)
+        a1.add_(e)  # F1 = E + A1
+        if f2 is not None:
+            z2.addmv_(e.T, o)
+            a2t.add_(e)  # F2 = E + A2^T
+    out = {"e": s, "z1": z1, "r1": r1, "f1": f1}
+    if f2 is not None:
+        out.update(z2=z2, c2=c2, f2=f2)
     return out
 
 
