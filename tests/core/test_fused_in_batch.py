@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from hardmix.losses import ContrastiveLoss
+from hardmix.losses import fused_in_batch as fused_module
 from hardmix.losses.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
 from hardmix.strategies import MixCSE
 
@@ -49,6 +50,20 @@ def test_fused_equals_composed_path_values_gradients_and_stats(strategies, symme
     assert s_fused.keys() == s_composed.keys()
     for key in s_fused:
         assert abs(s_fused[key] - s_composed[key]) < 1e-12, key
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_fused_mixcse_in_row_strips_equals_composed_path(symmetric, monkeypatch) -> None:
+    # From 8 strips up the CPU forward works strip by strip; strips of 64 rows make B = 520 take that
+    # path (8 full strips and a partial one), as B >= 1024 does with the default 128.
+    monkeypatch.setattr(fused_module, "_STRIP_ROWS", 64)
+    strategies = {"name": "mixcse", "lam": 0.2, "bidirectional": symmetric}
+    z1, z2 = _views(520, 12, seed=4)
+    fused, g_fused = _run(z1, z2, strategies, symmetric, fused=True)
+    composed, g_composed = _run(z1, z2, strategies, symmetric, fused=False)
+    assert abs(fused.loss.item() - composed.loss.item()) < 1e-12
+    for a, b in zip(g_fused, g_composed):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])
