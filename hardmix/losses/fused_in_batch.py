@@ -86,48 +86,69 @@ def _mixed_forward(
     """MixCSE's forward buffers, in three (B, B) matrices: S (becomes E), inv1 (becomes F1 = E + A1) and,
     bidirectional, inv2 (becomes F2 = E + A2^T); plus a scratch of one strip.
 
-    One pass over row strips does every elementwise step of a strip while it is in cache (on CPU from
-    B = 1024 up, strips of 128 rows; otherwise one strip, the whole matrix): e^{M1} =
-    e^{(S + c d 1^T) o inv1} in the scratch, its row sums, A1 = e^{M1} o inv1 in place of inv1 and its row
-    sums; the same for direction 2 in the transposed layout ((S + c 1 d^T) o inv2, column sums); then
-    E = e^S in place of S, its sums, and E added to A1 and A2^T. Each strip of S is read by both
-    directions before it is exponentiated.
+    Every elementwise step of a strip of rows is done while it is in cache (:func:`_mixed_strip`); on CPU
+    from B = 1024 up the strips have 128 rows, otherwise the whole matrix is one strip.
     """
     n = s.shape[0]
     cd = d * (lam / (1.0 - lam))  # (B,) c d
     f1 = scaled_inverse_mixture_norms(h2, h2, lam)  # inv1, symmetric; becomes A1, then F1
     f2 = scaled_inverse_mixture_norms(h1, h1, lam) if bidirectional else None  # inv2 -> A2^T -> F2
-    z1, r1 = s.new_empty(n), s.new_empty(n)
-    z2, c2 = s.new_zeros(n), s.new_zeros(n)
     rows = _STRIP_ROWS if s.device.type == "cpu" and n >= 8 * _STRIP_ROWS else n
-    scratch = s.new_empty(min(rows, n), n)
-    ones = s.new_ones(min(rows, n))
-    for r0 in range(0, n, rows):
-        r1_ = min(r0 + rows, n)
-        t, o, s_rows = scratch[: r1_ - r0], ones[: r1_ - r0], s[r0:r1_]
-        # Direction 1 (rows are the anchors h1_i): e^{M1}, its row sums, A1 = e^{M1} o inv1.
-        a1 = f1[r0:r1_]
-        torch.add(s_rows, cd[r0:r1_].unsqueeze(1), out=t).mul_(a1).exp_()
-        t[:, r0:r1_].diagonal().zero_()
-        z1m = t.sum(dim=1)
-        r1[r0:r1_] = a1.mul_(t).sum(dim=1)
-        if f2 is not None:
-            # Direction 2 (column j is the anchor h2_j): e^{M2^T}, column sums, A2^T = e^{M2^T} o inv2.
-            a2t = f2[r0:r1_]
-            torch.add(s_rows, cd.unsqueeze(0), out=t).mul_(a2t).exp_()
-            t[:, r0:r1_].diagonal().zero_()
-            z2.addmv_(t.T, o)
-            c2.addmv_(a2t.mul_(t).T, o)
-        e = s_rows.exp_()  # E, in the buffer of S
-        z1[r0:r1_] = e.sum(dim=1).add_(z1m)
-        a1.add_(e)  # F1 = E + A1
-        if f2 is not None:
-            z2.addmv_(e.T, o)
-            a2t.add_(e)  # F2 = E + A2^T
+    scratch, ones = s.new_empty(rows, n), s.new_ones(rows)
+    if rows == n:
+        z1, r1, z2, c2 = _mixed_strip(s, f1, f2, cd, 0, scratch, ones)
+    else:
+        z1, r1 = s.new_empty(n), s.new_empty(n)
+        z2 = c2 = None
+        for r0 in range(0, n, rows):
+            r1_ = min(r0 + rows, n)
+            sums = _mixed_strip(
+                s[r0:r1_], f1[r0:r1_], None if f2 is None else f2[r0:r1_], cd, r0,
+                scratch[: r1_ - r0], ones[: r1_ - r0],
+            )
+            z1[r0:r1_], r1[r0:r1_] = sums[0], sums[1]
+            if f2 is not None:
+                z2 = sums[2] if z2 is None else z2.add_(sums[2])
+                c2 = sums[3] if c2 is None else c2.add_(sums[3])
     out = {"e": s, "z1": z1, "r1": r1, "f1": f1}
     if f2 is not None:
         out.update(z2=z2, c2=c2, f2=f2)
     return out
+
+
+def _mixed_strip(
+    s_rows: Tensor, a1: Tensor, a2t: Tensor | None, cd: Tensor, r0: int, t: Tensor, ones: Tensor
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """Rows r0 .. r0 + R of the mixed forward, in place: S -> E, inv1 -> F1, inv2 -> F2 (all (R, B) views).
+
+    Direction 1 (rows are the anchors h1_i): e^{M1} = e^{(S + c d 1^T) o inv1} in the scratch ``t``
+    (diagonal excluded), its row sums, A1 = e^{M1} o inv1 and its row sums. Direction 2 in the transposed
+    layout (column j is the anchor h2_j): e^{(S + c 1 d^T) o inv2}, its column sums, A2^T and its column
+    sums. Then E = e^S, its row and column sums, F1 = E + A1 and F2 = E + A2^T. The strip of S is read by
+    both directions before it is exponentiated.
+
+    Returns:
+        The strip's Z1 and rowsum(A1) (R,), and its contributions (B,) to Z2 and colsum(A2^T) (None when
+        single-direction).
+    """
+    rows = s_rows.shape[0]
+    torch.add(s_rows, cd[r0 : r0 + rows].unsqueeze(1), out=t).mul_(a1).exp_()
+    t[:, r0 : r0 + rows].diagonal().zero_()
+    z1m = t.sum(dim=1)
+    r1 = a1.mul_(t).sum(dim=1)
+    z2 = c2 = None
+    if a2t is not None:
+        torch.add(s_rows, cd.unsqueeze(0), out=t).mul_(a2t).exp_()
+        t[:, r0 : r0 + rows].diagonal().zero_()
+        z2 = torch.mv(t.T, ones)
+        c2 = torch.mv(a2t.mul_(t).T, ones)
+    e = s_rows.exp_()  # E, in the buffer of S
+    z1 = e.sum(dim=1).add_(z1m)
+    a1.add_(e)  # F1 = E + A1
+    if a2t is not None:
+        z2.addmv_(e.T, ones)
+        a2t.add_(e)  # F2 = E + A2^T
+    return z1, r1, z2, c2
 
 
 class _FusedInBatch(torch.autograd.Function):
