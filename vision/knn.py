@@ -20,13 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hardmix.utils.faiss_backend import faiss_module
+
 
 def faiss_available() -> bool:
-    try:
-        import faiss  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether faiss is installed (``hardmix[faiss]``)."""
+    return faiss_module() is not None
 
 
 def nearest_neighbours(
