@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hardmix.losses.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
+from hardmix.losses.gathered_logits import GatheredLogits
 from hardmix.losses.info_nce import _check_temperature, info_nce_from_blocks
 from hardmix.losses.pairwise import pairwise_logits
 from hardmix.strategies.base import ContrastContext, Strategy, build_strategies
@@ -106,10 +107,12 @@ class ContrastiveLoss(nn.Module):
 
     def _direction(self, ctx: ContrastContext, base_blocks: list[Tensor], positive_logits: Tensor) -> Tensor:
         """One direction's loss: the base blocks (which hold the positive) plus each strategy's columns."""
-        blocks = list(base_blocks)
+        blocks: list[Tensor | GatheredLogits] = list(base_blocks)
         for strategy in self.strategies:
             extra = strategy.extra_logits(ctx)
-            if extra is not None:
+            if isinstance(extra, GatheredLogits):
+                blocks.append(extra)  # of ctx.anchor_logits: in its dtype
+            elif extra is not None:
                 blocks.append(extra.to(blocks[0].dtype))
         return info_nce_from_blocks(positive_logits, blocks)
 

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hardmix.losses.gathered_logits import GatheredLogits
+
 
 def _check_temperature(temperature: float) -> None:
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
@@ -34,7 +36,7 @@ def info_nce(logits: Tensor, targets: Tensor) -> Tensor:
     return F.cross_entropy(logits, targets)
 
 
-def info_nce_from_blocks(positive_logits: Tensor, blocks: list[Tensor]) -> Tensor:
+def info_nce_from_blocks(positive_logits: Tensor, blocks: list[Tensor | GatheredLogits]) -> Tensor:
     """Mean InfoNCE whose denominator is spread over column blocks, without concatenating them.
 
     Equal to ``info_nce(cat(blocks, 1), targets)`` when the positive logit is one of the block entries:
@@ -42,12 +44,28 @@ def info_nce_from_blocks(positive_logits: Tensor, blocks: list[Tensor]) -> Tenso
 
     Args:
         positive_logits: (B,) the positive's logit of each row (it must appear in one block).
-        blocks: list of (B, n_k) logit blocks, ``-inf`` where excluded.
+        blocks: list of (B, n_k) logit blocks, ``-inf`` where excluded. A block may be a
+            :class:`GatheredLogits` of another block in the list (its ``source``, the same tensor): its
+            gradient is then scatter-added into that block's gradient in place. Otherwise it is
+            materialized (autograd's gather).
     """
     # Reduce in at least fp32 (as cross_entropy does under autocast): with bf16 logits near 1/tau = 20 the
     # difference below would otherwise be rounded to multiples of 0.125.
-    nonempty = [_at_least_fp32(b) for b in blocks if b.shape[1] > 0]
-    total = _BlockLogSumExp.apply(*nonempty)
+    dense = [b for b in blocks if not isinstance(b, GatheredLogits)]
+    gathered: list[GatheredLogits] = []
+    for b in blocks:
+        if isinstance(b, GatheredLogits):
+            if any(b.source is d for d in dense):
+                gathered.append(b)
+            else:
+                dense.append(b.materialize())
+    dense = [d for d in dense if d.shape[1] > 0 or any(g.source is d for g in gathered)]
+    gathered = [g for g in gathered if g.shape[1] > 0]
+    position = [next(i for i, d in enumerate(dense) if g.source is d) for g in gathered]
+    specs = tuple((g.index, g.weight, p) for g, p in zip(gathered, position))
+    values = tuple(_at_least_fp32(g.values) for g in gathered)
+    directs = [None if g.direct is None else _at_least_fp32(g.direct) for g in gathered]
+    total = _BlockLogSumExp.apply(specs, values, *[_at_least_fp32(d) for d in dense], *directs)
     return (total - _at_least_fp32(positive_logits)).mean()
 
 
@@ -65,18 +83,25 @@ class _BlockLogSumExp(torch.autograd.Function):
     The forward keeps each block's ``exp(b - rowmax)`` (logsumexp computes it anyway, as a temporary), so
     the backward is one multiply per block, ``exp(b - max) * (exp(max - total) * grad)``, instead of
     recomputing the exponentials; it saves that instead of the block: the same memory.
+
+    Gathered blocks (``specs``: index, weight, position of their source among the dense blocks; ``values``:
+    their detached values) come after the dense ones; each one's gradient goes to its ``direct`` input and,
+    through its weights, into its source's gradient (a scatter-add in place: the source's gradient is a
+    fresh tensor of this backward).
     """
 
     @staticmethod
-    def forward(ctx, *blocks: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(ctx, specs, values, *inputs: Tensor | None) -> Tensor:  # type: ignore[override]
+        n_dense = len(inputs) - len(specs)
         lse, saved = [], []
-        for b in blocks:
+        for b in (*inputs[:n_dense], *values):
             # An all -inf row gets a finite shift, so that its exponentials are exp(-inf) = 0, not NaN.
             m = b.amax(dim=1, keepdim=True).clamp_min_(torch.finfo(b.dtype).min)
             e = torch.sub(b, m).exp_()
             lse.append(e.sum(dim=1).log_().add_(m.squeeze(1)))
             saved += [e, m]
         total = lse[0] if len(lse) == 1 else torch.logsumexp(torch.stack(lse, dim=1), dim=1)
+        ctx.specs, ctx.n_dense = specs, n_dense
         ctx.save_for_backward(total, *saved)
         return total
 
@@ -84,11 +109,23 @@ class _BlockLogSumExp(torch.autograd.Function):
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         total, *saved = ctx.saved_tensors
         t, g = total.unsqueeze(1), grad.unsqueeze(1)
-        out = []
-        for i in range(len(saved) // 2):
+        n_dense, specs = ctx.n_dense, ctx.specs
+        needs = ctx.needs_input_grad[2:]
+
+        def softmax_grad(i: int) -> Tensor:
             e, m = saved[2 * i], saved[2 * i + 1]
-            out.append(e * torch.sub(m, t).exp_().mul_(g) if ctx.needs_input_grad[i] else None)
-        return tuple(out)
+            return e * torch.sub(m, t).exp_().mul_(g)
+
+        dense = [softmax_grad(i) if needs[i] else None for i in range(n_dense)]
+        directs: list[Tensor | None] = []
+        for k, (index, weight, source) in enumerate(specs):
+            to_source, to_direct = dense[source] is not None, needs[n_dense + k]
+            p = softmax_grad(n_dense + k) if to_source or to_direct else None
+            if to_source:  # (B, J, M) weights times the columns' softmax gradient, into the source's
+                contrib = weight.to(p.dtype) * p.unsqueeze(1)
+                dense[source].scatter_add_(1, index.flatten(1), contrib.flatten(1))
+            directs.append(p if to_direct else None)
+        return (None, None, *dense, *directs)
 
 
 def in_batch_logits(anchors: Tensor, candidates: Tensor, temperature: float) -> Tensor:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from hardmix.losses.gathered_logits import GatheredLogits
 
 Mode = Literal["in_batch", "queue"]
 
@@ -100,8 +103,13 @@ class Strategy(ABC):
         return None
 
     @abstractmethod
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
-        """Extra negative logits (B, M) for this direction (divided by tau, -inf where excluded), or None."""
+    def extra_logits(self, ctx: ContrastContext) -> Tensor | GatheredLogits | None:
+        """Extra negative logits (B, M) for this direction (divided by tau, -inf where excluded), or None.
+
+        Columns that are fixed weighted sums of entries of ``ctx.anchor_logits`` may be returned as a
+        :class:`hardmix.losses.GatheredLogits` of it: the loss then adds their gradient into the logits'
+        gradient in place (MoCHi).
+        """
 
     def fused_in_batch(
         self, h1: Tensor, h2: Tensor, temperature: float, symmetric: bool

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from hardmix.losses.gathered_logits import GatheredLogits
 from hardmix.mixing import _check_mochi_args, _mochi_draws, hardest_negatives, mochi_logits
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
 
@@ -75,7 +76,7 @@ class MoCHi(Strategy):
         self.warmup_steps = warmup_steps
         self._last: tuple[Tensor, Tensor, float] | None = None
 
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
+    def extra_logits(self, ctx: ContrastContext) -> GatheredLogits | None:
         if ctx.step < self.warmup_steps or self.n_pair + self.n_query == 0:
             self._last = None
             return None
@@ -109,7 +110,7 @@ class MoCHi(Strategy):
             ctx.anchor_logits, ctx.anchors, ctx.candidates, hard, draws, similarities, ctx.temperature,
             to_cosine=to_cosine,
         )
-        self._last = (logits.detach(), ctx.positive_logits.detach(), ctx.temperature)
+        self._last = (logits.values, ctx.positive_logits.detach(), ctx.temperature)
         return logits
 
     def diagnostics(self) -> dict[str, float]:

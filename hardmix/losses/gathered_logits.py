@@ -1,0 +1,78 @@
+"""Extra logit columns that are fixed linear combinations of entries of a logit block.
+
+MoCHi's synthetic logits are of this kind (Kalantidis et al. 2020; see :func:`hardmix.mixing.mochi_logits`):
+with constant mixing weights and constant norms, q . SG(h) / tau is a weighted sum of two entries of the
+query's row of q.queue / tau. Passed to :func:`hardmix.losses.info_nce_from_blocks` next to the block
+they are gathered from, their gradient is scatter-added into that block's gradient in place, instead of
+autograd's gather backward (a fresh (B, K) zero matrix, a scatter into it, and a (B, K) sum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class GatheredLogits:
+    """(B, M) columns ``out[b, m] = sum_j weight[b, j, m] * source[b, index[b, j, m]] + direct[b, m]``.
+
+    Args:
+        source: (B, K) logits the entries are gathered from (with gradient).
+        index: (B, J, M) int64 columns of ``source`` (J-major: each term j is a contiguous (B, M) slice).
+        weight: (B, J, M) constant weights (no gradient).
+        direct: optional (B, M) term added as is (with its own gradient).
+
+    Attributes:
+        values: (B, M) the columns' values, detached, computed once at construction.
+
+    Example:
+        >>> source = torch.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+        >>> cols = GatheredLogits(source, torch.tensor([[[0], [2]]]), torch.tensor([[[0.5], [0.25]]]))
+        >>> cols.values
+        tensor([[1.2500]])
+        >>> cols.materialize().sum().backward(); source.grad
+        tensor([[0.5000, 0.0000, 0.2500]])
+    """
+
+    source: Tensor
+    index: Tensor
+    weight: Tensor
+    direct: Tensor | None = None
+    values: Tensor = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.source.dim() != 2 or self.index.dim() != 3 or self.index.shape != self.weight.shape:
+            raise ValueError(
+                f"source (B, K), index and weight (B, J, M) expected, got {tuple(self.source.shape)}, "
+                f"{tuple(self.index.shape)}, {tuple(self.weight.shape)}"
+            )
+        b, m = self.index.shape[0], self.index.shape[2]
+        if self.index.shape[0] != self.source.shape[0]:
+            raise ValueError(f"index: {b} rows for a source of {self.source.shape[0]}")
+        if self.direct is not None and self.direct.shape != (b, m):
+            raise ValueError(f"direct: ({b}, {m}) expected, got {tuple(self.direct.shape)}")
+        if self.weight.requires_grad:
+            raise ValueError("weight: must be constant (no gradient)")
+        with torch.no_grad():
+            direct = None if self.direct is None else self.direct.detach()
+            self.values = self._combine(self.source.detach(), direct)
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.values.shape
+
+    def _combine(self, source: Tensor, direct: Tensor | None) -> Tensor:
+        b, j, m = self.index.shape
+        terms = source.gather(1, self.index.view(b, j * m)).view(b, j, m)
+        weight = self.weight.to(terms.dtype)
+        out = terms[:, 0] * weight[:, 0]
+        for k in range(1, j):
+            out = out.addcmul(terms[:, k], weight[:, k])
+        return out if direct is None else out + direct
+
+    def materialize(self) -> Tensor:
+        """The (B, M) columns as an ordinary tensor with autograd's gradient (through a gather)."""
+        return self._combine(self.source, self.direct)
