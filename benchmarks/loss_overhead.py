@@ -31,6 +31,10 @@ Usage:
     python benchmarks/loss_overhead.py                      # CPU, all cases, JSON to benchmarks/results/
     python benchmarks/loss_overhead.py --device cuda
     python benchmarks/loss_overhead.py --only text-1024 --reps 5 --no-memory
+    python benchmarks/loss_overhead.py --only vision --no-faiss   # MoCHi's pair norms in torch
+
+MoCHi's pair norms use faiss on CPU when it is installed (``hardmix[faiss]``, in ``[dev]``); the JSON's
+``machine.faiss`` records its version (null: the torch path).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from typing import Any
 import torch
 
 from hardmix.losses import ContrastiveLoss
+from hardmix.utils.faiss_backend import faiss_module
 
 RESULTS = Path(__file__).resolve().parent / "results" / "loss_overhead.json"
 MIB = 1024 * 1024
@@ -271,6 +276,8 @@ def machine_info(device: torch.device) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
+        # MoCHi's pair norms use faiss on CPU when it is installed (hardmix.utils.faiss_backend).
+        "faiss": getattr(faiss_module(), "__version__", None),
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
@@ -308,12 +315,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma list of substrings selecting cases by name")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory probes")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    parser.add_argument(
+        "--no-faiss", action="store_true", help="ignore an installed faiss (sets HARDMIX_NO_FAISS=1)"
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument(
         "--markdown", type=Path, default=None, help="print a results JSON as a Markdown table"
     )
     parser.add_argument("--_probe", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.no_faiss:
+        os.environ["HARDMIX_NO_FAISS"] = "1"  # before the first faiss_module() call; probes inherit it
     if args.markdown:
         print(markdown_table(json.loads(args.markdown.read_text())))
         return 0

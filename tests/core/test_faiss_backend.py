@@ -105,3 +105,14 @@ def test_mochi_loss_and_gradient_are_the_same_with_and_without_faiss(monkeypatch
     loss_torch, grad_torch = loss_and_grad()
     torch.testing.assert_close(loss_faiss, loss_torch, rtol=0, atol=1e-6)
     torch.testing.assert_close(grad_faiss, grad_torch, rtol=0, atol=1e-7)
+
+
+def test_hardmix_no_faiss_environment_variable_hides_faiss(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARDMIX_NO_FAISS", "1")
+    faiss_module.cache_clear()
+    try:
+        assert faiss_module() is None
+        assert indexed_inner_products(torch.randn(4, 3), torch.tensor([0]), torch.tensor([1])) is None
+    finally:
+        monkeypatch.delenv("HARDMIX_NO_FAISS")
+        faiss_module.cache_clear()
