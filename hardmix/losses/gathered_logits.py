@@ -20,7 +20,8 @@ class GatheredLogits:
     """(B, M) columns ``out[b, m] = sum_j weight[b, j, m] * source[b, index[b, j, m]] + direct[b, m]``.
 
     Args:
-        source: (B, K) logits the entries are gathered from (with gradient).
+        source: (B, K) logits the entries are gathered from (with gradient); the gathered entries must be
+            finite (a zero weight on a -inf entry would give NaN).
         index: (B, J, M) int64 columns of ``source`` (J-major: each term j is a contiguous (B, M) slice).
         weight: (B, J, M) constant weights (no gradient).
         direct: optional (B, M) term added as is (with its own gradient).
