@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hardmix.utils.counting import count_true
 from hardmix.utils.faiss_backend import indexed_inner_products
 
 if TYPE_CHECKING:
@@ -333,7 +334,7 @@ def mochi_synthesize(
         )
     available = negatives.shape[0]
     if valid is not None:
-        available = int(valid.sum(dim=1).min()) if valid.numel() else 0
+        available = int(count_true(valid, dim=1).min()) if valid.numel() else 0
     _check_mochi_args(n_hard, n_pair, n_query, beta_max, available)
     query = query.detach()
     negatives = negatives.detach()

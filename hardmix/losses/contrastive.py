@@ -23,6 +23,7 @@ from hardmix.losses.gathered_logits import GatheredLogits
 from hardmix.losses.info_nce import _check_temperature, info_nce_from_blocks
 from hardmix.losses.pairwise import pairwise_logits
 from hardmix.strategies.base import ContrastContext, Strategy, build_strategies
+from hardmix.utils.counting import count_true
 
 
 @dataclass
@@ -255,25 +256,66 @@ class ContrastiveLoss(nn.Module):
                 valid = valid & (query_ids.view(-1, 1) != queue_ids.view(1, -1))
             else:
                 valid = valid.expand(h.shape[0], -1)
-            base = logits.masked_fill(~valid, float("-inf"))
+            # Excluded entries to -inf in place, through a detached alias: no (B, K) copy, and autograd
+            # adds no masking pass to the backward, which needs none: every use of these entries (the
+            # logsumexp, MixCSE's masked mixtures) gives them a zero gradient. (Allowed: the product
+            # saved its inputs, not this output, and nothing has read the logits yet.)
+            logits.detach().masked_fill_(~valid, float("-inf"))
         else:
             # Every queue entry is a negative: an expanded view, no (B, K) mask in memory.
             valid = torch.ones((1, 1), dtype=torch.bool, device=q.device)
             valid = valid.expand(h.shape[0], negatives.shape[0])
-            base = logits
+        excluded = None if queue_ids is None else _excluded_queue_entries(query_ids, queue_ids, h.shape[0])
         ctx = ContrastContext(
             anchors=h, positives=key, candidates=negatives, logits=logits, anchor_logits=logits,
             positive_logits=pos, positive_anchor_logits=pos, negative_mask=valid, temperature=tau,
             mode="queue", step=step, generator=generator,
             mask_kind="general" if queue_ids is not None else "all",
+            negative_counts=None if excluded is None else excluded.counts,
         )
-        loss = self._direction(ctx, [pos.unsqueeze(1), base], pos)
+        loss = self._direction(ctx, [pos.unsqueeze(1), logits], pos)
         with torch.no_grad():
-            if queue_ids is None:  # mean of h_i . n_k = (sum_i h_i) . (sum_k n_k) / (B K): no (B, K) pass
-                neg_sim = h.detach().sum(0) @ negatives.sum(0) / max(logits.numel(), 1)
-            else:
-                neg_sim = torch.where(valid, logits.detach(), 0.0).sum() * tau / valid.sum().clamp_min(1)
+            # Mean of h_i . n_k over the valid pairs: (sum_i h_i) . (sum_k n_k) less the excluded pairs
+            # (the empty slots' columns and the own-id entries): O((B + K) D), no (B, K) pass.
+            h_sum = h.detach().sum(0)
+            total = h_sum @ negatives.sum(0)
+            count = logits.numel()
+            if excluded is not None:
+                total = total - h_sum @ negatives[excluded.empty].sum(0)
+                total = total - (h.detach()[excluded.rows] * negatives[excluded.cols]).sum()
+                count = excluded.counts.sum()
+            neg_sim = total / max(count, 1) if isinstance(count, int) else total / count.clamp_min(1)
         return LossOutput(loss, pos.detach() * tau, neg_sim, {s.name: s.diagnostics for s in self.strategies})
+
+
+@dataclass(frozen=True)
+class _QueueExclusions:
+    """The queue entries a query may not use, sparsely (see :func:`_excluded_queue_entries`)."""
+
+    empty: Tensor  # (K,) bool: slots with id -1, excluded for every query
+    rows: Tensor  # (M,) query of each non-empty entry that carries that query's own id
+    cols: Tensor  # (M,) the entry
+    counts: Tensor  # (B,) valid negatives per query: K - #empty - #own
+
+
+def _excluded_queue_entries(query_ids: Tensor | None, queue_ids: Tensor, batch: int) -> _QueueExclusions:
+    """The exclusions of ``ContrastiveLoss.queue`` without a (B, K) pass: one sort of the K ids and a
+    binary search per query (a queue holds each sample a few times at most)."""
+    device = queue_ids.device
+    empty = queue_ids == -1
+    n_filled = queue_ids.numel() - int(count_true(empty))
+    none = torch.empty(0, dtype=torch.long, device=device)
+    if query_ids is None:
+        return _QueueExclusions(empty, none, none, torch.full((batch,), n_filled, device=device))
+    query_ids = query_ids.to(device=device, dtype=queue_ids.dtype)
+    sorted_ids, order = queue_ids.sort()
+    low = torch.searchsorted(sorted_ids, query_ids)
+    own = torch.searchsorted(sorted_ids, query_ids, right=True).sub_(low)
+    own.masked_fill_(query_ids == -1, 0)  # an id of -1 matches only empty slots, excluded already
+    rows = torch.repeat_interleave(torch.arange(batch, device=device), own)
+    first = torch.repeat_interleave(low, own)
+    within = torch.arange(rows.numel(), device=device) - torch.repeat_interleave(own.cumsum(0) - own, own)
+    return _QueueExclusions(empty, rows, order[first + within], n_filled - own)
 
 
 def _mean_negative_cosine(anchors: Tensor, candidates: Tensor, positive_cos: Tensor) -> Tensor:

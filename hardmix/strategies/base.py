@@ -32,9 +32,11 @@ class ContrastContext:
             queue: the momentum key, detached).
         candidates: (N, D) unit-norm columns of ``logits``. In-batch: the positives of the whole (possibly
             gathered) batch, so column ``positive_index[i]`` is anchor i's positive. Queue: the queue keys.
-        logits: (B, N) ``anchors @ candidates.T / temperature``.
+        logits: (B, N) ``anchors @ candidates.T / temperature``; in queue mode the excluded entries
+            (``~negative_mask``) are -inf (they are the loss's own queue block).
         anchor_logits: (B, N) the same values, with gradient flowing to the anchors only (the
-            stop-gradient view of the candidates). Equals ``logits`` in queue mode.
+            stop-gradient view of the candidates). Equals ``logits`` in queue mode (so that a
+            :class:`hardmix.losses.GatheredLogits` of it takes the fused backward).
         positive_logits: (B,) ``anchor . positive / temperature``.
         positive_anchor_logits: (B,) the same values, gradient to the anchors only.
         negative_mask: (B, N) bool, True where candidate j is a valid negative of anchor i.
@@ -49,6 +51,8 @@ class ContrastContext:
         mask_kind: what ``negative_mask`` is, so that strategies can take shortcuts: ``"all"`` (every
             candidate is a valid negative), ``"positive"`` (all but column ``positive_index[i]`` of row
             i: the in-batch layout) or ``"general"`` (anything; the default).
+        negative_counts: optional (B,) number of valid negatives of each anchor (the row sums of
+            ``negative_mask``, when the loss knows them without a (B, N) pass); None: count the mask.
     """
 
     anchors: Tensor
@@ -69,6 +73,7 @@ class ContrastContext:
     direction: int = 0
     generator: torch.Generator | None = None
     mask_kind: Literal["general", "all", "positive"] = "general"
+    negative_counts: Tensor | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from hardmix.mixing import mixed_logits, scaled_inverse_mixture_norms
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
+from hardmix.utils.counting import count_true
 
 NEG_INF = float("-inf")
 
@@ -142,7 +143,8 @@ class MixCSE(Strategy):
             else:
                 rows = torch.arange(mixed.shape[0], device=mixed.device)
                 target.index_put_((rows, ctx.positive_index), mixed.new_full((), NEG_INF))
-        elif ctx.mask_kind != "all":
+        elif ctx.mask_kind != "all" and ctx.mode != "queue":
+            # (Queue mode: the logits are -inf at the excluded entries, so the mixed logits are too.)
             mixed = mixed.masked_fill(~ctx.negative_mask, NEG_INF)
         if ctx.direction == 0:  # diagnostics describe the first view's anchors (the paper's h_i)
             self._last = (mixed.detach(), ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
@@ -162,7 +164,7 @@ class MixCSE(Strategy):
                 valid = ~torch.eye(h1.shape[0], dtype=torch.bool, device=h1.device)
             self._last = (mixed, positive, valid, tau)
         mixed, positive, valid, tau = self._last
-        n = valid.sum().clamp_min(1)
+        n = count_true(valid).clamp_min(1)
         return {
             "synthetic_sim": float(torch.where(valid, mixed, 0.0).sum() / n) * tau,
             "synthetic_harder_than_positive": float(((mixed > positive.unsqueeze(1)) & valid).sum() / n),

@@ -17,6 +17,7 @@ from torch import Tensor
 from hardmix.losses.gathered_logits import GatheredLogits
 from hardmix.mixing import _check_mochi_args, _mochi_draws, hardest_negatives, mochi_logits
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
+from hardmix.utils.counting import count_true
 
 
 @register_strategy
@@ -82,22 +83,28 @@ class MoCHi(Strategy):
             return None
         if ctx.mask_kind == "all":
             available = ctx.negative_mask.shape[1]
+        elif ctx.negative_counts is not None:
+            available = int(ctx.negative_counts.min())
         else:
-            available = int(ctx.negative_mask.sum(dim=1).min())
+            available = int(count_true(ctx.negative_mask, dim=1).min())
         if self.n_hard > available:
             raise ValueError(
                 f"n_hard: {self.n_hard} hardest negatives requested but only {available} are available "
                 f"({ctx.mode} negatives)"
             )
         # Select in fp32 even under autocast: reuse the logits when they are fp32 (or fp64) already.
+        # Queue mode: the logits are -inf at the excluded entries already, which the selection then never
+        # picks (at least n_hard valid ones exist): no (B, K) masking pass.
+        valid = None if ctx.mask_kind == "all" else ctx.negative_mask
         if ctx.logits.dtype in (torch.float32, torch.float64):
             similarities, to_cosine = ctx.logits.detach(), ctx.temperature
+            if ctx.mode == "queue":
+                valid = None
         else:
             with torch.autocast(ctx.anchors.device.type, enabled=False), torch.no_grad():
                 similarities = ctx.anchors.detach().float() @ ctx.candidates.detach().float().T
             to_cosine = 1.0
         with torch.no_grad():
-            valid = None if ctx.mask_kind == "all" else ctx.negative_mask
             hard = hardest_negatives(similarities, self.n_hard, valid)
             draws = _mochi_draws(
                 hard.shape[0], self.n_hard, self.n_pair, self.n_query, self.beta_max, ctx.generator,

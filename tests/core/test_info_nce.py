@@ -212,3 +212,40 @@ def test_shape_errors() -> None:
         ContrastiveLoss(0.1).in_batch(torch.randn(3, 4), torch.randn(3, 4), z1_all=torch.randn(6, 4))
     with pytest.raises(ValueError, match="queue"):
         ContrastiveLoss(0.1).queue(torch.randn(3, 4), torch.randn(3, 4), torch.randn(5, 3))
+
+
+def test_queue_with_sample_ids_against_numpy() -> None:
+    """Sample ids: a query's own id several times in the queue, empty slots (-1), a random initial key
+    (-2), ids in no query, and a query id of -1 (it matches only empty slots). Loss, gradient, the mean
+    negative cosine and the per-query counts of valid negatives must equal a dense NumPy computation."""
+    q, k, queue = _randn(6, 5, seed=40), _randn(6, 5, seed=41), _randn(20, 5, seed=42)
+    query_ids = torch.tensor([3, 7, 7, 11, -1, 50])
+    queue_ids = torch.tensor([3, -1, 7, 7, 100, 3, -2, 11, -1, 7, 3, 200, 201, 202, 203, 204, 205, 206, 1, 2])
+    queue_ids = queue_ids[torch.randperm(20, generator=torch.Generator().manual_seed(43))]
+    a = q.clone().requires_grad_(True)
+    out = ContrastiveLoss(0.1).queue(a, k, queue, query_ids, queue_ids)
+    out.loss.backward()
+
+    qn, kn, nn_ = normalize(q.numpy()), normalize(k.numpy()), normalize(queue.numpy())
+    valid = (queue_ids.numpy()[None, :] != -1) & (query_ids.numpy()[:, None] != queue_ids.numpy()[None, :])
+    sims = qn @ nn_.T
+    logits = np.concatenate([np.sum(qn * kn, 1, keepdims=True), np.where(valid, sims, -np.inf)], 1) / 0.1
+    assert abs(float(out.loss.detach()) - cross_entropy(logits, np.zeros(6, dtype=int))) < 1e-12
+    assert abs(float(out.negative_sim) - sims[valid].mean()) < 1e-12
+
+    c = q.clone().requires_grad_(True)
+    h = F.normalize(c, dim=1)
+    positive = (h * F.normalize(k, dim=1)).sum(1, keepdim=True)
+    negative = (h @ F.normalize(queue, dim=1).T).masked_fill(~torch.from_numpy(valid), float("-inf"))
+    ref_logits = torch.cat([positive, negative], 1)
+    F.cross_entropy(ref_logits / 0.1, torch.zeros(6, dtype=torch.long)).backward()
+    torch.testing.assert_close(a.grad, c.grad, rtol=0, atol=1e-12)
+
+    from hardmix.losses.contrastive import _excluded_queue_entries
+
+    excluded = _excluded_queue_entries(query_ids, queue_ids, 6)
+    assert excluded.counts.tolist() == valid.sum(1).tolist()
+    dense = np.zeros((6, 20), dtype=bool)
+    dense[:, excluded.empty.numpy()] = True
+    dense[excluded.rows.numpy(), excluded.cols.numpy()] = True
+    np.testing.assert_array_equal(dense, ~valid)

@@ -300,7 +300,7 @@ def test_mochi_and_mixcse_compose_in_batch() -> None:
     assert abs(float(got) - cross_entropy(logits, np.arange(9))) < 1e-6
 
 
-@pytest.mark.parametrize("mode", ["queue", "in_batch"])
+@pytest.mark.parametrize("mode", ["queue", "queue_ids", "in_batch"])
 def test_mochi_gradient_is_that_of_detached_synthetic_points(mode: str) -> None:
     """The strategy computes q . SG(h) / tau in closed form; its value and gradient must equal those of
     cross-entropy with the explicitly built, detached synthetic points (float64)."""
@@ -312,8 +312,15 @@ def test_mochi_gradient_is_that_of_detached_synthetic_points(mode: str) -> None:
     a = q.clone().requires_grad_(True)
     b = other.clone().requires_grad_(True)
     loss_fn = ContrastiveLoss(tau, spec)
+    # queue_ids: queries 0..6 have sample ids 0..6; queue entries 0..6 carry them (each query's own key,
+    # excluded), entry 7 is an empty slot (-1, excluded), the rest are other samples.
+    query_ids = torch.arange(7)
+    queue_ids = torch.cat([torch.arange(7), torch.tensor([-1]), 100 + torch.arange(32)])
     if mode == "queue":
         loss = loss_fn.queue(a, b, queue, generator=torch.Generator().manual_seed(5)).loss
+    elif mode == "queue_ids":
+        gen = torch.Generator().manual_seed(5)
+        loss = loss_fn.queue(a, b, queue, query_ids, queue_ids, generator=gen).loss
     else:
         loss = loss_fn.in_batch(a, b, generator=torch.Generator().manual_seed(5)).loss
     loss.backward()
@@ -321,10 +328,14 @@ def test_mochi_gradient_is_that_of_detached_synthetic_points(mode: str) -> None:
     c = q.clone().requires_grad_(True)
     d = other.clone().requires_grad_(True)
     h = F.normalize(c, dim=1)
-    if mode == "queue":
+    if mode in ("queue", "queue_ids"):
         key, negatives = F.normalize(d, dim=1).detach(), F.normalize(queue, dim=1)
         valid = None
-        plain = torch.cat([(h * key).sum(1, keepdim=True), h @ negatives.T], 1) / tau
+        queue_logits = h @ negatives.T
+        if mode == "queue_ids":
+            valid = (query_ids.view(-1, 1) != queue_ids.view(1, -1)) & (queue_ids.view(1, -1) != -1)
+            queue_logits = queue_logits.masked_fill(~valid, float("-inf"))
+        plain = torch.cat([(h * key).sum(1, keepdim=True), queue_logits], 1) / tau
         target = torch.zeros(7, dtype=torch.long)
     else:
         negatives = F.normalize(d, dim=1)
