@@ -73,12 +73,13 @@ class Case:
     batch: int
     dim: int
     queue: int = 0
+    sample_ids: bool = False  # vision: pass sample ids (the trainer's default, mask_same_sample)
 
     @property
     def shape(self) -> str:
         if self.family == "text":
             return f"B={self.batch} D={self.dim}"
-        return f"B={self.batch} D={self.dim} K={self.queue}"
+        return f"B={self.batch} D={self.dim} K={self.queue}" + (" ids" if self.sample_ids else "")
 
 
 def all_cases() -> list[Case]:
@@ -98,6 +99,11 @@ def all_cases() -> list[Case]:
             Case(f"{group}/mochi", "vision", "mochi", f"{group}/none", 256, 128, k),
             Case(f"{group}/mixcse", "vision", "mixcse", f"{group}/none", 256, 128, k),
         ]
+    # With sample ids, as the vision trainer calls the loss (for information; not a target).
+    cases += [
+        Case("vision-16384/none-ids", "vision", "none", None, 256, 128, 16384, sample_ids=True),
+        Case("vision-16384/mochi-ids", "vision", "mochi", "vision-16384/none-ids", 256, 128, 16384, True),
+    ]
     return cases
 
 
@@ -131,8 +137,17 @@ class Runner:
         base = torch.randn(b, d, generator=g)
         self.z1 = (base + 0.5 * torch.randn(b, d, generator=g)).to(device).requires_grad_(True)
         self.z2 = (base + 0.5 * torch.randn(b, d, generator=g)).to(device).requires_grad_(True)
+        self.query_ids = self.queue_ids = None
         if case.family == "vision":
             self.queue = torch.randn(case.queue, d, generator=g).to(device)
+            if case.sample_ids:
+                # Queries are samples 0..B-1 of a 50,000-image set; the queue holds random samples, 1% of
+                # its slots empty (-1), and each query's own earlier key once.
+                self.query_ids = torch.arange(b).to(device)
+                ids = torch.randint(b, 50_000, (case.queue,), generator=g)
+                ids[torch.randperm(case.queue, generator=g)[: case.queue // 100]] = -1
+                ids[torch.randperm(case.queue, generator=g)[:b]] = torch.arange(b)
+                self.queue_ids = ids.to(device)
 
     def __call__(self) -> float:
         self.z1.grad = None
@@ -140,7 +155,9 @@ class Runner:
         if self.case.family == "text":
             loss = self.loss_fn.in_batch(self.z1, self.z2, generator=self.generator).loss
         else:
-            loss = self.loss_fn.queue(self.z1, self.z2, self.queue, generator=self.generator).loss
+            loss = self.loss_fn.queue(
+                self.z1, self.z2, self.queue, self.query_ids, self.queue_ids, generator=self.generator
+            ).loss
         loss.backward()
         return float(loss.detach())
 
@@ -251,7 +268,7 @@ def _probe_main(spec: str) -> None:
     # Warm up the code paths (thread pools, BLAS, allocator) on a small instance of the same loss.
     small = Case("warm", case.family, case.method, None, 64, case.dim, min(case.queue, 4096) or 0)
     if case.method == "mochi":
-        small = Case("warm", "vision", "mochi", None, 8, case.dim, 2048)
+        small = Case("warm", "vision", "mochi", None, 8, case.dim, 2048, case.sample_ids)
     Runner(small, device)()
     reset = _reset_peak_rss()
     rss, peak = _rss_and_peak_bytes()
