@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from types import ModuleType
 
 import torch
@@ -23,6 +24,9 @@ def faiss_module() -> ModuleType | None:
     try:
         import faiss
     except ImportError:
+        return None
+    except Exception as error:  # installed but broken (a missing shared library, say): use torch
+        warnings.warn(f"faiss is installed but does not import ({error!r}); hardmix uses torch", stacklevel=2)
         return None
     return faiss
 
@@ -50,6 +54,7 @@ def indexed_inner_products(table: Tensor, first: Tensor, second: Tensor) -> Tens
     faiss = faiss_module()
     if (
         faiss is None
+        or not hasattr(faiss, "pairwise_indexed_inner_product")
         or table.device.type != "cpu"
         or table.dtype != torch.float32
         or table.requires_grad
