@@ -279,12 +279,12 @@ class ContrastiveLoss(nn.Module):
             # (the empty slots' columns and the own-id entries): O((B + K) D), no (B, K) pass.
             h_sum = h.detach().sum(0)
             total = h_sum @ negatives.sum(0)
-            count = logits.numel()
-            if excluded is not None:
+            if excluded is None:
+                neg_sim = total / max(logits.numel(), 1)
+            else:
                 total = total - h_sum @ negatives[excluded.empty].sum(0)
                 total = total - (h.detach()[excluded.rows] * negatives[excluded.cols]).sum()
-                count = excluded.counts.sum()
-            neg_sim = total / max(count, 1) if isinstance(count, int) else total / count.clamp_min(1)
+                neg_sim = total / excluded.counts.sum().clamp_min(1)
         return LossOutput(loss, pos.detach() * tau, neg_sim, {s.name: s.diagnostics for s in self.strategies})
 
 
