@@ -19,6 +19,7 @@ from torch import Tensor
 
 from hardmix.utils.counting import count_true
 from hardmix.utils.faiss_backend import indexed_inner_products
+from hardmix.utils.row_topk import row_topk_indices
 
 if TYPE_CHECKING:
     from hardmix.losses.gathered_logits import GatheredLogits
@@ -125,8 +126,8 @@ def hardest_negatives(similarities: Tensor, n_hard: int, valid: Tensor | None = 
     """Indices (B, n_hard) of the ``n_hard`` most similar valid negatives of each row, chosen in fp32.
 
     Exact: the same set as ``topk`` (ties at the N-th value broken arbitrarily; no particular order
-    within a row). On CPU, when the rows are much longer than ``n_hard``, a cheap pre-filter runs first
-    (:func:`_prefiltered_topk`); otherwise (and on GPUs, where ``topk`` is fast) one ``topk``.
+    within a row), through :func:`hardmix.utils.row_topk.row_topk_indices` (NumPy's partition on CPU,
+    ``topk`` elsewhere).
 
     Args:
         similarities: (B, K) anchor-negative similarities (any positive scale; under autocast pass the
@@ -143,56 +144,7 @@ def hardest_negatives(similarities: Tensor, n_hard: int, valid: Tensor | None = 
     sims = similarities.detach().float()
     if valid is not None:
         sims = sims.masked_fill(~valid, float("-inf"))
-    long_rows = sims.shape[1] >= _PREFILTER_MIN_RATIO * n_hard and sims.numel() >= _PREFILTER_MIN_ELEMENTS
-    if long_rows and sims.device.type == "cpu":
-        return _prefiltered_topk(sims, n_hard)
-    return sims.topk(n_hard, dim=1, sorted=False).indices
-
-
-# The pre-filter pays off for long rows (K >= 8 N) of a large matrix. At MoCHi's shape (B = 256, N = 1024;
-# one thread of a 2-core EPYC, medians of 11): 26 against 41 ms for topk at K = 16384, 61 against 164 ms
-# at K = 65536.
-_PREFILTER_MIN_RATIO = 8
-_PREFILTER_MIN_ELEMENTS = 1 << 20
-_PREFILTER_SAMPLE = 1024  # columns sampled per row to estimate the threshold
-
-
-def _prefiltered_topk(sims: Tensor, n: int, sample: int = _PREFILTER_SAMPLE, slack: float = 4.0) -> Tensor:
-    """Exact ``sims.topk(n, dim=1).indices`` (as a set per row) through a threshold and a smaller ``topk``.
-
-    1. A per-row threshold t_b from a strided sample of m columns of the K (every st-th column,
-       st = K // ``sample``): the r-th largest sampled value with r = n m / K + ``slack`` sqrt(n m / K) + 1,
-       so that about n + slack sqrt(n st) + st values of the row are >= t_b, and fewer than n only with
-       small probability (slack 4, K = 16384, n = 1024: 3 rows of 40,000 with Gaussian values).
-    2. The candidates ``sims >= t_b`` are compacted into a (B, C) matrix (C the largest count, -inf padded),
-       and ``topk`` picks the n largest there: the exact top n, since every value above the row's n-th
-       largest is >= t_b when at least n values are.
-    3. Rows with fewer than n candidates (an unlucky sample, many -inf or NaN) take the plain ``topk``.
-    """
-    batch, k = sims.shape
-    step = max(1, k // sample)
-    sampled = sims[:, ::step]
-    expected_rank = n * sampled.shape[1] / k
-    rank = min(sampled.shape[1], int(expected_rank + slack * expected_rank**0.5) + 1)
-    threshold = sampled.topk(rank, dim=1, sorted=False).values.amin(dim=1, keepdim=True)  # (B, 1)
-    flat = (sims >= threshold).view(-1).nonzero().squeeze(1)  # row-major positions of the candidates
-    rows = flat.div(k, rounding_mode="floor")
-    counts = torch.bincount(rows, minlength=batch)
-    width = int(counts.max()) if flat.numel() else 0
-    if width < n or width >= k // 2:  # no row has enough candidates, or the filter removed little
-        return sims.topk(n, dim=1, sorted=False).indices
-    # Candidate c of row b (the j-th of its row) goes to slot b * width + j of the padded (B, C) matrix.
-    shift = torch.arange(0, batch * width, width, device=sims.device).sub_(counts.cumsum(0).sub_(counts))
-    slot = shift.index_select(0, rows).add_(torch.arange(flat.numel(), device=sims.device))
-    values = sims.new_full((batch * width,), float("-inf")).scatter_(0, slot, sims.view(-1).take(flat))
-    columns = torch.zeros(batch * width, dtype=torch.long, device=sims.device)
-    columns.scatter_(0, slot, flat.remainder_(k))
-    picked = values.view(batch, width).topk(n, dim=1, sorted=False).indices
-    hard = columns.view(batch, width).gather(1, picked)
-    short = counts < n
-    if bool(short.any()):
-        hard[short] = sims[short].topk(n, dim=1, sorted=False).indices
-    return hard
+    return row_topk_indices(sims, n_hard)
 
 
 def sample_distinct_pairs(
