@@ -422,10 +422,10 @@ def mochi_logits(
 
     The norms are constants, so each logit is a weighted sum of entries of ``anchor_logits`` (their
     gradient reaches q only, as through SG(h)) plus, for h', the direct term beta q.SG(q) / tau / norm:
-    a :class:`hardmix.losses.GatheredLogits` (pair columns gather [n_a, n_b], query columns [n_c, n_c]
-    with weights [(1 - beta) / norm, 0]). Only ||alpha n_a + (1 - alpha) n_b|| needs the vectors (one inner
-    product per pair, :func:`_pair_inverse_norms`). Equal to ``bmm(synthesize(...), q) / tau`` up to
-    rounding, with the same draws.
+    a :class:`hardmix.losses.GatheredLogits` on the support ``hard`` (pair columns gather [n_a, n_b],
+    query columns [n_c, n_c] with weights [(1 - beta) / norm, 0]). Only ||alpha n_a + (1 - alpha) n_b||
+    needs the vectors (one inner product per pair, :func:`_pair_inverse_norms`). Equal to
+    ``bmm(synthesize(...), q) / tau`` up to rounding, with the same draws.
 
     Args:
         anchor_logits: (B, K) q . n / tau with gradient to the anchors only.
@@ -445,18 +445,20 @@ def mochi_logits(
     first, second, alpha, pick, beta = draws
     batch, s, s_q = hard.shape[0], first.shape[1], pick.shape[1]
     with torch.no_grad():
-        # Column j of every synthetic point in one gather: j = 0 [n_a | n_c], j = 1 [n_b | n_c] (weight 0).
-        columns = hard.gather(1, torch.cat([first, pick, second, pick], dim=1)).view(batch, 2, s + s_q)
+        # Term j of every synthetic point, as positions among the hard negatives: j = 0 [a | c],
+        # j = 1 [b | c] (weight 0); the logits gather them through ``support=hard``.
+        positions = torch.cat([first, pick, second, pick], dim=1).view(batch, 2, s + s_q)
         dtype = torch.promote_types(negatives.dtype, anchor_similarities.dtype)
         dtype = torch.promote_types(dtype, torch.float32)
         weight = torch.empty(batch, 2, s + s_q, dtype=dtype, device=hard.device)
         if s > 0:
-            inv = _pair_inverse_norms(negatives.detach(), columns[:, 0, :s], columns[:, 1, :s], alpha)
+            pair_rows = hard.gather(1, torch.cat([first, second], dim=1))  # (B, 2 s) rows of negatives
+            inv = _pair_inverse_norms(negatives.detach(), pair_rows[:, :s], pair_rows[:, s:], alpha)
             a = alpha.to(inv.dtype)
             torch.mul(a, inv, out=weight[:, 0, :s])
             torch.mul(1.0 - a, inv, out=weight[:, 1, :s])
         if s_q > 0:
-            cos_qc = anchor_similarities.gather(1, columns[:, 0, s:])
+            cos_qc = anchor_similarities.gather(1, hard.gather(1, pick))
             cos_qc = cos_qc.to(torch.promote_types(cos_qc.dtype, torch.float32)).mul_(to_cosine)
             b = beta.to(cos_qc.dtype)
             inv_q = _inverse_mixture_norm(cos_qc, b)
@@ -467,4 +469,4 @@ def mochi_logits(
         self_logit = (anchors * anchors.detach()).sum(dim=1, keepdim=True) / temperature  # q . SG(q) / tau
         query_part = self_logit.to(anchor_logits.dtype) * (b * inv_q).to(anchor_logits.dtype)
         direct = torch.cat([query_part.new_zeros(batch, s), query_part], dim=1) if s > 0 else query_part
-    return GatheredLogits(anchor_logits, columns, weight, direct)
+    return GatheredLogits(anchor_logits, positions, weight, direct, support=hard)

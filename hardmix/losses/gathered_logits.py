@@ -5,6 +5,13 @@ with constant mixing weights and constant norms, q . SG(h) / tau is a weighted s
 query's row of q.queue / tau. Passed to :func:`hardmix.losses.info_nce_from_blocks` next to the block
 they are gathered from, their gradient is scatter-added into that block's gradient in place, instead of
 autograd's gather backward (a fresh (B, K) zero matrix, a scatter into it, and a (B, K) sum).
+
+When many terms draw on few columns of each row (MoCHi: 2 (s + s') terms on the N hardest of K
+negatives), the columns can be named once as ``support`` (B, C) and the terms index into it: the forward
+gathers the (B, C) support from the large block, then the terms from that small, cache-resident matrix;
+the backward adds the terms' gradient into a (B, C) buffer, then scatters that once into the block. At
+MoCHi's shape (B = 256, K = 16384, C = 1024, 2 x 1280 terms; one thread of a 2-core EPYC, medians of 15):
+gather 2.2 against 4.8 ms, scatter-add 2.5 against 3.6 ms.
 """
 
 from __future__ import annotations
@@ -17,14 +24,17 @@ from torch import Tensor
 
 @dataclass
 class GatheredLogits:
-    """(B, M) columns ``out[b, m] = sum_j weight[b, j, m] * source[b, index[b, j, m]] + direct[b, m]``.
+    """(B, M) columns ``out[b, m] = sum_j weight[b, j, m] * source[b, col(b, j, m)] + direct[b, m]``,
+    with ``col = index`` or, given ``support``, ``col(b, j, m) = support[b, index[b, j, m]]``.
 
     Args:
         source: (B, K) logits the entries are gathered from (with gradient); the gathered entries must be
             finite (a zero weight on a -inf entry would give NaN).
-        index: (B, J, M) int64 columns of ``source`` (J-major: each term j is a contiguous (B, M) slice).
+        index: (B, J, M) int64 columns of ``source``, or positions in ``support`` (J-major: each term j is
+            a contiguous (B, M) slice).
         weight: (B, J, M) constant weights (no gradient).
         direct: optional (B, M) term added as is (with its own gradient).
+        support: optional (B, C) int64 columns of ``source`` that ``index`` points into (repeats allowed).
 
     Attributes:
         values: (B, M) the columns' values, detached, computed once at construction.
@@ -42,6 +52,7 @@ class GatheredLogits:
     index: Tensor
     weight: Tensor
     direct: Tensor | None = None
+    support: Tensor | None = None
     values: Tensor = field(init=False)
 
     def __post_init__(self) -> None:
@@ -57,6 +68,8 @@ class GatheredLogits:
             raise ValueError(f"direct: ({b}, {m}) expected, got {tuple(self.direct.shape)}")
         if self.weight.requires_grad:
             raise ValueError("weight: must be constant (no gradient)")
+        if self.support is not None and (self.support.dim() != 2 or self.support.shape[0] != b):
+            raise ValueError(f"support: ({b}, C) expected, got {tuple(self.support.shape)}")
         with torch.no_grad():
             direct = None if self.direct is None else self.direct.detach()
             self.values = self._combine(self.source.detach(), direct)
@@ -67,6 +80,8 @@ class GatheredLogits:
 
     def _combine(self, source: Tensor, direct: Tensor | None) -> Tensor:
         b, j, m = self.index.shape
+        if self.support is not None:
+            source = source.gather(1, self.support)  # (B, C)
         terms = source.gather(1, self.index.view(b, j * m)).view(b, j, m)
         weight = self.weight.to(terms.dtype)
         out = terms[:, 0] * weight[:, 0]

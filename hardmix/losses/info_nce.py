@@ -62,7 +62,7 @@ def info_nce_from_blocks(positive_logits: Tensor, blocks: list[Tensor | Gathered
     dense = [d for d in dense if d.shape[1] > 0 or any(g.source is d for g in gathered)]
     gathered = [g for g in gathered if g.shape[1] > 0]
     position = [next(i for i, d in enumerate(dense) if g.source is d) for g in gathered]
-    specs = tuple((g.index, g.weight, p) for g, p in zip(gathered, position))
+    specs = tuple((g.index, g.weight, g.support, p) for g, p in zip(gathered, position))
     values = tuple(_at_least_fp32(g.values) for g in gathered)
     directs = [None if g.direct is None else _at_least_fp32(g.direct) for g in gathered]
     total = _BlockLogSumExp.apply(specs, values, *[_at_least_fp32(d) for d in dense], *directs)
@@ -84,10 +84,10 @@ class _BlockLogSumExp(torch.autograd.Function):
     the backward is one multiply per block, ``exp(b - max) * (exp(max - total) * grad)``, instead of
     recomputing the exponentials; it saves that instead of the block: the same memory.
 
-    Gathered blocks (``specs``: index, weight, position of their source among the dense blocks; ``values``:
-    their detached values) come after the dense ones; each one's gradient goes to its ``direct`` input and,
-    through its weights, into its source's gradient (a scatter-add in place: the source's gradient is a
-    fresh tensor of this backward).
+    Gathered blocks (``specs``: index, weight, support, position of their source among the dense blocks;
+    ``values``: their detached values) come after the dense ones; each one's gradient goes to its
+    ``direct`` input and, through its weights, into its source's gradient (a scatter-add in place: the
+    source's gradient is a fresh tensor of this backward).
     """
 
     @staticmethod
@@ -118,12 +118,17 @@ class _BlockLogSumExp(torch.autograd.Function):
 
         dense = [softmax_grad(i) if needs[i] else None for i in range(n_dense)]
         directs: list[Tensor | None] = []
-        for k, (index, weight, source) in enumerate(specs):
+        for k, (index, weight, support, source) in enumerate(specs):
             to_source, to_direct = dense[source] is not None, needs[n_dense + k]
             p = softmax_grad(n_dense + k) if to_source or to_direct else None
             if to_source:  # (B, J, M) weights times the columns' softmax gradient, into the source's
                 contrib = weight.to(p.dtype) * p.unsqueeze(1)
-                dense[source].scatter_add_(1, index.flatten(1), contrib.flatten(1))
+                if support is None:
+                    dense[source].scatter_add_(1, index.flatten(1), contrib.flatten(1))
+                else:  # through a (B, C) buffer: one scatter into the large block
+                    per_support = p.new_zeros(support.shape)
+                    per_support.scatter_add_(1, index.flatten(1), contrib.flatten(1))
+                    dense[source].scatter_add_(1, support, per_support)
             directs.append(p if to_direct else None)
         return (None, None, *dense, *directs)
 

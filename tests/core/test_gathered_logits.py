@@ -34,25 +34,59 @@ def test_values_equal_numpy() -> None:
     np.testing.assert_allclose(cols.materialize().detach().numpy(), want, rtol=0, atol=1e-12)
 
 
+def _support_setup(index: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (B, 6) support of source columns (one repeated, as a support may have) and (B, J, M) positions
+    into it, shaped like ``index``: returns (support, positions)."""
+    g = torch.Generator().manual_seed(seed)
+    support = torch.randint(k, (index.shape[0], 6), generator=g)
+    support[:, 5] = support[:, 0]  # a repeated column
+    positions = torch.randint(6, index.shape, generator=g)
+    return support, positions
+
+
+def test_values_with_a_support_equal_numpy() -> None:
+    source, index, weight, direct = _setup()
+    support, positions = _support_setup(index, 12, seed=5)
+    cols = GatheredLogits(source, positions, weight, direct, support=support)
+    s, p, w, c = source.numpy(), positions.numpy(), weight.numpy(), support.numpy()
+    want = np.zeros((5, 7))
+    for b in range(5):
+        for m in range(7):
+            want[b, m] = sum(w[b, j, m] * s[b, c[b, p[b, j, m]]] for j in range(2)) + direct[b, m].item()
+    np.testing.assert_allclose(cols.values.numpy(), want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cols.materialize().detach().numpy(), want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("with_support", [False, True])
 @pytest.mark.parametrize("with_direct", [False, True])
-def test_fused_loss_and_gradients_equal_cross_entropy_of_the_concatenation(with_direct: bool) -> None:
-    """The source block is among the blocks: the fused backward (scatter into its gradient) must give
-    autograd's gradients of cross-entropy over [positive | source | gathered columns]."""
+def test_fused_loss_and_gradients_equal_cross_entropy_of_the_concatenation(
+    with_direct: bool, with_support: bool
+) -> None:
+    """The source block is among the blocks: the fused backward (scatter into its gradient, through the
+    (B, C) support buffer when there is one) must give autograd's gradients of cross-entropy over
+    [positive | source | gathered columns]."""
     source, index, weight, direct = _setup(seed=1)
     source[1, 3] = float("-inf")  # an excluded entry, never gathered below
-    index[index == 3] = 4
+    support = None
+    if with_support:
+        support, index = _support_setup(index, 12, seed=6)
+        support[support == 3] = 4
+        columns = support.gather(1, index.flatten(1))
+    else:
+        index[index == 3] = 4
+        columns = index.flatten(1)
     pos = torch.randn(5, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     targets = torch.zeros(5, dtype=torch.long)
 
     a_src, a_pos = source.clone().requires_grad_(True), pos.clone().requires_grad_(True)
     a_dir = direct.clone().requires_grad_(True) if with_direct else None
-    cols = GatheredLogits(a_src, index, weight, a_dir)
+    cols = GatheredLogits(a_src, index, weight, a_dir, support=support)
     got = info_nce_from_blocks(a_pos[:, 0], [a_pos, a_src, cols])
     got.backward()
 
     b_src, b_pos = source.clone().requires_grad_(True), pos.clone().requires_grad_(True)
     b_dir = direct.clone().requires_grad_(True) if with_direct else None
-    extra = (b_src.gather(1, index.flatten(1)).view(5, 2, 7) * weight).sum(1)
+    extra = (b_src.gather(1, columns).view(5, 2, 7) * weight).sum(1)
     extra = extra + b_dir if with_direct else extra
     want = F.cross_entropy(torch.cat([b_pos, b_src, extra], 1), targets)
     want.backward()
@@ -95,3 +129,5 @@ def test_bad_shapes_and_weights_with_gradient_raise() -> None:
         GatheredLogits(source[:2], index, weight)
     with pytest.raises(ValueError, match="weight"):
         GatheredLogits(source, index, weight.clone().requires_grad_(True))
+    with pytest.raises(ValueError, match="support"):
+        GatheredLogits(source, index, weight, support=torch.zeros(4, 3, dtype=torch.long))
