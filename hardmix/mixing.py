@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -163,6 +164,14 @@ def sample_distinct_pairs(
     Returns:
         Two (batch, n_pairs) int64 tensors ``first < second``.
     """
+    first, second = _draw_distinct_pairs(batch, n, n_pairs, generator, device)
+    return first.long(), second.long()
+
+
+def _draw_distinct_pairs(
+    batch: int, n: int, n_pairs: int, generator: torch.Generator | None, device: torch.device | None
+) -> tuple[Tensor, Tensor]:
+    """:func:`sample_distinct_pairs`, in int32 where row * n^2 + code fits (else int64)."""
     total = n * (n - 1) // 2
     if n_pairs > total:
         raise ValueError(f"n_pair: {n_pairs} distinct pairs requested from {n} items ({total} exist)")
@@ -174,36 +183,31 @@ def sample_distinct_pairs(
         keys = torch.rand(batch, total, generator=generator, device=device)
         pick = keys.topk(n_pairs, dim=1, sorted=False).indices
         return rows[pick], cols[pick]
-    a = torch.randint(n, (batch, n_pairs), generator=generator, device=device)
-    b = torch.randint(n - 1, (batch, n_pairs), generator=generator, device=device)
-    b.add_(b >= a)  # uniform over the others
-    first, second = torch.minimum(a, b), torch.maximum(a, b)
-    # One sort finds the repeated pairs (all but the first occurrence of each); their positions are
-    # re-drawn, each new pair checked against its row's pairs (binary search in the sorted keys
-    # row * n^2 + code, all rows as one sorted array) and against the pairs accepted so far; rejected
-    # ones are drawn again. Like drawing sequentially until a new pair comes, the result is a uniform
-    # s-subset. (One flat sort of the keys: about 2/3 of the time of a sort per row on CPU; in int32
-    # where the keys fit, 3.6 against 10.3 ms for int64 at MoCHi's 256 x 1024 pairs of N = 1024.)
+    # Integers in int32 where the keys below fit (row * n^2 + code < 2^31): int64 arithmetic is slower
+    # on CPU (adding the bool mask to int64 draws: 2.9 against 0.1 ms at MoCHi's 256 x 1024 pairs).
     stride = n * n  # codes first * n + second are < n^2: rows never overlap
     key_dtype = torch.int32 if batch * stride < 2**31 else torch.long
-    keys = torch.add(second, first, alpha=n).add_(torch.arange(batch, device=device).unsqueeze(1) * stride)
-    taken, order = keys.view(-1).to(key_dtype).sort(stable=True)
-    dup_sorted = torch.zeros_like(taken, dtype=torch.bool)
-    dup_sorted[1:] = taken[1:] == taken[:-1]
-    if not bool(dup_sorted.any()):
-        return first, second
-    dup = torch.zeros_like(dup_sorted).scatter_(0, order, dup_sorted).view(batch, n_pairs)
-    rows, cols = dup.nonzero(as_tuple=True)
+    a = torch.randint(n, (batch, n_pairs), generator=generator, device=device, dtype=key_dtype)
+    b = torch.randint(n - 1, (batch, n_pairs), generator=generator, device=device, dtype=key_dtype)
+    b.add_(b >= a)  # uniform over the others
+    first, second = torch.minimum(a, b), torch.maximum(a, b)
+    # The repeated pairs (all but the first occurrence of each) are re-drawn, each new pair checked
+    # against its row's pairs (binary search in the sorted keys row * n^2 + code, all rows as one sorted
+    # array) and against the pairs accepted so far; rejected ones are drawn again. Like drawing
+    # sequentially until a new pair comes, the result is a uniform s-subset.
+    rows_offset = torch.arange(batch, device=device, dtype=key_dtype).unsqueeze(1) * stride
+    keys = torch.add(second, first, alpha=n).add_(rows_offset)
+    taken, rows, cols = _repeated_keys(keys)
     accepted = torch.empty(0, dtype=key_dtype, device=device)  # row * n^2 + code of accepted re-draws
     for _ in range(100):
         k = rows.numel()
         if k == 0:
             return first, second
-        a = torch.randint(n, (k,), generator=generator, device=device)
-        b = torch.randint(n - 1, (k,), generator=generator, device=device)
+        a = torch.randint(n, (k,), generator=generator, device=device, dtype=key_dtype)
+        b = torch.randint(n - 1, (k,), generator=generator, device=device, dtype=key_dtype)
         b.add_(b >= a)
         new_first, new_second = torch.minimum(a, b), torch.maximum(a, b)
-        key = (rows * stride + new_first * n + new_second).to(key_dtype)
+        key = (rows * stride + new_first.long() * n + new_second).to(key_dtype)
         at = torch.searchsorted(taken, key).clamp_max(taken.numel() - 1)
         clash = taken[at] == key
         # Against the accepted re-draws and the earlier candidates of this round (first one wins).
@@ -219,6 +223,45 @@ def sample_distinct_pairs(
         accepted = torch.cat([accepted, key[ok]])
         rows, cols = rows[clash], cols[clash]
     raise RuntimeError("sample_distinct_pairs: could not draw distinct pairs")  # pragma: no cover
+
+
+def _repeated_keys(keys: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The sorted keys (flat) and the (row, col) positions of every repeat in ``keys`` (B, s): all but
+    the first (lowest col) occurrence of each value in a row (the values of different rows differ).
+
+    On CPU NumPy sorts the values alone (``np.sort``; 1.5 against 2.9 ms for torch's stable sort with its
+    indices at MoCHi's 256 x 1024 int32 keys) and, when they are few, the repeated values are found in
+    their rows by a comparison; otherwise one stable sort of the flat keys gives their positions.
+    """
+    batch, s = keys.shape
+    if keys.device.type == "cpu":
+        array = keys.numpy()
+        taken = np.sort(array, axis=None)
+        values = np.unique(taken[1:][taken[1:] == taken[:-1]])  # the repeated values, each once
+        if values.size <= 8 * batch:  # few (MoCHi: about one per row): search each in its row
+            rows_v = np.searchsorted(taken, values) // s  # a value's row: the rows are sorted blocks of s
+            where = np.flatnonzero(array[rows_v] == values[:, None])  # every occurrence, value-major
+            which, cols = np.divmod(where, s)
+            later = np.ones(where.size, dtype=bool)
+            later[1:] = which[1:] == which[:-1]
+            later[0] = False  # the first occurrence of each value stays
+            which, cols = which[later], cols[later]
+            rows = rows_v[which]
+            order = np.lexsort((cols, rows))  # row-major, as the sort path's nonzero gives them
+            rows, cols = torch.from_numpy(rows[order].astype(np.int64)), torch.from_numpy(cols[order])
+            return torch.from_numpy(taken), rows, cols.long()
+    return _repeated_keys_by_sort(keys)
+
+
+def _repeated_keys_by_sort(keys: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`_repeated_keys` through one stable sort of the flat keys (any device)."""
+    batch, s = keys.shape
+    taken, order = keys.view(-1).sort(stable=True)
+    repeated = torch.zeros_like(taken, dtype=torch.bool)
+    repeated[1:] = taken[1:] == taken[:-1]
+    position = torch.zeros_like(repeated).scatter_(0, order, repeated).view(batch, s)
+    rows, cols = position.nonzero(as_tuple=True)
+    return taken, rows, cols
 
 
 def _check_mochi_args(n_hard: int, n_pair: int, n_query: int, beta_max: float, available: int) -> None:
@@ -310,11 +353,11 @@ def _mochi_draws(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """MoCHi's random draws, in a fixed order: pairs (B, s) x 2, alpha (B, s), picks (B, s'), beta (B, s').
 
-    Positions index a query's N hardest negatives. Shared by the explicit synthesis and the closed-form
-    logits, so that both use the same numbers for the same generator state.
+    Positions index a query's N hardest negatives (int32 or int64). Shared by the explicit synthesis and
+    the closed-form logits, so that both use the same numbers for the same generator state.
     """
     if n_pair > 0:
-        first, second = sample_distinct_pairs(batch, n_hard, n_pair, generator, device)
+        first, second = _draw_distinct_pairs(batch, n_hard, n_pair, generator, device)
         alpha = torch.rand(batch, n_pair, generator=generator, device=device, dtype=dtype)
     else:
         first = second = torch.empty(batch, 0, dtype=torch.long, device=device)
@@ -344,11 +387,11 @@ def _synthesize_from_hard(
     )
     parts = []
     if n_pair > 0:
-        n_a = negatives[hard.gather(1, first)]  # (B, s, D)
-        n_b = negatives[hard.gather(1, second)]
+        n_a = negatives[hard.gather(1, first.long())]  # (B, s, D)
+        n_b = negatives[hard.gather(1, second.long())]
         parts.append(mix_normalize(n_a, n_b, alpha.unsqueeze(2)))
     if n_query > 0:
-        n_c = negatives[hard.gather(1, pick)]  # (B, s', D)
+        n_c = negatives[hard.gather(1, pick.long())]  # (B, s', D)
         parts.append(mix_normalize(query.unsqueeze(1), n_c, beta.unsqueeze(2)))
     if not parts:
         return query.new_zeros(batch, 0, query.shape[1])
@@ -447,18 +490,20 @@ def mochi_logits(
     with torch.no_grad():
         # Term j of every synthetic point, as positions among the hard negatives: j = 0 [a | c],
         # j = 1 [b | c] (weight 0); the logits gather them through ``support=hard``.
-        positions = torch.cat([first, pick, second, pick], dim=1).view(batch, 2, s + s_q)
+        positions = torch.empty(batch, 2, s + s_q, dtype=torch.long, device=hard.device)
+        positions[:, 0, :s], positions[:, 1, :s] = first, second
+        positions[:, :, s:] = pick.unsqueeze(1)
         dtype = torch.promote_types(negatives.dtype, anchor_similarities.dtype)
         dtype = torch.promote_types(dtype, torch.float32)
         weight = torch.empty(batch, 2, s + s_q, dtype=dtype, device=hard.device)
-        if s > 0:
-            pair_rows = hard.gather(1, torch.cat([first, second], dim=1))  # (B, 2 s) rows of negatives
-            inv = _pair_inverse_norms(negatives.detach(), pair_rows[:, :s], pair_rows[:, s:], alpha)
+        if s > 0:  # rows of the negatives n_a, n_b: (B, s) each
+            rows_a, rows_b = hard.gather(1, positions[:, 0, :s]), hard.gather(1, positions[:, 1, :s])
+            inv = _pair_inverse_norms(negatives.detach(), rows_a, rows_b, alpha)
             a = alpha.to(inv.dtype)
             torch.mul(a, inv, out=weight[:, 0, :s])
             torch.mul(1.0 - a, inv, out=weight[:, 1, :s])
         if s_q > 0:
-            cos_qc = anchor_similarities.gather(1, hard.gather(1, pick))
+            cos_qc = anchor_similarities.gather(1, hard.gather(1, positions[:, 0, s:]))
             cos_qc = cos_qc.to(torch.promote_types(cos_qc.dtype, torch.float32)).mul_(to_cosine)
             b = beta.to(cos_qc.dtype)
             inv_q = _inverse_mixture_norm(cos_qc, b)

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hardmix import mixing as mixing_module
 from hardmix.mixing import hardest_negatives, mochi_synthesize, sample_distinct_pairs
 from hardmix.strategies import MoCHi
 
@@ -317,3 +318,31 @@ def test_n_hard_larger_than_the_valid_negatives_raises() -> None:
     with pytest.raises(ValueError, match="n_hard"):
         mochi_synthesize(q, negatives, n_hard=8, n_pair=2, n_query=0, valid=valid)
     assert mochi_synthesize(q, negatives, n_hard=7, n_pair=2, n_query=0, valid=valid).shape == (2, 2, 8)
+
+
+def test_repeated_keys_numpy_path_equals_the_stable_sort() -> None:
+    """The CPU path (NumPy sort of the values, repeats searched in their rows) finds the same positions
+    as one stable sort: all but the first occurrence of each repeated key, triples included; and the
+    pairs drawn at MoCHi's shape are identical either way."""
+    g = torch.Generator().manual_seed(31)
+    batch, s, stride = 50, 40, 1000
+    keys = torch.randint(0, 60, (batch, s), generator=g, dtype=torch.int32)  # many repeats per row
+    keys[:, 10:] = torch.randint(0, stride, (batch, s - 10), generator=g, dtype=torch.int32)
+    keys[3, :5] = 7  # a value five times
+    keys += torch.arange(batch, dtype=torch.int32).unsqueeze(1) * stride
+    for k in (keys, keys[:, 20:].contiguous()):
+        taken, rows, cols = mixing_module._repeated_keys(k)
+        taken2, rows2, cols2 = mixing_module._repeated_keys_by_sort(k)
+        assert torch.equal(taken, taken2)
+        assert torch.equal(rows, rows2) and torch.equal(cols, cols2)  # in the same (row-major) order
+        assert rows.numel() == k.numel() - sum(len(set(r)) for r in k.tolist())
+    many = torch.randint(0, 3, (4, 100), generator=g) + torch.arange(4).unsqueeze(1) * 10  # fallback path
+    assert torch.equal(mixing_module._repeated_keys(many)[1], mixing_module._repeated_keys_by_sort(many)[1])
+    first, second = sample_distinct_pairs(256, 1024, 1024, torch.Generator().manual_seed(32))
+    original = mixing_module._repeated_keys
+    try:
+        mixing_module._repeated_keys = mixing_module._repeated_keys_by_sort
+        first2, second2 = sample_distinct_pairs(256, 1024, 1024, torch.Generator().manual_seed(32))
+    finally:
+        mixing_module._repeated_keys = original
+    assert torch.equal(first, first2) and torch.equal(second, second2)
