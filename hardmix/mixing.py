@@ -238,6 +238,9 @@ def _repeated_keys(keys: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         array = keys.numpy()
         taken = np.sort(array, axis=None)
         values = np.unique(taken[1:][taken[1:] == taken[:-1]])  # the repeated values, each once
+        if values.size == 0:
+            none = torch.empty(0, dtype=torch.long)
+            return torch.from_numpy(taken), none, none.clone()
         if values.size <= 8 * batch:  # few (MoCHi: about one per row): search each in its row
             rows_v = np.searchsorted(taken, values) // s  # a value's row: the rows are sorted blocks of s
             where = np.flatnonzero(array[rows_v] == values[:, None])  # every occurrence, value-major

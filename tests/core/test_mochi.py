@@ -336,6 +336,10 @@ def test_repeated_keys_numpy_path_equals_the_stable_sort() -> None:
         assert torch.equal(taken, taken2)
         assert torch.equal(rows, rows2) and torch.equal(cols, cols2)  # in the same (row-major) order
         assert rows.numel() == k.numel() - sum(len(set(r)) for r in k.tolist())
+    distinct = torch.arange(12, dtype=torch.int32).view(3, 4)  # no repeat at all
+    for path in (mixing_module._repeated_keys, mixing_module._repeated_keys_by_sort):
+        taken, rows, cols = path(distinct)
+        assert taken.tolist() == list(range(12)) and rows.numel() == 0 and cols.numel() == 0
     many = torch.randint(0, 3, (4, 100), generator=g) + torch.arange(4).unsqueeze(1) * 10  # fallback path
     assert torch.equal(mixing_module._repeated_keys(many)[1], mixing_module._repeated_keys_by_sort(many)[1])
     first, second = sample_distinct_pairs(256, 1024, 1024, torch.Generator().manual_seed(32))
