@@ -5,6 +5,7 @@ from hardmix.losses.gathered_logits import GatheredLogits
 from hardmix.losses.info_nce import in_batch_logits, info_nce, info_nce_from_blocks, queue_logits
 from hardmix.losses.mixcse import mixcse_loss
 from hardmix.losses.pairwise import pairwise_logits
+from hardmix.losses.scaled_logits import ScaledLogits
 
 __all__ = [
     "ContrastiveLoss",
@@ -16,4 +17,5 @@ __all__ = [
     "mixcse_loss",
     "pairwise_logits",
     "queue_logits",
+    "ScaledLogits",
 ]

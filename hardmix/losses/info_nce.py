@@ -14,6 +14,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hardmix.losses.gathered_logits import GatheredLogits
+from hardmix.losses.scaled_logits import ScaledLogits
+
+_Derived = (GatheredLogits, ScaledLogits)  # blocks computed from another block, with a fused backward
 
 
 def _check_temperature(temperature: float) -> None:
@@ -36,7 +39,9 @@ def info_nce(logits: Tensor, targets: Tensor) -> Tensor:
     return F.cross_entropy(logits, targets)
 
 
-def info_nce_from_blocks(positive_logits: Tensor, blocks: list[Tensor | GatheredLogits]) -> Tensor:
+def info_nce_from_blocks(
+    positive_logits: Tensor, blocks: list[Tensor | GatheredLogits | ScaledLogits]
+) -> Tensor:
     """Mean InfoNCE whose denominator is spread over column blocks, without concatenating them.
 
     Equal to ``info_nce(cat(blocks, 1), targets)`` when the positive logit is one of the block entries:
@@ -45,26 +50,30 @@ def info_nce_from_blocks(positive_logits: Tensor, blocks: list[Tensor | Gathered
     Args:
         positive_logits: (B,) the positive's logit of each row (it must appear in one block).
         blocks: list of (B, n_k) logit blocks, ``-inf`` where excluded. A block may be a
-            :class:`GatheredLogits` of another block in the list (its ``source``, the same tensor): its
-            gradient is then scatter-added into that block's gradient in place. Otherwise it is
-            materialized (autograd's gather).
+            :class:`GatheredLogits` or a :class:`ScaledLogits` of another block in the list (its
+            ``source``, the same tensor): its gradient is then added into that block's gradient in
+            place. Otherwise it is materialized (autograd's path).
     """
     # Reduce in at least fp32 (as cross_entropy does under autocast): with bf16 logits near 1/tau = 20 the
     # difference below would otherwise be rounded to multiples of 0.125.
-    dense = [b for b in blocks if not isinstance(b, GatheredLogits)]
-    gathered: list[GatheredLogits] = []
+    dense = [b for b in blocks if not isinstance(b, _Derived)]
+    derived: list[GatheredLogits | ScaledLogits] = []
     for b in blocks:
-        if isinstance(b, GatheredLogits):
+        if isinstance(b, _Derived):
             if any(b.source is d for d in dense):
-                gathered.append(b)
+                derived.append(b)
             else:
                 dense.append(b.materialize())
-    dense = [d for d in dense if d.shape[1] > 0 or any(g.source is d for g in gathered)]
-    gathered = [g for g in gathered if g.shape[1] > 0]
-    position = [next(i for i, d in enumerate(dense) if g.source is d) for g in gathered]
-    specs = tuple((g.index, g.weight, g.support, p) for g, p in zip(gathered, position))
-    values = tuple(_at_least_fp32(g.values) for g in gathered)
-    directs = [None if g.direct is None else _at_least_fp32(g.direct) for g in gathered]
+    dense = [d for d in dense if d.shape[1] > 0 or any(g.source is d for g in derived)]
+    derived = [g for g in derived if g.shape[1] > 0]
+    position = [next(i for i, d in enumerate(dense) if g.source is d) for g in derived]
+    specs = tuple(
+        (g.index, g.weight, g.support, p) if isinstance(g, GatheredLogits) else (g.scale, g.shift_weight, p)
+        for g, p in zip(derived, position)
+    )
+    values = tuple(_at_least_fp32(g.values) for g in derived)
+    direct_inputs = [g.direct if isinstance(g, GatheredLogits) else g.shift for g in derived]
+    directs = [None if d is None else _at_least_fp32(d) for d in direct_inputs]
     total = _BlockLogSumExp.apply(specs, values, *[_at_least_fp32(d) for d in dense], *directs)
     return (total - _at_least_fp32(positive_logits)).mean()
 
@@ -84,9 +93,10 @@ class _BlockLogSumExp(torch.autograd.Function):
     the backward is one multiply per block, ``exp(b - max) * (exp(max - total) * grad)``, instead of
     recomputing the exponentials; it saves that instead of the block: the same memory.
 
-    Gathered blocks (``specs``: index, weight, support, position of their source among the dense blocks;
-    ``values``: their detached values) come after the dense ones; each one's gradient goes to its
-    ``direct`` input and, through its weights, into its source's gradient (a scatter-add in place: the
+    Derived blocks come after the dense ones (``values``: their detached values; ``specs``: index,
+    weight, support and position of their source among the dense blocks for a gathered block; scale,
+    shift weight and position for a scaled one). Each one's gradient goes to its ``direct`` (or
+    ``shift``) input and, through its weights or scale, into its source's gradient (in place: the
     source's gradient is a fresh tensor of this backward).
     """
 
@@ -118,9 +128,20 @@ class _BlockLogSumExp(torch.autograd.Function):
 
         dense = [softmax_grad(i) if needs[i] else None for i in range(n_dense)]
         directs: list[Tensor | None] = []
-        for k, (index, weight, support, source) in enumerate(specs):
+        for k, spec in enumerate(specs):
+            source = spec[-1]
             to_source, to_direct = dense[source] is not None, needs[n_dense + k]
             p = softmax_grad(n_dense + k) if to_source or to_direct else None
+            if len(spec) == 3:  # scaled: d/d source = p * scale, d/d shift = w * rowsum(p * scale)
+                if p is not None:
+                    scale, shift_weight = spec[0], spec[1]
+                    p.mul_(scale)  # p is this backward's own buffer
+                    if to_source:
+                        dense[source].add_(p)
+                    p = p.sum(dim=1).mul_(shift_weight) if to_direct else None
+                directs.append(p)
+                continue
+            index, weight, support = spec[0], spec[1], spec[2]
             if to_source:  # (B, J, M) weights times the columns' softmax gradient, into the source's
                 contrib = weight.to(p.dtype) * p.unsqueeze(1)
                 if support is None:

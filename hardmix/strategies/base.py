@@ -18,6 +18,7 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from hardmix.losses.gathered_logits import GatheredLogits
+    from hardmix.losses.scaled_logits import ScaledLogits
 
 Mode = Literal["in_batch", "queue"]
 
@@ -36,7 +37,7 @@ class ContrastContext:
             (``~negative_mask``) are -inf (they are the loss's own queue block).
         anchor_logits: (B, N) the same values, with gradient flowing to the anchors only (the
             stop-gradient view of the candidates). Equals ``logits`` in queue mode (so that a
-            :class:`hardmix.losses.GatheredLogits` of it takes the fused backward).
+            :class:`hardmix.losses.GatheredLogits` or ``ScaledLogits`` of it takes the fused backward).
         positive_logits: (B,) ``anchor . positive / temperature``.
         positive_anchor_logits: (B,) the same values, gradient to the anchors only.
         negative_mask: (B, N) bool, True where candidate j is a valid negative of anchor i.
@@ -108,12 +109,13 @@ class Strategy(ABC):
         return None
 
     @abstractmethod
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | GatheredLogits | None:
+    def extra_logits(self, ctx: ContrastContext) -> Tensor | GatheredLogits | ScaledLogits | None:
         """Extra negative logits (B, M) for this direction (divided by tau, -inf where excluded), or None.
 
         Columns that are fixed weighted sums of entries of ``ctx.anchor_logits`` may be returned as a
-        :class:`hardmix.losses.GatheredLogits` of it: the loss then adds their gradient into the logits'
-        gradient in place (MoCHi).
+        :class:`hardmix.losses.GatheredLogits` of it (MoCHi), and a fixed rescaling of the whole block
+        as a :class:`hardmix.losses.ScaledLogits` (MixCSE against a queue): the loss then adds their
+        gradient into the logits' gradient in place.
         """
 
     def fused_in_batch(

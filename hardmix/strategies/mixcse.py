@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hardmix.losses.scaled_logits import ScaledLogits
 from hardmix.mixing import mixed_logits, scaled_inverse_mixture_norms
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
 from hardmix.utils.counting import count_true
@@ -115,8 +116,21 @@ class MixCSE(Strategy):
             return self._reference_logits(ctx)
         return self._clean_logits(ctx)
 
-    def _clean_logits(self, ctx: ContrastContext) -> Tensor:
+    def _clean_logits(self, ctx: ContrastContext) -> Tensor | ScaledLogits:
         lam = self.lam
+        if self.stop_grad and ctx.mode == "queue":
+            # Against a queue the mixed logits are the queue block rescaled by constants:
+            # (q.n_j / tau + lam / (1 - lam) q.k_i / tau) * (1 - lam) / ||lam k_i + (1 - lam) n_j||, with
+            # the gradient to q only; as a ScaledLogits of that block (ctx.anchor_logits is the loss's own
+            # queue block there) the loss adds their gradient into the block's in place. The block is
+            # -inf at the excluded entries, so the mixed logits are too.
+            with torch.no_grad():
+                inv = scaled_inverse_mixture_norms(ctx.positives, ctx.candidates, lam)  # (1-lam)/||m'_ij||
+            mixed_block = ScaledLogits(ctx.anchor_logits, inv, ctx.positive_anchor_logits, lam / (1 - lam))
+            if ctx.direction == 0:
+                positive = ctx.positive_logits.detach()
+                self._last = (mixed_block.values, positive, ctx.negative_mask, ctx.temperature)
+            return mixed_block
         if self.stop_grad:
             # h_i . SG(m'_ij): the gradient reaches h_i only, through the anchor-only views of the logits.
             # Same closed form as mixed_logits, with fewer passes over the (B, N) matrices: the norms'

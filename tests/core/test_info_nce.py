@@ -199,6 +199,29 @@ def test_in_batch_under_bf16_autocast(strategies) -> None:
     assert F.cosine_similarity(a.grad.flatten(), c.grad.flatten(), dim=0) > 0.98
 
 
+_SMALL_MOCHI = {"name": "mochi", "n_hard": 6, "n_pair": 5, "n_query": 2}
+
+
+@pytest.mark.parametrize("strategies", [None, "mixcse", _SMALL_MOCHI, ["mixcse", _SMALL_MOCHI]])
+def test_queue_under_bf16_autocast(strategies) -> None:
+    """The queue loss's fused blocks (MoCHi's gathered, MixCSE's scaled columns) under bf16 autocast: an
+    fp32 loss and gradient close to the fp32 run's."""
+    g = torch.Generator().manual_seed(31)
+    q = torch.randn(16, 32, generator=g)
+    k = q + 1.5 * torch.randn(16, 32, generator=g)
+    queue = torch.randn(40, 32, generator=g)
+    loss_fn = ContrastiveLoss(0.2, strategies)
+    a, c = q.clone().requires_grad_(True), q.clone().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = loss_fn.queue(a, k, queue, generator=torch.Generator().manual_seed(1)).loss
+    low.backward()
+    full = loss_fn.queue(c, k, queue, generator=torch.Generator().manual_seed(1)).loss
+    full.backward()
+    assert low.dtype == torch.float32 and a.grad.dtype == torch.float32
+    assert abs(float(low.detach()) - float(full.detach())) < 0.01 * float(full.detach())
+    assert F.cosine_similarity(a.grad.flatten(), c.grad.flatten(), dim=0) > 0.99
+
+
 @pytest.mark.parametrize("tau", [0, -0.1, True, "0.05", None])
 def test_temperature_must_be_positive(tau) -> None:
     with pytest.raises(ValueError, match="temperature"):
