@@ -111,7 +111,7 @@ class MixCSE(Strategy):
         self._last = (h1.detach(), h2.detach(), temperature)
         return loss, positive_logits
 
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
+    def extra_logits(self, ctx: ContrastContext) -> Tensor | ScaledLogits:
         if self.mode == "reference":
             return self._reference_logits(ctx)
         return self._clean_logits(ctx)
