@@ -238,16 +238,12 @@ def _repeated_keys(keys: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         array = keys.numpy()
         taken = np.sort(array, axis=None)
         values = np.unique(taken[1:][taken[1:] == taken[:-1]])  # the repeated values, each once
-        if values.size == 0:
-            none = torch.empty(0, dtype=torch.long)
-            return torch.from_numpy(taken), none, none.clone()
         if values.size <= 8 * batch:  # few (MoCHi: about one per row): search each in its row
             rows_v = np.searchsorted(taken, values) // s  # a value's row: the rows are sorted blocks of s
             where = np.flatnonzero(array[rows_v] == values[:, None])  # every occurrence, value-major
             which, cols = np.divmod(where, s)
-            later = np.ones(where.size, dtype=bool)
+            later = np.zeros(where.size, dtype=bool)  # the first occurrence of each value stays
             later[1:] = which[1:] == which[:-1]
-            later[0] = False  # the first occurrence of each value stays
             which, cols = which[later], cols[later]
             rows = rows_v[which]
             order = np.lexsort((cols, rows))  # row-major, as the sort path's nonzero gives them

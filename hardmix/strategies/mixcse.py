@@ -127,9 +127,7 @@ class MixCSE(Strategy):
             with torch.no_grad():
                 inv = scaled_inverse_mixture_norms(ctx.positives, ctx.candidates, lam)  # (1-lam)/||m'_ij||
             mixed_block = ScaledLogits(ctx.anchor_logits, inv, ctx.positive_anchor_logits, lam / (1 - lam))
-            if ctx.direction == 0:
-                positive = ctx.positive_logits.detach()
-                self._last = (mixed_block.values, positive, ctx.negative_mask, ctx.temperature)
+            self._remember(ctx, mixed_block.values)
             return mixed_block
         if self.stop_grad:
             # h_i . SG(m'_ij): the gradient reaches h_i only, through the anchor-only views of the logits.
@@ -160,9 +158,14 @@ class MixCSE(Strategy):
         elif ctx.mask_kind != "all" and ctx.mode != "queue":
             # (Queue mode: the logits are -inf at the excluded entries, so the mixed logits are too.)
             mixed = mixed.masked_fill(~ctx.negative_mask, NEG_INF)
-        if ctx.direction == 0:  # diagnostics describe the first view's anchors (the paper's h_i)
-            self._last = (mixed.detach(), ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
+        self._remember(ctx, mixed.detach())
         return mixed
+
+    def _remember(self, ctx: ContrastContext, mixed: Tensor) -> None:
+        """Keep the (B, N) mixed logits for :meth:`diagnostics`; they describe the first view's anchors
+        (the paper's h_i)."""
+        if ctx.direction == 0:
+            self._last = (mixed, ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
 
     def diagnostics(self) -> dict[str, float]:
         """Mean cosine of the anchors to their mixed negatives, and the fraction of mixed negatives more
