@@ -18,11 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hardmix.losses.derived_logits import DerivedLogits
 from hardmix.losses.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
-from hardmix.losses.gathered_logits import GatheredLogits
 from hardmix.losses.info_nce import _check_temperature, info_nce_from_blocks
 from hardmix.losses.pairwise import pairwise_logits
-from hardmix.losses.scaled_logits import ScaledLogits
 from hardmix.strategies.base import ContrastContext, Strategy, build_strategies
 from hardmix.utils.counting import count_true
 
@@ -109,10 +108,10 @@ class ContrastiveLoss(nn.Module):
 
     def _direction(self, ctx: ContrastContext, base_blocks: list[Tensor], positive_logits: Tensor) -> Tensor:
         """One direction's loss: the base blocks (which hold the positive) plus each strategy's columns."""
-        blocks: list[Tensor | GatheredLogits | ScaledLogits] = list(base_blocks)
+        blocks: list[Tensor | DerivedLogits] = list(base_blocks)
         for strategy in self.strategies:
             extra = strategy.extra_logits(ctx)
-            if isinstance(extra, (GatheredLogits, ScaledLogits)):
+            if isinstance(extra, DerivedLogits):
                 blocks.append(extra)  # of ctx.anchor_logits: in its dtype
             elif extra is not None:
                 blocks.append(extra.to(blocks[0].dtype))

@@ -13,10 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.losses.gathered_logits import GatheredLogits
-from hardmix.losses.scaled_logits import ScaledLogits
-
-_Derived = (GatheredLogits, ScaledLogits)  # blocks computed from another block, with a fused backward
+from hardmix.losses.derived_logits import DerivedLogits
 
 
 def _check_temperature(temperature: float) -> None:
@@ -39,9 +36,7 @@ def info_nce(logits: Tensor, targets: Tensor) -> Tensor:
     return F.cross_entropy(logits, targets)
 
 
-def info_nce_from_blocks(
-    positive_logits: Tensor, blocks: list[Tensor | GatheredLogits | ScaledLogits]
-) -> Tensor:
+def info_nce_from_blocks(positive_logits: Tensor, blocks: list[Tensor | DerivedLogits]) -> Tensor:
     """Mean InfoNCE whose denominator is spread over column blocks, without concatenating them.
 
     Equal to ``info_nce(cat(blocks, 1), targets)`` when the positive logit is one of the block entries:
@@ -50,31 +45,29 @@ def info_nce_from_blocks(
     Args:
         positive_logits: (B,) the positive's logit of each row (it must appear in one block).
         blocks: list of (B, n_k) logit blocks, ``-inf`` where excluded. A block may be a
-            :class:`GatheredLogits` or a :class:`ScaledLogits` of another block in the list (its
-            ``source``, the same tensor): its gradient is then added into that block's gradient in
-            place. Otherwise it is materialized (autograd's path).
+            :class:`~hardmix.losses.derived_logits.DerivedLogits` (a :class:`GatheredLogits` or a
+            :class:`ScaledLogits`) of another block in the list (its ``source``, the same tensor): its
+            gradient is then added into that block's gradient in place. Otherwise it is materialized
+            (autograd's path).
     """
     # Reduce in at least fp32 (as cross_entropy does under autocast): with bf16 logits near 1/tau = 20 the
     # difference below would otherwise be rounded to multiples of 0.125.
-    dense = [b for b in blocks if not isinstance(b, _Derived)]
-    derived: list[GatheredLogits | ScaledLogits] = []
+    dense = [b for b in blocks if not isinstance(b, DerivedLogits)]
+    derived: list[DerivedLogits] = []
     for b in blocks:
-        if isinstance(b, _Derived):
+        if isinstance(b, DerivedLogits):
             if any(b.source is d for d in dense):
                 derived.append(b)
             else:
                 dense.append(b.materialize())
     dense = [d for d in dense if d.shape[1] > 0 or any(g.source is d for g in derived)]
     derived = [g for g in derived if g.shape[1] > 0]
-    position = [next(i for i, d in enumerate(dense) if g.source is d) for g in derived]
-    specs = tuple(
-        (g.index, g.weight, g.support, p) if isinstance(g, GatheredLogits) else (g.scale, g.shift_weight, p)
-        for g, p in zip(derived, position)
+    rules = tuple(
+        (g.gradient_rule(), next(i for i, d in enumerate(dense) if g.source is d)) for g in derived
     )
     values = tuple(_at_least_fp32(g.values) for g in derived)
-    direct_inputs = [g.direct if isinstance(g, GatheredLogits) else g.shift for g in derived]
-    directs = [None if d is None else _at_least_fp32(d) for d in direct_inputs]
-    total = _BlockLogSumExp.apply(specs, values, *[_at_least_fp32(d) for d in dense], *directs)
+    directs = [None if g.direct_input is None else _at_least_fp32(g.direct_input) for g in derived]
+    total = _BlockLogSumExp.apply(rules, values, *[_at_least_fp32(d) for d in dense], *directs)
     return (total - _at_least_fp32(positive_logits)).mean()
 
 
@@ -93,16 +86,15 @@ class _BlockLogSumExp(torch.autograd.Function):
     the backward is one multiply per block, ``exp(b - max) * (exp(max - total) * grad)``, instead of
     recomputing the exponentials; it saves that instead of the block: the same memory.
 
-    Derived blocks come after the dense ones (``values``: their detached values; ``specs``: index,
-    weight, support and position of their source among the dense blocks for a gathered block; scale,
-    shift weight and position for a scaled one). Each one's gradient goes to its ``direct`` (or
-    ``shift``) input and, through its weights or scale, into its source's gradient (in place: the
-    source's gradient is a fresh tensor of this backward).
+    Derived blocks come after the dense ones (``values``: their detached values; ``rules``: the gradient
+    rule of each and the position of its source among the dense blocks). Each rule adds the block's
+    softmax gradient into its source's gradient (in place: the source's gradient is a fresh tensor of
+    this backward) and gives the gradient of the block's direct input, which follows the dense inputs.
     """
 
     @staticmethod
-    def forward(ctx, specs, values, *inputs: Tensor | None) -> Tensor:  # type: ignore[override]
-        n_dense = len(inputs) - len(specs)
+    def forward(ctx, rules, values, *inputs: Tensor | None) -> Tensor:  # type: ignore[override]
+        n_dense = len(inputs) - len(rules)
         lse, saved = [], []
         for b in (*inputs[:n_dense], *values):
             # An all -inf row gets a finite shift, so that its exponentials are exp(-inf) = 0, not NaN.
@@ -111,7 +103,7 @@ class _BlockLogSumExp(torch.autograd.Function):
             lse.append(e.sum(dim=1).log_().add_(m.squeeze(1)))
             saved += [e, m]
         total = lse[0] if len(lse) == 1 else torch.logsumexp(torch.stack(lse, dim=1), dim=1)
-        ctx.specs, ctx.n_dense = specs, n_dense
+        ctx.rules, ctx.n_dense = rules, n_dense
         ctx.save_for_backward(total, *saved)
         return total
 
@@ -119,7 +111,7 @@ class _BlockLogSumExp(torch.autograd.Function):
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
         total, *saved = ctx.saved_tensors
         t, g = total.unsqueeze(1), grad.unsqueeze(1)
-        n_dense, specs = ctx.n_dense, ctx.specs
+        n_dense, rules = ctx.n_dense, ctx.rules
         needs = ctx.needs_input_grad[2:]
 
         def softmax_grad(i: int) -> Tensor:
@@ -128,29 +120,12 @@ class _BlockLogSumExp(torch.autograd.Function):
 
         dense = [softmax_grad(i) if needs[i] else None for i in range(n_dense)]
         directs: list[Tensor | None] = []
-        for k, spec in enumerate(specs):
-            source = spec[-1]
-            to_source, to_direct = dense[source] is not None, needs[n_dense + k]
-            p = softmax_grad(n_dense + k) if to_source or to_direct else None
-            if len(spec) == 3:  # scaled: d/d source = p * scale, d/d shift = w * rowsum(p * scale)
-                if p is not None:
-                    scale, shift_weight = spec[0], spec[1]
-                    p.mul_(scale)  # p is this backward's own buffer
-                    if to_source:
-                        dense[source].add_(p)
-                    p = p.sum(dim=1).mul_(shift_weight) if to_direct else None
-                directs.append(p)
+        for k, (rule, source) in enumerate(rules):
+            to_direct = needs[n_dense + k]
+            if dense[source] is None and not to_direct:
+                directs.append(None)
                 continue
-            index, weight, support = spec[0], spec[1], spec[2]
-            if to_source:  # (B, J, M) weights times the columns' softmax gradient, into the source's
-                contrib = weight.to(p.dtype) * p.unsqueeze(1)
-                if support is None:
-                    dense[source].scatter_add_(1, index.flatten(1), contrib.flatten(1))
-                else:  # through a (B, C) buffer: one scatter into the large block
-                    per_support = p.new_zeros(support.shape)
-                    per_support.scatter_add_(1, index.flatten(1), contrib.flatten(1))
-                    dense[source].scatter_add_(1, support, per_support)
-            directs.append(p if to_direct else None)
+            directs.append(rule(softmax_grad(n_dense + k), dense[source], to_direct))
         return (None, None, *dense, *directs)
 
 

@@ -16,13 +16,16 @@ the sum of two (B, K) gradients, each into a fresh (B, K) buffer).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from torch import Tensor
 
+from hardmix.losses.derived_logits import DerivedLogits, GradientRule
+
 
 @dataclass
-class ScaledLogits:
+class ScaledLogits(DerivedLogits):
     """(B, K) logits ``out[b, k] = (source[b, k] + shift_weight * shift[b]) * scale[b, k]``.
 
     Args:
@@ -63,8 +66,8 @@ class ScaledLogits:
             self.values = self._combine(self.source.detach(), self.shift.detach())
 
     @property
-    def shape(self) -> torch.Size:
-        return self.values.shape
+    def direct_input(self) -> Tensor:
+        return self.shift
 
     def _combine(self, source: Tensor, shift: Tensor) -> Tensor:
         return torch.add(source, shift.unsqueeze(1), alpha=self.shift_weight).mul_(self.scale)
@@ -72,3 +75,17 @@ class ScaledLogits:
     def materialize(self) -> Tensor:
         """The (B, K) logits as an ordinary tensor with autograd's gradient."""
         return torch.add(self.source, self.shift.unsqueeze(1), alpha=self.shift_weight) * self.scale
+
+    def gradient_rule(self) -> GradientRule:
+        return partial(_scaled_gradient, self.scale, self.shift_weight)
+
+
+def _scaled_gradient(
+    scale: Tensor, shift_weight: float, p: Tensor, source_grad: Tensor | None, need_direct: bool
+) -> Tensor | None:
+    """The block's gradient ``p`` (B, K) into the source's: d/d source = p * scale (added in place);
+    d/d shift = w * rowsum(p * scale)."""
+    p.mul_(scale)
+    if source_grad is not None:
+        source_grad.add_(p)
+    return p.sum(dim=1).mul_(shift_weight) if need_direct else None

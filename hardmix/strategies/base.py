@@ -17,8 +17,7 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from hardmix.losses.gathered_logits import GatheredLogits
-    from hardmix.losses.scaled_logits import ScaledLogits
+    from hardmix.losses.derived_logits import DerivedLogits
 
 Mode = Literal["in_batch", "queue"]
 
@@ -37,7 +36,7 @@ class ContrastContext:
             (``~negative_mask``) are -inf (they are the loss's own queue block).
         anchor_logits: (B, N) the same values, with gradient flowing to the anchors only (the
             stop-gradient view of the candidates). Equals ``logits`` in queue mode (so that a
-            :class:`hardmix.losses.GatheredLogits` or ``ScaledLogits`` of it takes the fused backward).
+            :class:`hardmix.losses.DerivedLogits` of it takes the fused backward).
         positive_logits: (B,) ``anchor . positive / temperature``.
         positive_anchor_logits: (B,) the same values, gradient to the anchors only.
         negative_mask: (B, N) bool, True where candidate j is a valid negative of anchor i.
@@ -109,13 +108,14 @@ class Strategy(ABC):
         return None
 
     @abstractmethod
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | GatheredLogits | ScaledLogits | None:
+    def extra_logits(self, ctx: ContrastContext) -> Tensor | DerivedLogits | None:
         """Extra negative logits (B, M) for this direction (divided by tau, -inf where excluded), or None.
 
-        Columns that are fixed weighted sums of entries of ``ctx.anchor_logits`` may be returned as a
-        :class:`hardmix.losses.GatheredLogits` of it (MoCHi), and a fixed rescaling of the whole block
-        as a :class:`hardmix.losses.ScaledLogits` (MixCSE against a queue): the loss then adds their
-        gradient into the logits' gradient in place.
+        Columns that are a fixed linear function of ``ctx.anchor_logits`` may be returned as a
+        :class:`hardmix.losses.DerivedLogits` of it: weighted sums of its entries as a
+        :class:`hardmix.losses.GatheredLogits` (MoCHi), a rescaling of the whole block as a
+        :class:`hardmix.losses.ScaledLogits` (MixCSE against a queue). The loss then adds their gradient
+        into the logits' gradient in place.
         """
 
     def fused_in_batch(
