@@ -9,11 +9,18 @@ are ``-inf``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from hardmix.losses.derived_logits import DerivedLogits
+
+# e^x = 2^(x log2 e). The losses exponentiate their (B, N) logits in base 2: on CPU torch's ``exp2`` takes
+# half the time of ``exp`` (one thread, AVX2, 128 x 4096 float32: 0.53 against 1.01 ns per element), and
+# the factor rides on an operation the loss does anyway (a product's scale, the max shift).
+LOG2_E = math.log2(math.e)
 
 
 def _check_temperature(temperature: float) -> None:
@@ -84,7 +91,8 @@ class _BlockLogSumExp(torch.autograd.Function):
 
     The forward keeps each block's ``exp(b - rowmax)`` (logsumexp computes it anyway, as a temporary), so
     the backward is one multiply per block, ``exp(b - max) * (exp(max - total) * grad)``, instead of
-    recomputing the exponentials; it saves that instead of the block: the same memory.
+    recomputing the exponentials; it saves that instead of the block: the same memory. The exponentials
+    are ``2^(b log2 e - max log2 e)``, the shift and the base change in one pass (see ``LOG2_E``).
 
     Derived blocks come after the dense ones (``values``: their detached values; ``rules``: the gradient
     rule of each and the position of its source among the dense blocks). Each rule adds the block's
@@ -97,9 +105,10 @@ class _BlockLogSumExp(torch.autograd.Function):
         n_dense = len(inputs) - len(rules)
         lse, saved = [], []
         for b in (*inputs[:n_dense], *values):
-            # An all -inf row gets a finite shift, so that its exponentials are exp(-inf) = 0, not NaN.
-            m = b.amax(dim=1, keepdim=True).clamp_min_(torch.finfo(b.dtype).min)
-            e = torch.sub(b, m).exp_()
+            # An all -inf row gets a finite shift, so that its exponentials are exp(-inf) = 0, not NaN
+            # (half the dtype's range: -m log2 e stays finite).
+            m = b.amax(dim=1, keepdim=True).clamp_min_(0.5 * torch.finfo(b.dtype).min)
+            e = torch.add(m * -LOG2_E, b, alpha=LOG2_E).exp2_()
             lse.append(e.sum(dim=1).log_().add_(m.squeeze(1)))
             saved += [e, m]
         total = lse[0] if len(lse) == 1 else torch.logsumexp(torch.stack(lse, dim=1), dim=1)
