@@ -252,6 +252,28 @@ def test_scaled_inverse_mixture_norms_equal_explicit_norms() -> None:
         np.testing.assert_allclose(scaled_inverse_mixture_norms(p, n, lam).numpy(), want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("rows", [300, 1100])  # 2 and 8 row blocks of the upper triangle
+def test_scaled_inverse_mixture_norms_in_batch_equal_explicit_norms(rows: int) -> None:
+    # negatives is positives: the CPU path computes the upper block triangle of the Gram matrix,
+    # finishes each block row in place and mirrors it.
+    g = torch.Generator().manual_seed(13)
+    p = F.normalize(torch.randn(rows, 6, generator=g, dtype=torch.float64), dim=1)
+    p[1] = -p[0]  # ||lam a + (1 - lam) b|| = |2 lam - 1|: 0 at lam = 0.5, where the floor applies
+    x = p.numpy()
+    for lam in (0.2, 0.5, 0.9):
+        norms = np.linalg.norm(lam * x[:, None, :] + (1 - lam) * x[None, :, :], axis=2)
+        got = scaled_inverse_mixture_norms(p, p, lam).numpy()
+        if lam == 0.5:
+            # the squared scaled norm ||.||^2 / (1 - lam)^2 held at its floor 1e-12 / (1 - lam)^2, not 0
+            assert got[0, 1] == got[1, 0] == pytest.approx(1.0 / np.sqrt(1e-12 * 4))
+            norms[0, 1] = norms[1, 0] = 1.0  # compared above
+            got[0, 1] = got[1, 0] = 1.0 - lam
+        np.testing.assert_allclose(got, (1 - lam) / norms, rtol=1e-11)
+        got32 = scaled_inverse_mixture_norms(p.float(), p.float(), lam).double().numpy()
+        if lam != 0.5:
+            np.testing.assert_allclose(got32, (1 - lam) / norms, rtol=2e-5)
+
+
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_large_batch_equals_vectorized_numpy(bidirectional: bool) -> None:
     """B = 600: the norms' Gram matrix is then computed blockwise (upper triangle, mirrored)."""
