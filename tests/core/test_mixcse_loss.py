@@ -254,8 +254,8 @@ def test_scaled_inverse_mixture_norms_equal_explicit_norms() -> None:
 
 @pytest.mark.parametrize("rows", [300, 1100])  # 2 and 8 row blocks of the upper triangle
 def test_scaled_inverse_mixture_norms_in_batch_equal_explicit_norms(rows: int) -> None:
-    # negatives is positives: the CPU path computes the upper block triangle of the Gram matrix,
-    # finishes each block row in place and mirrors it.
+    # negatives is positives: the CPU path computes the upper block triangle of the Gram matrix and
+    # mirrors it before the floor and the inverse square roots.
     g = torch.Generator().manual_seed(13)
     p = F.normalize(torch.randn(rows, 6, generator=g, dtype=torch.float64), dim=1)
     p[1] = -p[0]  # ||lam a + (1 - lam) b|| = |2 lam - 1|: 0 at lam = 0.5, where the floor applies
