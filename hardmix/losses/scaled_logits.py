@@ -74,7 +74,7 @@ class ScaledLogits(DerivedLogits):
 
     def materialize(self) -> Tensor:
         """The (B, K) logits as an ordinary tensor with autograd's gradient."""
-        return torch.add(self.source, self.shift.unsqueeze(1), alpha=self.shift_weight) * self.scale
+        return self._combine(self.source, self.shift)
 
     def gradient_rule(self) -> GradientRule:
         return partial(_scaled_gradient, self.scale, self.shift_weight)
