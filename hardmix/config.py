@@ -28,11 +28,9 @@ from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
+from hardmix.errors import ConfigError
+
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A config value is unknown, of the wrong type or out of range. The message names the key."""
 
 
 def _type_name(tp: Any) -> str:

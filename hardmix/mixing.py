@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hardmix.errors import StrategyArgumentError
 from hardmix.utils.counting import count_true
 from hardmix.utils.faiss_backend import indexed_inner_products
 from hardmix.utils.row_topk import row_topk_indices
@@ -174,7 +175,9 @@ def _draw_distinct_pairs(
     """:func:`sample_distinct_pairs`, in int32 where row * n^2 + code fits (else int64)."""
     total = n * (n - 1) // 2
     if n_pairs > total:
-        raise ValueError(f"n_pair: {n_pairs} distinct pairs requested from {n} items ({total} exist)")
+        raise StrategyArgumentError(
+            "n_pair", f"{n_pairs} distinct pairs requested from {n} items ({total} exist)"
+        )
     if n_pairs == 0:
         empty = torch.empty(batch, 0, dtype=torch.long, device=device)
         return empty, empty.clone()
@@ -265,21 +268,24 @@ def _repeated_keys_by_sort(keys: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 def _check_mochi_args(n_hard: int, n_pair: int, n_query: int, beta_max: float, available: int) -> None:
     if not isinstance(n_hard, int) or n_hard < 1:
-        raise ValueError(f"n_hard: must be a positive integer, got {n_hard!r}")
+        raise StrategyArgumentError("n_hard", f"must be a positive integer, got {n_hard!r}")
     if n_hard > available:
-        raise ValueError(f"n_hard: {n_hard} hardest negatives requested but only {available} are available")
+        raise StrategyArgumentError(
+            "n_hard", f"{n_hard} hardest negatives requested but only {available} are available"
+        )
     if not isinstance(n_pair, int) or n_pair < 0:
-        raise ValueError(f"n_pair: must be a non-negative integer, got {n_pair!r}")
+        raise StrategyArgumentError("n_pair", f"must be a non-negative integer, got {n_pair!r}")
     if n_pair > n_hard * (n_hard - 1) // 2:
-        raise ValueError(
-            f"n_pair: {n_pair} mixtures of distinct pairs need as many pairs among n_hard={n_hard} "
-            f"({n_hard * (n_hard - 1) // 2} exist)"
+        raise StrategyArgumentError(
+            "n_pair",
+            f"{n_pair} mixtures of distinct pairs need as many pairs among n_hard={n_hard} "
+            f"({n_hard * (n_hard - 1) // 2} exist)",
         )
     if not isinstance(n_query, int) or n_query < 0:
-        raise ValueError(f"n_query: must be a non-negative integer, got {n_query!r}")
+        raise StrategyArgumentError("n_query", f"must be a non-negative integer, got {n_query!r}")
     if not 0.0 < beta_max <= 0.5:
-        raise ValueError(
-            f"beta_max: must be in (0, 0.5] (the query weighs less than the negative), got {beta_max}"
+        raise StrategyArgumentError(
+            "beta_max", f"must be in (0, 0.5] (the query weighs less than the negative), got {beta_max}"
         )
 
 

@@ -19,11 +19,11 @@ Example:
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hardmix.config import ConfigError, build_config, config_to_dict, load_config
+from hardmix.strategies.specs import build_strategy_specs, normalize_strategy_specs
 from hardmix.text.pooling import POOLINGS
 
 Precision = Literal["fp32", "bf16", "fp16"]
@@ -210,59 +210,17 @@ def _check_mochi_fits(i: int, strategy: Any, batch_size: int, queue_size: int) -
 
 def normalize_strategies(spec: Any) -> list[dict[str, Any]]:
     """``none`` / ``{"name": ...}`` / a list of them -> a list of mappings, each with a string name."""
-    if spec is None:
-        return [{"name": "none"}]
-    items = spec if isinstance(spec, (list, tuple)) else [spec]
-    out = []
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            item = {"name": item}
-        if not isinstance(item, dict):
-            raise ConfigError(f"loss.strategies[{i}]: expected a mapping with a name (or a name), "
-                              f"got {type(item).__name__} {item!r}")
-        if "name" not in item:
-            raise ConfigError(f"loss.strategies[{i}].name: missing (one of the registered strategies, "
-                              "see `hardmix strategies`)")
-        if not isinstance(item["name"], str):
-            raise ConfigError(f"loss.strategies[{i}].name: expected a string, got {item['name']!r}")
-        # YAML 1.1 reads 2e-1 as a string; the strategy parameters are numbers.
-        out.append({k: float(v) if isinstance(v, str) and _FLOAT.match(v.strip()) else v
-                    for k, v in item.items()})
-    if not out:
-        raise ConfigError("loss.strategies: empty; use [{name: none}] for plain InfoNCE (SimCSE)")
-    return out
-
-
-_ARG = re.compile(r"unknown argument '([^']+)'")
-_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+    return normalize_strategy_specs(spec)
 
 
 def build_loss(loss: LossSection) -> Any:
-    """Build the core's :class:`~hardmix.losses.contrastive.ContrastiveLoss` from the loss section,
-    turning the core's ValueErrors into ConfigErrors that name the key."""
+    """Build the core's :class:`~hardmix.losses.contrastive.ContrastiveLoss` from the loss section; the
+    strategies are validated by the core (:func:`hardmix.strategies.specs.build_strategy_specs`)."""
     from hardmix.losses.contrastive import ContrastiveLoss
-    from hardmix.strategies import build_strategy
 
-    specs = normalize_strategies(loss.strategies)
-    built = []
-    for i, spec in enumerate(specs):
-        try:
-            built.append(build_strategy(spec))
-        except (ValueError, TypeError) as e:
-            msg = str(e)
-            key = f"loss.strategies[{i}]"
-            m = _ARG.search(msg)
-            if msg.startswith("strategy: unknown strategy"):
-                raise ConfigError(f"{key}.name: {msg.split(': ', 1)[1]}") from None
-            if m:
-                raise ConfigError(f"{key}.{m.group(1)}: unknown argument of strategy {spec['name']} "
-                                  f"({msg.split('(', 1)[-1].rstrip(')')})") from None
-            head, _, rest = msg.partition(": ")
-            if rest and head.isidentifier():
-                raise ConfigError(f"{key}.{head}: {rest}") from None
-            raise ConfigError(f"{key}: {msg}") from None
+    built = [s for s in build_strategy_specs(loss.strategies) if s.name != "none"]
     try:
-        return ContrastiveLoss(loss.temperature, [s for s in built] or None, symmetric=loss.symmetric)
+        return ContrastiveLoss(loss.temperature, built or None, symmetric=loss.symmetric)
     except ValueError as e:
         head, _, rest = str(e).partition(": ")
         key = "loss.symmetric" if head == "symmetric" else f"loss.{head}" if head.isidentifier() else "loss"

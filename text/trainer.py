@@ -26,7 +26,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -43,7 +42,7 @@ from hardmix.config import ConfigError
 from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
 from hardmix.distributed import gather_no_grad, gather_with_grad, rank, rank_offset, world_size
 from hardmix.losses.contrastive import ContrastiveLoss, LossOutput
-from hardmix.paths import ENV_VAR, data_root, resolve_data_path
+from hardmix.paths import resolve_data_path
 from hardmix.queue import KeyQueue
 from hardmix.text.config import TextTrainConfig, build_loss, load_text_config, text_config_to_dict
 from hardmix.text.data import BatchOrder, TokenizedCorpus, collate, read_corpus, shard
@@ -54,6 +53,7 @@ from hardmix.text.model import (
     load_backbone,
     quiet_transformers,
 )
+from hardmix.text.model_source import ModelNotFoundError, resolve_model  # noqa: F401 (re-exported)
 from hardmix.utils.checkpoint import atomic_torch_save, atomic_write_text
 from hardmix.utils.progress import ProgressBar
 from hardmix.utils.rng import rng_state, seed_everything, set_rng_state
@@ -67,66 +67,11 @@ RESUMABLE_CHANGES = (
 )
 
 
-class ModelNotFoundError(FileNotFoundError):
-    """The backbone is neither a local folder nor reachable on the Hugging Face Hub."""
-
-
 class RunFolderError(ValueError):
     """The run folder holds a run that was not asked to be resumed, or none to resume."""
 
 
 # ------------------------------------------------------------------------------------------ setup
-def _is_path_like(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or name.endswith(("/", os.sep)) or name.count("/") > 1 \
-        or os.sep != "/" and os.sep in name
-
-
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    from urllib.parse import urlparse
-
-    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
-    try:
-        socket.create_connection((host, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def resolve_model(name: str) -> tuple[str, bool]:
-    """Where to load the backbone from: ``(path or Hub name, local files only)``.
-
-    A local folder (from the working directory, else under ``HARDMIX_DATA``) wins; otherwise ``name`` is a
-    Hub name, used from the local cache if it is there, else downloaded. Offline (``HF_HUB_OFFLINE`` set,
-    or the Hub unreachable) a Hub name that is not cached fails at once, saying so.
-    """
-    p = resolve_data_path(name)
-    if p.is_dir():
-        return str(p), True
-    root = data_root(required=False)
-    looked = f"{Path.cwd()}" + (f" and {ENV_VAR}={root}" if root else f" ({ENV_VAR} is not set)")
-    if _is_path_like(name):
-        raise ModelNotFoundError(f"model.name_or_path: {name} is not a model folder (looked in {looked})")
-    from transformers import AutoConfig
-
-    from hardmix.text.model import quiet_transformers
-
-    try:
-        with quiet_transformers():
-            AutoConfig.from_pretrained(name, local_files_only=True)
-        return name, True
-    except (OSError, ValueError):
-        pass
-    offline = any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on")
-                  for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    if offline or not _hub_reachable():
-        why = "offline mode is set (HF_HUB_OFFLINE)" if offline else "the Hugging Face Hub cannot be reached"
-        raise ModelNotFoundError(
-            f"model.name_or_path: {name!r} is not a local folder (looked in {looked}), not in the Hugging "
-            f"Face cache, and {why}: download the model where there is a network and point "
-            "model.name_or_path at its folder")
-    return name, False
-
-
 def _select_device(cfg: TextTrainConfig) -> torch.device:
     want = cfg.train.device
     if want == "cuda" and not torch.cuda.is_available():

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hardmix.config import ConfigError
-from hardmix.strategies import build_strategy
+from hardmix.strategies.specs import build_strategy_specs, normalize_strategy_specs
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -182,18 +182,7 @@ class LossConfig:
 
 def strategy_list(strategies: Any) -> list[dict[str, Any]]:
     """Normalize ``loss.strategies`` into a list of mappings ``{"name": ..., **params}``."""
-    if strategies is None:
-        return []
-    items = strategies if isinstance(strategies, (list, tuple)) else [strategies]
-    out = []
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            out.append({"name": item})
-        elif isinstance(item, dict) and isinstance(item.get("name"), str):
-            out.append(dict(item))
-        else:
-            raise ConfigError(f"loss.strategies[{i}]: expected a name or a mapping with a name, got {item!r}")
-    return out
+    return normalize_strategy_specs(strategies)
 
 
 def _check_strategy(i: int, spec: dict[str, Any]) -> None:
@@ -209,13 +198,9 @@ def _check_strategy(i: int, spec: dict[str, Any]) -> None:
         if "warmup_steps" in params:
             raise ConfigError(f"{key}: give warmup_epochs or warmup_steps, not both")
     try:
-        build_strategy(params)
-    except ValueError as e:
-        msg = str(e)
-        head = msg.split(":", 1)[0]
-        if head in params or head == "warmup_steps":  # the core names the argument first: "n_hard: ..."
-            raise ConfigError(f"{key}.{msg}") from e
-        raise ConfigError(f"{key}: {msg}") from e
+        build_strategy_specs([params])
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("loss.strategies[0]", key, 1)) from None
 
 
 @dataclass

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
+from hardmix.errors import StrategyArgumentError
+
 if TYPE_CHECKING:
     from hardmix.losses.derived_logits import DerivedLogits
 
@@ -133,6 +135,15 @@ class Strategy(ABC):
         """
         return None
 
+    @property
+    def required_negatives(self) -> int:
+        """How many valid negatives each anchor must have once this strategy is active (MoCHi: its
+        ``n_hard``); a trainer checks its batch and queue sizes against it before training.
+        ``negatives_argument`` names the argument that sets it, for the error."""
+        return 0
+
+    negatives_argument: ClassVar[str | None] = None
+
     def diagnostics(self) -> dict[str, float]:
         """Scalars about the last call (e.g. mean similarity of synthetic negatives), for logging."""
         return {}
@@ -167,7 +178,7 @@ def available_strategies() -> list[str]:
 def strategy_class(name: str) -> type[Strategy]:
     if name not in _REGISTRY:
         registered = ", ".join(available_strategies())
-        raise ValueError(f"strategy: unknown strategy {name!r}; registered: {registered}")
+        raise StrategyArgumentError("name", f"unknown strategy {name!r}; registered: {registered}")
     return _REGISTRY[name]
 
 
@@ -189,9 +200,9 @@ def build_strategy(spec: str | dict[str, Any] | Strategy) -> Strategy:
     allowed = {p.name for p in cls.params}
     unknown = sorted(set(params) - allowed)
     if unknown:
-        raise ValueError(
-            f"strategy {spec['name']}: unknown argument {unknown[0]!r} "
-            f"(arguments: {', '.join(sorted(allowed))})"
+        raise StrategyArgumentError(
+            unknown[0],
+            f"unknown argument of strategy {spec['name']} (arguments: {', '.join(sorted(allowed))})",
         )
     return cls(**params)
 

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hardmix.errors import StrategyArgumentError
 from hardmix.losses.scaled_logits import ScaledLogits
 from hardmix.mixing import mixed_logits, scaled_inverse_mixture_norms
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
@@ -71,20 +72,22 @@ class MixCSE(Strategy):
         mode: Literal["clean", "reference"] = "clean",
     ) -> None:
         if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 < float(lam) < 1.0:
-            raise ValueError(f"lam: must be in (0, 1), got {lam}")
+            raise StrategyArgumentError("lam", f"must be in (0, 1), got {lam}")
         if not isinstance(stop_grad, bool):
-            raise ValueError(f"stop_grad: must be true or false, got {stop_grad!r}")
+            raise StrategyArgumentError("stop_grad", f"must be true or false, got {stop_grad!r}")
         if bidirectional is not None and not isinstance(bidirectional, bool):
-            raise ValueError(f"bidirectional: must be true, false or null, got {bidirectional!r}")
+            raise StrategyArgumentError(
+                "bidirectional", f"must be true, false or null, got {bidirectional!r}"
+            )
         if mode not in ("clean", "reference"):
-            raise ValueError(f"mode: must be 'clean' or 'reference', got {mode!r}")
+            raise StrategyArgumentError("mode", f"must be 'clean' or 'reference', got {mode!r}")
         if mode == "reference" and bidirectional:
-            raise ValueError(
-                "bidirectional: the reference mode reproduces the official code's single direction"
+            raise StrategyArgumentError(
+                "bidirectional", "the reference mode reproduces the official code's single direction"
             )
         if mode == "reference" and not stop_grad:
-            raise ValueError(
-                "stop_grad: the reference mode always detaches its mixtures, as the official code"
+            raise StrategyArgumentError(
+                "stop_grad", "the reference mode always detaches its mixtures, as the official code"
             )
         self.lam = float(lam)
         self.stop_grad = stop_grad
@@ -189,11 +192,11 @@ class MixCSE(Strategy):
 
     def _reference_logits(self, ctx: ContrastContext) -> Tensor:
         if ctx.mode != "in_batch" or ctx.raw_candidates is None or ctx.raw_all_anchors is None:
-            raise ValueError(
-                "mode: the reference mode needs in-batch negatives (the official code has no queue)"
+            raise StrategyArgumentError(
+                "mode", "the reference mode needs in-batch negatives (the official code has no queue)"
             )
         if ctx.direction != 0:
-            raise ValueError("bidirectional: the reference mode is one-directional")
+            raise StrategyArgumentError("bidirectional", "the reference mode is one-directional")
         lam, tau = self.lam, ctx.temperature
         z1_all = ctx.raw_all_anchors  # (N, D) un-normalized first view of the whole batch
         z2_all = ctx.raw_candidates  # (N, D) second view

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from hardmix.errors import StrategyArgumentError
 from hardmix.losses.gathered_logits import GatheredLogits
 from hardmix.mixing import _check_mochi_args, _mochi_draws, hardest_negatives, mochi_logits
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
@@ -63,12 +64,14 @@ class MoCHi(Strategy):
         warmup_steps: int = 0,
     ) -> None:
         if isinstance(beta_max, bool) or not isinstance(beta_max, (int, float)):
-            raise ValueError(f"beta_max: must be a number in (0, 0.5], got {beta_max!r}")
+            raise StrategyArgumentError("beta_max", f"must be a number in (0, 0.5], got {beta_max!r}")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-            raise ValueError(f"warmup_steps: must be a non-negative integer, got {warmup_steps!r}")
+            raise StrategyArgumentError(
+                "warmup_steps", f"must be a non-negative integer, got {warmup_steps!r}"
+            )
         for arg, value in (("n_hard", n_hard), ("n_pair", n_pair), ("n_query", n_query)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{arg}: must be an integer, got {value!r}")
+                raise StrategyArgumentError(arg, f"must be an integer, got {value!r}")
         _check_mochi_args(n_hard, n_pair, n_query, float(beta_max), available=n_hard)
         self.n_hard = n_hard
         self.n_pair = n_pair
@@ -76,6 +79,12 @@ class MoCHi(Strategy):
         self.beta_max = float(beta_max)
         self.warmup_steps = warmup_steps
         self._last: tuple[Tensor, Tensor, float] | None = None
+
+    negatives_argument = "n_hard"
+
+    @property
+    def required_negatives(self) -> int:
+        return self.n_hard
 
     def extra_logits(self, ctx: ContrastContext) -> GatheredLogits | None:
         if ctx.step < self.warmup_steps or self.n_pair + self.n_query == 0:
@@ -88,9 +97,10 @@ class MoCHi(Strategy):
         else:
             available = int(count_true(ctx.negative_mask, dim=1).min())
         if self.n_hard > available:
-            raise ValueError(
-                f"n_hard: {self.n_hard} hardest negatives requested but only {available} are available "
-                f"({ctx.mode} negatives)"
+            raise StrategyArgumentError(
+                "n_hard",
+                f"{self.n_hard} hardest negatives requested but only {available} are available "
+                f"({ctx.mode} negatives)",
             )
         # Select in fp32 even under autocast: reuse the logits when they are fp32 (or fp64) already.
         # Queue mode: the logits are -inf at the excluded entries already, which the selection then never
@@ -107,14 +117,26 @@ class MoCHi(Strategy):
         with torch.no_grad():
             hard = hardest_negatives(similarities, self.n_hard, valid)
             draws = _mochi_draws(
-                hard.shape[0], self.n_hard, self.n_pair, self.n_query, self.beta_max, ctx.generator,
-                ctx.anchors.device, ctx.anchors.dtype,
+                hard.shape[0],
+                self.n_hard,
+                self.n_pair,
+                self.n_query,
+                self.beta_max,
+                ctx.generator,
+                ctx.anchors.device,
+                ctx.anchors.dtype,
             )
         # q . SG(h) / tau in closed form (see hardmix.mixing.mochi_logits): equal to building the s + s'
         # points (B, s + s', D) and a batched product, without the gathers, mixing and normalizing of
         # every point; the gradient reaches q only, through the anchor-only logits.
         logits = mochi_logits(
-            ctx.anchor_logits, ctx.anchors, ctx.candidates, hard, draws, similarities, ctx.temperature,
+            ctx.anchor_logits,
+            ctx.anchors,
+            ctx.candidates,
+            hard,
+            draws,
+            similarities,
+            ctx.temperature,
             to_cosine=to_cosine,
         )
         self._last = (logits.values, ctx.positive_logits.detach(), ctx.temperature)

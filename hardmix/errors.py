@@ -1,0 +1,29 @@
+"""The core's error types, in a module that imports nothing else of hardmix (every part may raise them).
+
+Example:
+    >>> err = StrategyArgumentError("lam", "must be in (0, 1), got 1.5")
+    >>> str(err), err.argument
+    ('lam: must be in (0, 1), got 1.5', 'lam')
+"""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A config value is unknown, of the wrong type or out of range. The message names the key."""
+
+
+class StrategyArgumentError(ValueError):
+    """A strategy argument is invalid; ``argument`` names it (``None``: the combination of arguments).
+
+    Its text is ``"<argument>: <message>"``, so that a config loader prefixes the key path
+    (``loss.strategies[0].lam``) from the attribute, never by parsing the text.
+    """
+
+    def __init__(self, argument: str | None, message: str) -> None:
+        self.argument = argument
+        self.message = message
+        super().__init__(f"{argument}: {message}" if argument else message)
+
+
+__all__ = ["ConfigError", "StrategyArgumentError"]

@@ -1,0 +1,100 @@
+"""``loss.strategies`` as a config holds it: normalized and validated once, for every trainer.
+
+A spec is a strategy name, a mapping ``{name: ..., **arguments}`` or a list of them. Errors are
+:class:`~hardmix.errors.ConfigError` carrying the key path of the offending entry, built from the
+strategies' :class:`~hardmix.errors.StrategyArgumentError` (never from the text of a message).
+
+Example:
+    >>> normalize_strategy_specs("mixcse")
+    [{'name': 'mixcse'}]
+    >>> build_strategy_specs([{"name": "mochi", "n_hard": 0}])
+    Traceback (most recent call last):
+    ...
+    hardmix.errors.ConfigError: loss.strategies[0].n_hard: must be a positive integer, got 0
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hardmix.errors import ConfigError, StrategyArgumentError
+from hardmix.strategies.base import Strategy, build_strategy
+
+_YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+
+
+def normalize_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[dict[str, Any]]:
+    """A name, a mapping or a list of them -> a list of mappings, each with a string ``name``.
+
+    ``None`` is ``[{"name": "none"}]``; YAML 1.1's exponent strings (``2e-1``) become numbers.
+
+    Raises:
+        ConfigError: naming ``key[i]`` or ``key[i].name``.
+    """
+    if spec is None:
+        return [{"name": "none"}]
+    items = spec if isinstance(spec, (list, tuple)) else [spec]
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            raise ConfigError(f"{key}[{i}]: expected a mapping with a name (or a name), "
+                              f"got {type(item).__name__} {item!r}")
+        if "name" not in item:
+            raise ConfigError(f"{key}[{i}].name: missing (one of the registered strategies, "
+                              "see `hardmix strategies`)")
+        if not isinstance(item["name"], str):
+            raise ConfigError(f"{key}[{i}].name: expected a string, got {item['name']!r}")
+        out.append({k: float(v) if isinstance(v, str) and _YAML11_FLOAT.match(v.strip()) else v
+                    for k, v in item.items()})
+    if not out:
+        raise ConfigError(f"{key}: empty; use [{{name: none}}] for plain InfoNCE")
+    return out
+
+
+def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
+    """Normalize ``spec`` and build every strategy (``none`` included), errors naming the key path.
+
+    Raises:
+        ConfigError: ``loss.strategies[i].<argument>: <message>`` for a bad argument or name.
+    """
+    built = []
+    for i, item in enumerate(normalize_strategy_specs(spec, key)):
+        try:
+            built.append(build_strategy(item))
+        except StrategyArgumentError as e:
+            where = f"{key}[{i}].{e.argument}" if e.argument else f"{key}[{i}]"
+            raise ConfigError(f"{where}: {e.message}") from None
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{key}[{i}]: {e}") from None
+    return built
+
+
+def check_negatives_available(
+    strategies: list[Strategy], available: int, where: str, key: str = "loss.strategies"
+) -> None:
+    """Refuse, before training, a strategy that needs more valid negatives than the setup gives.
+
+    Args:
+        strategies: as built by :func:`build_strategy_specs` (in config order).
+        available: the fewest valid negatives an anchor will have when the strategies are active.
+        where: what gives them, for the message ("the 63 in-batch negatives").
+
+    Example:
+        >>> s = build_strategy_specs([{"name": "mochi", "n_hard": 64, "n_pair": 8, "n_query": 8}])
+        >>> try:
+        ...     check_negatives_available(s, 63, "the 63 in-batch negatives")
+        ... except ValueError as e:
+        ...     print(e)
+        loss.strategies[0].n_hard: 64 hardest negatives, but the setup gives only the 63 in-batch negatives
+    """
+    for i, s in enumerate(strategies):
+        need = s.required_negatives
+        if need > available:
+            arg = s.negatives_argument or "name"
+            raise ConfigError(f"{key}[{i}].{arg}: {need} hardest negatives, but the setup gives only {where}")
+
+
+__all__ = ["build_strategy_specs", "check_negatives_available", "normalize_strategy_specs"]
