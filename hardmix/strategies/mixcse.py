@@ -46,7 +46,7 @@ class MixCSE(Strategy):
         >>> MixCSE(lam=1.5)
         Traceback (most recent call last):
         ...
-        ValueError: lam: must be in (0, 1), got 1.5
+        hardmix.errors.StrategyArgumentError: lam: must be in (0, 1), got 1.5
     """
 
     name = "mixcse"

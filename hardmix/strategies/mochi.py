@@ -37,7 +37,7 @@ class MoCHi(Strategy):
         >>> MoCHi(n_hard=4, n_pair=7)
         Traceback (most recent call last):
         ...
-        ValueError: n_pair: 7 mixtures of distinct pairs need as many pairs among n_hard=4 (6 exist)
+        hardmix.errors.StrategyArgumentError: n_pair: 7 mixtures of distinct pairs need as many pairs among n_hard=4 (6 exist)
     """
 
     name = "mochi"
