@@ -70,7 +70,6 @@ class DataSection:
 
 
 @dataclass
-@dataclass
 class LossSection(BaseLossSection):
     """The core's InfoNCE and its strategies (see ``hardmix strategies``).
 

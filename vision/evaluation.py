@@ -1,7 +1,8 @@
 """Evaluating a trained backbone: weighted k-NN and a linear probe on frozen features.
 
 ``hardmix eval knn|linear CHECKPOINT --dataset NAME`` take a run directory (its ``checkpoint.pt``) or a
-checkpoint file, loaded safely (``weights_only``: a crafted file cannot run code); the checkpoint stores the config, so the backbone is rebuilt from it. NAME is
+checkpoint file, loaded safely (``weights_only``: a crafted file cannot run code); the checkpoint stores
+the config, so the backbone is rebuilt from it. NAME is
 ``cifar10``, ``imagenette-64`` or an ImageFolder root with ``train`` and ``test`` (or ``val``).
 
 Images are evaluated without augmentation, at the training crop size: for crops up to 64 pixels the

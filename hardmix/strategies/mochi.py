@@ -34,10 +34,11 @@ class MoCHi(Strategy):
             ImageNet-100, Sec. 5).
 
     Example:
-        >>> MoCHi(n_hard=4, n_pair=7)
-        Traceback (most recent call last):
-        ...
-        hardmix.errors.StrategyArgumentError: n_pair: 7 mixtures of distinct pairs need as many pairs among n_hard=4 (6 exist)
+        >>> try:
+        ...     MoCHi(n_hard=4, n_pair=7)
+        ... except ValueError as e:
+        ...     print(e)
+        n_pair: 7 mixtures of distinct pairs need as many pairs among n_hard=4 (6 exist)
     """
 
     name = "mochi"

@@ -62,7 +62,7 @@ def versions() -> dict[str, str]:
 
     from hardmix import __version__
 
-    return {"hardmix": __version__, "torch": torch.__version__, "python": platform.python_version()}
+    return {"hardmix": __version__, "torch": str(torch.__version__), "python": platform.python_version()}
 
 
 def _finite_or_none(x: Any) -> Any:

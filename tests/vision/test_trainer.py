@@ -61,10 +61,13 @@ def test_loss_falls_and_the_run_directory_is_complete(long_run):
     records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     logged = [r for r in records if "alignment" in r]
     assert len(logged) == 40
-    assert {"proxy_acc", "pos_sim", "neg_sim", "uniformity", "anchor_grad_norm", "momentum"} <= set(logged[-1])
+    assert {"proxy_acc", "pos_sim", "neg_sim", "uniformity", "anchor_grad_norm", "momentum"} <= set(
+        logged[-1]
+    )
     assert yaml.safe_load((out / "config.yaml").read_text())["augment"]["crop_scale"] == [0.6, 1.0]
     state = torch.load(out / "checkpoint.pt", weights_only=True)
-    assert state["step"] == 40 and "rng" in state["processes"][0] and state["config"]["loss"]["queue_size"] == 96
+    assert state["step"] == 40 and "rng" in state["processes"][0]
+    assert state["config"]["loss"]["queue_size"] == 96
     assert state["model"]["queue.ids"].min() >= 0  # every slot holds a real key after wrap-around
 
 
