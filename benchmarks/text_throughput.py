@@ -3,8 +3,8 @@
 A step is what ``hardmix train text`` does (:mod:`hardmix.text.task` through the engine): one forward
 pass over the batch duplicated (two dropout views, SimCSE's MLP on [CLS]), the core's contrastive loss with
 the strategy, backward, gradient clipping at 1.0 and AdamW. The floor is the bare encoder on the same
-duplicated batch: forward, backward of a trivial loss (mean square of the [CLS] vectors) and AdamW, no head, no contrastive
-loss, no clipping. Target: a step costs at most 1.15x the floor.
+duplicated batch: forward, backward of a trivial loss (mean square of the [CLS] vectors) and AdamW, no
+head, no contrastive loss, no clipping. Target: a step costs at most 1.15x the floor.
 
 Timing interleaves the variants round by round (each round times every variant for ``--steps`` steps), so
 a load change on a shared machine hits all of them alike; the table gives the median step time. Peak memory:
