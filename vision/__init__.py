@@ -4,8 +4,9 @@ evaluation.
 Modules (imported on demand; ``import hardmix.vision`` loads neither torchvision nor timm):
 
 - :mod:`~hardmix.vision.config`: ``VisionConfig`` (YAML sections ``data``, ``augment``, ``model``, ``loss``,
-  ``train``, ``eval``).
-- :mod:`~hardmix.vision.trainer`: ``train(cfg, output_dir, resume)`` and the ``hardmix train vision`` CLI.
+  ``train``, ``eval``, ``log``; the shared keys are the engine's, :mod:`hardmix.training.config`).
+- :mod:`~hardmix.vision.task`: ``VisionTask``, MoCo-v2 as a task of the training engine
+  (``hardmix train vision``, ``hardmix.train("vision", ...)``).
 - :mod:`~hardmix.vision.moco`: ``MoCo`` (query and momentum key encoders around the core's queue and loss).
 - :mod:`~hardmix.vision.backbones`: ``build_backbone`` (torchvision ResNet-18/50, narrow ResNets, timm).
 - :mod:`~hardmix.vision.augment`: ``TensorAugment`` (MoCo-v2's augmentations, batched) and ``pil_transform``.

@@ -2,9 +2,9 @@
 
 The file is a ``torch.save`` of plain containers and tensors only, so :func:`load_checkpoint` reads it with
 ``torch.load(weights_only=True)``: a crafted pickle cannot run code. NumPy's RNG state (an array) is stored
-as a tensor for that reason (:func:`portable_rng_state`). Writing goes to a temporary file in the same
-folder, is fsynced and renamed into place (:func:`hardmix.utils.checkpoint.atomic_torch_save`), so a crash
-during the write leaves the previous checkpoint intact.
+as a tensor for that reason (:func:`hardmix.utils.rng.rng_state`). Writing goes to a temporary file in the
+same folder, is fsynced and renamed into place (:func:`hardmix.utils.checkpoint.atomic_torch_save`), so a
+crash during the write leaves the previous checkpoint intact.
 
 Example:
     >>> import tempfile, torch
@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import os
 import pickle
-import random
 import zipfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from hardmix.utils.checkpoint import atomic_torch_save
+from hardmix.utils.rng import rng_state, set_rng_state
 
 #: What a hardmix checkpoint says it is, and the layout version this hardmix reads and writes.
 FORMAT = "hardmix-checkpoint"
@@ -78,31 +77,9 @@ def load_checkpoint(path: str | os.PathLike[str], task: str | None = None) -> di
     return state
 
 
-def portable_rng_state() -> dict[str, Any]:
-    """The global RNG states (Python, NumPy, torch CPU and CUDA) as ``weights_only``-loadable values."""
-    version, mt, gauss = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
-    state: dict[str, Any] = {
-        "python": [version, torch.tensor(mt, dtype=torch.int64), gauss],
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng_state(state: dict[str, Any]) -> None:
-    """Restore the states captured by :func:`portable_rng_state`."""
-    version, mt, gauss = state["python"]
-    random.setstate((int(version), tuple(int(x) for x in mt.tolist()), gauss))
-    n = state["numpy"]
-    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
-                         n["cached_gaussian"]))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+#: The global RNG states as ``weights_only``-loadable values, and their restore.
+portable_rng_state = rng_state
+restore_rng_state = set_rng_state
 
 
 __all__ = [

@@ -188,10 +188,10 @@ class _Run:
             with PreemptionSignals() as signals:
                 for batch in task.batches(self.step, self.stop_at):
                     log_now = (self.step + 1) % cfg.log.log_steps == 0 or self.step + 1 == self.stop_at
-                    result, loss = self._step(task, batch)
+                    result, loss, diagnostics = self._step(task, batch, log_now)
                     session_samples += result.samples
                     if loss is not None and log_now:
-                        self._log(task, result)
+                        self._log(task, diagnostics)
                     if cfg.eval.eval_steps and self.step % cfg.eval.eval_steps == 0:
                         self._eval_seconds += self._evaluate(task)
                     if cfg.train.save_steps and self.step % cfg.train.save_steps == 0 \
@@ -227,8 +227,9 @@ class _Run:
                 parts.append(f"best={self.best_score:.2f}@{self.best_step}")
         return " ".join(parts)
 
-    def _step(self, task: Task, batch: Any) -> tuple[StepResult, float | None]:
-        """One optimizer step (or a skipped non-finite one); returns the result and the mean loss."""
+    def _step(self, task: Task, batch: Any, log_now: bool) -> tuple[StepResult, float | None, dict[str, Any]]:
+        """One optimizer step (or a skipped non-finite one): the result, the mean loss, and on logging
+        steps the diagnostics (taken before the task's post-update hook, so they see what the step saw)."""
         runtime = self.runtime
         result = task.train_step(batch, self.step)
         self._lr = float(self.scheduler.get_last_lr()[0])
@@ -239,7 +240,7 @@ class _Run:
             loss /= runtime.world
         value = float(loss)
         if not math.isfinite(value):
-            return result, self._skip_nonfinite(task, value)
+            return result, self._skip_nonfinite(task, value), {}
         if self.scaler is not None:
             self.scaler.scale(result.loss).backward()
             self.scaler.unscale_(self.optimizer)
@@ -253,11 +254,20 @@ class _Run:
             self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        diagnostics = self._diagnostics(task, result) if log_now and self.cfg.log.diagnostics else {}
         task.after_optimizer_step(result, self.step)
         self.step += 1
         self.window_loss += value
         self.window_steps += 1
-        return result, value
+        return result, value, diagnostics
+
+    def _diagnostics(self, task: Task, result: StepResult) -> dict[str, Any]:
+        """The core's loss statistics and the task's diagnostics of the step (every RNG restored after)."""
+        out = dict(result.stats() if callable(result.stats) else result.stats or {})
+        out.pop("loss", None)
+        with preserved_rng():
+            out.update(task.diagnostics(result, self.step))
+        return out
 
     def _skip_nonfinite(self, task: Task, value: float) -> None:
         cfg = self.cfg
@@ -280,8 +290,7 @@ class _Run:
         self.step += 1
         return None
 
-    def _log(self, task: Task, result: StepResult) -> None:
-        cfg = self.cfg
+    def _log(self, task: Task, diagnostics: dict[str, Any]) -> None:
         record: dict[str, Any] = {
             "step": self.step,
             "epoch": round(task.epoch_at(self.step), 4),
@@ -289,12 +298,7 @@ class _Run:
             "lr": self._lr,
             "wall_seconds": round(self.wall_seconds + self._session_seconds(), 3),
         }
-        if cfg.log.diagnostics:
-            stats = dict(result.stats() if callable(result.stats) else result.stats or {})
-            stats.pop("loss", None)
-            record.update(stats)
-            with preserved_rng():
-                record.update(task.diagnostics(result, self.step))
+        record.update(diagnostics)
         self.window_loss, self.window_steps = 0.0, 0
         self.metrics.write(record)
 
