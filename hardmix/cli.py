@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --output from its checkpoint")
     p.set_defaults(func=_cmd_train)
 
+    from hardmix.compare.cli import register as register_compare
+
+    register_compare(sub)
+
     evaluate = sub.add_parser("eval", help="evaluate an encoder")
     eval_sub = evaluate.add_subparsers(dest="eval_task", metavar="WHAT", required=True)
     for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):

@@ -264,6 +264,15 @@ class TextTask(Task):
     def load_process_state(self, state: dict[str, Any]) -> None:
         self.generator.set_state(state["generator"])
 
+    @classmethod
+    def score_names(cls, cfg: TextTrainConfig) -> list[str]:
+        names = ["stsb_dev"] if cfg.eval.at_end or cfg.eval.eval_steps else []
+        if cfg.eval.final_sts:
+            from hardmix.text.evaluation import STS_TASKS
+
+            names += ["sts_avg", *STS_TASKS]
+        return names
+
     def describe(self) -> str:
         cfg = self.cfg
         return f"training {cfg.model.name_or_path} ({cfg.model.pooling}) with {self.loss_fn.extra_repr()}"

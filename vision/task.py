@@ -146,6 +146,10 @@ class VisionTask(Task):
                                    self.runtime.device, e.backend)
         return {"knn_top1": scores["top1"], "knn_top5": scores["top5"]}
 
+    @classmethod
+    def score_names(cls, cfg: VisionConfig) -> list[str]:
+        return ["knn_top1", "knn_top5"] if cfg.eval.at_end else []
+
     def describe(self) -> str:
         d, cfg = self.data, self.cfg
         skipped = f", {len(d.skipped)} undecodable skipped" if d.skipped else ""

@@ -154,6 +154,11 @@ class Task(ABC):
     def load_process_state(self, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
         """Restore :meth:`process_state`."""
 
+    @classmethod
+    def score_names(cls, cfg: Any) -> list[str]:
+        """The keys ``final_scores`` will hold for this config (what ``hardmix compare`` may compare)."""
+        return [cls.selection_metric] if cfg.eval.at_end or cfg.eval.eval_steps else []
+
     def describe(self) -> str:
         """One line that says what is trained, for the start of the run."""
         return self.name
