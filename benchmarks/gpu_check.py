@@ -3,7 +3,8 @@
 Stages (see the shell script's header for what each exercises and the time budget):
 
 1. ``device_tests``: ``tests/core/test_devices.py`` (every loss path on CUDA in fp32 and under bf16
-   autocast against float64 on the CPU);
+   autocast against float64 on the CPU) and the MoCo step with MoCHi and the trainer's CPU generator on
+   CUDA (``tests/vision/test_moco.py``);
 2. ``loss_overhead``: ``benchmarks/loss_overhead.py`` on the device at the papers' shapes;
 3. ``text_steps``: ``benchmarks/gpu_steps.py text`` (BERT-base-shaped encoder, bf16);
 4. ``vision_steps``: ``benchmarks/gpu_steps.py vision`` (ResNet-50 at 224, ResNet-18 at 32, bf16,
@@ -43,6 +44,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
+#: the MoCo step on CUDA with the trainer's CPU step generator (stage 1, besides the core's device tests)
+MOCO_DEVICE_TEST = "test_moco_mochi_step_on_device_with_the_trainers_cpu_generator"
 #: stage -> time cap in seconds (full mode); they sum to 340 s, leaving 20 s of the 6 minutes for the
 #: shell script's set-up (install, device query)
 CAPS = {"device_tests": 30, "loss_overhead": 40, "text_steps": 40, "vision_steps": 45, "training": 175,
@@ -75,6 +78,7 @@ class Stage:
 # ---- the stages' arguments ------------------------------------------------------------------------
 def _device_tests_argv(a: argparse.Namespace, done: dict) -> list[str]:
     return ["-q", "-rs", "-p", "no:cacheprovider", str(ROOT / "tests/core/test_devices.py"),
+            f"{ROOT / 'tests/vision/test_moco.py'}::{MOCO_DEVICE_TEST}",
             "--junitxml", str(Path(a.work) / "device_tests.xml")]
 
 

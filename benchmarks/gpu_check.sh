@@ -26,7 +26,8 @@
 # Stages (full mode; each a subprocess with its own time cap, killed with its children at the cap;
 # the caps sum to 340 s; benchmarks/gpu_check.py):
 #   1 device_tests (30 s)  tests/core/test_devices.py: every loss path on CUDA in fp32 and under bf16
-#                          autocast against float64 on the CPU.
+#                          autocast against float64 on the CPU; the MoCo step with MoCHi and the
+#                          trainer's CPU step generator on CUDA (tests/vision/test_moco.py).
 #   2 loss_overhead (40 s) benchmarks/loss_overhead.py --device cuda, every case at the papers' shapes
 #                          (text B 64/1024/4096 D 768; vision B 256 D 128 K 16384/65536), 5 reps: time
 #                          ratios and peak extra memory.
