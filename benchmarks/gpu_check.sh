@@ -65,6 +65,9 @@
 #                           faiss/NumPy for MoCHi's pair norms, CUDA generators [1, 2, 3]; the gathered-
 #                           logits path on CUDA (as one rank of 8) [3].
 #   tensor pipeline on GPU  TensorBatches/TensorAugment with the uint8 cache on the device [4, 5].
+#   k-NN features on CUDA   frozen_forward (channels-last + bf16 autocast in eval) of the final and the
+#                           untrained k-NN [5].
+#   CPU step generator      the vision trainer's per-step CPU generator with MoCHi's draws on CUDA [1, 5].
 #   pinned memory           PilBatches(pin_memory=True), the PIL path on CUDA [4] (batches checked pinned).
 #   NCCL                    init_process_group("nccl"), DDP device_ids, cross-rank key shuffle [6], only
 #                           with 2 GPUs; with one GPU: NOT exercised (skipped, its config is built).
@@ -99,16 +102,18 @@ exec > >(tee "$OUT/gpu_check.log") 2>&1
 echo "gpu_check ($MODE) at $(date -u '+%Y-%m-%d %H:%M:%S UTC') in $PWD, git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 # hardmix importable: the dry mode uses what is installed; the full mode installs the checkout without
-# dependencies; where that fails, a folder of links (hardmix/* plus text/ and vision/ as hardmix.text
-# and hardmix.vision) goes on PYTHONPATH.
-use_links() {
-  local shim="$WORK/shim/hardmix"
-  mkdir -p "$shim"
-  for f in "$PWD"/hardmix/*; do ln -sfn "$f" "$shim/"; done
-  ln -sfn "$PWD/text" "$shim/text"
-  ln -sfn "$PWD/vision" "$shim/vision"
-  export PYTHONPATH="$WORK/shim${PYTHONPATH:+:$PYTHONPATH}"
-  echo "hardmix from links in $WORK/shim"
+# dependencies; where that fails (pyproject.toml needs setuptools >= 77, and nothing can be downloaded),
+# a sitecustomize.py on PYTHONPATH puts the checkout first on sys.path and appends it to hardmix.__path__,
+# so that text/ and vision/ import as hardmix.text and hardmix.vision (pyproject.toml's package-dir) in
+# every process (python -m hardmix, pytest, torchrun's workers), whatever their working directory.
+use_checkout() {
+  mkdir -p "$WORK/site"
+  printf '%s\n' '"""gpu_check.sh: hardmix from the checkout, not installed."""' 'import sys' \
+    "sys.path.insert(0, '$PWD')" 'import hardmix  # noqa: E402' \
+    "hardmix.__path__.append('$PWD')  # text/ and vision/ are hardmix.text and hardmix.vision" \
+    >"$WORK/site/sitecustomize.py"
+  export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+  echo "hardmix from the checkout through $WORK/site/sitecustomize.py"
 }
 importable() {  # finds the three packages without importing torch (a start of torch costs seconds)
   "$PY" -c "import importlib.util as u, sys
@@ -123,7 +128,7 @@ if [ "$MODE" = full ]; then
     echo "pip install -e . failed:"; tail -3 "$WORK/install.log"
   fi
 fi
-importable || use_links
+importable || use_checkout
 importable || { echo "gpu_check: hardmix does not import" >&2; "$PY" -c "import hardmix.cli"; exit 1; }
 
 if [ "$MODE" = dry ]; then
