@@ -50,7 +50,12 @@
 #
 # Time budget (full mode), estimated: see "GPU check" in docs/performance.md for the derivation.
 #   hard bound: 20 s set-up (install, device query) + the stage caps 340 s = 360 s = 6 min.
-#   expected:   BUDGET_EXPECTED
+#   expected:   186 to 244 s (python benchmarks/gpu_budget.py): set-up 6-12, device_tests 14-20,
+#               loss_overhead 11-15, text_steps 16-23 (1,934 TFLOP counted), vision_steps 11-14 (760
+#               TFLOP), training 125-153 (2 x 51 s planned training + starts), distributed 4-7; from
+#               CPU seconds measured on the 2-core CPU machine (starts, JPEG decoding, k-NN search), FLOPs
+#               counted on the meta device, the H200's measured 788 TFLOP/s bf16 (8192^3 product) at an
+#               assumed 20-50% utilization, and an assumed 3 s of CUDA start-up per process.
 #
 # GPU-only branches of the code and the stage that exercises each:
 #   bf16 autocast (AMP)     vision trainer train.amp (is_bf16_supported) [5]; loss paths under autocast
