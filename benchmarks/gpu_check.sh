@@ -97,61 +97,79 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if [ "$MODE" = dry ]; then OUT="${OUT:-benchmarks/results/gpu_check_dry}"; else OUT="${OUT:-benchmarks/results/gpu_check}"; fi
+if [ "$MODE" = dry ]; then
+  OUT="${OUT:-benchmarks/results/gpu_check_dry}"
+else
+  OUT="${OUT:-benchmarks/results/gpu_check}"
+fi
 WORK="${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")}"
 mkdir -p "$OUT" "$WORK"
 OUT="$(cd "$OUT" && pwd)"
 WORK="$(cd "$WORK" && pwd)"
 export PYTHONUNBUFFERED=1 HARDMIX_CACHE="$WORK/cache"
-exec > >(tee "$OUT/gpu_check.log") 2>&1
-echo "gpu_check ($MODE) at $(date -u '+%Y-%m-%d %H:%M:%S UTC') in $PWD, git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+# Everything below is printed and logged: a pipe into tee, not a process substitution, so that the
+# log is complete when the script exits (and comes back even if the command is stopped).
+check() {
+  set -e
+  echo "gpu_check ($MODE) at $(date -u '+%Y-%m-%d %H:%M:%S UTC') in $PWD," \
+    "git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
-# hardmix importable: the dry mode uses what is installed; the full mode installs the checkout without
-# dependencies; where that fails (pyproject.toml needs setuptools >= 77, and nothing can be downloaded),
-# a sitecustomize.py on PYTHONPATH puts the checkout first on sys.path and appends it to hardmix.__path__,
-# so that text/ and vision/ import as hardmix.text and hardmix.vision (pyproject.toml's package-dir) in
-# every process (python -m hardmix, pytest, torchrun's workers), whatever their working directory.
-use_checkout() {
-  mkdir -p "$WORK/site"
-  printf '%s\n' '"""gpu_check.sh: hardmix from the checkout, not installed."""' 'import sys' \
-    "sys.path.insert(0, '$PWD')" 'import hardmix  # noqa: E402' \
-    "hardmix.__path__.append('$PWD')  # text/ and vision/ are hardmix.text and hardmix.vision" \
-    >"$WORK/site/sitecustomize.py"
-  export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
-  echo "hardmix from the checkout through $WORK/site/sitecustomize.py"
-}
-importable() {  # finds the three packages without importing torch (a start of torch costs seconds)
-  "$PY" -c "import importlib.util as u, sys
-sys.exit(not all(u.find_spec(m) for m in ('hardmix.cli', 'hardmix.text.model', 'hardmix.vision.trainer')))" 2>/dev/null
-}
-if [ "$MODE" = full ]; then
-  if "$PY" -m pip install --quiet --no-deps --no-build-isolation --no-index -e . >"$WORK/install.log" 2>&1 \
-    || "$PY" -m pip install --quiet --no-deps --no-build-isolation --no-index --break-system-packages -e . \
-      >>"$WORK/install.log" 2>&1; then
-    echo "installed hardmix from the checkout (no dependencies)"
-  else
-    echo "pip install -e . failed:"; tail -3 "$WORK/install.log"
+  # hardmix importable: the dry mode uses what is installed; the full mode installs the checkout without
+  # dependencies; where that fails (pyproject.toml needs setuptools >= 77, and nothing can be downloaded),
+  # a sitecustomize.py on PYTHONPATH puts the checkout first on sys.path and appends it to hardmix.__path__,
+  # so that text/ and vision/ import as hardmix.text and hardmix.vision (pyproject.toml's package-dir) in
+  # every process (python -m hardmix, pytest, torchrun's workers), whatever their working directory.
+  use_checkout() {
+    mkdir -p "$WORK/site"
+    printf '%s\n' '"""gpu_check.sh: hardmix from the checkout, not installed."""' 'import sys' \
+      "sys.path.insert(0, '$PWD')" 'import hardmix  # noqa: E402' \
+      "hardmix.__path__.append('$PWD')  # text/ and vision/ are hardmix.text and hardmix.vision" \
+      >"$WORK/site/sitecustomize.py"
+    export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+    echo "hardmix from the checkout through $WORK/site/sitecustomize.py"
+  }
+  importable() {  # finds the three packages without importing torch (a start of torch costs seconds)
+    "$PY" -c "import importlib.util as u, sys
+names = ('hardmix.cli', 'hardmix.text.model', 'hardmix.vision.trainer')
+sys.exit(not all(u.find_spec(m) for m in names))" 2>/dev/null
+  }
+  if [ "$MODE" = full ]; then
+    if "$PY" -m pip install --quiet --no-deps --no-build-isolation --no-index -e . >"$WORK/install.log" 2>&1 \
+      || "$PY" -m pip install --quiet --no-deps --no-build-isolation --no-index --break-system-packages -e . \
+        >>"$WORK/install.log" 2>&1; then
+      echo "installed hardmix from the checkout (no dependencies)"
+    else
+      echo "pip install -e . failed:"; grep -m3 -i "error" "$WORK/install.log" || tail -3 "$WORK/install.log"
+    fi
   fi
-fi
-importable || use_checkout
-importable || { echo "gpu_check: hardmix does not import" >&2; "$PY" -c "import hardmix.cli"; exit 1; }
+  importable || use_checkout
+  importable || { echo "gpu_check: hardmix does not import" >&2; "$PY" -c "import hardmix.cli"; exit 1; }
 
-if [ "$MODE" = dry ]; then
-  : "${HARDMIX_DATA:?--dry copies a tiny CIFAR-10 tree from \$HARDMIX_DATA/images/cifar10}"
-  "$PY" benchmarks/gpu_data.py "$WORK/data" --train-per-class 32 --test-per-class 8 | tail -1
-  export HARDMIX_DATA="$WORK/data"
-  ARGS=(--dry)
-else
-  "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check: no CUDA device visible to torch (use --dry on a CPU)')"
-  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
-  export HARDMIX_DATA="${GPU_DATA:-$PWD/.gpu_data}"
-  [ -d "$HARDMIX_DATA/images/cifar10/train" ] \
-    || echo "warning: no carried data in $HARDMIX_DATA (bash benchmarks/gpu_check.sh --prepare-data .gpu_data, carry it): stage 5 and the pinned-memory check will fail"
-  ARGS=()
-fi
-[ -n "$ONLY" ] && ARGS+=(--only "$ONLY")
+  if [ "$MODE" = dry ]; then
+    : "${HARDMIX_DATA:?--dry copies a tiny CIFAR-10 tree from \$HARDMIX_DATA/images/cifar10}"
+    "$PY" benchmarks/gpu_data.py "$WORK/data" --train-per-class 32 --test-per-class 8 | tail -1
+    export HARDMIX_DATA="$WORK/data"
+    ARGS=(--dry)
+  else
+    "$PY" -c "import torch, sys
+sys.exit(0 if torch.cuda.is_available() else 'gpu_check: no CUDA device visible to torch (--dry on a CPU)')"
+    if command -v nvidia-smi >/dev/null; then
+      nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+    fi
+    export HARDMIX_DATA="${GPU_DATA:-$PWD/.gpu_data}"
+    [ -d "$HARDMIX_DATA/images/cifar10/train" ] || echo "warning: no carried data in $HARDMIX_DATA" \
+      "(bash benchmarks/gpu_check.sh --prepare-data .gpu_data, and carry it): stage 5 and the" \
+      "pinned-memory check will fail"
+    ARGS=()
+  fi
+  [ -n "$ONLY" ] && ARGS+=(--only "$ONLY")
 
-rc=0
-"$PY" benchmarks/gpu_check.py --out "$OUT" --work "$WORK" "${ARGS[@]}" || rc=$?
-echo "gpu_check ($MODE) done at $(date -u '+%H:%M:%S UTC'), exit $rc; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
-exit "$rc"
+  local rc=0
+  "$PY" benchmarks/gpu_check.py --out "$OUT" --work "$WORK" "${ARGS[@]}" || rc=$?
+  echo "gpu_check ($MODE) done at $(date -u '+%H:%M:%S UTC'), exit $rc;" \
+    "files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
+  return "$rc"
+}
+set +e
+check 2>&1 | tee "$OUT/gpu_check.log"
+exit "${PIPESTATUS[0]}"

@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,15 @@ def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     proc = subprocess.run(["bash", str(ROOT / "benchmarks/gpu_check.sh"), "--dry"], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     return proc, base / "out"
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (Linux /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _load(out: Path, name: str) -> dict:
@@ -129,3 +139,38 @@ def test_the_epoch_plan_fills_the_seconds_at_the_measured_rate() -> None:
     assert gpu_training.plan_epochs(1.0, 60.0, 20_000, dry=False)["epochs"] == 1
     assert gpu_training.plan_epochs(1e9, 60.0, 20_000, dry=False)["epochs"] == gpu_training.MAX_EPOCHS
     assert gpu_training.plan_epochs(None, 60.0, 20_000, dry=True)["epochs"] == 1
+
+
+def test_a_full_mode_stage_runs_in_its_own_process_and_writes_its_json(tmp_path) -> None:
+    """The full mode's path (a subprocess per stage, headline, summary) on the one stage that needs no GPU
+    to decide: with fewer than 2 GPUs the NCCL run is skipped, after building its config."""
+    import gpu_check
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    assert gpu_check.main(["--out", str(out), "--work", str(work), "--only", "distributed"]) == 0
+    summary = _load(out, "gpu_check.json")
+    entry = summary["stages"]["distributed"]
+    assert summary["mode"] == "full" and list(summary["stages"]) == ["distributed"]
+    assert entry["status"] == "skipped" and entry["returncode"] == 0 and "--dry" not in entry["argv"]
+    assert _load(out, "distributed.json")["status"] == "skipped"
+
+
+def test_run_capped_kills_the_stage_and_its_children_at_the_cap(tmp_path) -> None:
+    import gpu_check
+
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    assert gpu_check.run_capped([sys.executable, "-c", script], timeout=3) == "timeout"
+    child = int(pid_file.read_text())
+    for _ in range(50):  # a killed process stays a zombie until it is reaped: that counts as stopped
+        if not _running(child):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the stage's child {child} survived the cap")
+    assert gpu_check.run_capped([sys.executable, "-c", "pass"], timeout=30) == 0
