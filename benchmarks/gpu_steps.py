@@ -262,8 +262,6 @@ class TextStep:
 
 def run_text(mode: str, device: torch.device, precision: str, write: Callable[[dict], None]) -> dict:
     """Every text group in turn; ``write`` gets the result after each."""
-    from hardmix.text.model import quiet_transformers
-
     bert = BERT_BASE if mode == "full" else BERT_TINY
     warmup, rounds, steps = TIMING[mode]
     result: dict[str, Any] = {"mode": mode, "precision": precision, "machine": machine(device),
@@ -273,8 +271,7 @@ def run_text(mode: str, device: torch.device, precision: str, write: Callable[[d
         t0 = time.perf_counter()
         entry: dict[str, Any] = {"batch": batch, "max_length": max_length, "gathered_rows": gathered}
         try:
-            with quiet_transformers():
-                variants = {n: TextStep(n, bert, device, precision, gathered) for n in TEXT_STRATEGIES}
+            variants = {n: TextStep(n, bert, device, precision, gathered) for n in TEXT_STRATEGIES}
             batches = token_batches(4, batch, max_length, bert["vocab_size"], 0, device)
             fns = {n: (lambda s, v=v, b=batches: v.step(b[s % len(b)], s)) for n, v in variants.items()}
             times, peaks = measure(fns, device, warmup, rounds, steps)
