@@ -28,18 +28,18 @@
 #   1 device_tests (30 s)  tests/core/test_devices.py: every loss path on CUDA in fp32 and under bf16
 #                          autocast against float64 on the CPU; the MoCo step with MoCHi and the
 #                          trainer's CPU step generator on CUDA (tests/vision/test_moco.py).
-#   2 loss_overhead (40 s) benchmarks/loss_overhead.py --device cuda, every case at the papers' shapes
+#   2 loss_overhead (30 s) benchmarks/loss_overhead.py --device cuda, every case at the papers' shapes
 #                          (text B 64/1024/4096 D 768; vision B 256 D 128 K 16384/65536), 5 reps: time
 #                          ratios and peak extra memory.
-#   3 text_steps (40 s)    benchmarks/gpu_steps.py text: BERT-base-shaped encoder, bf16, max length 32:
+#   3 text_steps (35 s)    benchmarks/gpu_steps.py text: BERT-base-shaped encoder, bf16, max length 32:
 #                          steps/s of floor, none, mixcse, mochi at batch 64, at batch 512, and as one of
 #                          8 ranks (local 64, 512 gathered negatives); "did not fit" is recorded.
-#   4 vision_steps (45 s)  benchmarks/gpu_steps.py vision: ResNet-50 at 224 px (B 256, K 16384) and
+#   4 vision_steps (40 s)  benchmarks/gpu_steps.py vision: ResNet-50 at 224 px (B 256, K 16384) and
 #                          ResNet-18 at 32 px (B 256, K 4096), bf16, channels-last, TensorAugment on the
 #                          GPU: images/s of floor, none, mochi; the PIL path's rate with pinned memory.
-#   5 training (175 s)     benchmarks/gpu_training.py train: `python -m hardmix train vision` MoCo-v2,
-#                          then MoCHi, same seed and epochs (planned for 60 s of training each from stage
-#                          4's ResNet-18 MoCHi rate x 0.85; a run is stopped at 85 s), on the carried
+#   5 training (195 s)     benchmarks/gpu_training.py train: `python -m hardmix train vision` MoCo-v2,
+#                          then MoCHi, same seed and epochs (planned for 75 s x 0.85 of training each at
+#                          stage 4's ResNet-18 MoCHi rate; a run is stopped at 92 s), on the carried
 #                          CIFAR-10 subset; k-NN top-1 of both and of the untrained network; proxy-task
 #                          accuracy curves and whether the proxy task is mostly solved (MoCHi's premise).
 #   6 distributed (10 s)   torchrun --nproc_per_node 2 (NCCL) only where 2 GPUs exist; else "skipped".
@@ -52,9 +52,9 @@
 #   hard bound: 360 s (GPU_CHECK_SECONDS) from the script's start: the stages get what the set-up
 #               (install, device query; each under `timeout`; estimated 6-12 s) leaves, each at most its
 #               cap (the caps sum to 340 s), and a stage with under 5 s left is not run.
-#   expected:   186 to 244 s (python benchmarks/gpu_budget.py): set-up 6-12, device_tests 14-20,
+#   expected:   212 to 274 s (python benchmarks/gpu_budget.py): set-up 6-12, device_tests 14-20,
 #               loss_overhead 11-15, text_steps 16-23 (1,934 TFLOP counted), vision_steps 11-14 (760
-#               TFLOP), training 125-153 (2 x 51 s planned training + starts), distributed 4-7; from
+#               TFLOP), training 150-183 (2 x 64 s planned training + starts), distributed 4-7; from
 #               CPU seconds measured on the 2-core CPU machine (starts, JPEG decoding, k-NN search), FLOPs
 #               counted on the meta device, the H200's measured 788 TFLOP/s bf16 (8192^3 product) at an
 #               assumed 20-50% utilization, and an assumed 3 s of CUDA start-up per process.
