@@ -101,7 +101,8 @@ def _steps_argv(what: str) -> Callable[[argparse.Namespace, dict], list[str]]:
 
 def _training_argv(a: argparse.Namespace, done: dict) -> list[str]:
     argv = ["train", "--out", str(Path(a.out) / FILES["training"]), "--work", a.work,
-            "--seconds", str(TRAIN_SECONDS), "--run-timeout", str(RUN_TIMEOUT)]
+            "--seconds", str(TRAIN_SECONDS), "--run-timeout", str(RUN_TIMEOUT),
+            "--stage-seconds", str(done["_cap_s"])]
     rate = done.get("vision_steps", {}).get("headline", {}).get("resnet18-32/mochi_images_per_s")
     if rate:
         argv += ["--images-per-s", str(rate)]
@@ -272,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         if cap < 5:
             entry.update(status="not run", reason=f"{left:.0f} s of the budget left")
         else:
-            stage_argv = stage.argv(args, summary["stages"])
+            stage_argv = stage.argv(args, {**summary["stages"], "_cap_s": round(cap, 1)})
             entry["argv"] = stage_argv
             t0 = time.perf_counter()
             if args.dry:

@@ -228,6 +228,7 @@ def untrained_knn(settings: dict[str, Any], cache_dir: str) -> dict[str, Any]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    t_start = time.perf_counter()
     mode = "dry" if args.dry else "full"
     base = DRY if args.dry else FULL
     work = Path(args.work)
@@ -257,7 +258,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     for name, strategies in (("mocov2", "none"), ("mochi", mochi)):
         run_dir = work / "runs" / name
         sets = overrides({**common, "strategies": strategies}, cache)
-        r = run_training(name, sets, run_dir, args.run_timeout, args.in_process)
+        timeout = args.run_timeout
+        if args.stage_seconds:  # end before the stage's cap, so that this JSON gets the run's outcome
+            left = args.stage_seconds - (time.perf_counter() - t_start) - 3.0
+            timeout = left if timeout is None else min(timeout, left)
+        r = run_training(name, sets, run_dir, timeout, args.in_process)
         result["runs"][name] = r
         print(f"{name}: k-NN top-1 {r['knn_top1']} top-5 {r['knn_top5']}, {r['steps']} steps in "
               f"{r['train_seconds']} s ({r['images_per_s']} images/s), wall {r['wall_s']} s, proxy accuracy "
@@ -319,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images-per-s", type=float, default=None, help="the measured training-step rate")
     p.add_argument("--seconds", type=float, default=75.0, help="training seconds planned per run")
     p.add_argument("--run-timeout", type=float, default=None, help="stop a run after this many seconds")
+    p.add_argument("--stage-seconds", type=float, default=None,
+                   help="the whole command's time: a run is stopped 3 s before it runs out")
     args = p.parse_args(argv)
     return cmd_train(args) if args.what == "train" else cmd_distributed(args)
 
