@@ -31,6 +31,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import signal
 import subprocess
 import sys
@@ -206,6 +207,12 @@ def _call_in_process(runner: str, argv: list[str]) -> int:
     return int(module.main(argv) or 0)
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds (user + sys) of this process and of its children that have ended."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run_capped(cmd: list[str], timeout: float) -> int | str:
     """Run ``cmd`` in its own process group; kill the whole group after ``timeout`` seconds."""
     proc = subprocess.Popen(cmd, start_new_session=True)
@@ -275,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             stage_argv = stage.argv(args, {**summary["stages"], "_cap_s": round(cap, 1)})
             entry["argv"] = stage_argv
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _cpu_seconds()
             if args.dry:
                 try:
                     rc: int | str = _call_in_process(stage.runner, stage_argv)
@@ -286,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 rc = run_capped(_command(stage.runner, stage_argv), cap)
             entry["seconds"] = round(time.perf_counter() - t0, 1)
+            entry["cpu_s"] = round(_cpu_seconds() - c0, 1)  # this process's and its finished children's
             entry["returncode"] = rc
             entry["status"] = "ok" if rc == 0 else ("timeout" if rc == "timeout" else "failed")
             try:
