@@ -14,8 +14,9 @@ values at least ``PREMISE_PROXY_ACC``, a threshold chosen here: the paper gives 
 same data, where at least 2 GPUs exist; otherwise it says it was skipped (and, with ``--dry``, only
 checks that its config builds).
 
-Every config key and run-folder file name used by the GPU check is in the block below (``KEYS``,
-``PRECISION_VALUES``, ``RUN_FILES``, ``final_knn``): renaming a key is an edit there only.
+Every config key, config attribute and run-folder file name used by the GPU check is in the block
+below (``KEYS``, ``PRECISION_VALUES``, ``RUN_FILES``, ``final_knn``, ``knn_arguments``): renaming one
+is an edit there only (``gpu_steps.py`` builds its networks from the library's classes, not configs).
 
 Usage:
     python benchmarks/gpu_training.py train --out training.json --images-per-s 20000 --seconds 75
@@ -87,6 +88,15 @@ def final_knn(results: dict[str, Any]) -> tuple[float | None, float | None]:
     """(k-NN top-1, top-5) from a run's results file (issue 14: ``results["final_scores"]["knn_top1"]``)."""
     scores = results.get("final_scores", results)
     return scores.get("knn_top1"), scores.get("knn_top5")
+
+
+def knn_arguments(cfg: Any) -> dict[str, Any]:
+    """What the untrained network's k-NN reads from a built VisionConfig (its attribute names)."""
+    d, m, e = cfg.data, cfg.model, cfg.eval
+    return {"dataset": d.dataset, "cache_dir": d.cache_dir, "workers": d.num_workers,
+            "backbone": (m.backbone, m.width, m.small_stem), "k": e.knn_k, "temperature": e.knn_temperature,
+            "batch_size": e.batch_size, "backend": e.backend, "train_samples": e.knn_train_samples,
+            "test_samples": e.knn_test_samples}
 
 
 # ---- the training settings ------------------------------------------------------------------------
@@ -217,12 +227,12 @@ def untrained_knn(settings: dict[str, Any], cache_dir: str) -> dict[str, Any]:
     if settings.get("threads"):
         torch.set_num_threads(settings["threads"])
     device = torch.device(settings["device"])
-    e = cfg.eval
-    data = LabelledImages(cfg.data.dataset, eval_geometry(cfg)[0], e.knn_train_samples, e.knn_test_samples,
-                          cfg.data.cache_dir, cfg.data.num_workers)
+    a = knn_arguments(cfg)
+    data = LabelledImages(a["dataset"], eval_geometry(cfg)[0], a["train_samples"], a["test_samples"],
+                          a["cache_dir"], a["workers"])
     torch.manual_seed(settings["seed"])
-    net, _ = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
-    scores = data.knn(net.to(device), cfg, e.knn_k, e.knn_temperature, e.batch_size, device, e.backend)
+    net, _ = build_backbone(*a["backbone"])
+    scores = data.knn(net.to(device), cfg, a["k"], a["temperature"], a["batch_size"], device, a["backend"])
     return {"knn_top1": scores["top1"], "knn_top5": scores["top5"], "bank": len(data.train.labels),
             "queries": len(data.test.labels), "seconds": round(time.perf_counter() - t0, 1)}
 
