@@ -14,9 +14,10 @@ values at least ``PREMISE_PROXY_ACC``, a threshold chosen here: the paper gives 
 same data, where at least 2 GPUs exist; otherwise it says it was skipped (and, with ``--dry``, only
 checks that its config builds).
 
-Every config key, config attribute and run-folder file name used by the GPU check is in the block
-below (``KEYS``, ``PRECISION_VALUES``, ``RUN_FILES``, ``final_knn``, ``knn_arguments``): renaming one
-is an edit there only (``gpu_steps.py`` builds its networks from the library's classes, not configs).
+Every config key, config attribute, run-folder file name and results field used by the GPU check is in
+the block below (``KEYS``, ``PRECISION_VALUES``, ``RUN_FILES``, ``METRIC_FIELDS``, ``final_knn``,
+``run_figures``, ``knn_arguments``): renaming one is an edit there only (``gpu_steps.py`` builds its
+networks from the library's classes, not from configs).
 
 Usage:
     python benchmarks/gpu_training.py train --out training.json --images-per-s 20000 --seconds 75
@@ -84,10 +85,20 @@ RUN_FILES = {"config": "config.yaml", "metrics": "metrics.jsonl", "checkpoint": 
              "results": "summary.json"}
 
 
+#: the fields of a metrics.jsonl line that the proxy-task curve reads
+METRIC_FIELDS = {"step": "step", "epoch": "epoch", "proxy_acc": "proxy_acc", "loss": "loss"}
+
+
 def final_knn(results: dict[str, Any]) -> tuple[float | None, float | None]:
     """(k-NN top-1, top-5) from a run's results file (issue 14: ``results["final_scores"]["knn_top1"]``)."""
     scores = results.get("final_scores", results)
     return scores.get("knn_top1"), scores.get("knn_top5")
+
+
+def run_figures(results: dict[str, Any]) -> dict[str, Any]:
+    """The steps, training seconds and images/s of a run's results file."""
+    return {"steps": results.get("steps"), "train_seconds": results.get("seconds"),
+            "images_per_s": results.get("images_per_s")}
 
 
 def knn_arguments(cfg: Any) -> dict[str, Any]:
@@ -164,10 +175,11 @@ def proxy_curve(metrics: Path) -> dict[str, Any]:
     if metrics.is_file():
         for line in metrics.read_text().splitlines():
             r = json.loads(line)
-            if "proxy_acc" in r:
-                points.append([r["step"], r["epoch"], round(r["proxy_acc"], 4)])
-            if "loss" in r:
-                losses.append(r["loss"])
+            f = METRIC_FIELDS
+            if f["proxy_acc"] in r:
+                points.append([r[f["step"]], r[f["epoch"]], round(r[f["proxy_acc"]], 4)])
+            if f["loss"] in r:
+                losses.append(r[f["loss"]])
     last = [p[2] for p in points[-5:]]
     last_mean = statistics.fmean(last) if last else None
     return {
@@ -209,8 +221,7 @@ def run_training(name: str, sets: list[str], run_dir: Path, timeout: float | Non
     results = json.loads(results_file.read_text()) if results_file.is_file() else {}
     top1, top5 = final_knn(results)
     return {"returncode": rc, "wall_s": round(wall, 1), "knn_top1": top1, "knn_top5": top5,
-            "train_seconds": results.get("seconds"), "images_per_s": results.get("images_per_s"),
-            "steps": results.get("steps"), **proxy_curve(run_dir / RUN_FILES["metrics"])}
+            **run_figures(results), **proxy_curve(run_dir / RUN_FILES["metrics"])}
 
 
 def untrained_knn(settings: dict[str, Any], cache_dir: str) -> dict[str, Any]:
