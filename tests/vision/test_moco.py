@@ -130,5 +130,5 @@ def test_moco_mochi_step_on_device_with_the_trainers_cpu_generator(device: str) 
         out = moco(x, x.flip(-1), torch.arange(8), loss_fn, 0.99, generator=torch.Generator().manual_seed(5))
         out.loss.backward()
         assert math.isfinite(out.outputs[0].stats()["mochi/synthetic_sim"])  # MoCHi mixed at this step
-        losses.append(float(out.loss))
+        losses.append(float(out.loss.detach()))
     assert losses[0] == losses[1] and torch.isfinite(torch.tensor(losses)).all()
