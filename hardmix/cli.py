@@ -1,6 +1,7 @@
 """The ``hardmix`` command line.
 
-Subcommands: ``strategies``, ``train text|vision``, ``eval text|knn|linear``, ``encode``. The text and
+Subcommands: ``strategies``, ``train text|vision``, ``eval text|knn|linear``, ``encode``,
+``data download|list|check`` (:mod:`hardmix.datasets.cli`) and ``export vision``. The text and
 vision trainers register their own subcommands (``hardmix.text.cli`` and ``hardmix.vision.cli``) and
 import their heavy dependencies only when their command runs.
 """
@@ -36,11 +37,18 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser("eval", help="evaluate an encoder (text, knn, linear)")
     eval_sub = evaluate.add_subparsers(dest="task", metavar="TASK", required=True)
 
+    export = sub.add_parser("export", help="export a trained encoder for other libraries (vision)")
+    export_sub = export.add_subparsers(dest="export_kind", metavar="KIND", required=True)
+
+    from hardmix.datasets.cli import register as register_data
     from hardmix.text.cli import register as register_text
     from hardmix.vision.cli import register as register_vision
+    from hardmix.vision.export import register as register_vision_export
 
     register_text(top=sub, train=train_sub, evaluate=eval_sub)
     register_vision(top=sub, train=train_sub, evaluate=eval_sub)
+    register_data(sub)
+    register_vision_export(export_sub)
     return parser
 
 
