@@ -93,6 +93,6 @@ def resolve_data_path(path: str | os.PathLike[str], must_exist: bool = False) ->
         return root / p
     if must_exist:
         where = (f" or under the data root {root}" if root is not None
-                 else f" (no data root: {ENV_VAR} is unset and {default_data_root()} does not exist)")
+                 else f" (no data root: {ENV_VAR} is not set and {default_data_root()} does not exist)")
         raise FileNotFoundError(f"{path} was found neither relative to {Path.cwd()}{where}{missing_hint(p)}")
     return (root / p) if root is not None else p

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hardmix.paths import data_root
+from hardmix.paths import data_root, default_data_root
 
 #: STS12-16 subsets, in SentEval's order.
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -85,15 +85,24 @@ class LabeledSentences:
 
 
 def senteval_dir(root: str | os.PathLike[str] | None = None) -> Path:
-    """Return the SentEval data folder: ``root`` itself when given, else ``$HARDMIX_DATA/senteval``.
+    """Return the SentEval data folder: ``root`` itself when given, else ``senteval/`` under the data root
+    (``HARDMIX_DATA``, else the per-user default root, see :mod:`hardmix.paths`).
 
     Raises:
-        FileNotFoundError: the folder does not exist (or ``HARDMIX_DATA`` is unset).
+        FileNotFoundError: the folder does not exist; the message names it and, for the data root's
+            folder, the ``hardmix data download senteval`` that fetches it.
     """
-    path = Path(root) if root is not None else data_root(required=True) / "senteval"
+    if root is not None:
+        path = Path(root)
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: SentEval data folder not found (expected SentEval's "
+                                    "data/downstream layout: STS/, SICK/, MR/, CR/, ...)")
+        return path
+    base = data_root(required=False)
+    path = (base if base is not None else default_data_root()) / "senteval"
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: SentEval data folder not found (expected the layout of "
-                                "shared/README.md: STS/, SICK/, MR/, CR/, ...)")
+        raise FileNotFoundError(f"{path}: SentEval data folder not found; fetch it with "
+                                "`hardmix data download senteval`")
     return path
 
 

@@ -152,10 +152,9 @@ def download_file(
                 raise DataDownloadError(f"{url}: cannot connect ({reason}); check the network or use a "
                                         "mirror with --base-url") from None
             continue
-        expected = size if size is not None else total
-        if expected is None or got >= expected:
+        if total is None or got >= total:  # the server sent all it has (verified below)
             break
-        last_error = f"connection closed after {got} of {expected} bytes"
+        last_error = f"connection closed after {got} of {total} bytes"
     else:
         raise DataDownloadError(f"{url}: transfer interrupted ({last_error}); {got} bytes are kept in "
                                 f"{part}: run the same command again to resume")
