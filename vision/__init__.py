@@ -16,4 +16,22 @@ Modules (imported on demand; ``import hardmix.vision`` loads neither torchvision
   ``hardmix eval linear`` CLIs.
 - :mod:`~hardmix.vision.augmented_features`: ``AugmentedFeatures``, the linear probe's per-epoch crops and
   flips through the frozen backbone (``hardmix eval linear --augment``).
+- :mod:`~hardmix.vision.export`: :func:`load_backbone` (also ``hardmix.vision.load_backbone``: a run's
+  trained backbone as a module, images to pooled features) and ``export_backbone`` (``hardmix export
+  vision RUN OUT``: a torchvision/timm state dict file).
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("load_backbone", "export_backbone"):
+        from hardmix.vision import export
+
+        return getattr(export, name)
+    raise AttributeError(f"module 'hardmix.vision' has no attribute {name!r}")
+
+
+__all__ = ["export_backbone", "load_backbone"]
