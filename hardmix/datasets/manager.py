@@ -229,5 +229,28 @@ def check(names: Iterable[str] = (), root: str | os.PathLike[str] | None = None,
     return out
 
 
+def provenance(path: str | os.PathLike[str]) -> dict[str, object] | None:
+    """Which registered data set a resolved data path belongs to and where it came from, for a results
+    record: ``{"dataset", "root", "origin": "hardmix download" | "laid out by hand", "prepared",
+    "sources"}``, or None when ``path`` is no registered data set's (or inside one).
+
+    Example:
+        >>> provenance("/nowhere/at/all") is None
+        True
+    """
+    p = Path(path).resolve()
+    for ds in DATASETS.values():
+        parts = Path(ds.target).parts
+        for i in range(len(p.parts) - len(parts), 0, -1):
+            if p.parts[i:i + len(parts)] == parts:
+                root = Path(*p.parts[:i])
+                manifest = read_manifest(root, ds.name)
+                return {"dataset": ds.name, "root": str(root),
+                        "origin": "hardmix download" if manifest else "laid out by hand",
+                        "prepared": manifest.get("prepared") if manifest else None,
+                        "sources": manifest.get("sources") if manifest else None}
+    return None
+
+
 __all__ = ["DataCheckError", "DataDownloadError", "Entry", "Outcome", "check", "download", "fetch_source",
-           "inventory"]
+           "inventory", "provenance"]

@@ -19,6 +19,8 @@ import pytest
 from hardmix.cli import main
 from hardmix.datasets import DATASETS, SOURCES, DataCheckError, DataDownloadError, check, download, inventory
 from hardmix.datasets.layout import SENTEVAL_FILES
+from hardmix.datasets.manager import provenance
+from hardmix.datasets.registry import CIFAR10_MEMBERS, download_command_for
 from hardmix.paths import resolve_data_path
 from tests.conftest import require_data_path
 from tests.core.http_server import LocalServer
@@ -120,6 +122,7 @@ def test_cifar10_and_imagenette_download_into_the_vision_layout(mirror, tmp_path
     assert small.images.shape == (6, 3, 64, 64)
     assert (root / "images" / "imagenette" / "classes.tsv").read_text().startswith("n01440764\ttench\n")
     assert not (root / ".hardmix" / "downloads" / "cifar-10-python.tar.gz").exists()  # archives removed
+    assert provenance(root / "images" / "cifar10" / "train")["origin"] == "hardmix download"
     # idempotent: a second call checks and fetches nothing
     before = len(srv.state.requests)
     again = download(["cifar10", "imagenette-64"], root=root, base_url=srv.url, progress=False,
@@ -201,3 +204,17 @@ def test_gzip_corpus_layout_check(tmp_path):
     assert "not a readable gzip" in check_layout("enwiki-100k", p)[0]
     p.write_bytes(gzip.compress(b"a\n"))
     assert check_layout("enwiki-100k", p) == []
+
+
+def test_the_registry_holds_torchvisions_checksums_and_names_the_commands():
+    from torchvision.datasets import CIFAR10, Imagenette
+
+    cifar = SOURCES["cifar-10-python.tar.gz"]
+    assert (cifar.url, cifar.md5) == (CIFAR10.url, CIFAR10.tgz_md5)
+    members = {f"{CIFAR10.base_folder}/{n}": m for n, m in CIFAR10.train_list + CIFAR10.test_list}
+    assert CIFAR10_MEMBERS == {**members, f"{CIFAR10.base_folder}/batches.meta": CIFAR10.meta["md5"]}
+    nette = SOURCES["imagenette2-160.tgz"]
+    assert (nette.url, nette.md5) == Imagenette._ARCHIVES["160px"]
+    assert download_command_for("wiki/enwiki-100k.txt.gz") == "hardmix data download enwiki-100k"
+    assert download_command_for("models/bert-mini-wiki-mlm") == "hardmix data download bert-mini"
+    assert download_command_for("my/own/folder") is None
