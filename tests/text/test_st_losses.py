@@ -90,3 +90,18 @@ def test_hardmix_loss_with_composed_strategies_equals_the_core(bert_mini_path, s
         torch.testing.assert_close(value, expected, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match=r"HardMixLoss: takes \(anchor, positive\) pairs, 2 columns; .* 3"):
         loss([{}, {}, {}])
+
+
+def test_the_readme_example_trains(bert_mini_path, tmp_path, monkeypatch, one_torch_thread):
+    """The README's sentence-transformers example, as written, with the shared bert-mini for the Hub's."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "MixCSELoss" in b]
+    assert "google/bert_uncased_L-4_H-256_A-4" in block
+    monkeypatch.chdir(tmp_path)  # the trainer's default output folder
+    monkeypatch.setenv("WANDB_DISABLED", "true")
+    namespace: dict[str, object] = {}
+    exec(block.replace("google/bert_uncased_L-4_H-256_A-4", str(bert_mini_path)), namespace)  # noqa: S102
+    assert namespace["loss"].steps > 0 and torch.isfinite(namespace["loss"].last_output.loss)
