@@ -218,3 +218,28 @@ def test_the_registry_holds_torchvisions_checksums_and_names_the_commands():
     assert download_command_for("wiki/enwiki-100k.txt.gz") == "hardmix data download enwiki-100k"
     assert download_command_for("models/bert-mini-wiki-mlm") == "hardmix data download bert-mini"
     assert download_command_for("my/own/folder") is None
+
+
+def test_commands_on_a_fresh_machine_stop_with_the_download_command(tmp_path, monkeypatch, capsys):
+    """HARDMIX_DATA unset and an empty per-user root: the README's commands stop before any work with one
+    line naming the missing path and the `hardmix data download ...` that fetches it."""
+    repo = Path(__file__).resolve().parents[2]
+    bert = require_data_path("models", "bert-mini-wiki-mlm")  # a model given by its path
+    monkeypatch.delenv("HARDMIX_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "cache" / "hardmix" / "data"
+    cases = [
+        (["train", "vision", str(repo / "configs/vision/cpu_mocov2_cifar10.yaml"), "--output", "r1"],
+         f"{root}/images/cifar10", "`hardmix data download cifar10`"),
+        (["train", "text", str(repo / "configs/text/cpu_mixcse.yaml"), "--output", "r2"],
+         "models/bert-mini-wiki-mlm", "`hardmix data download bert-mini`"),
+        (["eval", "text", str(bert)], f"{root}/senteval", "`hardmix data download senteval`"),
+    ]
+    for argv, path, command in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("hardmix: error: "), err
+        assert path in err and command in err, err
+    assert not (tmp_path / "r1").exists() or not any((tmp_path / "r1").iterdir())
