@@ -56,6 +56,15 @@ def data_root(required: bool = True) -> Path | None:
     return root
 
 
+def data_root_path() -> Path:
+    """The data root's path even when it does not exist yet (to name a missing data set under it):
+    ``HARDMIX_DATA`` (which must then be a folder: :class:`DataRootError` otherwise), else
+    :func:`default_data_root`."""
+    if os.environ.get(ENV_VAR):
+        return data_root(required=True)
+    return default_data_root()
+
+
 def download_root(root: str | os.PathLike[str] | None = None) -> Path:
     """Where ``hardmix data download`` writes: ``root`` when given, else ``HARDMIX_DATA`` when set, else
     :func:`default_data_root` (created if missing)."""

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hardmix.paths import data_root, default_data_root
+from hardmix.paths import data_root_path
 
 #: STS12-16 subsets, in SentEval's order.
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -98,8 +98,7 @@ def senteval_dir(root: str | os.PathLike[str] | None = None) -> Path:
             raise FileNotFoundError(f"{path}: SentEval data folder not found (expected SentEval's "
                                     "data/downstream layout: STS/, SICK/, MR/, CR/, ...)")
         return path
-    base = data_root(required=False)
-    path = (base if base is not None else default_data_root()) / "senteval"
+    path = data_root_path() / "senteval"
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: SentEval data folder not found; fetch it with "
                                 "`hardmix data download senteval`")

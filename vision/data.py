@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmix.paths import data_root, default_data_root, missing_hint, resolve_data_path
+from hardmix.paths import data_root_path, missing_hint, resolve_data_path
 
 KNOWN_DATASETS = {
     "cifar10": "images/cifar10", "imagenette-64": "images/imagenette-64", "imagenette": "images/imagenette",
@@ -69,8 +69,7 @@ def dataset_root(name: str, key: str = "data.dataset") -> Path:
     """The root folder of a dataset name (``cifar10``, ``imagenette-64``) or path; FileNotFoundError naming
     ``key`` when it does not exist."""
     if name in KNOWN_DATASETS:
-        root = data_root(required=False)
-        path = (root if root is not None else default_data_root()) / KNOWN_DATASETS[name]
+        path = data_root_path() / KNOWN_DATASETS[name]
     else:
         path = resolve_data_path(name)
     if not path.is_dir():

@@ -156,3 +156,18 @@ def test_rng_state_round_trip_restores_every_generator() -> None:
     assert first == again
     seed_everything(123)
     assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == first
+
+
+def test_a_bad_data_root_is_named_not_replaced_by_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hardmix.paths import data_root_path, default_data_root, missing_hint
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "typo"))
+    with pytest.raises(DataRootError, match="typo is not a directory"):
+        data_root_path()
+    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))
+    assert data_root_path() == default_data_root() == tmp_path / "c" / "hardmix" / "data"
+    assert missing_hint("images/cifar10") == "; fetch it with `hardmix data download cifar10`"
+    assert missing_hint("elsewhere/x") == ""
