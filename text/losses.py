@@ -7,9 +7,12 @@ dropout masks: with ``anchor == positive`` this is unsupervised SimCSE/MixCSE), 
 :class:`hardmix.losses.ContrastiveLoss` in-batch objective with any mixing strategies, so the values are
 exactly hardmix's own on the same embeddings.
 
-``gather_across_devices=True`` gathers both columns over the processes with gradients
-(``sentence_transformers.util.all_gather_with_grad``, as ``MultipleNegativesRankingLoss`` does): each
-process's anchors then meet the whole global batch's candidates (the core's distributed in-batch path).
+``gather_across_devices=True`` gathers both columns over the processes with gradients, as
+``MultipleNegativesRankingLoss`` does (with the core's :func:`hardmix.distributed.gather_with_grad`, the
+same all-gather whose backward all-reduces the gradients and keeps this process's slice, as
+``sentence_transformers.util.all_gather_with_grad``): each process's anchors then meet the whole global
+batch's candidates, and with the trainer averaging gradients over processes a step equals one process
+over the global batch.
 
 Example (``tests/text/test_st_losses.py`` runs this with bert-mini)::
 
@@ -31,6 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from hardmix.distributed import gather_with_grad, is_distributed, rank_offset, world_size
 from hardmix.losses import ContrastiveLoss
 from hardmix.losses.contrastive import LossOutput
 
@@ -85,13 +89,9 @@ class HardMixLoss(nn.Module):
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> Tensor:
         """The loss of (anchor, positive) embeddings, each (B, D)."""
         z1, z2 = embeddings
-        world = torch.distributed.get_world_size() if (
-            torch.distributed.is_available() and torch.distributed.is_initialized()) else 1
-        if self.gather_across_devices and world > 1:
-            from sentence_transformers.util import all_gather_with_grad
-
-            out = self.loss_fn.in_batch(z1, z2, all_gather_with_grad(z1), all_gather_with_grad(z2),
-                                        offset=torch.distributed.get_rank() * z1.shape[0], step=self.steps)
+        if self.gather_across_devices and is_distributed() and world_size() > 1:
+            out = self.loss_fn.in_batch(z1, z2, gather_with_grad(z1), gather_with_grad(z2),
+                                        offset=rank_offset(z1.shape[0]), step=self.steps)
         else:
             out = self.loss_fn.in_batch(z1, z2, step=self.steps)
         if torch.is_grad_enabled():
