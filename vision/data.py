@@ -93,7 +93,7 @@ def read_class_list(path: str | os.PathLike[str], key: str = "data.class_list") 
     """Class folder names, one per line (blank lines and ``#`` comments ignored)."""
     p = resolve_data_path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"{key}: class list {p} does not exist")
+        raise FileNotFoundError(f"{key}: class list {p} does not exist{missing_hint(p)}")
     names = [ln.split("#", 1)[0].strip() for ln in p.read_text(encoding="utf-8").splitlines()]
     names = [n for n in names if n]
     if not names:

@@ -5,6 +5,7 @@
 - image sets: ``train/`` and ``test/`` (or ``val/``), the same class folders in each, none empty.
 - corpora: a non-empty text file (gzip: a readable first line).
 - models: ``config.json``, a vocabulary and weights.
+- class lists: the expected number of WordNet ids.
 
 Example:
     >>> import tempfile, pathlib
@@ -81,6 +82,20 @@ def check_text_file(path: Path) -> list[str]:
     return []
 
 
+def check_class_list(path: Path, n: int) -> list[str]:
+    """A file of ``n`` WordNet ids (``n`` + 8 digits), one a line."""
+    problems = check_text_file(path)
+    if problems:
+        return problems
+    ids = [ln.split("#", 1)[0].strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    ids = [i for i in ids if i]
+    bad = [i for i in ids if not (len(i) == 9 and i[0] == "n" and i[1:].isdigit())]
+    if bad or len(ids) != n:
+        return [f"{path}: expected {n} WordNet ids (n + 8 digits), found {len(ids)}"
+                + (f", e.g. {bad[0]!r} is not one" if bad else "")]
+    return []
+
+
 def check_model(path: Path) -> list[str]:
     if not (path / "config.json").is_file():
         return [f"{path}: missing (no config.json)"]
@@ -105,4 +120,6 @@ def check_layout(name: str, path: Path) -> list[str]:
         return check_images(path)
     if name == "bert-mini":
         return check_model(path)
+    if name == "imagenet100-classes":
+        return check_class_list(path, 100)
     raise ValueError(f"no layout check for data set {name!r}")

@@ -44,9 +44,17 @@ class Outcome:
     action: str
 
 
-def fetch_source(root: Path, src: Source, base_url: str | None = None, progress: bool = True) -> Path:
+def fetch_source(
+    root: Path, src: Source, base_url: str | None = None, progress: bool = True
+) -> tuple[Path, dict[str, object] | None]:
     """Download one source into the downloads folder, verified by its published checksum, else by the
-    SHA-256 recorded at its first download (recorded now if this is the first)."""
+    SHA-256 recorded at its first download.
+
+    Returns:
+        (the file, the record to keep when this was the first download of a source without a published
+        checksum: ``{"sha256", "size", "url"}``, kept by the caller once the data set passed its checks;
+        else None).
+    """
     dest = downloads_dir(root) / src.key
     recorded = recorded_checksum(root, src.key)
     sha256 = src.sha256 or (recorded["sha256"] if recorded and not src.md5 else None)
@@ -54,13 +62,13 @@ def fetch_source(root: Path, src: Source, base_url: str | None = None, progress:
     if dest.is_file():  # kept from an earlier call
         have = file_digest(dest)
         if (src.md5 in (None, have.md5)) and (sha256 in (None, have.sha256)) and size in (None, have.size):
-            return dest
+            return dest, None
         dest.unlink()
     url = src.url_for(base_url)
     digest = download_file(url, dest, md5=src.md5, sha256=sha256, size=size, progress=progress)
     if not src.md5 and not src.sha256 and recorded is None:
-        record_checksum(root, src.key, url, digest.sha256, digest.size)
-    return dest
+        return dest, {"sha256": digest.sha256, "size": digest.size, "url": url}
+    return dest, None
 
 
 def _build(ds: DataSet, files: dict[str, Path], out: Path, work: Path, root: Path, progress: bool) -> None:
@@ -69,6 +77,7 @@ def _build(ds: DataSet, files: dict[str, Path], out: Path, work: Path, root: Pat
     builders: dict[str, Callable[[], object]] = {
         "senteval": lambda: prepare_text.prepare_senteval(first, out, work),
         "wiki1m": lambda: prepare_text.prepare_wiki1m(first, out),
+        "imagenet100-classes": lambda: prepare_text.prepare_wiki1m(first, out),
         "enwiki-100k": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out),
         "cifar10": lambda: prepare_images.prepare_cifar10(first, out, work, ds.members, progress),
         "imagenette": lambda: prepare_images.prepare_imagenette(first, out, work),
@@ -150,7 +159,8 @@ def download(
                                      f"delete it and run `hardmix data download {ds.name}` again")
             outcomes.append(Outcome(ds.name, target, "present"))
             continue
-        files = {key: fetch_source(root, sources[key], base_url, progress) for key in ds.sources}
+        fetched = {key: fetch_source(root, sources[key], base_url, progress) for key in ds.sources}
+        files = {key: path for key, (path, _) in fetched.items()}
         tmp = target.with_name(f".tmp.{target.name}")
         work = downloads_dir(root) / f"{ds.name}.work"
         for p in (tmp, work):
@@ -167,6 +177,9 @@ def download(
         finally:
             _remove(tmp)
             _remove(work)
+        for key, (_, first) in fetched.items():  # a first download's checksum, once the data passed
+            if first is not None:
+                record_checksum(root, key, str(first["url"]), str(first["sha256"]), int(first["size"]))
         write_manifest(root, ds.name, {
             "name": ds.name, "target": ds.target,
             "prepared": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -34,7 +34,8 @@ def prepare_senteval(archive: Path, out: Path, work: Path) -> None:
 
 
 def prepare_wiki1m(downloaded: Path, out: Path) -> None:
-    """The corpus is the downloaded file: moved to ``out`` (same file system)."""
+    """The data set is the downloaded file itself (the corpus; ImageNet-100's class list): moved to
+    ``out`` (same file system)."""
     os.replace(downloaded, out)
 
 

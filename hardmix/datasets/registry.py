@@ -94,6 +94,8 @@ SOURCES: dict[str, Source] = {s.key: s for s in (
     # Imagenette v2, the official 160 px release (fast.ai); MD5 as published by torchvision.
     Source("imagenette2-160.tgz", "https://s3.amazonaws.com/fast-ai-imageclas/imagenette2-160.tgz",
            md5="e793b78cc4c9e9a4ccc0c1155377a412"),
+    # The ImageNet-100 subset of CMC (Tian et al. 2019), on which MoCHi reports: 100 WordNet ids.
+    Source("imagenet100.txt", "https://raw.githubusercontent.com/HobbitLong/CMC/master/imagenet100.txt"),
     # Google's BERT-mini (Turc et al. 2019, "Well-Read Students Learn Better"), uncased.
     Source("bert-mini/config.json", f"{_BERT_MINI}/config.json"),
     Source("bert-mini/vocab.txt", f"{_BERT_MINI}/vocab.txt"),
@@ -124,6 +126,8 @@ DATASETS: dict[str, DataSet] = {d.name: d for d in (
             sources=("imagenette2-160.tgz",)),
     DataSet("imagenette-64", "images/imagenette-64", "Imagenette resized to 64x64 (the CPU configs' set)",
             requires=("imagenette",)),
+    DataSet("imagenet100-classes", "images/imagenet100-classes.txt", "the 100 WordNet ids of ImageNet-100 "
+            "(CMC's list; selects classes of your own ImageNet folder)", sources=("imagenet100.txt",)),
     DataSet("bert-mini", "models/bert-mini", f"Google's BERT-mini ({BERT_MINI_HUB}), the public stand-in "
             "for models/bert-mini-wiki-mlm", sources=("bert-mini/config.json", "bert-mini/vocab.txt",
                                                       "bert-mini/pytorch_model.bin")),

@@ -243,3 +243,20 @@ def test_commands_on_a_fresh_machine_stop_with_the_download_command(tmp_path, mo
         assert err.count("\n") == 1 and err.startswith("hardmix: error: "), err
         assert path in err and command in err, err
     assert not (tmp_path / "r1").exists() or not any((tmp_path / "r1").iterdir())
+
+
+def test_imagenet100_class_list_downloads_and_a_wrong_file_is_never_placed(mirror, tmp_path, monkeypatch):
+    from hardmix.vision.data import read_class_list
+
+    shared = require_data_path("images", "imagenet100-classes.txt")
+    srv, folder = mirror
+    (folder / "imagenet100.txt").write_text("n01440764\nnot-an-id\n")
+    root = tmp_path / "root"
+    with pytest.raises(DataCheckError, match=r"expected 100 WordNet ids .*found 2, e\.g\. 'not-an-id'"):
+        download(["imagenet100-classes"], root=root, base_url=srv.url, progress=False)
+    assert not list((root / "images").iterdir())  # no half-made or wrong file at the target
+    assert not (root / ".hardmix" / "checksums.json").exists()  # a rejected file's sha256 is not recorded
+    (folder / "imagenet100.txt").write_bytes(shared.read_bytes())
+    download(["imagenet100-classes"], root=root, base_url=srv.url, progress=False)
+    monkeypatch.setenv("HARDMIX_DATA", str(root))
+    assert read_class_list("images/imagenet100-classes.txt") == read_class_list(shared)
