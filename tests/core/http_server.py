@@ -15,6 +15,7 @@ class ServerState:
     folder: Path
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
     cut_after: dict[str, int] = field(default_factory=dict)  # path -> bytes sent before the cut (once)
+    ranges: bool = True  # False: ignore Range headers (answer 200 with the whole file), as some servers do
 
 
 class _Handler(SimpleHTTPRequestHandler):
@@ -33,7 +34,7 @@ class _Handler(SimpleHTTPRequestHandler):
         data = f.read_bytes()
         start, status = 0, 200
         rng = self.headers.get("Range")
-        if rng and rng.startswith("bytes="):
+        if rng and rng.startswith("bytes=") and self.state.ranges:
             start = int(rng[6:].split("-", 1)[0])
             if start >= len(data):
                 self.send_response(416)

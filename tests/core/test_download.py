@@ -43,6 +43,15 @@ def test_a_dropped_connection_is_resumed_within_the_call(served, tmp_path):
     assert [r for _, r in srv.state.requests] == [None, "bytes=1234-"]
 
 
+def test_a_server_without_ranges_makes_the_resume_start_over(served, tmp_path):
+    srv, payload, md5 = served
+    dest = tmp_path / "b"
+    dest.with_name("b.part").write_bytes(b"stale bytes of an earlier attempt")
+    srv.state.ranges = False
+    download_file(f"{srv.url}/blob.bin", dest, md5=md5, progress=False)
+    assert dest.read_bytes() == payload and srv.state.requests[0][1] == "bytes=33-"
+
+
 def test_a_checksum_mismatch_is_rejected_and_the_partial_file_deleted(served, tmp_path):
     srv, payload, md5 = served
     dest = tmp_path / "b"
