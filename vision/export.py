@@ -166,9 +166,10 @@ def export_backbone(run: str | os.PathLike[str], out: str | os.PathLike[str]) ->
 
 def _cmd_export(args: argparse.Namespace) -> int:
     res = export_backbone(args.run, args.out)
+    own = res.target.startswith("hardmix.")
     print(f"wrote {res.path}: the query backbone, {res.tensors} tensors (no projector)\n"
-          f"load: net = {res.target}; net.load_state_dict(torch.load({str(res.path)!r}, weights_only=True), "
-          "strict=False)  # missing: the classifier only")
+          f"load: net = {res.target}; net.load_state_dict(torch.load({str(res.path)!r}, weights_only=True)"
+          + (")  # every key" if own else ", strict=False)  # missing: the classifier only"))
     return 0
 
 
