@@ -76,8 +76,8 @@ def _build(ds: DataSet, files: dict[str, Path], out: Path, work: Path, root: Pat
     first = next(iter(files.values()), None)
     builders: dict[str, Callable[[], object]] = {
         "senteval": lambda: prepare_text.prepare_senteval(first, out, work),
-        "wiki1m": lambda: prepare_text.prepare_wiki1m(first, out),
-        "imagenet100-classes": lambda: prepare_text.prepare_wiki1m(first, out),
+        "wiki1m": lambda: prepare_text.place_file(first, out),
+        "imagenet100-classes": lambda: prepare_text.place_file(first, out),
         "enwiki-100k": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out),
         "cifar10": lambda: prepare_images.prepare_cifar10(first, out, work, ds.members, progress),
         "imagenette": lambda: prepare_images.prepare_imagenette(first, out, work),

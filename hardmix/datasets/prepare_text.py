@@ -4,7 +4,7 @@
   (its Moses and PTB tokenization already applied), so it is extracted as it is: the folder holding
   ``STS/`` becomes ``senteval/``. No tokenizer runs here, and the files are byte for byte what SimCSE's
   and MixCSE's evaluation read.
-- ``wiki1m``: the downloaded file itself.
+- ``wiki1m`` (and ImageNet-100's class list): the downloaded file itself.
 - ``enwiki-100k``: the first 100,000 lines of wiki1m, gzipped (the CPU configs' corpus).
 
 Each function builds its result at ``out`` (a temporary path that the caller renames into place).
@@ -33,7 +33,7 @@ def prepare_senteval(archive: Path, out: Path, work: Path) -> None:
     os.replace(find_dir_with(work, "STS"), out)
 
 
-def prepare_wiki1m(downloaded: Path, out: Path) -> None:
+def place_file(downloaded: Path, out: Path) -> None:
     """The data set is the downloaded file itself (the corpus; ImageNet-100's class list): moved to
     ``out`` (same file system)."""
     os.replace(downloaded, out)
