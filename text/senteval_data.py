@@ -1,7 +1,8 @@
 """Loaders for the SentEval evaluation sets (STS12-16, STS-B, SICK-R and the transfer tasks).
 
 Every loader reads the files of SentEval's ``data/downstream`` layout under ``<root>/senteval/`` (``root``
-defaults to the data root ``HARDMIX_DATA``) and reproduces what SentEval's own loaders (and the SimCSE
+defaults to the data root: ``HARDMIX_DATA``, else ``~/.cache/hardmix/data``, where
+``hardmix data download senteval`` puts them) and reproduces what SentEval's own loaders (and the SimCSE
 fork of SentEval, for STS-B and SICK-R) feed the encoder:
 
 - text is split on whitespace and re-joined with single spaces (SentEval passes token lists, and the
@@ -180,7 +181,7 @@ def load_sts_year(task: str, root: str | os.PathLike[str] | None = None) -> dict
 
     Args:
         task: ``"STS12"`` ... ``"STS16"``.
-        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        root: the SentEval data folder (default ``senteval/`` under the data root).
     """
     if task not in STS_SUBSETS:
         raise ValueError(f"unknown STS task {task!r}; expected one of {sorted(STS_SUBSETS)}")
@@ -193,7 +194,7 @@ def load_stsb(split: str = "test", root: str | os.PathLike[str] | None = None) -
 
     Args:
         split: ``"train"``, ``"dev"`` or ``"test"``.
-        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        root: the SentEval data folder (default ``senteval/`` under the data root).
     """
     if split not in ("train", "dev", "test"):
         raise ValueError(f"unknown STS-B split {split!r}")
@@ -218,7 +219,7 @@ def load_sickr(split: str = "test", root: str | os.PathLike[str] | None = None) 
 
     Args:
         split: ``"train"``, ``"dev"`` or ``"test"``.
-        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        root: the SentEval data folder (default ``senteval/`` under the data root).
     """
     names = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
     if split not in names:
@@ -250,7 +251,7 @@ def load_binary(task: str, root: str | os.PathLike[str] | None = None) -> Labele
 
     Args:
         task: ``"MR"``, ``"CR"``, ``"SUBJ"`` or ``"MPQA"``.
-        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        root: the SentEval data folder (default ``senteval/`` under the data root).
     """
     if task not in BINARY_FILES:
         raise ValueError(f"unknown binary task {task!r}; expected one of {sorted(BINARY_FILES)}")
