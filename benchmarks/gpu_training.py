@@ -55,7 +55,7 @@ KEYS = {
     "small_stem": "model.small_stem",
     "proj_hidden": "model.proj_hidden",
     "proj_dim": "model.proj_dim",
-    "queue_size": "model.queue_size",  # issue 14: loss.queue_size
+    "queue_size": "loss.queue_size",
     "bn_splits": "model.bn_splits",
     "temperature": "loss.temperature",
     "symmetric": "loss.symmetric",
@@ -67,22 +67,22 @@ KEYS = {
     "seed": "train.seed",
     "device": "train.device",
     "threads": "train.threads",
-    "precision": "train.amp",  # issue 14: train.precision (values below)
+    "precision": "train.precision",
     "channels_last": "train.channels_last",
-    "log_steps": "train.log_every",  # issue 14: log.log_steps
-    "save": "train.save_every_epochs",  # issue 14: train.save_steps
-    "progress": "train.progress",
-    "knn_final": "eval.knn_final",
-    "knn_every": "eval.knn_every_epochs",  # issue 14: eval.eval_steps
+    "log_steps": "log.log_steps",
+    "save": "train.save_steps",
+    "progress": "log.progress",
+    "knn_final": "eval.at_end",
+    "knn_every": "eval.eval_steps",
     "knn_train_samples": "eval.knn_train_samples",
     "knn_test_samples": "eval.knn_test_samples",
     "knn_k": "eval.knn_k",
 }
-#: the value of KEYS["precision"] for each precision (issue 14: {"bf16": "bf16", "fp32": "fp32"})
-PRECISION_VALUES = {"bf16": True, "fp32": False}
-#: the files of a run folder (issue 14: checkpoint.pt, results.json)
-RUN_FILES = {"config": "config.yaml", "metrics": "metrics.jsonl", "checkpoint": "checkpoint_last.pt",
-             "results": "summary.json"}
+#: the value of KEYS["precision"] for each precision
+PRECISION_VALUES = {"bf16": "bf16", "fp32": "fp32"}
+#: the files of a run folder (the training engine's layout)
+RUN_FILES = {"config": "config.yaml", "metrics": "metrics.jsonl", "checkpoint": "checkpoint.pt",
+             "results": "results.json"}
 
 
 #: the fields of a metrics.jsonl line that the proxy-task curve reads
@@ -90,15 +90,15 @@ METRIC_FIELDS = {"step": "step", "epoch": "epoch", "proxy_acc": "proxy_acc", "lo
 
 
 def final_knn(results: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(k-NN top-1, top-5) from a run's results file (issue 14: ``results["final_scores"]["knn_top1"]``)."""
-    scores = results.get("final_scores", results)
+    """(k-NN top-1, top-5) from a run's results record (``final_scores``)."""
+    scores = results.get("final_scores") or {}
     return scores.get("knn_top1"), scores.get("knn_top5")
 
 
 def run_figures(results: dict[str, Any]) -> dict[str, Any]:
     """The steps, training seconds and images/s of a run's results file."""
-    return {"steps": results.get("steps"), "train_seconds": results.get("seconds"),
-            "images_per_s": results.get("images_per_s")}
+    return {"steps": results.get("steps"), "train_seconds": results.get("wall_seconds"),
+            "images_per_s": results.get("samples_per_second")}
 
 
 def knn_arguments(cfg: Any) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 ``hardmix train TASK CONFIG`` trains any registered task (the ``hardmix.tasks`` entry points, e.g.
 ``text``, ``vision``) through the engine; ``strategies`` lists the core's strategies. A package adds its
-own subcommands (``eval text``, ``encode``, ``eval knn``, ...) through the ``hardmix.cli`` entry points: a
-function ``register(top, evaluate)`` that receives the top-level and the ``eval`` subparsers. The core
+own subcommands (``eval text``, ``encode``, ``eval knn``, ``export vision``, ...) through the ``hardmix.cli``
+entry points: a function ``register(top, evaluate, export)`` that receives the top-level, the ``eval`` and the
+``export`` subparsers. ``compare`` and ``data`` are the core's own. The core
 imports no task by name, and heavy dependencies load only when their command runs.
 """
 
@@ -69,13 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_train)
 
     from hardmix.compare.cli import register as register_compare
+    from hardmix.datasets.cli import register as register_data
 
     register_compare(sub)
+    register_data(sub)
 
     evaluate = sub.add_parser("eval", help="evaluate an encoder")
     eval_sub = evaluate.add_subparsers(dest="eval_task", metavar="WHAT", required=True)
+    export = sub.add_parser("export", help="export a trained encoder for other libraries")
+    export_sub = export.add_subparsers(dest="export_kind", metavar="KIND", required=True)
     for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
-        ep.load()(top=sub, evaluate=eval_sub)
+        ep.load()(top=sub, evaluate=eval_sub, export=export_sub)
     return parser
 
 

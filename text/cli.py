@@ -21,7 +21,7 @@ def _encode(args: argparse.Namespace) -> int:
     return cli_main(args)
 
 
-def register(top, evaluate) -> None:  # noqa: ANN001 (argparse subparser actions)
+def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser actions)
     p = evaluate.add_parser("text", help="SentEval-protocol STS and transfer evaluation")
     p.add_argument("model", help="a hardmix export, a Hugging Face folder or a sentence-transformers folder")
     p.add_argument("--tasks", default="sts,transfer", help="comma list of task groups: sts, transfer")

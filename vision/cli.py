@@ -21,7 +21,7 @@ def _linear(args: argparse.Namespace) -> int:
     return linear_cli_main(args)
 
 
-def register(top, evaluate) -> None:  # noqa: ANN001 (argparse subparser actions)
+def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser actions)
     for name, func, helptext in (
         ("knn", _knn, "weighted k-NN accuracy of frozen backbone features"),
         ("linear", _linear, "linear-probe accuracy of frozen backbone features"),
@@ -63,3 +63,7 @@ def register(top, evaluate) -> None:  # noqa: ANN001 (argparse subparser actions
                 "un-augmented features computed once",
             )
         p.set_defaults(func=func)
+
+    from hardmix.vision.export import register as register_export
+
+    register_export(export)

@@ -64,7 +64,9 @@ def backbone_from_state(state: dict[str, Any]) -> tuple[nn.Module, VisionConfig]
     return net.eval(), cfg
 
 
-def load_backbone(path: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, VisionConfig]:
+def backbone_and_config(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[nn.Module, VisionConfig]:
     """The trained backbone (in eval mode, on ``device``) and the config of a run directory or checkpoint."""
     net, cfg = backbone_from_state(load_checkpoint(path))
     return net.to(device), cfg
@@ -251,7 +253,7 @@ def _images_for(args: argparse.Namespace, cfg: VisionConfig) -> LabelledImages:
 def knn_cli_main(args: argparse.Namespace) -> int:
     """``hardmix eval knn CHECKPOINT --dataset NAME [--json OUT] [--k] [--temperature]``."""
     device = _device(args.device)
-    backbone, cfg = load_backbone(args.checkpoint, device)
+    backbone, cfg = backbone_and_config(args.checkpoint, device)
     data = _images_for(args, cfg)
     scores = data.knn(backbone, cfg, args.k, args.temperature, args.batch_size, device)
     print(
@@ -266,7 +268,7 @@ def knn_cli_main(args: argparse.Namespace) -> int:
 def linear_cli_main(args: argparse.Namespace) -> int:
     """``hardmix eval linear CHECKPOINT --dataset NAME [--json OUT] [--epochs] [--augment]``."""
     device = _device(args.device)
-    backbone, cfg = load_backbone(args.checkpoint, device)
+    backbone, cfg = backbone_and_config(args.checkpoint, device)
     data = _images_for(args, cfg)
     recipe = recipe_for(args.dataset)
     augment = bool(getattr(args, "augment", False))
