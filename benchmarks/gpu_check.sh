@@ -127,12 +127,25 @@ check() {
       "sys.path.insert(0, '$PWD')" 'import hardmix  # noqa: E402' \
       "hardmix.__path__.append('$PWD')  # text/ and vision/ are hardmix.text and hardmix.vision" \
       >"$WORK/site/sitecustomize.py"
+    # The tasks are found through entry points (hardmix.tasks, hardmix.cli): a dist-info beside it declares
+    # pyproject.toml's, as an install would.
+    "$PY" - "$WORK/site" <<'PYEOF'
+import pathlib, sys, tomllib
+project = tomllib.loads(pathlib.Path("pyproject.toml").read_text())["project"]
+info = pathlib.Path(sys.argv[1]) / "hardmix-0+checkout.dist-info"
+info.mkdir(parents=True, exist_ok=True)
+(info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: hardmix\nVersion: {project['version']}\n")
+groups = project.get("entry-points", {})
+(info / "entry_points.txt").write_text("".join(
+    f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in eps.items()) + "\n"
+    for group, eps in groups.items()))
+PYEOF
     export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
     echo "hardmix from the checkout through $WORK/site/sitecustomize.py"
   }
   importable() {  # finds the three packages without importing torch (a start of torch costs seconds)
     "$PY" -c "import importlib.util as u, sys
-names = ('hardmix.cli', 'hardmix.text.model', 'hardmix.vision.trainer')
+names = ('hardmix.cli', 'hardmix.text.model', 'hardmix.vision.task')
 sys.exit(not all(u.find_spec(m) for m in names))" 2>/dev/null
   }
   if [ "$MODE" = full ]; then
