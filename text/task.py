@@ -278,8 +278,12 @@ class TextTask(Task):
         return f"training {cfg.model.name_or_path} ({cfg.model.pooling}) with {self.loss_fn.extra_repr()}"
 
     def info(self) -> dict[str, Any]:
+        from hardmix.datasets.manager import provenance
+
         best = getattr(self, "best_dir", None)
-        return {"model": self.cfg.model.name_or_path, "eval_pooling": self.net.eval_pooling,
+        return {"model": self.cfg.model.name_or_path, "model_source": str(self.model_source),
+                "corpus": str(self.corpus_path), "corpus_data": provenance(self.corpus_path),
+                "eval_pooling": self.net.eval_pooling,
                 "best_dir": str(best) if best is not None and best.is_dir() else None,
                 "symmetric": self.loss_fn.symmetric}
 

@@ -158,8 +158,11 @@ class VisionTask(Task):
 
     def info(self) -> dict[str, Any]:
         d = self.data
+        from hardmix.datasets.manager import provenance
+
         cfg = self.cfg
-        return {"dataset": cfg.data.dataset, "num_samples": d.num_samples, "pipeline": d.pipeline,
+        return {"dataset": cfg.data.dataset, "dataset_data": provenance(dataset_root(cfg.data.dataset)),
+                "num_samples": d.num_samples, "pipeline": d.pipeline,
                 "skipped_images": len(d.skipped), "eval_dataset": cfg.eval.dataset or cfg.data.dataset}
 
     @classmethod
