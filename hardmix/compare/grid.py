@@ -84,7 +84,7 @@ def build_grid(spec: CompareSpec, output: Path) -> list[Cell]:
         for name in task.strategy_args:
             if not any(e["name"] == name for entries in spec.strategies.values() for e in entries):
                 raise ConfigError(f"tasks.{task.name}.strategy_args.{name}: no strategy list uses {name}")
-        for strategy in spec.strategies:
+        for strategy in task.strategies or spec.strategies:
             entries = spec.strategies_for(task, strategy)
             for seed in spec.seeds:
                 overrides = [*task.overrides, f"loss.strategies={_yaml_value(entries)}", f"train.seed={seed}"]

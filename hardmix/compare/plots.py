@@ -68,23 +68,30 @@ def _band(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.nda
     return np.asarray(common), table.mean(0), table.min(0), table.max(0)
 
 
+def _strategies(summary: dict[str, Any]) -> list[str]:
+    """Every strategy of any task, in the spec's order (their colours)."""
+    return list(dict.fromkeys(s for t in summary["tasks"].values() for s in t["strategies"]))
+
+
 def plot_scores(summary: dict[str, Any], path: Path) -> Path:
     plt = _pyplot()
     tasks = list(summary["tasks"])
-    strategies = list(next(iter(summary["tasks"].values()))["strategies"])
+    strategies = _strategies(summary)
     col = colours(strategies)
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         t = summary["tasks"][task]
         for i, s in enumerate(strategies):
-            row = t["strategies"][s]
+            row = t["strategies"].get(s)
+            if row is None:
+                continue
             values = list(row["seeds"].values())
             if values:
                 ax.bar(i, np.mean(values), color=col[s], alpha=0.35, width=0.6)
                 ax.scatter(i + np.linspace(-0.12, 0.12, len(values)), values, color=col[s], zorder=3, s=18)
         ax.set_xticks(range(len(strategies)), strategies, rotation=20)
         ax.set_title(f"{task}: {t['score']}")
-        finite = [v for s in strategies for v in t["strategies"][s]["seeds"].values()]
+        finite = [v for row in t["strategies"].values() for v in row["seeds"].values()]
         if finite:
             lo, hi = min(finite), max(finite)
             pad = max(0.5, 0.15 * (hi - lo))
@@ -104,7 +111,7 @@ def _lines(
 ) -> Path:
     plt = _pyplot()
     tasks = list(summary["tasks"])
-    strategies = list(next(iter(summary["tasks"].values()))["strategies"])
+    strategies = _strategies(summary)
     col = colours(strategies)
     fig, axes = plt.subplots(
         len(tasks), len(keys), figsize=(4.2 * len(keys), 3.2 * len(tasks)), squeeze=False
@@ -135,7 +142,7 @@ def _lines(
 def plot_alignment_uniformity(cells: list[Cell], summary: dict[str, Any], path: Path) -> Path:
     plt = _pyplot()
     tasks = list(summary["tasks"])
-    strategies = list(next(iter(summary["tasks"].values()))["strategies"])
+    strategies = _strategies(summary)
     col = colours(strategies)
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.8), squeeze=False)
     for ax, task in zip(axes[0], tasks):

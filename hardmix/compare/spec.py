@@ -15,6 +15,7 @@
         score: stsb_dev                 # a key of the runs' results.json final_scores
         strategy_args:                  # this task's arguments for a strategy, merged into its entries
           mochi: {n_hard: 48, n_pair: 48, n_query: 16}
+        strategies: [none, mixcse, mochi]   # optional: the task runs only these (default: all)
       vision:
         config: configs/vision/cpu_mocov2_cifar10.yaml
         set: {data.max_samples: 2000}
@@ -36,7 +37,7 @@ from hardmix.config import load_yaml
 from hardmix.errors import ConfigError
 
 SPEC_KEYS = ("seeds", "baseline", "strategies", "tasks", "output", "jobs")
-TASK_KEYS = ("task", "config", "set", "score", "strategy_args")
+TASK_KEYS = ("task", "config", "set", "score", "strategy_args", "strategies")
 
 
 @dataclass
@@ -50,6 +51,7 @@ class TaskSpec:
         overrides: ``key=value`` items for every cell of the task.
         score: the compared score (a key of ``results.json`` ``final_scores``).
         strategy_args: strategy name -> arguments merged into that strategy's entries for this task.
+        strategies: the names of the strategies this task runs (None: every one).
     """
 
     name: str
@@ -58,6 +60,7 @@ class TaskSpec:
     overrides: list[str] = field(default_factory=list)
     score: str = ""
     strategy_args: dict[str, dict[str, Any]] = field(default_factory=dict)
+    strategies: list[str] | None = None
 
 
 @dataclass
@@ -168,6 +171,18 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
         args = t.get("strategy_args") or {}
         if not isinstance(args, dict) or any(not isinstance(v, dict) for v in args.values()):
             raise ConfigError(f"{where}{key}.strategy_args: expected strategy name -> mapping of arguments")
+        only = t.get("strategies")
+        if only is not None:
+            if not isinstance(only, list) or not only:
+                raise ConfigError(f"{where}{key}.strategies: expected a list of strategy names")
+            bad_names = [n for n in only if n not in normalized]
+            if bad_names:
+                raise ConfigError(
+                    f"{where}{key}.strategies: {bad_names[0]!r} is not one of the strategies "
+                    f"({', '.join(normalized)})"
+                )
+            if baseline not in only:
+                raise ConfigError(f"{where}{key}.strategies: the baseline {baseline!r} must be among them")
         try:
             config = _resolve_config(str(t["config"]), spec_dir, f"{key}.config")
         except ConfigError as e:

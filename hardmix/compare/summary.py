@@ -46,7 +46,7 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
     }
     for task in spec.tasks.values():
         per: dict[str, Any] = {}
-        for strategy in spec.strategies:
+        for strategy in task.strategies or spec.strategies:
             recs = {
                 seed: records[(task.name, strategy, seed)]
                 for seed in spec.seeds
@@ -126,12 +126,16 @@ def cross_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The headline: rows are strategies, columns tasks, cells the paired difference from the baseline."""
     tasks = list(summary["tasks"])
     head = ["strategy"] + [f"{t} ({summary['tasks'][t]['score']})" for t in tasks]
-    strategies = [s for s in next(iter(summary["tasks"].values()))["strategies"] if s != summary["baseline"]]
+    strategies = list(dict.fromkeys(s for t in summary["tasks"].values() for s in t["strategies"]))
+    strategies = [s for s in strategies if s != summary["baseline"]]
     rows = []
     for s in strategies:
         cells = []
         for t in tasks:
-            p = summary["tasks"][t]["paired"][s]
+            p = summary["tasks"][t]["paired"].get(s)
+            if p is None:
+                cells.append("(not run)")
+                continue
             cells.append(
                 f"{p['mean']:+.2f} [{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}] p={_fmt(p['p_value'], 3)} "
                 f"{p['verdict']}"
