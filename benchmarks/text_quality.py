@@ -45,7 +45,7 @@ DIAGNOSTICS = ("loss", "pos_sim", "neg_sim", "alignment", "uniformity", "anchor_
 
 def _cache_corpus() -> None:
     """Tokenize the corpus once per process (every run reads the same file with the same tokenizer)."""
-    from hardmix.text import trainer
+    from hardmix.text import task as trainer
 
     original = trainer.read_corpus
     cached_tok: dict = {}
