@@ -1,5 +1,6 @@
-"""Preemption: SIGTERM and SIGUSR1 (what SLURM and Kubernetes send before they stop a job) ask the run to
-checkpoint at the end of the current step and exit; the engine polls :attr:`PreemptionSignals.received`."""
+"""Preemption: SIGTERM and SIGUSR1 (what SLURM and Kubernetes send before they stop a job) and SIGINT
+(Ctrl-C) ask the run to checkpoint at the end of the current step and exit; the engine polls
+:attr:`PreemptionSignals.received`. A second Ctrl-C interrupts at once."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import threading
 from types import FrameType, TracebackType
 
 #: The signals that ask a run to checkpoint and stop.
-PREEMPTION_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None))
-                           if s is not None)
+PREEMPTION_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGUSR1", None),
+                                       signal.SIGINT) if s is not None)
 
 
 class PreemptionSignals:
@@ -33,6 +34,8 @@ class PreemptionSignals:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is None:
             self.received = signal.Signals(signum).name
+        if signum == signal.SIGINT:  # a second Ctrl-C stops at once
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def __enter__(self) -> PreemptionSignals:
         if threading.current_thread() is threading.main_thread():
