@@ -189,7 +189,7 @@ def test_a_grid_killed_mid_way_finishes_only_what_is_missing(grid_spec, tmp_path
         assert t["score"] == score and t["strategies"]["mixcse"]["n"] == 2
         seeds = t["strategies"]["mixcse"]["seeds"]
         base = t["strategies"]["none"]["seeds"]
-        diffs = [seeds[s] - base[s] for s in (1, 2)]  # JSON keys are strings after the round trip
+        diffs = [seeds[s] - base[s] for s in ("1", "2")]  # JSON keys are strings after the round trip
         assert t["paired"]["mixcse"]["mean"] == pytest.approx(np.mean(diffs))
         for seed in (1, 2):
             record = read_results(out / "runs" / task / "mixcse" / f"seed{seed}")
