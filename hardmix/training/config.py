@@ -119,6 +119,16 @@ class LogSection:
     progress: bool = True
 
 
+@dataclass
+class TaskConfig:
+    """The base of every task's config: what the engine reads that no task specializes (``log``) and the run
+    folder (``output``). A task's config subclasses it, adding its ``model`` and ``data`` sections and its
+    own ``train``, ``loss`` and ``eval`` (subclasses of the sections above)."""
+
+    log: LogSection = field(default_factory=LogSection)
+    output: str = "runs/run"
+
+
 #: Keys of the older vocabularies (the vision trainer's, the text trainer's) and their names now.
 RENAMED: dict[str, str] = {
     "train.cpu_threads": "train.threads",
@@ -235,6 +245,7 @@ __all__ = [
     "LogSection",
     "LossSection",
     "Precision",
+    "TaskConfig",
     "TrainSection",
     "build_task_config",
     "check_renamed",
