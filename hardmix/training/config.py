@@ -225,9 +225,16 @@ def load_task_config(cls: type, path: str | os.PathLike[str], overrides: list[st
     return build_task_config(cls, load_yaml(path), overrides, renamed, source=path)
 
 
+#: The order of the sections in ``config.yaml`` (others follow in their declared order).
+SECTION_ORDER = ("model", "data", "augment", "loss", "train", "eval", "log", "output")
+
+
 def plain_config(cfg: Any) -> dict[str, Any]:
-    """The config as plain data (dicts, lists, numbers, strings), as saved in ``config.yaml``."""
-    return _plain(config_to_dict(cfg))
+    """The config as plain data (dicts, lists, numbers, strings), as saved in ``config.yaml``, its sections
+    in :data:`SECTION_ORDER`."""
+    plain = _plain(config_to_dict(cfg))
+    rank = {k: i for i, k in enumerate(SECTION_ORDER)}
+    return dict(sorted(plain.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
 
 def _plain(obj: Any) -> Any:
