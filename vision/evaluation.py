@@ -120,6 +120,8 @@ class LabelledImages:
         cache_dir, workers: as the data config.
         key: the option named in errors.
         classes: only these class folders (ImageNet-100's class list).
+        skip_corrupt: leave undecodable images out (counted in ``skipped``) instead of stopping.
+        skip_hint: how the caller asks for ``skip_corrupt`` (for the error), e.g. ``pass --skip-corrupt``.
     """
 
     def __init__(
@@ -132,18 +134,21 @@ class LabelledImages:
         workers: int = 4,
         key: str = "--dataset",
         classes: list[str] | None = None,
+        skip_corrupt: bool = False,
+        skip_hint: str | None = None,
     ) -> None:
         train, test = eval_splits(dataset, key, classes)
         self.classes = train.classes
-        self.train = self._load(train, max_train, resolution, cache_dir, workers, key)
-        self.test = self._load(test, max_test, resolution, cache_dir, workers, key)
+        load = {"resolution": resolution, "cache_dir": cache_dir, "skip_corrupt": skip_corrupt,
+                "workers": workers, "key": key, "skip_hint": skip_hint}
+        self.train = self._load(train, max_train, **load)
+        self.test = self._load(test, max_test, **load)
+        self.skipped = self.train.skipped + self.test.skipped
 
     @staticmethod
-    def _load(
-        images: Any, n: int | None, resolution: int | None, cache_dir: str | None, workers: int, key: str
-    ) -> ImageTensors:
+    def _load(images: Any, n: int | None, **load: Any) -> ImageTensors:
         idx = balanced_subset(images.labels, n, 0) if n is not None else None
-        return load_tensors(images, idx, resolution, cache_dir, skip_corrupt=False, workers=workers, key=key)
+        return load_tensors(images, idx, **load)
 
     def features(
         self,
@@ -247,6 +252,8 @@ def _images_for(args: argparse.Namespace, cfg: VisionConfig) -> LabelledImages:
         cfg.data.cache_dir,
         cfg.data.num_workers,
         classes=training_classes(cfg, args.dataset),
+        skip_corrupt=bool(getattr(args, "skip_corrupt", False)),
+        skip_hint="pass --skip-corrupt",
     )
 
 
