@@ -73,6 +73,15 @@ def inspect_model_folder(path: str | os.PathLike[str]) -> dict:
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: model folder not found")
+    if (root / "checkpoint.pt").is_file() and not (root / "config.json").is_file():
+        # A run folder of the training engine: its model is RUN/best (text), or it is not a text model.
+        if (root / "best" / "hardmix.json").is_file():
+            raise ValueError(f"{root}: a training run folder; its sentence encoder is {root / 'best'}")
+        raise ValueError(f"{root}: a training run folder without a text model (best/): is it a vision run? "
+                         "hardmix eval text takes a sentence encoder folder")
+    if not (root / "config.json").is_file() and not (root / "modules.json").is_file():
+        raise ValueError(f"{root}: not a model folder (no config.json or modules.json): pass a hardmix "
+                         "export (RUN/best), a Hugging Face or a sentence-transformers folder")
     info: dict = {"kind": "huggingface", "transformer": root, "pooling": None, "max_length": None,
                   "normalize": False, "lowercase": False}
     if (root / "hardmix.json").is_file():
