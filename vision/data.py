@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -209,8 +210,12 @@ def decode_images(
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
             return e
 
+    from tqdm.auto import tqdm
+
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        arrays = list(pool.map(one, paths, chunksize=256))
+        arrays = list(tqdm(pool.map(one, paths, chunksize=256), total=len(paths), desc=f"decode {key}",
+                           unit="img", file=sys.stderr, leave=False, dynamic_ncols=True,
+                           disable=len(paths) < 2000))
     kept, skipped, out = [], [], []
     shape = None
     for i, (path, arr) in enumerate(zip(paths, arrays)):

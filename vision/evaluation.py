@@ -90,22 +90,32 @@ def extract_features(
     batch_size: int = 256,
     device: str | torch.device = "cpu",
     crop: int | None = None,
+    progress: bool = True,
+    desc: str = "features",
 ) -> Tensor:
     """Backbone features (N, D) float32 on the CPU of uint8 images (N, 3, H, W), in eval mode.
 
     Args:
         crop: center-crop to this side first (None: as stored).
+        progress: a progress bar (images, rate, ETA) on stderr.
     """
+    from tqdm.auto import tqdm
+
     was = backbone.training
     backbone.eval()
     device = torch.device(device)
     out = []
-    for start in range(0, images.shape[0], batch_size):
+    starts = range(0, images.shape[0], batch_size)
+    bar = tqdm(total=images.shape[0], desc=desc, unit="img", disable=not progress, file=sys.stderr,
+               leave=False, dynamic_ncols=True)
+    for start in starts:
+        bar.update(min(batch_size, images.shape[0] - start))
         x = images[start : start + batch_size].to(device, non_blocking=True)
         if crop is not None and crop < x.shape[-1]:
             top, left = (x.shape[-2] - crop) // 2, (x.shape[-1] - crop) // 2
             x = x[..., top : top + crop, left : left + crop]
         out.append(frozen_forward(backbone, normalize_uint8(x, mean, std)))
+    bar.close()
     backbone.train(was)
     return torch.cat(out)
 
@@ -161,8 +171,10 @@ class LabelledImages:
         _, crop = eval_geometry(cfg)
         a = cfg.augment
         return (
-            extract_features(backbone, self.train.images, a.mean, a.std, batch_size, device, crop),
-            extract_features(backbone, self.test.images, a.mean, a.std, batch_size, device, crop),
+            extract_features(backbone, self.train.images, a.mean, a.std, batch_size, device, crop,
+                             desc="features (bank)"),
+            extract_features(backbone, self.test.images, a.mean, a.std, batch_size, device, crop,
+                             desc="features (test)"),
         )
 
     def knn(
