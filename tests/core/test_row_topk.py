@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from hardmix.utils import row_topk
-from hardmix.utils.row_topk import row_topk_indices
+from hardmix.kernels import row_topk
+from hardmix.kernels.row_topk import row_topk_indices
 
 
 def _assert_top_sets(values: torch.Tensor, idx: torch.Tensor, n: int) -> None:
