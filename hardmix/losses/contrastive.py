@@ -131,12 +131,13 @@ class ContrastiveLoss(nn.Module):
         return any(s.needs_anchor_logits for s in self.strategies)
 
     def _direction(self, ctx: ContrastContext, base_blocks: list[Tensor], positive_logits: Tensor) -> Tensor:
-        """One direction's loss: the base blocks (which hold the positive) plus each strategy's columns."""
+        """One direction's loss on the fast path: the base blocks (which hold the positive) plus each
+        strategy's :meth:`~hardmix.strategies.Strategy.fast_logits` columns."""
         blocks: list[Tensor | DerivedLogits] = list(base_blocks)
         for strategy in self.strategies:
             extra = strategy.fast_logits(ctx)
             if isinstance(extra, DerivedLogits):
-                blocks.append(extra)  # of ctx.anchor_logits: in its dtype
+                blocks.append(extra)  # of ctx.shortcuts.anchor_logits: in its dtype
             elif extra is not None:
                 blocks.append(extra.to(blocks[0].dtype))
         return info_nce_from_blocks(positive_logits, blocks)
