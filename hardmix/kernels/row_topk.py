@@ -105,9 +105,9 @@ def _numpy_row_topk(array: np.ndarray, n: int) -> np.ndarray:
 def hardest_negatives(similarities: Tensor, n_hard: int, valid: Tensor | None = None) -> Tensor:
     """Indices (B, n_hard) of the ``n_hard`` most similar valid negatives of each row, chosen in fp32.
 
-    Exact: the same set as ``topk`` (ties at the N-th value broken arbitrarily; no particular order
-    within a row), through :func:`row_topk_indices` (NumPy's partition on CPU,
-    ``topk`` elsewhere).
+    Exact: the same set as ``topk`` (ties at the N-th value broken arbitrarily), in ascending column
+    order, through :func:`row_topk_indices` (NumPy's partition on CPU, ``topk`` elsewhere): the fast
+    counterpart of :func:`hardmix.strategies.mochi.hardest`.
 
     Args:
         similarities: (B, K) anchor-negative similarities (any positive scale; under autocast pass the
@@ -117,7 +117,7 @@ def hardest_negatives(similarities: Tensor, n_hard: int, valid: Tensor | None = 
 
     Example:
         >>> sims = torch.tensor([[0.1, 0.9, 0.5, 0.7], [0.8, 0.2, 0.6, 0.4]])
-        >>> hardest_negatives(sims, 2).sort(dim=1).values
+        >>> hardest_negatives(sims, 2)
         tensor([[1, 3],
                 [0, 2]])
     """
