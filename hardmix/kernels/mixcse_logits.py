@@ -47,6 +47,17 @@ def mixcse_fast_logits(
     Returns:
         The block (a :class:`ScaledLogits` of the queue block in queue mode with stop-gradient, else a
         tensor) and its detached (B, N) values.
+
+    Example:
+        >>> import torch.nn.functional as F
+        >>> h, p = F.normalize(torch.randn(3, 4), dim=1), F.normalize(torch.randn(3, 4), dim=1)
+        >>> logits = h @ p.T / 0.1
+        >>> shortcuts = LogitShortcuts(logits, logits.diagonal(), mask_kind="positive")
+        >>> mask = ~torch.eye(3, dtype=torch.bool)
+        >>> block, values = mixcse_fast_logits(p, p, logits, logits.diagonal(), mask, torch.arange(3),
+        ...                                    shortcuts, lam=0.2, stop_grad=True, queue_mode=False)
+        >>> values.shape, bool(values.diagonal().eq(float("-inf")).all())
+        (torch.Size([3, 3]), True)
     """
     if stop_grad and queue_mode:
         # Against a queue the mixed logits are the queue block rescaled by constants; as a ScaledLogits of

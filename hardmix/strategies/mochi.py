@@ -109,6 +109,16 @@ def synthesize(query: Tensor, negatives: Tensor, hard: Tensor, draws: MochiDraws
         negatives: (K, D) unit negatives.
         hard: (B, N) each query's hardest negatives (indices into ``negatives``), see :func:`hardest`.
         draws: the positions among ``hard`` and the weights, see :func:`mochi_draws`.
+
+    Returns:
+        (B, s + s', D): the s pair mixtures h_k, then the s' query mixtures h'_k.
+
+    Example:
+        >>> q, queue = F.normalize(torch.randn(2, 4), dim=1), F.normalize(torch.randn(9, 4), dim=1)
+        >>> draws = mochi_draws(2, 3, 3, 2, 0.5, None, q.device, q.dtype)
+        >>> points = synthesize(q, queue, hardest(q @ queue.T, 3), draws)
+        >>> points.shape, bool(torch.allclose(points.norm(dim=-1), torch.ones(2, 5)))
+        (torch.Size([2, 5, 4]), True)
     """
     query, negatives = query.detach(), negatives.detach()
     n_a = negatives[hard.gather(1, draws.first.long())]  # (B, s, D)
