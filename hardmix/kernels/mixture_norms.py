@@ -24,6 +24,10 @@ def mixture_norm(cos_ab: Tensor, lam: float) -> Tensor:
     """``||lam a + (1 - lam) b||`` for unit a, b from their cosine ``a.b`` (any shape).
 
     The value is clamped away from 0 (a = -b with lam = 0.5 is the only zero).
+
+    Example:
+        >>> mixture_norm(torch.tensor([1.0, 0.0]), 0.5)  # a = b: norm 1; a orthogonal to b: sqrt(1/2)
+        tensor([1.0000, 0.7071])
     """
     sq = lam * lam + (1.0 - lam) ** 2 + 2.0 * lam * (1.0 - lam) * cos_ab
     return sq.clamp_min(1e-12).sqrt()
@@ -46,6 +50,11 @@ def mixed_logits(
     Returns:
         (B, N) logits h_i . m_ij / tau. Gradients follow the inputs: pass stop-gradient views of the
         logits and a detached ``pos_neg_cos`` for SG(m_ij).
+
+    Example:
+        >>> h, p, n = torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
+        >>> mixed_logits((h * p).sum(1), h @ n.T, p @ n.T, lam=0.5)  # h . normalize(p + n) = sqrt(1/2)
+        tensor([[0.7071]])
     """
     numerator = torch.add(anchor_neg_logits, anchor_pos_logits.unsqueeze(1), alpha=lam / (1.0 - lam))
     return numerator.mul_(1.0 - lam).div_(mixture_norm(pos_neg_cos, lam))
@@ -57,6 +66,11 @@ def scaled_inverse_mixture_norms(positives: Tensor, negatives: Tensor, lam: floa
     One ``addmm``: ``||.||^2 / (1 - lam)^2 = c0 + c1 p_i.n_j`` with the constants applied by the product
     itself, then a clamp and an inverse square root in place. No gradient (call under no_grad or with
     detached inputs). ``mixed_logits`` equals ``(anchor_neg + lam / (1 - lam) anchor_pos) * this``.
+
+    Example:
+        >>> p, n = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+        >>> scaled_inverse_mixture_norms(p, n, lam=0.5)  # 0.5 / sqrt(1/2), 0.5 / 1
+        tensor([[0.7071, 0.5000]])
     """
     positives, negatives = positives.detach(), negatives.detach() if negatives is not positives else None
     k = 1.0 / (1.0 - lam) ** 2
@@ -78,6 +92,12 @@ def symmetric_addmm(c: Tensor, x: Tensor, alpha: float, min_rows: int = 128, max
     With k row blocks the products cover (k + 1) / 2k of the matrix (0.53 for k = 16); the mirrored
     blocks are copied. Falls back to one addmm for small matrices, on GPUs (where the product is cheap
     and the copies are not), under autocast (which does not take ``out=``) and for other dtypes.
+
+    Example:
+        >>> x = torch.randn(600, 8, dtype=torch.float64)
+        >>> c = torch.tensor(1.0, dtype=torch.float64)
+        >>> bool(torch.allclose(symmetric_addmm(c, x, 2.0), torch.addmm(c, x, x.T, alpha=2.0)))
+        True
     """
     n = x.shape[0]
     blocks = min(max_blocks, n // min_rows)
@@ -126,6 +146,16 @@ def pair_inverse_norms(
     once and only the (chunk, D) mixtures are written), then takes its norm; in chunks of about
     ``chunk_elements`` values (default: 2^18 on CPU, so that each chunk stays in cache; 2^24 elsewhere), so
     the (B, s, D) mixtures never exist at once.
+
+    Example:
+        >>> inverse_mixture_norm(torch.tensor([0.0, 1.0]), torch.tensor([0.5, 0.3]))
+        tensor([1.4142, 1.0000])
+
+    Example:
+        >>> negatives = torch.eye(3)
+        >>> pair_inverse_norms(negatives, torch.tensor([[0, 1]]), torch.tensor([[1, 2]]),
+        ...                    torch.tensor([[0.5, 0.5]]))
+        tensor([[1.4142, 1.4142]])
     """
     batch, s = first.shape
     dim = negatives.shape[1]

@@ -31,6 +31,11 @@ def sample_distinct_pairs(
 
     Returns:
         Two (batch, n_pairs) int64 tensors ``first < second``.
+
+    Example:
+        >>> first, second = sample_distinct_pairs(2, 3, 3, torch.Generator().manual_seed(0))
+        >>> sorted(zip(first[0].tolist(), second[0].tolist()))  # all 3 pairs of range(3)
+        [(0, 1), (0, 2), (1, 2)]
     """
     first, second = draw_distinct_pairs(batch, n, n_pairs, generator, device)
     return first.long(), second.long()
