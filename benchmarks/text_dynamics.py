@@ -40,7 +40,8 @@ def main() -> int:
 
     from hardmix.config import load_yaml
     from hardmix.text.config import build_text_config
-    from hardmix.text.trainer import train
+    from hardmix.text.task import TextTask
+    from hardmix.training import run_training
 
     torch.set_num_threads(args.threads)
     runs = {"simcse": ("cpu_simcse.yaml", None), "mixcse": ("cpu_mixcse.yaml", None),
@@ -48,7 +49,7 @@ def main() -> int:
     out: dict = {"steps": args.steps, "eval_steps": args.eval_steps, "seed": args.seed, "runs": {}}
     for name, (file, lr) in runs.items():
         data = copy.deepcopy(load_yaml(CONFIGS / file))
-        data["train"].update(max_steps=args.steps, seed=args.seed, save_steps=0, cpu_threads=args.threads)
+        data["train"].update(max_steps=args.steps, seed=args.seed, save_steps=0, threads=args.threads)
         if lr is not None:
             data["train"]["lr"] = lr
         data["eval"].update(eval_steps=args.eval_steps, at_end=True)
@@ -56,7 +57,7 @@ def main() -> int:
         run_dir = Path(args.runs_dir) / name
         if run_dir.exists():
             shutil.rmtree(run_dir)
-        train(build_text_config(data), run_dir)
+        run_training(TextTask, build_text_config(data), run_dir)
         lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
         dev = {x["step"]: x["stsb_dev"] for x in lines if "stsb_dev" in x}
         logs = {x["step"]: {k: x.get(k) for k in KEYS} for x in lines if "loss" in x}

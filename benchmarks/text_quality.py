@@ -45,7 +45,7 @@ DIAGNOSTICS = ("loss", "pos_sim", "neg_sim", "alignment", "uniformity", "anchor_
 
 def _cache_corpus() -> None:
     """Tokenize the corpus once per process (every run reads the same file with the same tokenizer)."""
-    from hardmix.text import trainer
+    from hardmix.text import task as trainer
 
     original = trainer.read_corpus
     cached_tok: dict = {}
@@ -66,7 +66,7 @@ def _config(variant: str, seed: int, args: argparse.Namespace):  # noqa: ANN202
     file, loss = VARIANTS[variant]
     data = copy.deepcopy(load_yaml(CONFIGS / file))
     data["loss"].update(loss)
-    data["train"].update(max_steps=args.steps, seed=seed, lr=args.lr, save_steps=0, cpu_threads=args.threads)
+    data["train"].update(max_steps=args.steps, seed=seed, lr=args.lr, save_steps=0, threads=args.threads)
     data["eval"].update(eval_steps=args.eval_steps, at_end=True)
     data["log"].update(log_steps=args.log_steps, progress=False)
     return build_text_config(data)
@@ -135,7 +135,8 @@ def main() -> int:
 
     import torch
 
-    from hardmix.text.trainer import train
+    from hardmix.text.task import TextTask
+    from hardmix.training import run_training
 
     torch.set_num_threads(args.threads)
     _cache_corpus()
@@ -160,12 +161,12 @@ def main() -> int:
                 shutil.rmtree(run_dir)
             cfg = _config(variant, seed, args)
             t0 = time.perf_counter()
-            res = train(cfg, run_dir)
+            res = run_training(TextTask, cfg, run_dir)
             seconds = time.perf_counter() - t0
             sts = _sts_table(run_dir / "best")
-            run = {"variant": variant, "seed": seed, "best_dev_stsb": res["best_dev_stsb"],
+            run = {"variant": variant, "seed": seed, "best_dev_stsb": res["best_score"],
                    "best_step": res["best_step"], "sts": sts, "seconds": round(seconds, 1),
-                   "strategies": cfg.loss.strategies, "symmetric": res["symmetric"],
+                   "strategies": cfg.loss.strategies, "symmetric": res["task_info"]["symmetric"],
                    **_last_diagnostics(run_dir)}
             state["runs"].append(run)
             state["summary"] = _summary(state["runs"], list(VARIANTS))
@@ -173,7 +174,7 @@ def main() -> int:
                                 "torch": torch.__version__}
             out_path.parent.mkdir(parents=True, exist_ok=True)
             out_path.write_text(json.dumps(state, indent=2) + "\n")
-            print(f"{variant} seed {seed}: best dev {res['best_dev_stsb']:.2f} at step {res['best_step']}, "
+            print(f"{variant} seed {seed}: best dev {res['best_score']:.2f} at step {res['best_step']}, "
                   f"STS avg {sts['avg']:.2f} ({seconds:.0f}s)", flush=True)
     print_table(state)
     return 0

@@ -1,10 +1,10 @@
 """Throughput and peak memory of a text training step, per strategy, against the bare encoder's floor.
 
-A step is what ``hardmix train text`` does (:mod:`hardmix.text.trainer`): one forward pass over the batch
-duplicated (two dropout views, SimCSE's MLP on [CLS]), the core's contrastive loss with the strategy,
-backward, gradient clipping at 1.0 and AdamW. The floor is the bare encoder on the same duplicated batch:
-forward, backward of a trivial loss (mean square of the [CLS] vectors) and AdamW, no head, no contrastive
-loss, no clipping. Target: a step costs at most 1.15x the floor.
+A step is what ``hardmix train text`` does (:mod:`hardmix.text.task` through the engine): one forward
+pass over the batch duplicated (two dropout views, SimCSE's MLP on [CLS]), the core's contrastive loss with
+the strategy, backward, gradient clipping at 1.0 and AdamW. The floor is the bare encoder on the same
+duplicated batch: forward, backward of a trivial loss (mean square of the [CLS] vectors) and AdamW, no
+head, no contrastive loss, no clipping. Target: a step costs at most 1.15x the floor.
 
 Timing interleaves the variants round by round (each round times every variant for ``--steps`` steps), so
 a load change on a shared machine hits all of them alike; the table gives the median step time. Peak memory:
@@ -35,7 +35,7 @@ import torch
 from hardmix.paths import resolve_data_path
 from hardmix.text.config import build_loss, build_text_config
 from hardmix.text.model import ContrastiveSentenceModel, forward_views, load_backbone, quiet_transformers
-from hardmix.text.trainer import loss_from_views
+from hardmix.text.task import loss_from_views
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

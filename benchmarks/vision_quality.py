@@ -32,11 +32,13 @@ from typing import Any
 
 import torch
 
-from hardmix.config import load_config
+from hardmix.training import run_training
+from hardmix.training.config import config_differences, plain_config
+from hardmix.training.config import load_task_config as load_config
 from hardmix.vision.backbones import build_backbone
-from hardmix.vision.config import VisionConfig, config_differences, strategy_list, to_plain
+from hardmix.vision.config import VisionConfig, strategy_list
 from hardmix.vision.evaluation import LabelledImages, eval_geometry
-from hardmix.vision.trainer import train
+from hardmix.vision.task import VisionTask
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"cifar10": "cifar10", "imagenette-64": "imagenette64"}
@@ -44,7 +46,7 @@ CONFIGS = {"cifar10": "cifar10", "imagenette-64": "imagenette64"}
 # 2 cores; see the configs' headers): the benchmark only turns the progress bar off, so its seed-0 MoCo-v2
 # run is the quickstart command. The previous budget (results/vision_quality_1000img.json) was the configs of
 # commit 31b15e6 (K 1024, m 0.99, tau 0.2) with data.max_samples=1000 and train.epochs=6: it did not learn.
-BUDGET = ["train.progress=false"]
+BUDGET = ["log.progress=false"]
 DIAGNOSTICS = (
     "mochi/synthetic_sim",
     "mochi/synthetic_harder_than_positive",
@@ -54,8 +56,8 @@ DIAGNOSTICS = (
     "hardest_neg_sim",
     "pos_sim",
     "same_sample_in_queue",
-    "batch/uniformity",
-    "batch/alignment",
+    "uniformity",
+    "alignment",
 )
 
 
@@ -87,9 +89,13 @@ def _slug(strategy: str) -> str:
     return "+".join("-".join(str(v) for v in s.values()) for s in items).replace(" ", "")[:80] or "custom"
 
 
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+
+
 def _last_diagnostics(run: Path, last: int = 5) -> dict[str, float]:
     """Each diagnostic's mean over the last ``last`` steps that logged it (one batch of 64 is noisy)."""
-    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    records = _records(run)
     out: dict[str, float] = {}
     for k in DIAGNOSTICS:
         values = [r[k] for r in records if k in r][-last:]
@@ -100,13 +106,13 @@ def _last_diagnostics(run: Path, last: int = 5) -> dict[str, float]:
 
 def _same_run(run: Path, cfg: VisionConfig) -> bool:
     """Whether ``run`` holds a finished run of ``cfg`` (its output folder and progress bar aside)."""
-    if not ((run / "summary.json").is_file() and (run / "config.yaml").is_file()):
+    if not ((run / "bench.json").is_file() and (run / "config.yaml").is_file()):
         return False
     import yaml
 
     done = yaml.safe_load((run / "config.yaml").read_text())
-    want = to_plain(cfg)
-    ignore = {"output", "train.progress"}
+    want = plain_config(cfg)
+    ignore = {"output", "log.progress"}
     return not [k for k in config_differences(done, want) if k not in ignore]
 
 
@@ -156,17 +162,19 @@ def main(argv: list[str] | None = None) -> int:
                 cfg = load_config(VisionConfig, base, [*overrides, f"train.seed={seed}"])
                 cfg.loss.strategies = _strategies(dataset, strategy, overrides)
                 if _same_run(run, cfg):
-                    summary = json.loads((run / "summary.json").read_text())
+                    summary = json.loads((run / "bench.json").read_text())
                 else:
                     if run.exists():  # interrupted, or another config: start it again
                         import shutil
 
                         shutil.rmtree(run)
                     t = time.perf_counter()
-                    summary = train(cfg, run)
-                    summary["wall_s"] = round(time.perf_counter() - t, 1)
-                    summary["load_avg_1m_at_end"] = os.getloadavg()[0]
-                    (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+                    record = run_training(VisionTask, cfg, run)
+                    losses = [r["loss"] for r in _records(run) if "loss" in r]
+                    summary = {**record["final_scores"], "final_loss": statistics.fmean(losses[-10:]),
+                               "wall_s": round(time.perf_counter() - t, 1),
+                               "load_avg_1m_at_end": os.getloadavg()[0]}
+                    (run / "bench.json").write_text(json.dumps(summary, indent=2) + "\n")
                 entry = {
                     "dataset": dataset,
                     "strategy": strategy,

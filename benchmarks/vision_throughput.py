@@ -104,7 +104,7 @@ class MoCoStep:
             dim,
             cfg.model.proj_hidden,
             cfg.model.proj_dim,
-            cfg.model.queue_size,
+            cfg.loss.queue_size,
             cfg.model.bn_splits,
             torch.Generator().manual_seed(0),
         )
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch_size": b,
         "model": f"{cfg.model.backbone} width {cfg.model.width} small_stem={cfg.model.small_stem}",
         "crop": cfg.augment.crop_size,
-        "queue_size": cfg.model.queue_size,
+        "queue_size": cfg.loss.queue_size,
         "mochi": mochi_specs,
         "steps": args.steps,
         "warmup": args.warmup,
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(
         f"machine: {result['machine']}; {result['model']}, crop {cfg.augment.crop_size}, batch {b}, "
-        f"K {cfg.model.queue_size}; medians over {args.steps} interleaved steps"
+        f"K {cfg.loss.queue_size}; medians over {args.steps} interleaved steps"
     )
     print(f"{'variant':40s} {'ms/step':>9s} {'img/s':>8s} {'x floor':>8s}")
     for r in rows:

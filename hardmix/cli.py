@@ -1,16 +1,23 @@
 """The ``hardmix`` command line.
 
-Subcommands: ``strategies``, ``train text|vision``, ``eval text|knn|linear``, ``encode``. The text and
-vision trainers register their own subcommands (``hardmix.text.cli`` and ``hardmix.vision.cli``) and
-import their heavy dependencies only when their command runs.
+``hardmix train TASK CONFIG`` trains any registered task (the ``hardmix.tasks`` entry points, e.g.
+``text``, ``vision``) through the engine; ``strategies`` lists the core's strategies. A package adds its
+own subcommands (``eval text``, ``encode``, ``eval knn``, ``export vision``, ...) through the ``hardmix.cli``
+entry points: a function ``register(top, evaluate, export)`` that receives the top-level, the ``eval`` and the
+``export`` subparsers. ``compare`` and ``data`` are the core's own. The core
+imports no task by name, and heavy dependencies load only when their command runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import entry_points
 
 from hardmix import __version__
+
+#: Entry points that add subcommands: ``name = "module:register"``.
+COMMANDS_GROUP = "hardmix.cli"
 
 
 def _cmd_strategies(args: argparse.Namespace) -> int:
@@ -18,6 +25,27 @@ def _cmd_strategies(args: argparse.Namespace) -> int:
 
     print(describe_strategies())
     return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import os
+
+    from hardmix.training.api import load_config_for, resolve_task
+    from hardmix.training.engine import run_training
+    from hardmix.training.signals import exit_status
+
+    task = resolve_task(args.task)
+    cfg = load_config_for(task, args.config, list(args.overrides or []))
+    results = run_training(task, cfg, args.output, resume=bool(args.resume))
+    if int(os.environ.get("RANK", "0")) == 0:  # the process group is gone by now: torchrun's variable
+        print(task.report(results))
+    return exit_status(results["interrupted"]) if results.get("interrupted") else 0
+
+
+def _task_names() -> list[str]:
+    from hardmix.training.registry import available_tasks
+
+    return available_tasks()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,16 +59,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("strategies", help="list the registered mixing strategies and their parameters")
     p.set_defaults(func=_cmd_strategies)
 
-    train = sub.add_parser("train", help="train an encoder (text or vision)")
-    train_sub = train.add_subparsers(dest="modality", metavar="MODALITY", required=True)
-    evaluate = sub.add_parser("eval", help="evaluate an encoder (text, knn, linear)")
-    eval_sub = evaluate.add_subparsers(dest="task", metavar="TASK", required=True)
+    tasks = _task_names()
+    p = sub.add_parser("train", help=f"train an encoder ({', '.join(tasks)})")
+    p.add_argument("task", metavar="TASK", choices=tasks, help=f"one of: {', '.join(tasks)}")
+    p.add_argument("config", help="YAML config (see configs/<task>/)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.max_steps=100 (repeatable)")
+    p.add_argument("--output", default=None, help="run folder (default: the config's output)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --output from its checkpoint")
+    p.set_defaults(func=_cmd_train)
 
-    from hardmix.text.cli import register as register_text
-    from hardmix.vision.cli import register as register_vision
+    from hardmix.compare.cli import register as register_compare
+    from hardmix.datasets.cli import register as register_data
 
-    register_text(top=sub, train=train_sub, evaluate=eval_sub)
-    register_vision(top=sub, train=train_sub, evaluate=eval_sub)
+    register_compare(sub)
+    register_data(sub)
+
+    evaluate = sub.add_parser("eval", help="evaluate an encoder")
+    eval_sub = evaluate.add_subparsers(dest="eval_task", metavar="WHAT", required=True)
+    export = sub.add_parser("export", help="export a trained encoder for other libraries")
+    export_sub = export.add_subparsers(dest="export_kind", metavar="KIND", required=True)
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        ep.load()(top=sub, evaluate=eval_sub, export=export_sub)
     return parser
 
 
@@ -50,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from hardmix.config import ConfigError
+    from hardmix.errors import ConfigError, RunError
 
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, FileNotFoundError, ValueError) as e:
+    except (ConfigError, FileNotFoundError, ValueError, RunError) as e:
         print(f"hardmix: error: {e}", file=sys.stderr)
         return 2
 

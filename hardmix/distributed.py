@@ -137,10 +137,16 @@ class SplitBatchNorm(nn.BatchNorm2d):
         running_var = self.running_var.repeat(s) if self.running_var is not None else None
         weight = self.weight.repeat(s) if self.weight is not None else None
         bias = self.bias.repeat(s) if self.bias is not None else None
+        # The (n // s, c * s) grouping merges the sample and channel dimensions, which a channels-last
+        # tensor (the vision trainer's layout on CUDA) cannot view: normalize a contiguous copy and give
+        # the output back in the input's layout.
+        channels_last = not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
         out = nn.functional.batch_norm(
-            x.view(n // s, c * s, h, w), running_mean, running_var, weight, bias,
+            x.contiguous().view(n // s, c * s, h, w), running_mean, running_var, weight, bias,
             True, self.momentum if self.momentum is not None else 0.1, self.eps,
         ).view(n, c, h, w)
+        if channels_last:
+            out = out.contiguous(memory_format=torch.channels_last)
         if self.running_mean is not None and running_mean is not None and running_var is not None:
             self.running_mean.copy_(running_mean.view(s, c).mean(0))
             self.running_var.copy_(running_var.view(s, c).mean(0))

@@ -26,4 +26,9 @@ class StrategyArgumentError(ValueError):
         super().__init__(f"{argument}: {message}" if argument else message)
 
 
-__all__ = ["ConfigError", "StrategyArgumentError"]
+class RunError(RuntimeError):
+    """A training run cannot go on: its loss diverged, its folder is in use, or it was asked to stop.
+    The message says what happened and what to do (resume, lower the learning rate, ...)."""
+
+
+__all__ = ["ConfigError", "RunError", "StrategyArgumentError"]

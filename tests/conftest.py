@@ -201,11 +201,11 @@ def tiny_vision_config_dict(dataset: Path, cache_dir: Path, **sections: dict) ->
         "data": {"dataset": str(dataset), "cache_dir": str(cache_dir), "num_workers": 2},
         "augment": {"crop_size": 32, "mean": [0.4914, 0.4822, 0.4465], "std": [0.247, 0.243, 0.261]},
         "model": {"backbone": "resnet10", "width": 8, "small_stem": True, "proj_hidden": 64, "proj_dim": 32,
-                  "queue_size": 96, "momentum": 0.99, "bn_splits": 2},
-        "loss": {"temperature": 0.2, "strategies": "none"},
-        "train": {"epochs": 2, "batch_size": 32, "lr": 0.3, "device": "cpu", "threads": 1, "log_every": 5,
-                  "progress": False, "save_every_epochs": 1},
-        "eval": {"knn_final": False, "knn_k": 20},
+                  "momentum": 0.99, "bn_splits": 2},
+        "loss": {"temperature": 0.2, "strategies": "none", "queue_size": 96},
+        "train": {"epochs": 2, "batch_size": 32, "lr": 0.3, "device": "cpu", "threads": 1, "save_steps": 10},
+        "eval": {"at_end": False, "knn_k": 20},
+        "log": {"log_steps": 1, "progress": False},
     }
     for name, values in sections.items():
         cfg.setdefault(name, {}).update(values)

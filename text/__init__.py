@@ -1,4 +1,8 @@
-"""hardmix.text: sentence encoders trained with SimCSE / MixCSE (and any core strategy) on transformers."""
+"""hardmix.text: sentence encoders trained with SimCSE / MixCSE (and any core strategy) on transformers.
+
+:func:`encode` embeds sentences; :mod:`hardmix.text.losses` holds ``MixCSELoss`` and ``HardMixLoss``,
+sentence-transformers loss modules (also importable from here, lazily).
+"""
 
 from __future__ import annotations
 
@@ -20,4 +24,12 @@ def encode(
     return _encode(model_or_path, sentences, batch_size=batch_size, pooling=pooling, max_length=max_length)
 
 
-__all__ = ["encode"]
+def __getattr__(name: str) -> Any:
+    if name in ("MixCSELoss", "HardMixLoss"):
+        from hardmix.text import losses
+
+        return getattr(losses, name)
+    raise AttributeError(f"module 'hardmix.text' has no attribute {name!r}")
+
+
+__all__ = ["HardMixLoss", "MixCSELoss", "encode"]

@@ -1,4 +1,5 @@
-"""Registers the text subcommands: ``train text``, ``eval text`` and ``encode``.
+"""Registers the text task's subcommands, ``eval text`` and ``encode`` (the ``hardmix.cli`` entry point;
+``hardmix train text`` is the engine's).
 
 Heavy imports (transformers) happen inside the handlers, so ``hardmix --help`` stays fast.
 """
@@ -6,12 +7,6 @@ Heavy imports (transformers) happen inside the handlers, so ``hardmix --help`` s
 from __future__ import annotations
 
 import argparse
-
-
-def _train(args: argparse.Namespace) -> int:
-    from hardmix.text.trainer import cli_main
-
-    return cli_main(args)
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -26,15 +21,7 @@ def _encode(args: argparse.Namespace) -> int:
     return cli_main(args)
 
 
-def register(top, train, evaluate) -> None:  # noqa: ANN001 (argparse subparser actions)
-    p = train.add_parser("text", help="train a sentence encoder (SimCSE, MixCSE, ...)")
-    p.add_argument("config", help="YAML config (see configs/text/)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set train.max_steps=100 (repeatable)")
-    p.add_argument("--output", default=None, help="run directory (default: the config's output)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --output from its last state")
-    p.set_defaults(func=_train)
-
+def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser actions)
     p = evaluate.add_parser("text", help="SentEval-protocol STS and transfer evaluation")
     p.add_argument("model", help="a hardmix export, a Hugging Face folder or a sentence-transformers folder")
     p.add_argument("--tasks", default="sts,transfer", help="comma list of task groups: sts, transfer")

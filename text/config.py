@@ -1,4 +1,5 @@
-"""The config of ``hardmix train text``: YAML sections model, data, loss, train, eval, log.
+"""The config of ``hardmix train text``: YAML sections model, data, loss, train, eval, log (the engine's
+vocabulary, :mod:`hardmix.training.config`, plus the text task's own keys).
 
 Defaults are the recipe of unsupervised SimCSE (Gao et al., EMNLP 2021, Sec. 3 and Appendix A) that MixCSE
 (Zhang et al., AAAI 2022, Sec. 5.1) trains with: batch 64, lr 3e-5, max length 32, one epoch, tau 0.05,
@@ -13,20 +14,23 @@ Example:
     >>> build_text_config({"loss": {"strategies": [{"name": "mixcse", "lam": 1.5}]}})
     Traceback (most recent call last):
     ...
-    hardmix.config.ConfigError: loss.strategies[0].lam: must be in (0, 1), got 1.5
+    hardmix.errors.ConfigError: loss.strategies[0].lam: must be in (0, 1), got 1.5
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from hardmix.config import ConfigError, build_config, config_to_dict, load_config
-from hardmix.strategies.specs import build_strategy_specs, normalize_strategy_specs
+from hardmix.errors import ConfigError
+from hardmix.strategies.specs import build_strategy_specs, check_negatives_available
 from hardmix.text.pooling import POOLINGS
-
-Precision = Literal["fp32", "bf16", "fp16"]
+from hardmix.training.config import EvalSection as BaseEvalSection
+from hardmix.training.config import LogSection as BaseLogSection
+from hardmix.training.config import LossSection as BaseLossSection
+from hardmix.training.config import TrainSection as BaseTrainSection
+from hardmix.training.config import build_task_config, load_task_config, plain_config
 
 
 @dataclass
@@ -66,8 +70,8 @@ class DataSection:
 
 
 @dataclass
-class LossSection:
-    """The core's InfoNCE and its mixing strategies (see ``hardmix strategies``).
+class LossSection(BaseLossSection):
+    """The core's InfoNCE and its strategies (see ``hardmix strategies``).
 
     Attributes:
         temperature: tau (SimCSE, MixCSE: 0.05).
@@ -79,39 +83,29 @@ class LossSection:
     """
 
     temperature: float = field(default=0.05, metadata={"gt": 0.0})
-    strategies: Any = field(default_factory=lambda: [{"name": "none"}])
     symmetric: bool | None = None
-    queue_size: int = field(default=0, metadata={"min": 0})
 
 
 @dataclass
-class TrainSection:
-    """Optimization (SimCSE's defaults through the Hugging Face Trainer: AdamW, linear decay, clip 1.0).
+class TrainSection(BaseTrainSection):
+    """Optimization (SimCSE's defaults through the Hugging Face Trainer: AdamW, linear decay, clip 1.0),
+    besides the engine's keys (:class:`hardmix.training.TrainSection`).
 
     Attributes:
         batch_size: the global batch (sentences per optimizer step over all processes); SimCSE: 64.
         lr: peak learning rate; SimCSE/MixCSE BERT-base: 3e-5, BERT-large: 1e-5.
         epochs: passes over the corpus (SimCSE: 1).
-        max_steps: stop after this many optimizer steps; the schedule is shortened to match.
-        stop_after_steps: stop after this many steps *without* changing the schedule (to split a run in
-            parts that ``--resume`` continues).
+        seed: seeds the model head, dropout, the data order and the strategies' draws (SimCSE: 42).
         warmup_steps: linear warm-up steps (SimCSE: 0); warmup_ratio: the same as a fraction of the
             total steps (the larger of the two is used).
         weight_decay: AdamW weight decay (HF Trainer default: 0), never on biases and LayerNorm.
+        adam_beta1, adam_beta2, adam_eps: AdamW's (HF Trainer defaults).
         max_grad_norm: gradient-norm clipping (HF Trainer default 1.0); 0 disables it.
-        precision: ``fp32``, or ``bf16`` / ``fp16`` autocast (CUDA only; fp16 with a gradient scaler).
-        seed: seeds the model head, dropout, the data order and the strategies' draws.
-        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
-        save_steps: write ``last.pt`` every this many steps (and at the end); 0: at the end only.
-        cpu_threads: torch intra-op threads on CPU (null: torch's default). On a shared machine 1 avoids
-            oversubscribed OpenMP threads; a resumed run is bit-exact only with the same value.
     """
 
     batch_size: int = field(default=64, metadata={"min": 2})
     lr: float = field(default=3e-5, metadata={"gt": 0.0})
-    epochs: int = field(default=1, metadata={"min": 1})
-    max_steps: int | None = field(default=None, metadata={"min": 1})
-    stop_after_steps: int | None = field(default=None, metadata={"min": 1})
+    seed: int = field(default=42, metadata={"min": 0})
     warmup_steps: int = field(default=0, metadata={"min": 0})
     warmup_ratio: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     weight_decay: float = field(default=0.0, metadata={"min": 0.0})
@@ -119,47 +113,31 @@ class TrainSection:
     adam_beta2: float = field(default=0.999, metadata={"min": 0.0, "lt": 1.0})
     adam_eps: float = field(default=1e-8, metadata={"gt": 0.0})
     max_grad_norm: float = field(default=1.0, metadata={"min": 0.0})
-    precision: Precision = "fp32"
-    seed: int = field(default=42, metadata={"min": 0})
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    save_steps: int = field(default=500, metadata={"min": 0})
-    cpu_threads: int | None = field(default=None, metadata={"min": 1})
 
 
 @dataclass
-class EvalSection:
+class EvalSection(BaseEvalSection):
     """Model selection on STS-B dev (Spearman x 100 of cosine similarity), as SimCSE's training script.
 
     Attributes:
-        eval_steps: evaluate every this many steps (SimCSE: 125); 0 disables the evaluation (the last
-            model is then exported as ``best``).
+        eval_steps: evaluate every this many steps (SimCSE: 125); 0: at the end only (with ``at_end``),
+            or never (the last model is then exported as ``best``).
         at_end: also evaluate after the last step.
         batch_size: sentences per evaluation forward pass.
         max_length: truncation at evaluation (null: the model's limit, as SimCSE's evaluation).
+        final_sts: at the end, run the STS suite (STS12-16, STS-B, SICK-R) on the selected model; its
+            scores join ``results.json`` ``final_scores`` (``sts_avg``, ``STS12``, ...).
     """
 
     eval_steps: int = field(default=125, metadata={"min": 0})
-    at_end: bool = True
     batch_size: int = field(default=128, metadata={"min": 1})
     max_length: int | None = field(default=None, metadata={"min": 3})
+    final_sts: bool = False
 
 
 @dataclass
-class LogSection:
-    """Logging.
-
-    Attributes:
-        log_steps: write a line of ``metrics.jsonl`` every this many steps (loss averaged over them).
-        diagnostics: add the core's diagnostics of the batch (alignment, uniformity, similarities,
-            the anchors' gradient norm) to each line.
-        tensorboard: also write TensorBoard events under ``DIR/tensorboard`` (when installed).
-        progress: show the progress bar.
-    """
-
-    log_steps: int = field(default=10, metadata={"min": 1})
-    diagnostics: bool = True
-    tensorboard: bool = False
-    progress: bool = True
+class LogSection(BaseLogSection):
+    """Logging (the engine's keys, :class:`hardmix.training.LogSection`)."""
 
 
 @dataclass
@@ -179,69 +157,52 @@ class TextTrainConfig:
     output: str = "runs/text"
 
     def validate(self) -> None:
-        self.loss.strategies = normalize_strategies(self.loss.strategies)
         loss_fn = build_loss(self.loss)
-        if self.train.stop_after_steps is not None and self.train.max_steps is not None \
-                and self.train.stop_after_steps > self.train.max_steps:
-            raise ConfigError(f"train.stop_after_steps: {self.train.stop_after_steps} is beyond "
-                              f"train.max_steps={self.train.max_steps}")
         if self.loss.queue_size > 0 and loss_fn.symmetric:
             raise ConfigError("loss.queue_size: a queue of negatives needs a one-direction loss; set "
                               "loss.symmetric: false (and bidirectional: false for mixcse)")
-        for i, s in enumerate(loss_fn.strategies):
+        strategies = build_strategy_specs(self.loss.strategies)
+        for i, s in enumerate(strategies):
             if s.name == "mixcse" and s.mode == "reference" and self.loss.queue_size > 0:
                 raise ConfigError(f"loss.strategies[{i}].mode: the reference mode has no queue "
                                   "(set loss.queue_size: 0)")
-            if s.name == "mochi":
-                _check_mochi_fits(i, s, self.train.batch_size, self.loss.queue_size)
-
-
-def _check_mochi_fits(i: int, strategy: Any, batch_size: int, queue_size: int) -> None:
-    """MoCHi draws ``n_hard`` negatives per anchor: there must be that many when mixing starts."""
-    in_batch = batch_size - 1
-    available = in_batch + min(queue_size, strategy.warmup_steps * batch_size)
-    if strategy.n_hard > available:
-        where = f"the {in_batch} in-batch negatives"
-        if queue_size:
-            where += f" plus the {available - in_batch} queued by step warmup_steps={strategy.warmup_steps}"
-        raise ConfigError(f"loss.strategies[{i}].n_hard: {strategy.n_hard} hardest negatives, but a batch of "
-                          f"train.batch_size={batch_size} gives only {where}")
-
-
-def normalize_strategies(spec: Any) -> list[dict[str, Any]]:
-    """``none`` / ``{"name": ...}`` / a list of them -> a list of mappings, each with a string name."""
-    return normalize_strategy_specs(spec)
+            # The needed negatives exist when the strategy starts: the batch's B - 1, plus what the queue
+            # holds by then (MoCHi's warm-up).
+            in_batch = self.train.batch_size - 1
+            queued = min(self.loss.queue_size, getattr(s, "warmup_steps", 0) * self.train.batch_size)
+            where = f"the {in_batch} in-batch negatives of train.batch_size={self.train.batch_size}"
+            if self.loss.queue_size:
+                where += f" plus the {queued} queued by step warmup_steps"
+            check_negatives_available(s, in_batch + queued, where, f"loss.strategies[{i}]")
 
 
 def build_loss(loss: LossSection) -> Any:
-    """Build the core's :class:`~hardmix.losses.contrastive.ContrastiveLoss` from the loss section; the
-    strategies are validated by the core (:func:`hardmix.strategies.specs.build_strategy_specs`)."""
+    """The core's :class:`~hardmix.losses.contrastive.ContrastiveLoss` of the loss section; the strategies
+    are validated by the core (:func:`hardmix.strategies.specs.build_strategy_specs`)."""
     from hardmix.losses.contrastive import ContrastiveLoss
 
     built = [s for s in build_strategy_specs(loss.strategies) if s.name != "none"]
     try:
         return ContrastiveLoss(loss.temperature, built or None, symmetric=loss.symmetric)
     except ValueError as e:
-        head, _, rest = str(e).partition(": ")
-        key = "loss.symmetric" if head == "symmetric" else f"loss.{head}" if head.isidentifier() else "loss"
-        raise ConfigError(f"{key}: {rest or e}") from None
+        raise ConfigError(f"loss.symmetric: {str(e).removeprefix('symmetric: ')}") from None
 
 
 def build_text_config(
     data: dict[str, Any] | None = None, overrides: list[str] | None = None
 ) -> TextTrainConfig:
     """Validate a nested dict (plus ``key=value`` overrides) into a :class:`TextTrainConfig`."""
-    return build_config(TextTrainConfig, data, overrides)
+    return build_task_config(TextTrainConfig, data, overrides)
 
 
 def load_text_config(path: str | os.PathLike[str], overrides: list[str] | None = None) -> TextTrainConfig:
     """Load a YAML config (plus ``--set`` overrides); errors name the file and the key."""
-    return load_config(TextTrainConfig, path, overrides)
+    return load_task_config(TextTrainConfig, path, overrides)
 
 
 def text_config_to_dict(cfg: TextTrainConfig) -> dict[str, Any]:
-    """A plain dict of the config (saved as ``DIR/config.yaml``)."""
-    return config_to_dict(cfg)
+    """A plain dict of the config (saved as ``RUN/config.yaml``)."""
+    return plain_config(cfg)
 
 
 __all__ = [
@@ -255,6 +216,5 @@ __all__ = [
     "build_loss",
     "build_text_config",
     "load_text_config",
-    "normalize_strategies",
     "text_config_to_dict",
 ]

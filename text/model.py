@@ -222,6 +222,26 @@ def _write_json(obj: Any, path: Path) -> None:
     path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
 
 
+def _write_card(meta: dict[str, Any], base_model: str | None, model: ContrastiveSentenceModel, st: bool,
+                out_dir: Path, tmp: Path) -> None:
+    """``README.md``: the model card (base model, strategy, scores, and the run's ``config.yaml`` when the
+    export is a run folder's ``best/``)."""
+    import yaml
+
+    from hardmix.text.model_card import model_card
+
+    config = None
+    run_config = out_dir.parent / "config.yaml"
+    if run_config.is_file():
+        try:
+            config = yaml.safe_load(run_config.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            config = None
+    card = model_card(meta, base_model, model.eval_pooling, model.dim, st, config if isinstance(config, dict)
+                      else None)
+    (tmp / "README.md").write_text(card, encoding="utf-8")
+
+
 def export_model(
     model: ContrastiveSentenceModel,
     out_dir: str | os.PathLike[str],
@@ -233,7 +253,9 @@ def export_model(
     ``out_dir``).
 
     Files: the backbone (``save_pretrained``) and tokenizer; ``hardmix.json`` with the evaluation pooling,
-    the training pooling and ``extra``; unless the pooling is ``avg_first_last``: ``modules.json``,
+    the training pooling, the base model the weights were loaded from (``base_model``) and ``extra``;
+    ``README.md``, the model card (:mod:`hardmix.text.model_card`); unless the pooling is
+    ``avg_first_last``: ``modules.json``,
     ``sentence_bert_config.json`` (``max_seq_length`` = :func:`max_positions`) and
     ``1_Pooling/config.json`` (sentence-transformers' classic layout, which every version reads).
     """
@@ -250,8 +272,9 @@ def export_model(
     model.tokenizer.save_pretrained(tmp)
     mode = ST_POOLING[model.eval_pooling]
     max_len = max_positions(model.backbone, model.tokenizer)
+    base_model = getattr(model.backbone.config, "_name_or_path", None) or None
     meta = {"pooling": model.eval_pooling, "train_pooling": model.pooling,
-            "sentence_transformers": mode is not None, **(extra or {})}
+            "sentence_transformers": mode is not None, "base_model": base_model, **(extra or {})}
     if mode is None:
         meta["sentence_transformers_note"] = (
             "avg_first_last has no sentence-transformers pooling; no modules.json was written, so "
@@ -259,6 +282,7 @@ def export_model(
         log.warning("export %s: avg_first_last has no sentence-transformers equivalent; only hardmix's "
                     "encoder reproduces this pooling (no sentence-transformers files written)", out_dir)
     _write_json(meta, tmp / "hardmix.json")
+    _write_card(meta, base_model, model, mode is not None, out_dir, tmp)
     if mode is not None:
         _write_json([
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},

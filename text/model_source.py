@@ -2,16 +2,29 @@
 
 Everything that can fail does so before any model is loaded, with one sentence naming the key and where
 it looked (``model.name_or_path``).
+
+The CPU configs' ``models/bert-mini-wiki-mlm`` exists only in the shared data of the project's own
+machines; where it is absent, its public stand-in of the same shape, Google's BERT-mini
+(``google/bert_uncased_L-4_H-256_A-4``: 4 layers, hidden 256), is used instead: the copy that
+``hardmix data download bert-mini`` put under the data root, else the Hub's (cached or reachable), with
+one warning line naming the model loaded.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from pathlib import Path
 
-from hardmix.paths import ENV_VAR, data_root, resolve_data_path
+from hardmix.datasets.registry import BERT_MINI_HUB, DATASETS
+from hardmix.paths import data_root, resolve_data_path
 from hardmix.text.model import quiet_transformers
+
+log = logging.getLogger(__name__)
+
+#: Local model folders of the configs that have a public stand-in: name -> (data set, Hub name).
+STAND_INS = {"models/bert-mini-wiki-mlm": ("bert-mini", BERT_MINI_HUB)}
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -37,34 +50,70 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 def resolve_model(name: str) -> tuple[str, bool]:
     """Where to load the backbone from: ``(path or Hub name, local files only)``.
 
-    A local folder (from the working directory, else under ``HARDMIX_DATA``) wins; otherwise ``name`` is a
-    Hub name, used from the local cache if it is there, else downloaded. Offline (``HF_HUB_OFFLINE`` set,
+    A local folder (from the working directory, else under the data root) wins; a missing folder with a
+    public stand-in (:data:`STAND_INS`) gives the stand-in; otherwise ``name`` is a Hub name, used from
+    the local cache if it is there, else downloaded. Offline (``HF_HUB_OFFLINE`` set,
     or the Hub unreachable) a Hub name that is not cached fails at once, saying so.
     """
     p = resolve_data_path(name)
     if p.is_dir():
         return str(p), True
     root = data_root(required=False)
-    looked = f"{Path.cwd()}" + (f" and {ENV_VAR}={root}" if root else f" ({ENV_VAR} is not set)")
+    looked = f"{Path.cwd()}" + (f" and the data root {root}" if root else " (no data root)")
+    if name.strip("/") in STAND_INS:
+        return _stand_in(name.strip("/"), looked)
     if _is_path_like(name):
         raise ModelNotFoundError(f"model.name_or_path: {name} is not a model folder (looked in {looked})")
+    return _hub(name, looked)
+
+
+def _stand_in(name: str, looked: str) -> tuple[str, bool]:
+    """The public stand-in of a missing local model: the downloaded copy, else the Hub's."""
+    dataset, hub = STAND_INS[name]
+    root = data_root(required=False)
+    local = root / DATASETS[dataset].target if root is not None else None
+    if local is not None and (local / "config.json").is_file():
+        log.warning("model: %s is not here; loading its public stand-in %s from %s", name, hub, local)
+        return str(local), True
+    cached, why = _hub_status(hub)
+    if why is not None:
+        raise ModelNotFoundError(
+            f"model.name_or_path: {name} is not a local folder (looked in {looked}) and its public stand-in "
+            f"{hub} is not downloaded ({why}): fetch it with `hardmix data download {dataset}` where there "
+            "is a network")
+    log.warning("model: %s is not here; loading its public stand-in %s from the Hugging Face Hub", name, hub)
+    return hub, cached
+
+
+def _hub_status(name: str) -> tuple[bool, str | None]:
+    """(in the local Hugging Face cache, why it cannot be fetched: None when it is cached or the Hub is
+    reachable)."""
     from transformers import AutoConfig
 
     try:
         with quiet_transformers():
             AutoConfig.from_pretrained(name, local_files_only=True)
-        return name, True
+        return True, None
     except (OSError, ValueError):
         pass
     offline = any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on")
                   for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    if offline or not _hub_reachable():
-        why = "offline mode is set (HF_HUB_OFFLINE)" if offline else "the Hugging Face Hub cannot be reached"
+    if offline:
+        return False, "offline mode is set (HF_HUB_OFFLINE)"
+    if not _hub_reachable():
+        return False, "the Hugging Face Hub cannot be reached"
+    return False, None
+
+
+def _hub(name: str, looked: str) -> tuple[str, bool]:
+    """A Hub name: from the local cache, else downloadable when the Hub is reachable."""
+    cached, why = _hub_status(name)
+    if why is not None:
         raise ModelNotFoundError(
             f"model.name_or_path: {name!r} is not a local folder (looked in {looked}), not in the Hugging "
             f"Face cache, and {why}: download the model where there is a network and point "
             "model.name_or_path at its folder")
-    return name, False
+    return name, cached
 
 
 __all__ = ["ModelNotFoundError", "resolve_model"]

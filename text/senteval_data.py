@@ -1,7 +1,8 @@
 """Loaders for the SentEval evaluation sets (STS12-16, STS-B, SICK-R and the transfer tasks).
 
 Every loader reads the files of SentEval's ``data/downstream`` layout under ``<root>/senteval/`` (``root``
-defaults to the data root ``HARDMIX_DATA``) and reproduces what SentEval's own loaders (and the SimCSE
+defaults to the data root: ``HARDMIX_DATA``, else ``~/.cache/hardmix/data``, where
+``hardmix data download senteval`` puts them) and reproduces what SentEval's own loaders (and the SimCSE
 fork of SentEval, for STS-B and SICK-R) feed the encoder:
 
 - text is split on whitespace and re-joined with single spaces (SentEval passes token lists, and the
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hardmix.paths import data_root
+from hardmix.paths import data_root_path
 
 #: STS12-16 subsets, in SentEval's order.
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -85,15 +86,23 @@ class LabeledSentences:
 
 
 def senteval_dir(root: str | os.PathLike[str] | None = None) -> Path:
-    """Return the SentEval data folder: ``root`` itself when given, else ``$HARDMIX_DATA/senteval``.
+    """Return the SentEval data folder: ``root`` itself when given, else ``senteval/`` under the data root
+    (``HARDMIX_DATA``, else the per-user default root, see :mod:`hardmix.paths`).
 
     Raises:
-        FileNotFoundError: the folder does not exist (or ``HARDMIX_DATA`` is unset).
+        FileNotFoundError: the folder does not exist; the message names it and, for the data root's
+            folder, the ``hardmix data download senteval`` that fetches it.
     """
-    path = Path(root) if root is not None else data_root(required=True) / "senteval"
+    if root is not None:
+        path = Path(root)
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path}: SentEval data folder not found (expected SentEval's "
+                                    "data/downstream layout: STS/, SICK/, MR/, CR/, ...)")
+        return path
+    path = data_root_path() / "senteval"
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: SentEval data folder not found (expected the layout of "
-                                "shared/README.md: STS/, SICK/, MR/, CR/, ...)")
+        raise FileNotFoundError(f"{path}: SentEval data folder not found; fetch it with "
+                                "`hardmix data download senteval`")
     return path
 
 
@@ -172,7 +181,7 @@ def load_sts_year(task: str, root: str | os.PathLike[str] | None = None) -> dict
 
     Args:
         task: ``"STS12"`` ... ``"STS16"``.
-        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        root: the SentEval data folder (default ``senteval/`` under the data root).
     """
     if task not in STS_SUBSETS:
         raise ValueError(f"unknown STS task {task!r}; expected one of {sorted(STS_SUBSETS)}")
@@ -185,7 +194,7 @@ def load_stsb(split: str = "test", root: str | os.PathLike[str] | None = None) -
 
     Args:
         split: ``"train"``, ``"dev"`` or ``"test"``.
-        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        root: the SentEval data folder (default ``senteval/`` under the data root).
     """
     if split not in ("train", "dev", "test"):
         raise ValueError(f"unknown STS-B split {split!r}")
@@ -210,7 +219,7 @@ def load_sickr(split: str = "test", root: str | os.PathLike[str] | None = None) 
 
     Args:
         split: ``"train"``, ``"dev"`` or ``"test"``.
-        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        root: the SentEval data folder (default ``senteval/`` under the data root).
     """
     names = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
     if split not in names:
@@ -242,7 +251,7 @@ def load_binary(task: str, root: str | os.PathLike[str] | None = None) -> Labele
 
     Args:
         task: ``"MR"``, ``"CR"``, ``"SUBJ"`` or ``"MPQA"``.
-        root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
+        root: the SentEval data folder (default ``senteval/`` under the data root).
     """
     if task not in BINARY_FILES:
         raise ValueError(f"unknown binary task {task!r}; expected one of {sorted(BINARY_FILES)}")

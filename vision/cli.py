@@ -1,4 +1,5 @@
-"""Registers the vision subcommands: ``train vision``, ``eval knn`` and ``eval linear``.
+"""Registers the vision task's subcommands, ``eval knn`` and ``eval linear`` (the ``hardmix.cli`` entry
+point; ``hardmix train vision`` is the engine's).
 
 Heavy imports (torchvision, timm) happen inside the handlers.
 """
@@ -6,12 +7,6 @@ Heavy imports (torchvision, timm) happen inside the handlers.
 from __future__ import annotations
 
 import argparse
-
-
-def _train(args: argparse.Namespace) -> int:
-    from hardmix.vision.trainer import cli_main
-
-    return cli_main(args)
 
 
 def _knn(args: argparse.Namespace) -> int:
@@ -26,21 +21,7 @@ def _linear(args: argparse.Namespace) -> int:
     return linear_cli_main(args)
 
 
-def register(top, train, evaluate) -> None:  # noqa: ANN001 (argparse subparser actions)
-    p = train.add_parser("vision", help="train an image encoder (MoCo-v2, MoCHi, ...)")
-    p.add_argument("config", help="YAML config (see configs/vision/)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set train.epochs=2 (repeatable)",
-    )
-    p.add_argument("--output", default=None, help="run directory (default: the config's output)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --output from its last state")
-    p.set_defaults(func=_train)
-
+def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser actions)
     for name, func, helptext in (
         ("knn", _knn, "weighted k-NN accuracy of frozen backbone features"),
         ("linear", _linear, "linear-probe accuracy of frozen backbone features"),
@@ -82,3 +63,7 @@ def register(top, train, evaluate) -> None:  # noqa: ANN001 (argparse subparser 
                 "un-augmented features computed once",
             )
         p.set_defaults(func=func)
+
+    from hardmix.vision.export import register as register_export
+
+    register_export(export)

@@ -6,9 +6,9 @@ a cosine schedule over 200 epochs, and its augmentations. Every error names its 
 (``loss.strategies[0].n_hard``), before any data is read.
 
 Example:
-    >>> from hardmix.config import build_config
-    >>> cfg = build_config(VisionConfig, {"loss": {"strategies": "mochi"}},
-    ...                    overrides=["train.epochs=2", "model.queue_size=4096"])
+    >>> from hardmix.training.config import build_task_config
+    >>> cfg = build_task_config(VisionConfig, {"loss": {"strategies": "mochi"}},
+    ...                         overrides=["train.epochs=2", "loss.queue_size=4096"])
     >>> cfg.train.epochs, cfg.strategy_specs(steps_per_epoch=10)[0]["warmup_steps"]
     (2, 0)
 """
@@ -19,8 +19,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hardmix.config import ConfigError
-from hardmix.strategies.specs import build_strategy_specs, normalize_strategy_specs
+from hardmix.errors import ConfigError
+from hardmix.strategies.specs import build_strategy_specs, check_negatives_available, normalize_strategy_specs
+from hardmix.training.config import EvalSection, LogSection, LossSection, TrainSection
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -137,7 +138,6 @@ class ModelConfig:
         momentum: m of the key encoder (MoCo: 0.999).
         momentum_schedule: ``constant`` or ``cosine`` (m rises to ``final_momentum``, BYOL's schedule).
         final_momentum: the end of the cosine schedule.
-        queue_size: K (MoCo-v2: 65536 on ImageNet-1K; MoCHi: 16384 on ImageNet-100).
         bn_splits: BatchNorm sub-batches on a single device (shuffle-BN's effect without several GPUs,
             as MoCo's single-GPU demo; 8 mimics MoCo's 8 GPUs). Ignored under DDP, where BN is per rank
             and keys are shuffled across ranks.
@@ -151,16 +151,16 @@ class ModelConfig:
     momentum: float = field(default=0.999, metadata={"min": 0.0, "max": 1.0})
     momentum_schedule: Literal["constant", "cosine"] = "constant"
     final_momentum: float = field(default=1.0, metadata={"min": 0.0, "max": 1.0})
-    queue_size: int = field(default=65536, metadata={"min": 1})
     bn_splits: int = field(default=8, metadata={"min": 1})
 
 
 @dataclass
-class LossConfig:
-    """The core's ContrastiveLoss in queue mode.
+class LossConfig(LossSection):
+    """The core's ContrastiveLoss in queue mode (the engine's keys, :class:`hardmix.training.LossSection`).
 
     Attributes:
         temperature: tau (MoCo-v2: 0.2).
+        queue_size: K (MoCo-v2: 65536 on ImageNet-1K; MoCHi: 16384 on ImageNet-100).
         symmetric: also contrast the second view's query with the first view's key and average
             (solo-learn's MoCo V2+); both views' keys enter the queue.
         strategies: a strategy name, a mapping ``{name: ..., **params}`` or a list of them (``none``,
@@ -171,12 +171,14 @@ class LossConfig:
     """
 
     temperature: float = field(default=0.2, metadata={"gt": 0.0})
-    symmetric: bool = False
     strategies: Any = "none"
+    queue_size: int = field(default=65536, metadata={"min": 1})
+    symmetric: bool = False
     mask_same_sample: bool = True
 
     def validate(self) -> None:
-        for i, spec in enumerate(strategy_list(self.strategies)):
+        super().validate()
+        for i, spec in enumerate(self.strategies):
             _check_strategy(i, spec)
 
 
@@ -204,27 +206,19 @@ def _check_strategy(i: int, spec: dict[str, Any]) -> None:
 
 
 @dataclass
-class TrainConfig:
-    """Optimization and bookkeeping.
+class TrainConfig(TrainSection):
+    """Optimization, besides the engine's keys (:class:`hardmix.training.TrainSection`).
 
     Attributes:
-        epochs: training epochs (MoCo-v2: 200).
-        batch_size: the global batch B (split over ranks under DDP).
+        epochs: training epochs (MoCo-v2: 200); ``train.max_steps`` caps them.
+        batch_size: the global batch B (split over ranks under DDP); MoCo: 256.
         lr: base learning rate for a batch of 256; the run uses ``lr * B / 256`` (MoCo: 0.03).
         sgd_momentum: SGD momentum (0.9).
         weight_decay: 1e-4 (MoCo).
         schedule: ``cosine`` (MoCo-v2) or ``constant``.
         warmup_epochs: linear learning-rate warm-up (solo-learn: 10).
         seed: the seed of initialization, data order and augmentations.
-        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
-        amp: bfloat16 autocast on CUDA (ignored on CPU).
         channels_last: channels-last tensors on CUDA (ignored on CPU).
-        threads: torch CPU threads (None: torch's default).
-        log_every: steps between diagnostics in metrics.jsonl (the loss is written every step).
-        save_every_epochs: epochs between checkpoints (the last one is always written).
-        stop_after_steps: stop (with a checkpoint) after this many steps without changing any
-            schedule, to be continued with ``--resume``.
-        progress: show the progress bar.
     """
 
     epochs: int = field(default=200, metadata={"min": 1})
@@ -234,24 +228,16 @@ class TrainConfig:
     weight_decay: float = field(default=1e-4, metadata={"min": 0.0})
     schedule: Literal["cosine", "constant"] = "cosine"
     warmup_epochs: float = field(default=0.0, metadata={"min": 0.0})
-    seed: int = 0
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    amp: bool = True
     channels_last: bool = True
-    threads: int | None = field(default=None, metadata={"min": 1})
-    log_every: int = field(default=10, metadata={"min": 1})
-    save_every_epochs: int = field(default=10, metadata={"min": 0})
-    stop_after_steps: int | None = field(default=None, metadata={"min": 1})
-    progress: bool = True
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(EvalSection):
     """The k-NN monitor (InstDisc's weighted k-NN, Wu et al. 2018; k 200, tau 0.1 as the lightly benchmarks).
 
     Attributes:
-        knn_every_epochs: run it every this many epochs during training (0: never).
-        knn_final: run it once training ends (the summary and the CLI print it).
+        eval_steps: run it every this many steps during training (0: at the end only).
+        at_end: run it once training ends (the results' ``final_scores`` and the CLI print it).
         dataset: the labelled dataset (train split as the bank, test/val as queries); None: ``data.dataset``.
         knn_k, knn_temperature: k and tau.
         knn_train_samples, knn_test_samples: class-balanced subsets of the bank and the queries.
@@ -259,8 +245,6 @@ class EvalConfig:
         backend: ``auto`` (faiss when installed), ``faiss`` or ``torch``.
     """
 
-    knn_every_epochs: int = field(default=0, metadata={"min": 0})
-    knn_final: bool = True
     dataset: str | None = None
     knn_k: int = field(default=200, metadata={"min": 1})
     knn_temperature: float = field(default=0.1, metadata={"gt": 0.0})
@@ -268,6 +252,11 @@ class EvalConfig:
     knn_test_samples: int | None = field(default=None, metadata={"min": 1})
     batch_size: int = field(default=256, metadata={"min": 1})
     backend: Literal["auto", "faiss", "torch"] = "auto"
+
+
+@dataclass
+class LogConfig(LogSection):
+    """Logging (the engine's keys, :class:`hardmix.training.LogSection`)."""
 
 
 @dataclass
@@ -281,15 +270,12 @@ class VisionConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
 
     def validate(self) -> None:
-        k = self.model.queue_size
-        for i, spec in enumerate(strategy_list(self.loss.strategies)):
-            n_hard = spec.get("n_hard", 1024) if spec["name"] == "mochi" else None
-            if n_hard is not None and n_hard > k:
-                raise ConfigError(
-                    f"loss.strategies[{i}].n_hard: {n_hard} hardest negatives exceed model.queue_size={k}"
-                )
+        for i, strategy in enumerate(self.strategies(steps_per_epoch=1)):
+            k = self.loss.queue_size
+            check_negatives_available(strategy, k, f"loss.queue_size={k}", f"loss.strategies[{i}]")
         if self.model.bn_splits > 1 and self.train.batch_size % self.model.bn_splits:
             raise ConfigError(
                 f"model.bn_splits: train.batch_size={self.train.batch_size} is not divisible by "
@@ -300,6 +286,10 @@ class VisionConfig:
                 f"model.final_momentum: {self.model.final_momentum} is below "
                 f"model.momentum={self.model.momentum}"
             )
+
+    def strategies(self, steps_per_epoch: int) -> list[Any]:
+        """The built strategies (``none`` included), MoCHi's warm-up in steps."""
+        return build_strategy_specs(self.strategy_specs(steps_per_epoch))
 
     def strategy_specs(self, steps_per_epoch: int) -> list[dict[str, Any]]:
         """The strategies for the core, with MoCHi's ``warmup_epochs`` turned into ``warmup_steps``."""
@@ -324,30 +314,3 @@ def to_plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [to_plain(v) for v in obj]
     return obj
-
-
-# Keys that may differ between a run and its --resume without changing what is computed.
-RESUMABLE_CHANGES = (
-    "output",
-    "train.stop_after_steps",
-    "train.progress",
-    "train.threads",
-    "train.log_every",
-    "data.num_workers",
-    "data.cache_dir",
-    "eval.",
-)
-
-
-def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
-    """Dotted keys whose values differ between two plain configs."""
-    keys = sorted(set(a) | set(b))
-    out = []
-    for k in keys:
-        key = f"{prefix}{k}"
-        va, vb = a.get(k), b.get(k)
-        if isinstance(va, dict) and isinstance(vb, dict):
-            out.extend(config_differences(va, vb, key + "."))
-        elif va != vb:
-            out.append(key)
-    return out

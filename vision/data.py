@@ -1,7 +1,8 @@
 """Image folders: finding them, class-balanced subsets, and the decoded uint8 tensor cache.
 
-Datasets are ImageFolder trees (``<split>/<class>/<image>``). ``cifar10`` and ``imagenette-64`` name the
-shared copies under the data root; anything else is a path (relative paths also resolve under the data
+Datasets are ImageFolder trees (``<split>/<class>/<image>``). ``cifar10``, ``imagenette-64`` and
+``imagenette`` (the 160 px release) name folders under the data root (``hardmix data download NAME``
+fetches them); anything else is a path (relative paths also resolve under the data
 root). ImageNet-100 is a class-list file over an ImageNet folder.
 
 The tensor cache decodes every selected image once (PIL, in threads) into a (N, 3, H, W) uint8 tensor
@@ -24,9 +25,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmix.paths import data_root, resolve_data_path
+from hardmix.paths import data_root_path, missing_hint, resolve_data_path
 
-KNOWN_DATASETS = {"cifar10": "images/cifar10", "imagenette-64": "images/imagenette-64"}
+KNOWN_DATASETS = {
+    "cifar10": "images/cifar10", "imagenette-64": "images/imagenette-64", "imagenette": "images/imagenette",
+}
 EVAL_SPLITS = ("test", "val")
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
@@ -66,14 +69,11 @@ def dataset_root(name: str, key: str = "data.dataset") -> Path:
     """The root folder of a dataset name (``cifar10``, ``imagenette-64``) or path; FileNotFoundError naming
     ``key`` when it does not exist."""
     if name in KNOWN_DATASETS:
-        root = data_root(required=False)
-        if root is None:
-            raise FileNotFoundError(f"{key}: {name!r} lives under the data root, but HARDMIX_DATA is not set")
-        path = root / KNOWN_DATASETS[name]
+        path = data_root_path() / KNOWN_DATASETS[name]
     else:
         path = resolve_data_path(name)
     if not path.is_dir():
-        raise FileNotFoundError(f"{key}: image folder {path} does not exist")
+        raise FileNotFoundError(f"{key}: image folder {path} does not exist{missing_hint(path)}")
     return path
 
 
@@ -93,7 +93,7 @@ def read_class_list(path: str | os.PathLike[str], key: str = "data.class_list") 
     """Class folder names, one per line (blank lines and ``#`` comments ignored)."""
     p = resolve_data_path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"{key}: class list {p} does not exist")
+        raise FileNotFoundError(f"{key}: class list {p} does not exist{missing_hint(p)}")
     names = [ln.split("#", 1)[0].strip() for ln in p.read_text(encoding="utf-8").splitlines()]
     names = [n for n in names if n]
     if not names:

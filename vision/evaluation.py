@@ -1,7 +1,8 @@
 """Evaluating a trained backbone: weighted k-NN and a linear probe on frozen features.
 
-``hardmix eval knn|linear CHECKPOINT --dataset NAME`` take a run directory (its ``checkpoint_last.pt``)
-or a checkpoint file; the checkpoint stores the config, so the backbone is rebuilt from it. NAME is
+``hardmix eval knn|linear CHECKPOINT --dataset NAME`` take a run directory (its ``checkpoint.pt``) or a
+checkpoint file, loaded safely (``weights_only``: a crafted file cannot run code); the checkpoint stores
+the config, so the backbone is rebuilt from it. NAME is
 ``cifar10``, ``imagenette-64`` or an ImageFolder root with ``train`` and ``test`` (or ``val``).
 
 Images are evaluated without augmentation, at the training crop size: for crops up to 64 pixels the
@@ -23,7 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hardmix.config import build_config
+from hardmix.training import checkpoint as ckpt
+from hardmix.training.config import build_task_config
 from hardmix.vision.augment import normalize_uint8
 from hardmix.vision.augmented_features import AugmentedFeatures, frozen_forward, linear_augment_config
 from hardmix.vision.backbones import build_backbone
@@ -32,32 +34,29 @@ from hardmix.vision.data import ImageTensors, balanced_subset, eval_splits, load
 from hardmix.vision.knn import knn_predict, topk_accuracy
 from hardmix.vision.linear_probe import RECIPES, linear_probe, recipe_for
 
-CHECKPOINT_NAME = "checkpoint_last.pt"
+CHECKPOINT_NAME = ckpt.NAME
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint file from a run directory (its ``checkpoint_last.pt``) or a file path."""
+    """A checkpoint file from a run directory (its ``checkpoint.pt``) or a file path."""
     p = Path(path)
     if p.is_dir():
         if (p / CHECKPOINT_NAME).is_file():
             return p / CHECKPOINT_NAME
-        found = sorted(p.glob("checkpoint*.pt"), key=lambda f: f.stat().st_mtime)
-        if found:
-            return found[-1]
-        raise FileNotFoundError(f"checkpoint: {p} holds no checkpoint ({CHECKPOINT_NAME})")
+        raise FileNotFoundError(f"checkpoint: {p} holds no {CHECKPOINT_NAME} (is it a run folder?)")
     if p.is_file():
         return p
     raise FileNotFoundError(f"checkpoint: {p} does not exist")
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a training checkpoint (ours: it holds Python RNG states, so not ``weights_only``)."""
-    return torch.load(resolve_checkpoint(path), map_location="cpu", weights_only=False)
+    """Load a vision run's checkpoint safely; a file that is not one gets a one-line CheckpointError."""
+    return ckpt.load_checkpoint(resolve_checkpoint(path), task="vision")
 
 
 def backbone_from_state(state: dict[str, Any]) -> tuple[nn.Module, VisionConfig]:
     """Rebuild the query backbone of a checkpoint (plain BatchNorm; split-BN has the same weights)."""
-    cfg = build_config(VisionConfig, state["config"])
+    cfg = build_task_config(VisionConfig, state["config"])
     net, _ = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
     prefix = "encoder_q.backbone."
     weights = {k[len(prefix) :]: v for k, v in state["model"].items() if k.startswith(prefix)}
@@ -65,7 +64,9 @@ def backbone_from_state(state: dict[str, Any]) -> tuple[nn.Module, VisionConfig]
     return net.eval(), cfg
 
 
-def load_backbone(path: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, VisionConfig]:
+def backbone_and_config(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[nn.Module, VisionConfig]:
     """The trained backbone (in eval mode, on ``device``) and the config of a run directory or checkpoint."""
     net, cfg = backbone_from_state(load_checkpoint(path))
     return net.to(device), cfg
@@ -252,7 +253,7 @@ def _images_for(args: argparse.Namespace, cfg: VisionConfig) -> LabelledImages:
 def knn_cli_main(args: argparse.Namespace) -> int:
     """``hardmix eval knn CHECKPOINT --dataset NAME [--json OUT] [--k] [--temperature]``."""
     device = _device(args.device)
-    backbone, cfg = load_backbone(args.checkpoint, device)
+    backbone, cfg = backbone_and_config(args.checkpoint, device)
     data = _images_for(args, cfg)
     scores = data.knn(backbone, cfg, args.k, args.temperature, args.batch_size, device)
     print(
@@ -267,7 +268,7 @@ def knn_cli_main(args: argparse.Namespace) -> int:
 def linear_cli_main(args: argparse.Namespace) -> int:
     """``hardmix eval linear CHECKPOINT --dataset NAME [--json OUT] [--epochs] [--augment]``."""
     device = _device(args.device)
-    backbone, cfg = load_backbone(args.checkpoint, device)
+    backbone, cfg = backbone_and_config(args.checkpoint, device)
     data = _images_for(args, cfg)
     recipe = recipe_for(args.dataset)
     augment = bool(getattr(args, "augment", False))

@@ -151,7 +151,8 @@ class MoCo(nn.Module):
             step: the optimizer step (strategy warm-ups).
             symmetric: also contrast view 2's query with view 1's key; both keys are enqueued.
             mask_same_sample: pass sample ids so that queue entries of the query's own image are excluded.
-            generator: for the key shuffle and the strategies' random draws.
+            generator: for the key shuffle (drawn on the CPU) and the strategies' random draws (on the
+                loss's device: see :func:`generator_on`).
         """
         query_net = self._query_forward or self.encoder_q
         ids = ids.to(view1.device)
@@ -169,12 +170,13 @@ class MoCo(nn.Module):
         queue_ids = all_ids if mask_same_sample else None
         query_ids = ids if mask_same_sample else None
         q1, k2 = q1.float(), k2.float()
+        loss_gen = generator_on(generator, q1.device)
         with torch.autocast(view1.device.type, enabled=False):  # the loss and the mixing in fp32
-            outputs = [loss_fn.queue(q1, k2, queue, query_ids, queue_ids, step=step, generator=generator)]
+            outputs = [loss_fn.queue(q1, k2, queue, query_ids, queue_ids, step=step, generator=loss_gen)]
             if symmetric:
                 outputs.append(
                     loss_fn.queue(
-                        q2.float(), k1.float(), queue, query_ids, queue_ids, step=step, generator=generator
+                        q2.float(), k1.float(), queue, query_ids, queue_ids, step=step, generator=loss_gen
                     )
                 )
         loss = sum(o.loss for o in outputs) / len(outputs)
@@ -184,6 +186,16 @@ class MoCo(nn.Module):
         enqueued_ids = gather_no_grad(new_ids.contiguous())
         self.queue.enqueue(enqueued, enqueued_ids)
         return MoCoOutput(loss, outputs, q1.detach(), k2.detach(), enqueued, enqueued_ids, queue, all_ids)
+
+
+def generator_on(generator: torch.Generator | None, device: torch.device) -> torch.Generator | None:
+    """A generator for random draws on ``device``: ``generator`` itself where it lives there (the CPU),
+    else a generator on ``device`` seeded from it (the trainer's per-step generators are CPU ones, and
+    torch draws on CUDA only from a CUDA generator: MoCHi's pair draws need one)."""
+    if generator is None or generator.device.type == device.type:
+        return generator
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def momentum_at(

@@ -72,29 +72,27 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
     return built
 
 
-def check_negatives_available(
-    strategies: list[Strategy], available: int, where: str, key: str = "loss.strategies"
-) -> None:
+def check_negatives_available(strategy: Strategy, available: int, where: str, key: str) -> None:
     """Refuse, before training, a strategy that needs more valid negatives than the setup gives.
 
     Args:
-        strategies: as built by :func:`build_strategy_specs` (in config order).
-        available: the fewest valid negatives an anchor will have when the strategies are active.
+        strategy: as built by :func:`build_strategy_specs`.
+        available: the fewest valid negatives an anchor will have when the strategy is active.
         where: what gives them, for the message ("the 63 in-batch negatives").
+        key: the strategy's key path (``loss.strategies[0]``).
 
     Example:
-        >>> s = build_strategy_specs([{"name": "mochi", "n_hard": 64, "n_pair": 8, "n_query": 8}])
+        >>> [s] = build_strategy_specs([{"name": "mochi", "n_hard": 64, "n_pair": 8, "n_query": 8}])
         >>> try:
-        ...     check_negatives_available(s, 63, "the 63 in-batch negatives")
+        ...     check_negatives_available(s, 63, "the 63 in-batch negatives", "loss.strategies[0]")
         ... except ValueError as e:
         ...     print(e)
         loss.strategies[0].n_hard: 64 hardest negatives, but the setup gives only the 63 in-batch negatives
     """
-    for i, s in enumerate(strategies):
-        need = s.required_negatives
-        if need > available:
-            arg = s.negatives_argument or "name"
-            raise ConfigError(f"{key}[{i}].{arg}: {need} hardest negatives, but the setup gives only {where}")
+    need = strategy.required_negatives
+    if need > available:
+        arg = strategy.negatives_argument or "name"
+        raise ConfigError(f"{key}.{arg}: {need} hardest negatives, but the setup gives only {where}")
 
 
 __all__ = ["build_strategy_specs", "check_negatives_available", "normalize_strategy_specs"]

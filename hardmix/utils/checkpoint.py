@@ -4,10 +4,30 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
+
+
+def _atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], None], mode: str) -> Path:
+    """Call ``write`` on a temporary file in the target folder, fsync, then ``os.replace`` it into place;
+    on any failure the temporary file is removed and the previous file stays intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
@@ -20,35 +40,9 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
         >>> torch.load(p)["step"]
         3
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return _atomic_write(path, lambda f: torch.save(obj, f), "wb")
 
 
 def atomic_write_text(text: str, path: str | os.PathLike[str]) -> Path:
     """Write a text file atomically (temporary file, fsync, ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return _atomic_write(path, lambda f: f.write(text), "w")

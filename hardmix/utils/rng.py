@@ -17,10 +17,14 @@ def seed_everything(seed: int) -> None:
 
 
 def rng_state() -> dict[str, Any]:
-    """The states of Python's, NumPy's and torch's global generators (CUDA too when available)."""
+    """The states of Python's, NumPy's and torch's global generators (CUDA too when available), as plain
+    containers and tensors, so a checkpoint holding them loads with ``torch.load(weights_only=True)``."""
+    version, mt, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
     state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "python": [version, torch.tensor(mt, dtype=torch.int64), gauss],
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -30,8 +34,11 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     """Restore the states captured by :func:`rng_state`."""
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, mt, gauss = state["python"]
+    random.setstate((int(version), tuple(int(x) for x in mt.tolist()), gauss))
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])

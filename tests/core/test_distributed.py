@@ -235,6 +235,31 @@ def test_split_batchnorm_normalizes_every_num_splits_th_sample_separately(num_sp
     torch.testing.assert_close(split(x), ref(x))
 
 
+def test_split_batchnorm_on_channels_last_input_equals_contiguous_and_keeps_the_layout() -> None:
+    """The vision trainer makes its model and views channels-last on CUDA: SplitBatchNorm must take such
+    a tensor (its (n / s, c s) grouping cannot be a view of one) and give the same values, the same
+    gradients and the same running statistics as for the contiguous tensor, in channels-last layout."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(8, 6, 5, 4, generator=g, dtype=torch.float64) + torch.arange(6.0).view(1, -1, 1, 1)
+    weights = torch.randn(2, 6, generator=g, dtype=torch.float64)
+    results = []
+    for layout in (torch.contiguous_format, torch.channels_last):
+        bn = SplitBatchNorm(6, num_splits=4).double()
+        with torch.no_grad():
+            bn.weight.copy_(weights[0])
+            bn.bias.copy_(weights[1])
+        xi = x.clone().contiguous(memory_format=layout).requires_grad_(True)
+        out = bn(xi)
+        (out * torch.arange(out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
+        results.append((out, xi.grad, bn.weight.grad, bn.running_mean.clone(), bn.running_var.clone()))
+    (out0, *rest0), (out1, *rest1) = results
+    assert not x.contiguous(memory_format=torch.channels_last).is_contiguous()  # the test sees the layout
+    assert out1.is_contiguous(memory_format=torch.channels_last) and out0.is_contiguous()
+    torch.testing.assert_close(out1, out0, rtol=0, atol=1e-12)
+    for a, b in zip(rest1, rest0):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
 def test_split_batchnorm_convert_and_errors() -> None:
     model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4), nn.Sequential(nn.BatchNorm2d(4)))
     with torch.no_grad():

@@ -110,10 +110,13 @@ def test_data_root_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(DataRootError, match="not a directory"):
         data_root()
     assert data_root(required=False) is None
-    monkeypatch.delenv(ENV_VAR)
-    with pytest.raises(DataRootError, match=ENV_VAR):
+    monkeypatch.delenv(ENV_VAR)  # unset: the per-user default root, ~/.cache/hardmix/data
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(DataRootError, match=rf"{ENV_VAR} is not set .*hardmix/data.*hardmix data download"):
         data_root()
     assert data_root(required=False) is None
+    (tmp_path / "cache" / "hardmix" / "data").mkdir(parents=True)
+    assert data_root() == tmp_path / "cache" / "hardmix" / "data"
     assert issubclass(DataRootError, FileNotFoundError)
 
 
@@ -135,6 +138,7 @@ def test_resolve_data_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(FileNotFoundError):
         resolve_data_path(tmp_path / "abs.txt", must_exist=True)
     monkeypatch.delenv(ENV_VAR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "no-cache"))  # no default root either
     assert resolve_data_path("nope.txt") == Path("nope.txt")
     with pytest.raises(FileNotFoundError, match="is not set"):
         resolve_data_path("nope.txt", must_exist=True)
@@ -152,3 +156,18 @@ def test_rng_state_round_trip_restores_every_generator() -> None:
     assert first == again
     seed_everything(123)
     assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == first
+
+
+def test_a_bad_data_root_is_named_not_replaced_by_the_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hardmix.paths import data_root_path, default_data_root, missing_hint
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "typo"))
+    with pytest.raises(DataRootError, match="typo is not a directory"):
+        data_root_path()
+    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))
+    assert data_root_path() == default_data_root() == tmp_path / "c" / "hardmix" / "data"
+    assert missing_hint("images/cifar10") == "; fetch it with `hardmix data download cifar10`"
+    assert missing_hint("elsewhere/x") == ""

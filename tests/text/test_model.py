@@ -81,6 +81,9 @@ def test_export_round_trip(tmp_path, tiny_bert_dir, pooling, one_torch_thread):
     out = export_model(model, tmp_path / "best", {"step": 5})
     meta = json.loads((out / "hardmix.json").read_text())
     assert meta["pooling"] == model.eval_pooling and meta["step"] == 5
+    assert meta["base_model"] == str(tiny_bert_dir)  # the folder the weights came from
+    card = (out / "README.md").read_text()
+    assert f"base_model: {tiny_bert_dir}" in card and "library_name: sentence-transformers" in card
     ours = model.encode(SENTENCES)
 
     hf = AutoModel.from_pretrained(out).eval()

@@ -41,7 +41,7 @@ def _model(path):
 def _step(model, loss_fn, batch):
     """Loss and parameter gradients of one step."""
     from hardmix.text.model import forward_views
-    from hardmix.text.trainer import loss_from_views
+    from hardmix.text.task import loss_from_views
 
     model.zero_grad(set_to_none=True)
     z1, z2 = forward_views(model, batch)
@@ -54,7 +54,8 @@ def _worker(rank, port, model_dir, sentences, cfg_dict, out_dir, result_dir):
     import torch.distributed as dist
 
     from hardmix.text.config import build_loss, build_text_config
-    from hardmix.text.trainer import train
+    from hardmix.text.task import TextTask
+    from hardmix.training import run_training
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(WORLD),
@@ -75,7 +76,7 @@ def _worker(rank, port, model_dir, sentences, cfg_dict, out_dir, result_dir):
         results[name] = {"loss": loss / WORLD, "grads": grads}
     if rank == 0:
         torch.save(results, os.path.join(result_dir, "step.pt"))
-    train(build_text_config(cfg_dict), out_dir)  # uses the process group initialised above
+    run_training(TextTask, build_text_config(cfg_dict), out_dir)  # in the process group initialised above
     dist.destroy_process_group()
 
 
@@ -89,7 +90,8 @@ def test_two_processes_equal_one_over_the_global_batch(tmp_path, tiny_bert_dir, 
     import torch.multiprocessing as mp
 
     from hardmix.text.config import build_loss, build_text_config
-    from hardmix.text.trainer import train
+    from hardmix.text.task import TextTask
+    from hardmix.training import run_training
 
     sentences = wiki_sentences[:12]
     cfg = copy.deepcopy(tiny_text_config)
@@ -112,7 +114,7 @@ def test_two_processes_equal_one_over_the_global_batch(tmp_path, tiny_bert_dir, 
             rel = float((g - p.grad).norm() / p.grad.norm().clamp_min(1e-12))
             assert rel < 1e-6, f"{name} {n}: relative gradient difference {rel:.2e}"
 
-    train(build_text_config(cfg), tmp_path / "single")
+    run_training(TextTask, build_text_config(cfg), tmp_path / "single")
     single, ddp = _losses(tmp_path / "single"), _losses(tmp_path / "ddp")
     assert len(single) == 4
     # Same losses step after step: the updates matched too. (The fp32 weights themselves are not compared:

@@ -15,7 +15,13 @@ from hardmix.cli import main
 from hardmix.config import ConfigError
 from hardmix.text.config import build_text_config
 from hardmix.text.data import CorpusError
-from hardmix.text.trainer import ModelNotFoundError, RunFolderError, train
+from hardmix.text.model_source import ModelNotFoundError
+from hardmix.text.task import TextTask
+from hardmix.training import RunFolderError, run_training
+
+
+def train(cfg, output, resume: bool = False) -> dict:
+    return run_training(TextTask, cfg, output, resume)
 
 
 def _cfg(base: dict, **sections) -> object:
@@ -58,13 +64,13 @@ def test_loss_falls(tmp_path, tiny_text_config, one_torch_thread):
     losses = _losses(tmp_path / "run")
     assert len(losses) == 25 and all(np.isfinite(losses))
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3, losses
-    assert results["finished"] and results["step"] == 25
+    assert results["finished"] and results["steps"] == 25
     record = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     for key in ("lr", "pos_sim", "neg_sim", "alignment", "uniformity", "anchor_grad_norm",
                 "mixcse/synthetic_sim"):
         assert key in record
     assert (tmp_path / "run" / "best" / "hardmix.json").is_file()  # no evaluation: the last model
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["best_dev_stsb"] is None
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["best_score"] is None
 
 
 @pytest.mark.parametrize("strategies, queue", [
@@ -78,19 +84,19 @@ def test_resume_equals_an_uninterrupted_run(tmp_path, tiny_text_config, strategi
     stopped = copy.deepcopy(sections)
     stopped["train"] = {**sections["train"], "stop_after_steps": 6}
     part = train(_cfg(tiny_text_config, **stopped), tmp_path / "split")
-    assert not part["finished"] and part["step"] == 6
+    assert not part["finished"] and part["steps"] == 6
     with pytest.raises(RunFolderError, match="--resume"):
         train(_cfg(tiny_text_config, **sections), tmp_path / "split")
     with pytest.raises(ConfigError, match="train.lr"):
         changed = {**sections, "train": {**sections["train"], "lr": 1.0}}
         train(_cfg(tiny_text_config, **changed), tmp_path / "split", resume=True)
     done = train(_cfg(tiny_text_config, **sections), tmp_path / "split", resume=True)
-    assert done["finished"] and done["step"] == 12
+    assert done["finished"] and done["steps"] == 12
     full, split = _losses(tmp_path / "full"), _losses(tmp_path / "split")
     assert len(full) == 12
     assert split == full  # exactly, step for step
-    a = torch.load(tmp_path / "full" / "last.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "split" / "last.pt", weights_only=False)["model"]
+    a = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "split" / "checkpoint.pt", weights_only=True)["model"]
     for k in a:
         assert torch.equal(a[k], b[k]), k
 
@@ -104,7 +110,8 @@ def test_evaluation_does_not_change_the_run(tmp_path, tiny_text_config, stsb_dev
     evals = [x for x in lines if "stsb_dev" in x]
     assert [x["step"] for x in evals] == [3, 6, 8]
     best = max(evals, key=lambda x: x["stsb_dev"])
-    assert results["best_dev_stsb"] == pytest.approx(best["stsb_dev"])
+    assert results["best_score"] == pytest.approx(best["stsb_dev"])
+    assert results["final_scores"]["stsb_dev"] == pytest.approx(best["stsb_dev"])
     assert results["best_step"] == best["step"]
     assert json.loads((tmp_path / "eval" / "results.json").read_text())["best_step"] == best["step"]
     # The export is the best model: scoring it again gives the best score.
@@ -170,31 +177,29 @@ def test_encode_cli(tmp_path, tiny_text_config, monkeypatch, capsysbinary, one_t
 
 def test_resume_after_a_crash(tmp_path, tiny_text_config, monkeypatch, one_torch_thread):
     """A run killed between checkpoints resumes from the last one; metrics logged after it are rewritten."""
-    from hardmix.text import trainer as trainer_mod
-
     sections = dict(train={"max_steps": 9, "save_steps": 3})
     train(_cfg(tiny_text_config, **sections), tmp_path / "full")
 
-    original = trainer_mod._Trainer._train_step
+    original = TextTask.train_step
 
-    def crash_at_step_5(self, *args, **kwargs):
-        if self.step == 5:
+    def crash_at_step_5(self, batch, step):
+        if step == 5:
             raise KeyboardInterrupt("simulated crash")
-        return original(self, *args, **kwargs)
+        return original(self, batch, step)
 
-    monkeypatch.setattr(trainer_mod._Trainer, "_train_step", crash_at_step_5)
+    monkeypatch.setattr(TextTask, "train_step", crash_at_step_5)
     with pytest.raises(KeyboardInterrupt):
         train(_cfg(tiny_text_config, **sections), tmp_path / "crashed")
     assert len(_losses(tmp_path / "crashed")) == 5  # steps 4 and 5 were logged after the step-3 checkpoint
-    monkeypatch.setattr(trainer_mod._Trainer, "_train_step", original)
+    monkeypatch.setattr(TextTask, "train_step", original)
     train(_cfg(tiny_text_config, **sections), tmp_path / "crashed", resume=True)
     assert _losses(tmp_path / "crashed") == _losses(tmp_path / "full")
 
 
 def test_other_architectures_and_tensorboard(tmp_path, tiny_text_config, tiny_bert_dir, one_torch_thread):
     """Any AutoModel: a tiny random-init RoBERTa-architecture encoder trains and exports (here with the
-    WordPiece tokenizer; the trainer passes only the inputs the tokenizer declares). Asking for
-    TensorBoard without it installed warns and goes on with metrics.jsonl."""
+    WordPiece tokenizer; the trainer passes only the inputs the tokenizer declares), with TensorBoard
+    events beside metrics.jsonl."""
     from transformers import AutoTokenizer, RobertaConfig, RobertaModel
 
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
@@ -214,3 +219,4 @@ def test_other_architectures_and_tensorboard(tmp_path, tiny_text_config, tiny_be
     from hardmix.text import encode
 
     assert encode(tmp_path / "run" / "best", ["a test ."]).shape == (1, 32)
+    assert list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))

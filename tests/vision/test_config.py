@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hardmix.config import ConfigError, build_config, load_config
+from hardmix.config import ConfigError, build_config
+from hardmix.training.config import load_task_config
 from hardmix.vision.config import VisionConfig, to_plain
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "vision").glob("*.yaml"))
@@ -14,7 +15,7 @@ CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "vision").gl
 
 def test_defaults_are_mocov2():
     cfg = build_config(VisionConfig, {})
-    assert (cfg.model.queue_size, cfg.model.momentum, cfg.loss.temperature) == (65536, 0.999, 0.2)
+    assert (cfg.loss.queue_size, cfg.model.momentum, cfg.loss.temperature) == (65536, 0.999, 0.2)
     assert (cfg.train.lr, cfg.train.sgd_momentum, cfg.train.weight_decay, cfg.train.schedule) == (
         0.03,
         0.9,
@@ -78,7 +79,7 @@ def test_errors_name_the_key(data, message):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_shipped_configs_load_and_take_the_common_overrides(path):
-    cfg = load_config(VisionConfig, path, ["train.epochs=3", "train.seed=7", "data.max_samples=500"])
+    cfg = load_task_config(VisionConfig, path, ["train.epochs=3", "train.seed=7", "data.max_samples=500"])
     assert (cfg.train.epochs, cfg.train.seed, cfg.data.max_samples) == (3, 7, 500)
     assert build_config(VisionConfig, to_plain(cfg)) == cfg
 

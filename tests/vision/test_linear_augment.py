@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from hardmix.cli import main as cli
 from hardmix.config import build_config
+from hardmix.training.checkpoint import save_checkpoint
 from hardmix.vision.augmented_features import AugmentedFeatures, linear_augment_config
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import VisionConfig
@@ -154,9 +155,8 @@ def test_augmented_probe_trains_on_new_views_each_epoch_and_tests_on_center_feat
 
 def test_the_cli_flag(setup, tmp_path, capsys):
     net, cfg, data, d = setup
-    ckpt = tmp_path / "checkpoint_last.pt"
     model = {f"encoder_q.backbone.{k}": v for k, v in net.state_dict().items()}
-    torch.save({"config": d, "model": model}, ckpt)
+    save_checkpoint({"config": d, "model": model}, tmp_path / "checkpoint.pt", task="vision")
     out = tmp_path / "linear.json"
     args = ["eval", "linear", str(tmp_path), "--dataset", cfg.data.dataset, "--epochs", "1"]
     args += ["--device", "cpu"]

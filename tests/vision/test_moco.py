@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -12,7 +14,7 @@ from hardmix.vision.augment import TensorAugment
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import AugmentConfig
 from hardmix.vision.data import decode_images, scan_image_folder
-from hardmix.vision.moco import MoCo, lr_at, momentum_at
+from hardmix.vision.moco import MoCo, generator_on, lr_at, momentum_at
 
 pytestmark = pytest.mark.usefixtures("vision_one_thread")
 
@@ -111,3 +113,22 @@ def test_schedules():
     assert lr_at(0, 100, 1.0, warmup_steps=10) == pytest.approx(0.1)
     assert lr_at(10, 100, 1.0, warmup_steps=10) == pytest.approx(1.0)
     assert lr_at(100, 100, 1.0) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_moco_mochi_step_on_device_with_the_trainers_cpu_generator(device: str) -> None:
+    """The trainer passes a CPU step generator (the shuffle draws on the CPU); MoCHi's pair draws happen
+    on the loss's device, so the loss gets a generator there, seeded from the CPU one: the same seed gives
+    the same loss, and on the CPU the generator is passed through unchanged."""
+    g = torch.Generator().manual_seed(3)
+    assert generator_on(g, torch.device("cpu")) is g and generator_on(None, torch.device(device)) is None
+    x = torch.rand(8, 3, 16, 16, generator=torch.Generator().manual_seed(1)).to(device)
+    loss_fn = ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 12, "n_pair": 10, "n_query": 4})
+    losses = []
+    for _ in range(2):
+        moco = _moco(queue_size=40).to(device)
+        out = moco(x, x.flip(-1), torch.arange(8), loss_fn, 0.99, generator=torch.Generator().manual_seed(5))
+        out.loss.backward()
+        assert math.isfinite(out.outputs[0].stats()["mochi/synthetic_sim"])  # MoCHi mixed at this step
+        losses.append(float(out.loss.detach()))
+    assert losses[0] == losses[1] and torch.isfinite(torch.tensor(losses)).all()

@@ -10,10 +10,16 @@ import torch
 import yaml
 
 from hardmix.cli import main as cli
-from hardmix.config import ConfigError, build_config
+from hardmix.errors import ConfigError
+from hardmix.training import run_training
+from hardmix.training.config import build_task_config
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.data import ImageDataError
-from hardmix.vision.trainer import train
+from hardmix.vision.task import VisionTask
+
+
+def train(cfg: VisionConfig, output: Path, resume: bool = False) -> dict:
+    return run_training(VisionTask, cfg, output, resume)
 
 pytestmark = pytest.mark.usefixtures("vision_one_thread")
 
@@ -24,7 +30,7 @@ def _losses(run: Path) -> list[float]:
 
 
 def _cfg(d: dict) -> VisionConfig:
-    return build_config(VisionConfig, d)
+    return build_task_config(VisionConfig, d)
 
 
 MOCHI = {"strategies": [{"name": "mochi", "n_hard": 16, "n_pair": 16, "n_query": 8, "warmup_epochs": 0.5}]}
@@ -48,16 +54,20 @@ def long_run(tiny_vision_config, tmp_path_factory) -> tuple[Path, dict]:
 def test_loss_falls_and_the_run_directory_is_complete(long_run):
     out, summary = long_run
     losses = _losses(out)
-    assert len(losses) == 40 and summary["steps"] == 40 and summary["num_samples"] == 320
+    assert len(losses) == 40 and summary["steps"] == 40 and summary["task_info"]["num_samples"] == 320
     # The queue (96 keys, 32 a step) holds only real keys from step 3 on; from there the loss must fall.
     early, late = sum(losses[3:13]) / 10, sum(losses[-10:]) / 10
     assert late < early - 0.1, (early, late)
     records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    logged = [r for r in records if "batch/alignment" in r]
-    assert len(logged) == 8 and {"proxy_acc", "pos_sim", "neg_sim", "batch/uniformity"} <= set(logged[-1])
+    logged = [r for r in records if "alignment" in r]
+    assert len(logged) == 40
+    assert {"proxy_acc", "pos_sim", "neg_sim", "uniformity", "anchor_grad_norm", "momentum"} <= set(
+        logged[-1]
+    )
     assert yaml.safe_load((out / "config.yaml").read_text())["augment"]["crop_scale"] == [0.6, 1.0]
-    state = torch.load(out / "checkpoint_last.pt", weights_only=False)
-    assert state["step"] == 40 and "rng" in state and state["config"]["model"]["queue_size"] == 96
+    state = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 40 and "rng" in state["processes"][0]
+    assert state["config"]["loss"]["queue_size"] == 96
     assert state["model"]["queue.ids"].min() >= 0  # every slot holds a real key after wrap-around
 
 
@@ -70,12 +80,12 @@ def test_resume_equals_an_uninterrupted_run(tiny_vision_config, tmp_path):
     d["train"]["stop_after_steps"] = 7
     run = tmp_path / "resumed"
     first = train(_cfg(d), run)
-    assert first["steps"] == 7 and len(_losses(run)) == 7
+    assert first["steps"] == 7 and len(_losses(run)) == 7 and not first["finished"]
     d["train"]["stop_after_steps"] = None
     train(_cfg(d), run, resume=True)
     assert len(_losses(out)) == 20 and _losses(run) == _losses(out)  # exactly, step for step
-    a = torch.load(out / "checkpoint_last.pt", weights_only=False)["model"]
-    b = torch.load(run / "checkpoint_last.pt", weights_only=False)["model"]
+    a = torch.load(out / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(run / "checkpoint.pt", weights_only=True)["model"]
     assert torch.equal(a["queue.keys"], b["queue.keys"]) and torch.equal(a["queue.ids"], b["queue.ids"])
 
 
@@ -95,7 +105,7 @@ def test_knn_from_a_checkpoint(long_run, tmp_path, capsys):
         [
             "eval",
             "knn",
-            str(out / "checkpoint_last.pt"),
+            str(out / "checkpoint.pt"),
             "--dataset",
             dataset,
             "--json",
@@ -111,7 +121,7 @@ def test_knn_from_a_checkpoint(long_run, tmp_path, capsys):
 
 
 def test_the_cli_trains_and_prints_the_knn_accuracy(tiny_vision_config, tmp_path, capsys):
-    d = tiny_vision_config(train={"epochs": 1}, eval={"knn_final": True})
+    d = tiny_vision_config(train={"epochs": 1}, eval={"at_end": True})
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(d))
     code = cli(
@@ -129,15 +139,16 @@ def test_the_cli_trains_and_prints_the_knn_accuracy(tiny_vision_config, tmp_path
     )
     assert code == 0
     assert "k-NN top-1 on" in capsys.readouterr().out
-    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["num_samples"] == 160 and summary["steps"] == 5 and summary["knn_top1"] > 0
+    summary = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert summary["task_info"]["num_samples"] == 160 and summary["steps"] == 5
+    assert summary["final_scores"]["knn_top1"] > 0 and summary["selection_metric"] == "knn_top1"
     # A second run into the same directory without --resume is refused.
     assert cli(["train", "vision", str(config), "--output", str(tmp_path / "run")]) == 2
     assert "already holds a run" in capsys.readouterr().err
 
 
 def _assert_nothing_trained(out: Path) -> None:
-    assert not (out / "checkpoint_last.pt").exists() and not (out / "metrics.jsonl").exists()
+    assert not (out / "checkpoint.pt").exists() and not (out / "metrics.jsonl").exists()
 
 
 def test_missing_folder_fails_before_training(tiny_vision_config, tmp_path):
@@ -165,19 +176,19 @@ def test_corrupt_jpeg_fails_naming_the_file_or_is_skipped(tiny_vision_config, vi
     d = tiny_vision_config(
         data={"dataset": str(root), "cache_dir": ""},
         train={"batch_size": 8, "epochs": 1},
-        model={"queue_size": 16},
+        loss={"queue_size": 16},
     )
     with pytest.raises(ImageDataError, match=r"cannot decode image .*broken\.jpg.*skip_corrupt"):
         train(_cfg(d), tmp_path / "run")
     _assert_nothing_trained(tmp_path / "run")
     d["data"]["skip_corrupt"] = True
     summary = train(_cfg(d), tmp_path / "run2")
-    assert summary["skipped_images"] == 1 and summary["num_samples"] == 40
+    assert summary["task_info"]["skipped_images"] == 1 and summary["task_info"]["num_samples"] == 40
 
 
 def test_invalid_config_fails_naming_the_key(tiny_vision_config, tmp_path, capsys):
     bad = tiny_vision_config(loss={"strategies": [{"name": "mochi", "n_hard": 500}]})
-    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 500 .* model\.queue_size=96"):
+    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 500 .* loss\.queue_size=96"):
         _cfg(bad)
     config = tmp_path / "bad.yaml"
     config.write_text(yaml.safe_dump(tiny_vision_config(train={"lr": -1})))

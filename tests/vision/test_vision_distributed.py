@@ -23,13 +23,14 @@ def _free_port() -> int:
 def _worker(r: int, port: int, out: str, tree: str, cache: str) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from hardmix.config import build_config
     from hardmix.distributed import batch_shuffle
     from hardmix.losses import ContrastiveLoss
+    from hardmix.training import run_training
+    from hardmix.training.config import build_task_config
     from hardmix.vision.backbones import build_backbone
     from hardmix.vision.config import VisionConfig
     from hardmix.vision.moco import MoCo
-    from hardmix.vision.trainer import train
+    from hardmix.vision.task import VisionTask
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=r, world_size=WORLD)
@@ -81,14 +82,17 @@ def _worker(r: int, port: int, out: str, tree: str, cache: str) -> None:
                 "small_stem": True,
                 "proj_hidden": 16,
                 "proj_dim": 8,
-                "queue_size": 48,
                 "bn_splits": 2,
             },
-            "loss": {"strategies": [{"name": "mochi", "n_hard": 8, "n_pair": 8, "n_query": 4}]},
-            "train": {"epochs": 2, "batch_size": 32, "device": "cpu", "threads": 1, "progress": False},
-            "eval": {"knn_final": False},
+            "loss": {
+                "strategies": [{"name": "mochi", "n_hard": 8, "n_pair": 8, "n_query": 4}],
+                "queue_size": 48,
+            },
+            "train": {"epochs": 2, "batch_size": 32, "device": "cpu", "threads": 1},
+            "eval": {"at_end": False},
+            "log": {"progress": False},
         }
-        summary = train(build_config(VisionConfig, d), Path(out) / "run")
+        summary = run_training(VisionTask, build_task_config(VisionConfig, d), Path(out) / "run")
         torch.save(summary, Path(out) / f"summary{r}.pt")
     finally:
         dist.destroy_process_group()
@@ -129,8 +133,8 @@ def test_ddp_averages_the_query_gradients(results):
 
 def test_trainer_runs_under_ddp(results):
     s0, s1 = results["summaries"]
-    assert s0["steps"] == s1["steps"] == 4 and s0["num_samples"] == 64
-    state = torch.load(results["run"] / "checkpoint_last.pt", weights_only=False)
+    assert s0["steps"] == s1["steps"] == 4 and s0["task_info"]["num_samples"] == 64 and s0["world_size"] == 2
+    state = torch.load(results["run"] / "checkpoint.pt", weights_only=True)
     ids = state["model"]["queue.ids"]
     assert (ids >= 0).sum() == 48 and ids.unique().numel() == 48  # 4 steps x 32 keys gathered from both ranks
     assert "encoder_q.backbone.conv1.weight" in state["model"]  # saved without the DDP wrapper's prefix

@@ -1,0 +1,143 @@
+"""The time budget of ``gpu_check.sh``'s full mode, estimated (no GPU has run it yet).
+
+Per stage: process start-ups and imports (CPU seconds measured on this project's CPU machine, taken as
+the GPU machine's per-core speed), CUDA initialization (assumed), the GPU work (FLOP counts of the
+stage's networks at its shapes, counted here with ``torch.utils.flop_counter`` on the meta device, times
+the number of steps the stage runs, over the H200's measured bf16 matrix rate at an assumed range of
+utilization), and the parts the script times itself (the loss benchmark's minimum repetition time, the
+training's planned seconds). The hard bound is the stage caps (``benchmarks/gpu_check.py``) plus the
+set-up. Every constant below says whether it is measured, counted or assumed.
+
+Usage:
+    python benchmarks/gpu_budget.py            # the table (Markdown) and the totals
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_check  # noqa: E402
+import gpu_steps  # noqa: E402
+import gpu_training  # noqa: E402
+
+#: bf16 dense rate: an 8192^3 bf16 product through PyTorch on a one-GPU H200 machine of this workplace
+#: ran at 788 TFLOP/s (measured, /work/.library/device/KINDS.md, 2026-10-28; the datasheet says ~990)
+H200_BF16_FLOPS = 788e12
+#: the fraction of that rate the networks' steps reach: an assumed range, not measured (convolutions at
+#: 32 px and BERT at 32 tokens are far from an 8192^3 product)
+UTILIZATION = (0.2, 0.5)
+#: per process, CUDA context and cuBLAS/cuDNN set-up: assumed (no GPU here to measure it)
+CUDA_INIT_S = 3.0
+#: measured here on 2026-12-01 (CPU seconds, user + sys, 2-core AMD EPYC under load from other jobs)
+CPU_S = {
+    "start_heavy": 7.95,  # python -c "import torch, torchvision, transformers, timm"
+    "start_trainer": 3.74,  # python -c "import hardmix.vision.trainer, hardmix.cli"
+    "decode_per_image": 0.58 / 2000,  # hardmix.vision.data.decode_images, 2,000 CIFAR-10 JPEGs, 1 worker
+    "knn_per_1000_queries": 0.40,  # 1,000 x 20,000 x 512 product + top-200, one thread
+    "device_tests_cpu": 3.4,  # tests/core/test_devices.py, the 14 CPU cases (pytest's own time)
+}
+#: cores of the GPU machine used for decoding (the training's data.num_workers) and the k-NN
+GPU_MACHINE_WORKERS = 8
+
+
+def step_flops(fn) -> float:  # noqa: ANN001 (a callable building and running the step on meta)
+    """FLOPs of one call of ``fn`` (forward and backward as ``fn`` runs them), counted on the meta device."""
+    with torch.device("meta"), FlopCounterMode(display=False) as counter:
+        fn()
+    return float(counter.get_total_flops())
+
+
+def bert_fwd_bwd(sequences: int, length: int) -> float:
+    """BERT-base-shaped encoder, forward and backward over ``sequences`` x ``length`` tokens."""
+    from transformers import BertConfig, BertModel
+
+    def run() -> None:
+        model = BertModel(BertConfig(**gpu_steps.BERT_BASE), add_pooling_layer=False)
+        ids = torch.zeros(sequences, length, dtype=torch.long)  # no mask: same FLOPs, no .item() on meta
+        model(input_ids=ids).last_hidden_state.float().pow(2).mean().backward()
+
+    return step_flops(run)
+
+
+def resnet(s: dict, images: int, backward: bool) -> float:
+    """The backbone of a vision group on ``images`` crops, forward (and backward)."""
+    from hardmix.vision.backbones import build_backbone
+
+    def run() -> None:
+        net, _ = build_backbone(s["backbone"], s["width"], s["small_stem"])
+        out = net(torch.zeros(images, 3, s["crop"], s["crop"]))
+        if backward:
+            out.pow(2).mean().backward()
+
+    return step_flops(run)
+
+
+def estimate() -> list[tuple[str, float, float, str]]:
+    """(stage, low seconds, high seconds, how) for every stage and the set-up."""
+    lo_u, hi_u = UTILIZATION
+    gpu = (lambda f: f / (H200_BF16_FLOPS * hi_u), lambda f: f / (H200_BF16_FLOPS * lo_u))
+    rows = []
+    rows.append(("set-up", 6.0, 12.0, "pip install --no-deps (or the sitecustomize fallback), the device "
+                 f"query: one start {CPU_S['start_trainer']:.1f} s + CUDA {CUDA_INIT_S:.0f} s (assumed), "
+                 "nvidia-smi"))
+    start = CPU_S["start_trainer"] + CUDA_INIT_S
+    rows.append(("device_tests", start + 2 * CPU_S["device_tests_cpu"], start + 4 * CPU_S["device_tests_cpu"],
+                 "start + CUDA + the CPU cases' measured time again for the CUDA cases (x2 to x4)"))
+    n_cases = 19
+    rows.append(("loss_overhead", start + n_cases * 5 * 0.05, start + n_cases * (5 * 0.05 + 0.2),
+                 f"{n_cases} cases x 5 reps x >= 50 ms (the benchmark's minimum repetition), + warm-up "
+                 "and memory probes"))
+    warmup, rounds, steps = gpu_steps.TIMING["full"]
+    per_variant = warmup + rounds * steps
+    text = 0.0
+    for batch, length, _ in gpu_steps.TEXT_GROUPS["full"].values():
+        text += per_variant * len(gpu_steps.TEXT_STRATEGIES) * bert_fwd_bwd(2 * batch, length)
+    t_start = CPU_S["start_heavy"] + CUDA_INIT_S
+    rows.append(("text_steps", t_start + gpu[0](text), t_start + gpu[1](text),
+                 f"{text / 1e12:.0f} TFLOP counted ({per_variant} steps x 4 variants x 3 groups)"))
+    vis = 0.0
+    for s in gpu_steps.VISION_GROUPS["full"].values():
+        b = s["batch"]
+        floor = resnet(s, 2 * b, True)
+        moco = resnet(s, b, True) + resnet(s, b, False)
+        vis += per_variant * (floor + 2 * moco)
+    batch, n_batches, workers = gpu_steps.PIL_CHECK["full"]
+    pil = 2.0 + batch * (n_batches + 1) * CPU_S["decode_per_image"] * 3 / workers  # 3: transforms (assumed)
+    rows.append(("vision_steps", start + gpu[0](vis) + pil, start + gpu[1](vis) + pil,
+                 f"{vis / 1e12:.0f} TFLOP counted; PIL check ~{pil:.0f} s (2 s worker start, assumed)"))
+    planned = gpu_check.TRAIN_SECONDS * gpu_training.SAFETY
+    decode = 45_000 * CPU_S["decode_per_image"] / GPU_MACHINE_WORKERS  # 25,000 eval + 20,000 train images
+    knn = 3 * 5 * CPU_S["knn_per_1000_queries"] / GPU_MACHINE_WORKERS
+    low = 3 * start + 2 * planned + decode + knn
+    high = 3 * start + 2 * gpu_training.SAFETY ** -1 * planned + decode + knn + 10
+    rows.append(("training", low, min(high, gpu_check.CAPS["training"]),
+                 f"3 starts (untrained k-NN, 2 runs) + 2 x {planned:.0f} s planned training (up to "
+                 f"{gpu_check.TRAIN_SECONDS:.0f} s if the trainer's step is slower than the benchmark's) "
+                 f"+ {decode:.1f} s decoding + {knn:.1f} s k-NN search"))
+    rows.append(("distributed", CPU_S["start_trainer"], CPU_S["start_trainer"] + CUDA_INIT_S,
+                 "one GPU: a start, the config built, skipped"))
+    return rows
+
+
+def main() -> int:
+    rows = estimate()
+    print("| stage | estimate (s) | cap (s) | how |")
+    print("|---|---:|---:|---|")
+    for name, lo, hi, how in rows:
+        cap = gpu_check.CAPS.get(name, 20)
+        print(f"| {name} | {lo:.0f} to {hi:.0f} | {cap} | {how} |")
+    lo = sum(r[1] for r in rows)
+    hi = sum(r[2] for r in rows)
+    caps = sum(gpu_check.CAPS.values()) + 20
+    print(f"| **total** | **{lo:.0f} to {hi:.0f}** | {caps} | the caps (+ 20 s set-up) bound it at "
+          f"{caps / 60:.1f} min |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,9 @@
+"""``hardmix compare``: strategies x tasks (modalities) x seeds, each cell an ordinary training run, then
+the paired differences from a baseline with confidence intervals, plots and a self-contained report.
+
+- :mod:`~hardmix.compare.spec`: the spec file and its validation;
+- :mod:`~hardmix.compare.grid`: the cells, their commands, running them (resumable, ``--jobs`` at once);
+- :mod:`~hardmix.compare.stats`: paired differences, confidence intervals, the paired t-test;
+- :mod:`~hardmix.compare.summary`, :mod:`~hardmix.compare.plots`, :mod:`~hardmix.compare.report`: the
+  tables, the plots and ``report.html``.
+"""

@@ -1,0 +1,62 @@
+"""Preparing the text data sets: SentEval's evaluation files and the training corpora.
+
+- ``senteval``: SimCSE's ``senteval.tar`` is the output of SentEval's own ``get_transfer_data.bash``
+  (its Moses and PTB tokenization already applied), so it is extracted as it is: the folder holding
+  ``STS/`` becomes ``senteval/``. No tokenizer runs here, and the files are byte for byte what SimCSE's
+  and MixCSE's evaluation read.
+- ``wiki1m`` (and ImageNet-100's class list): the downloaded file itself.
+- ``enwiki-100k``: the first 100,000 lines of wiki1m, gzipped (the CPU configs' corpus).
+
+Each function builds its result at ``out`` (a temporary path that the caller renames into place).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+from hardmix.datasets.archives import extract_archive, find_dir_with
+
+ENWIKI_LINES = 100_000
+
+
+def prepare_senteval(archive: Path, out: Path, work: Path) -> None:
+    """Extract SentEval's data (``senteval.tar``) into ``out`` (``STS/``, ``SICK/``, ``MR/``, ...).
+
+    Args:
+        archive: the downloaded tar.
+        out: the folder to create.
+        work: an empty scratch folder (removed by the caller).
+    """
+    extract_archive(archive, work)
+    os.replace(find_dir_with(work, "STS"), out)
+
+
+def place_file(downloaded: Path, out: Path) -> None:
+    """The data set is the downloaded file itself (the corpus; ImageNet-100's class list): moved to
+    ``out`` (same file system)."""
+    os.replace(downloaded, out)
+
+
+def derive_head(corpus: Path, out: Path, lines: int = ENWIKI_LINES) -> int:
+    """Write the first ``lines`` lines of ``corpus`` to ``out`` (gzip). Returns the number written.
+
+    Example:
+        >>> import tempfile, pathlib, gzip
+        >>> d = pathlib.Path(tempfile.mkdtemp()); _ = (d / "c.txt").write_text("a\\nb\\nc\\n")
+        >>> derive_head(d / "c.txt", d / "h.txt.gz", lines=2), gzip.open(d / "h.txt.gz", "rt").read()
+        (2, 'a\\nb\\n')
+    """
+    n = 0
+    with open(corpus, encoding="utf-8", newline="") as src, gzip.open(out, "wt", encoding="utf-8",
+                                                                        newline="") as dst:
+        for line in src:
+            if n == lines:
+                break
+            dst.write(line if line.endswith("\n") else line + "\n")
+            n += 1
+    if n < lines:
+        raise ValueError(f"{corpus}: has {n} lines, fewer than the {lines} of the derived corpus")
+    return n
+

@@ -1,0 +1,161 @@
+"""What ``hardmix data download`` can fetch: every real source (URL and checksum) and every data set.
+
+This is the ONE module that holds the official URLs and their checksums. A :class:`Source` is one file
+on a server; a :class:`DataSet` is a folder or file under the data root built from sources (or from
+another data set: ``enwiki-100k`` from ``wiki1m``, ``imagenette-64`` from ``imagenette``).
+
+Checksums: CIFAR-10 and Imagenette are verified by the MD5s that torchvision publishes for them
+(``torchvision.datasets.CIFAR10`` and ``torchvision.datasets.Imagenette``, copied here; a test checks that
+they still agree). The Hugging Face files (SentEval's processed data, wiki1m and Google's BERT-mini)
+publish no checksum that a plain HTTP client sees, so they are verified by their length (the size below
+where it is known, else the length the server announces) and their SHA-256 is recorded at the first
+download (``<root>/.hardmix/checksums.json``) and checked at every later one.
+
+Every URL is ``base/key`` when a mirror is given (``--base-url`` or ``HARDMIX_DATA_BASE_URL``): a mirror
+holds each source's file under its :attr:`Source.key`.
+
+Example:
+    >>> DATASETS["cifar10"].target, DATASETS["enwiki-100k"].requires
+    ('images/cifar10', ('wiki1m',))
+    >>> download_command_for("images/imagenette-64/train")
+    'hardmix data download imagenette-64'
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The environment variable that replaces every source's server with a mirror (``base/key``).
+BASE_URL_ENV = "HARDMIX_DATA_BASE_URL"
+
+_HF = "https://huggingface.co"
+_SIMCSE = f"{_HF}/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
+_BERT_MINI = f"{_HF}/google/bert_uncased_L-4_H-256_A-4/resolve/main"
+
+#: The Hub name of the public stand-in for ``models/bert-mini-wiki-mlm`` (4 layers, hidden 256, 4 heads).
+BERT_MINI_HUB = "google/bert_uncased_L-4_H-256_A-4"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One file on a server.
+
+    Attributes:
+        key: a unique relative name (the file's name in the downloads folder and on a mirror).
+        url: the official URL.
+        md5, sha256: the published checksum, if any (hex).
+        size: the length in bytes, if known.
+    """
+
+    key: str
+    url: str
+    md5: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+
+    def url_for(self, base_url: str | None = None) -> str:
+        """The URL to fetch: the official one, or ``base_url/key`` on a mirror."""
+        return f"{base_url.rstrip('/')}/{self.key}" if base_url else self.url
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """A data set under the data root.
+
+    Attributes:
+        name: what ``hardmix data download`` takes.
+        target: its path relative to the data root (a folder, or one file).
+        description: one line for ``hardmix data list``.
+        sources: the keys of :data:`SOURCES` it is built from.
+        requires: data sets it is derived from (fetched first).
+        members: MD5s of files inside an archive, checked after extraction (``{relative path: md5}``).
+    """
+
+    name: str
+    target: str
+    description: str
+    sources: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    members: dict[str, str] = field(default_factory=dict)
+
+
+SOURCES: dict[str, Source] = {s.key: s for s in (
+    # SentEval's data/downstream, as produced by SentEval's get_transfer_data.bash (Moses tokenization and
+    # lowercasing of STS, Moses tokenization of SICK, PTB tokenization of MR/CR/SUBJ/MPQA), distributed by
+    # the SimCSE authors; MixCSE evaluates on the same files.
+    Source("senteval.tar", f"{_SIMCSE}/senteval.tar"),
+    # SimCSE's (and MixCSE's) unsupervised training corpus: 10^6 English Wikipedia sentences.
+    Source("wiki1m_for_simcse.txt", f"{_SIMCSE}/wiki1m_for_simcse.txt"),
+    # CIFAR-10, python version; MD5 and size as published by torchvision.
+    Source("cifar-10-python.tar.gz", "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+           md5="c58f30108f718f92721af3b95e74349a", size=170498071),
+    # Imagenette v2, the official 160 px release (fast.ai); MD5 as published by torchvision.
+    Source("imagenette2-160.tgz", "https://s3.amazonaws.com/fast-ai-imageclas/imagenette2-160.tgz",
+           md5="e793b78cc4c9e9a4ccc0c1155377a412"),
+    # The ImageNet-100 subset of CMC (Tian et al. 2019), on which MoCHi reports: 100 WordNet ids.
+    Source("imagenet100.txt", "https://raw.githubusercontent.com/HobbitLong/CMC/master/imagenet100.txt"),
+    # Google's BERT-mini (Turc et al. 2019, "Well-Read Students Learn Better"), uncased.
+    Source("bert-mini/config.json", f"{_BERT_MINI}/config.json"),
+    Source("bert-mini/vocab.txt", f"{_BERT_MINI}/vocab.txt"),
+    Source("bert-mini/pytorch_model.bin", f"{_BERT_MINI}/pytorch_model.bin"),
+)}
+
+#: The MD5s of the CIFAR-10 archive's members (torchvision's ``CIFAR10.train_list``/``test_list``/``meta``).
+CIFAR10_MEMBERS = {
+    "cifar-10-batches-py/data_batch_1": "c99cafc152244af753f735de768cd75f",
+    "cifar-10-batches-py/data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+    "cifar-10-batches-py/data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
+    "cifar-10-batches-py/data_batch_4": "634d18415352ddfa80567beed471001a",
+    "cifar-10-batches-py/data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
+    "cifar-10-batches-py/test_batch": "40351d587109b95175f43aff81a1287e",
+    "cifar-10-batches-py/batches.meta": "5ff9c542aee3614f3951f8cda6e48888",
+}
+
+DATASETS: dict[str, DataSet] = {d.name: d for d in (
+    DataSet("senteval", "senteval", "SentEval STS12-16, STS-B, SICK-R and transfer sets (what `hardmix eval "
+            "text` reads)", sources=("senteval.tar",)),
+    DataSet("wiki1m", "wiki/wiki1m_for_simcse.txt", "SimCSE's training corpus, 10^6 Wikipedia sentences",
+            sources=("wiki1m_for_simcse.txt",)),
+    DataSet("enwiki-100k", "wiki/enwiki-100k.txt.gz", "the CPU configs' corpus: wiki1m's first 100,000 "
+            "sentences, gzipped", requires=("wiki1m",)),
+    DataSet("cifar10", "images/cifar10", "CIFAR-10 as PNG images, train/ 50,000 and test/ 10,000",
+            sources=("cifar-10-python.tar.gz",), members=CIFAR10_MEMBERS),
+    DataSet("imagenette", "images/imagenette", "Imagenette v2, the official 160 px release, train/ and val/",
+            sources=("imagenette2-160.tgz",)),
+    DataSet("imagenette-64", "images/imagenette-64", "Imagenette resized to 64x64 (the CPU configs' set)",
+            requires=("imagenette",)),
+    DataSet("imagenet100-classes", "images/imagenet100-classes.txt", "the 100 WordNet ids of ImageNet-100 "
+            "(CMC's list; selects classes of your own ImageNet folder)", sources=("imagenet100.txt",)),
+    DataSet("bert-mini", "models/bert-mini", f"Google's BERT-mini ({BERT_MINI_HUB}), the public stand-in "
+            "for models/bert-mini-wiki-mlm", sources=("bert-mini/config.json", "bert-mini/vocab.txt",
+                                                      "bert-mini/pytorch_model.bin")),
+)}
+
+#: Paths that configs name and the data set that provides them (the CPU text configs' local BERT has a
+#: public stand-in, fetched by ``bert-mini``).
+PROVIDES: dict[str, str] = {
+    **{d.target: d.name for d in DATASETS.values()},
+    "models/bert-mini-wiki-mlm": "bert-mini",
+}
+
+
+def dataset(name: str) -> DataSet:
+    """The registered data set ``name``; ValueError listing the names otherwise."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASETS)} (`hardmix data list`)")
+    return DATASETS[name]
+
+
+def download_command_for(path: str | os.PathLike[str]) -> str | None:
+    """The ``hardmix data download NAME`` that fetches ``path`` (relative to the data root, or a path
+    that ends with a registered target), or None."""
+    parts = Path(path).as_posix().strip("/").split("/")
+    for i in range(len(parts)):
+        for j in range(len(parts), i, -1):
+            name = PROVIDES.get("/".join(parts[i:j]))
+            if name is not None:
+                return f"hardmix data download {name}"
+    return None
+

@@ -1,0 +1,245 @@
+"""The config vocabulary every task shares: sections ``train``, ``loss``, ``eval`` and ``log``.
+
+A task's config is a dataclass with these sections (subclassed with the task's own keys) plus its
+``model`` and ``data``. The same idea has the same key in every modality: ``train.max_steps``,
+``train.save_steps``, ``train.batch_size``, ``train.lr``, ``train.seed``, ``train.threads``,
+``train.precision``, ``train.device``, ``eval.eval_steps``, ``log.log_steps``, ``loss.temperature``,
+``loss.strategies``, ``loss.queue_size``. A key of an older vocabulary gets an error naming its new name
+(:data:`RENAMED`); one rule (:func:`resume_differences`) says which keys may differ on ``--resume``.
+
+Example:
+    >>> check_renamed({"train": {"cpu_threads": 1}}, RENAMED)
+    Traceback (most recent call last):
+    ...
+    hardmix.errors.ConfigError: train.cpu_threads was renamed to train.threads
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from hardmix.config import apply_overrides, build_config, config_to_dict, load_yaml
+from hardmix.errors import ConfigError
+from hardmix.strategies.specs import normalize_strategy_specs
+
+Precision = Literal["fp32", "bf16", "fp16"]
+
+
+@dataclass
+class TrainSection:
+    """The budget, the optimizer's common knobs and the machine.
+
+    Attributes:
+        batch_size: the global batch (over every process).
+        lr: the learning rate (each task says how it is scaled and scheduled).
+        epochs: passes over the training data.
+        max_steps: stop after this many optimizer steps (the schedule is shortened to match); the budget is
+            the smaller of this and ``epochs``.
+        stop_after_steps: stop after this many steps *without* changing any schedule, to split a run into
+            parts that ``--resume`` continues.
+        seed: seeds initialization, data order and every random draw.
+        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
+        precision: ``fp32``, or ``bf16`` / ``fp16`` autocast (CUDA only; fp16 with a gradient scaler).
+        threads: torch CPU threads (null: torch's default); a resumed run is bit-exact with the same value.
+        save_steps: write ``checkpoint.pt`` every this many steps (and always at the end); 0: at the end.
+        max_nonfinite_steps: steps with a non-finite loss that are skipped (no update) before the run stops;
+            0 stops at the first.
+    """
+
+    batch_size: int = field(default=64, metadata={"min": 2})
+    lr: float = field(default=3e-5, metadata={"gt": 0.0})
+    epochs: int = field(default=1, metadata={"min": 1})
+    max_steps: int | None = field(default=None, metadata={"min": 1})
+    stop_after_steps: int | None = field(default=None, metadata={"min": 1})
+    seed: int = field(default=0, metadata={"min": 0})
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Precision = "fp32"
+    threads: int | None = field(default=None, metadata={"min": 1})
+    save_steps: int = field(default=500, metadata={"min": 0})
+    max_nonfinite_steps: int = field(default=0, metadata={"min": 0})
+
+    def validate(self) -> None:
+        if self.stop_after_steps is not None and self.max_steps is not None \
+                and self.stop_after_steps > self.max_steps:
+            raise ConfigError(f"train.stop_after_steps: {self.stop_after_steps} is beyond "
+                              f"train.max_steps={self.max_steps}")
+
+
+@dataclass
+class LossSection:
+    """The core's InfoNCE and its strategies (``hardmix strategies`` lists them).
+
+    Attributes:
+        temperature: tau.
+        strategies: a list of mappings ``{name: ..., **arguments}`` (a single name or mapping is accepted);
+            ``none`` is plain InfoNCE. Normalized and validated by the core, errors naming
+            ``loss.strategies[i].<argument>``.
+        queue_size: K, the queue of detached keys that join the negatives (0: none).
+    """
+
+    temperature: float = field(default=0.05, metadata={"gt": 0.0})
+    strategies: Any = field(default_factory=lambda: [{"name": "none"}])
+    queue_size: int = field(default=0, metadata={"min": 0})
+
+    def validate(self) -> None:
+        self.strategies = normalize_strategy_specs(self.strategies)
+
+
+@dataclass
+class EvalSection:
+    """Model selection during training.
+
+    Attributes:
+        eval_steps: score the selection metric every this many steps (0: at the end only).
+        at_end: also score after the last step.
+    """
+
+    eval_steps: int = field(default=0, metadata={"min": 0})
+    at_end: bool = True
+
+
+@dataclass
+class LogSection:
+    """Logging.
+
+    Attributes:
+        log_steps: a line of ``metrics.jsonl`` every this many steps (the loss averaged over them; 1: every
+            step).
+        diagnostics: add the core's diagnostics of the last batch to each line.
+        tensorboard: also write TensorBoard events under ``DIR/tensorboard`` (needs the ``tensorboard``
+            extra: ``pip install 'hardmix[tensorboard]'``).
+        progress: show the progress bar (rate and ETA).
+    """
+
+    log_steps: int = field(default=10, metadata={"min": 1})
+    diagnostics: bool = True
+    tensorboard: bool = False
+    progress: bool = True
+
+
+#: Keys of the older vocabularies (the vision trainer's, the text trainer's) and their names now.
+RENAMED: dict[str, str] = {
+    "train.cpu_threads": "train.threads",
+    "train.amp": "train.precision",
+    "train.log_every": "log.log_steps",
+    "train.progress": "log.progress",
+    "train.save_every_epochs": "train.save_steps",
+    "model.queue_size": "loss.queue_size",
+    "eval.knn_every_epochs": "eval.eval_steps",
+    "eval.knn_final": "eval.at_end",
+}
+
+#: Keys that may differ between a run and its ``--resume``: they change neither the model, the data, the
+#: loss nor the seed (the budget split, checkpoint cadence, machine, evaluation and logging). A key ending
+#: in "." stands for its whole section. Tasks add their own (:attr:`hardmix.training.Task.resumable_keys`).
+RESUMABLE: tuple[str, ...] = (
+    "output", "train.stop_after_steps", "train.save_steps", "train.threads", "train.device",
+    "train.max_nonfinite_steps", "eval.", "log.",
+)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v and k != "strategies":
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def check_renamed(data: dict[str, Any], renamed: dict[str, str]) -> None:
+    """Refuse a key of an older vocabulary, naming its new name (before any other check)."""
+    for key in _flatten(data):
+        if key in renamed:
+            raise ConfigError(f"{key} was renamed to {renamed[key]}")
+
+
+def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two plain configs (sorted).
+
+    Example:
+        >>> config_differences({"train": {"lr": 1, "seed": 0}}, {"train": {"lr": 2, "seed": 0}})
+        ['train.lr']
+    """
+    out = []
+    for k in sorted(set(a) | set(b)):
+        key = f"{prefix}{k}"
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out.extend(config_differences(va, vb, key + "."))
+        elif va != vb:
+            out.append(key)
+    return out
+
+
+def resume_differences(saved: dict[str, Any], now: dict[str, Any], extra: tuple[str, ...] = ()) -> list[str]:
+    """The keys that differ between a run's config and its resume's and may not (see :data:`RESUMABLE`)."""
+    allowed = RESUMABLE + tuple(extra)
+
+    def may_change(key: str) -> bool:
+        return any(key == p or (p.endswith(".") and key.startswith(p)) for p in allowed)
+
+    return [k for k in config_differences(saved, now) if not may_change(k)]
+
+
+def build_task_config(
+    cls: type, data: dict[str, Any] | None, overrides: list[str] | None = None,
+    renamed: dict[str, str] | None = None, source: str | os.PathLike[str] | None = None,
+) -> Any:
+    """Validate a nested dict (plus ``key=value`` overrides) into the task's config class.
+
+    Args:
+        cls: the task's config dataclass.
+        data: the YAML content (None: the defaults).
+        overrides: ``--set`` items.
+        renamed: old key -> new key (default :data:`RENAMED`).
+        source: the file it came from, to prefix errors with.
+    """
+    try:
+        merged = apply_overrides(data or {}, overrides)
+        check_renamed(merged, RENAMED if renamed is None else renamed)
+        return build_config(cls, merged)
+    except ConfigError as e:
+        if source is not None:
+            raise ConfigError(f"{source}: {e}") from None
+        raise
+
+
+def load_task_config(cls: type, path: str | os.PathLike[str], overrides: list[str] | None = None,
+                     renamed: dict[str, str] | None = None) -> Any:
+    """Load a YAML config file (plus overrides); every error names the file and the key."""
+    return build_task_config(cls, load_yaml(path), overrides, renamed, source=path)
+
+
+def plain_config(cfg: Any) -> dict[str, Any]:
+    """The config as plain data (dicts, lists, numbers, strings), as saved in ``config.yaml``."""
+    return _plain(config_to_dict(cfg))
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+__all__ = [
+    "RENAMED",
+    "RESUMABLE",
+    "EvalSection",
+    "LogSection",
+    "LossSection",
+    "Precision",
+    "TrainSection",
+    "build_task_config",
+    "check_renamed",
+    "config_differences",
+    "load_task_config",
+    "plain_config",
+    "resume_differences",
+]

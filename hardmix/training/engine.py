@@ -1,0 +1,420 @@
+"""The training loop every task shares (:func:`run_training`).
+
+Per step: the task's forward and loss; a non-finite loss is skipped or stops the run
+(``train.max_nonfinite_steps``); backward (scaled in fp16), the task's pre-update hook (clipping), the
+optimizer and scheduler; the task's post-update hook (queues). Every ``log.log_steps`` a line of
+``metrics.jsonl`` (the window's mean loss, lr, wall time, the core's diagnostics), every
+``eval.eval_steps`` the selection score (RNGs restored afterwards, so evaluating never changes the run),
+every ``train.save_steps`` an atomic checkpoint. SIGTERM or SIGUSR1 checkpoints at the end of the step and
+stops. A resumed run restores the model, optimizer, scheduler, scaler, the task's state (queues, random
+streams), every process's RNGs and the step, so on the CPU its losses equal an uninterrupted run's bit for
+bit.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+import yaml
+from tqdm.auto import tqdm
+
+from hardmix.errors import ConfigError, RunError
+from hardmix.training import checkpoint as ckpt
+from hardmix.training.config import plain_config, resume_differences
+from hardmix.training.metrics import MetricsLog, tensorboard_writer_class
+from hardmix.training.results import read_results, results_record, write_results
+from hardmix.training.run_folder import CONFIG, METRICS, TENSORBOARD, RunFolderError, RunLock
+from hardmix.training.runtime import Runtime, end_runtime, start_runtime
+from hardmix.training.signals import PreemptionSignals
+from hardmix.training.task import StepResult, Task
+from hardmix.utils.checkpoint import atomic_write_text
+
+#: Checkpoint names of hardmix before the shared engine: a folder holding one holds an older run.
+LEGACY_CHECKPOINTS = ("last.pt", "checkpoint_last.pt")
+
+
+@contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Restore every global RNG (Python, NumPy, torch CPU and CUDA) on exit."""
+    state = ckpt.portable_rng_state()
+    try:
+        yield
+    finally:
+        ckpt.restore_rng_state(state)
+
+
+def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = None,
+                 resume: bool = False) -> dict[str, Any]:
+    """Train ``task_class`` with the validated ``cfg``; returns the results record (``results.json``).
+
+    Args:
+        task_class: the modality's :class:`~hardmix.training.task.Task`.
+        cfg: its validated config (``task_class.config_class``).
+        output: the run folder (default ``cfg.output``).
+        resume: continue the run in ``output`` from its ``checkpoint.pt``.
+
+    Raises:
+        ConfigError, RunFolderError, CheckpointError, FileNotFoundError, ValueError: before training, for a
+            bad setup (the message says what to change). RunError: the loss diverged or the folder is in use.
+    """
+    runtime = start_runtime(cfg.train.device, cfg.train.precision, cfg.train.threads, cfg.train.seed)
+    try:
+        return _Run(task_class, cfg, Path(output or cfg.output), resume, runtime).run()
+    finally:
+        end_runtime(runtime)
+
+
+class _Run:
+    def __init__(self, task_class: type[Task], cfg: Any, out: Path, resume: bool, runtime: Runtime) -> None:
+        self.cfg, self.out, self.resume, self.runtime = cfg, out, resume, runtime
+        self.task_class = task_class
+        self.checkpoint_path = out / ckpt.NAME
+        self.state: dict[str, Any] | None = None
+        self.step = 0
+        self.best_score: float | None = None
+        self.best_step: int | None = None
+        self.last_score: float | None = None
+        self.last_score_step: int | None = None
+        self.last_eval: dict[str, float] | None = None
+        self.best_eval: dict[str, float] | None = None
+        self.window_loss = 0.0
+        self.window_steps = 0
+        self.wall_seconds = 0.0
+        self.nonfinite = 0
+        self.samples = 0
+
+    # -------------------------------------------------------------------------------- before work
+    def _check_folder(self) -> None:
+        cfg, runtime = self.cfg, self.runtime
+        if cfg.train.batch_size % runtime.world:
+            raise ConfigError(f"train.batch_size: {cfg.train.batch_size} is not divisible by the "
+                              f"{runtime.world} processes (it is the global batch)")
+        legacy = [self.out / n for n in LEGACY_CHECKPOINTS if (self.out / n).is_file()]
+        if legacy and not self.checkpoint_path.is_file():
+            raise RunFolderError(f"{legacy[0]}: a run of an older hardmix (before checkpoint.pt); it cannot "
+                                 "be resumed by this version: choose another --output")
+        if self.resume and not self.checkpoint_path.is_file():
+            raise RunFolderError(f"--resume: {self.checkpoint_path} not found; nothing to resume "
+                                 "(drop --resume to start)")
+        if not self.resume and self.checkpoint_path.is_file():
+            raise RunFolderError(f"--output: {self.out} already holds a run ({self.checkpoint_path}); pass "
+                                 "--resume to continue it or choose another --output")
+        if self.resume:
+            state = ckpt.load_checkpoint(self.checkpoint_path, task=self.task_class.name)
+            changed = resume_differences(state["config"], plain_config(cfg), self.task_class.resumable_keys)
+            if changed:
+                raise ConfigError(f"--resume: the config differs from the run's in {', '.join(changed)}; a "
+                                  "resumed run keeps its model, data, loss, budget and seed (only "
+                                  "train.stop_after_steps, train.save_steps, train.threads, train.device, "
+                                  "eval.* and log.* may change)")
+            if state["world_size"] != runtime.world:
+                raise RunFolderError(f"--resume: the run used {state['world_size']} processes, this one "
+                                     f"{runtime.world}; resume with the same number to continue exactly")
+            self.state = state
+        if cfg.log.tensorboard:
+            tensorboard_writer_class()
+
+    def _finished_already(self) -> dict[str, Any] | None:
+        """A resumed run that had reached its budget: nothing to do."""
+        assert self.state is not None
+        if self.state["step"] < self.state["total_steps"]:
+            return None
+        try:
+            record = read_results(self.out)
+        except ValueError:
+            return None
+        if record.get("finished"):
+            self.runtime.say(f"{self.out} finished already ({self.state['step']} steps); nothing to do")
+            return record
+        return None
+
+    # ------------------------------------------------------------------------------------ the run
+    def run(self) -> dict[str, Any]:
+        self._check_folder()
+        if self.state is not None:
+            done = self._finished_already()
+            if done is not None:
+                return done
+        task = self.task = self.task_class(self.cfg, self.runtime)
+        task.check()
+        lock = RunLock(self.out)
+        if self.runtime.main:
+            lock.acquire()
+        try:
+            return self._train(task)
+        finally:
+            lock.release()
+
+    def _train(self, task: Task) -> dict[str, Any]:
+        cfg, runtime = self.cfg, self.runtime
+        task.build()
+        total = task.steps_for(cfg.train.epochs)
+        self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
+        self.stop_at = min(self.total_steps, cfg.train.stop_after_steps or self.total_steps)
+        self.optimizer, self.scheduler = task.configure_optimizers(self.total_steps)
+        self.scaler = runtime.grad_scaler()
+        if runtime.main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(yaml.safe_dump(plain_config(cfg), sort_keys=False), self.out / CONFIG)
+        self.metrics = MetricsLog(
+            self.out / METRICS, runtime.main, keep_until=self.state["step"] if self.state else None,
+            tensorboard_dir=self.out / TENSORBOARD if cfg.log.tensorboard else None)
+        if self.state is not None:
+            self._restore(self.state)
+            self.state = None
+            runtime.say(f"resumed {self.out} at step {self.step}/{self.total_steps}")
+        runtime.say(f"{task.describe()}; {self.total_steps} steps of batch {cfg.train.batch_size} on "
+                    f"{runtime.device}" + (f" x {runtime.world} processes" if runtime.world > 1 else ""))
+        try:
+            interrupted = self._loop(task)
+        finally:
+            self.metrics.close()
+        return self._end(task, interrupted)
+
+    def _loop(self, task: Task) -> str | None:
+        cfg, runtime = self.cfg, self.runtime
+        bar = tqdm(total=self.total_steps, initial=self.step, desc=f"train {task.name}", unit="step",
+                   disable=not (runtime.main and cfg.log.progress), file=sys.stderr, dynamic_ncols=True)
+        self._session_start, self._eval_seconds = time.perf_counter(), 0.0
+        session_samples = 0
+        try:
+            with PreemptionSignals() as signals:
+                for batch in task.batches(self.step, self.stop_at):
+                    log_now = (self.step + 1) % cfg.log.log_steps == 0 or self.step + 1 == self.stop_at
+                    result, loss, diagnostics = self._step(task, batch, log_now)
+                    session_samples += result.samples
+                    if loss is not None and log_now:
+                        self._log(task, diagnostics)
+                    if cfg.eval.eval_steps and self.step % cfg.eval.eval_steps == 0:
+                        self._eval_seconds += self._evaluate(task)
+                    if cfg.train.save_steps and self.step % cfg.train.save_steps == 0 \
+                            and self.step < self.stop_at:
+                        self._save(task)
+                    bar.update(1)
+                    bar.set_postfix_str(self._postfix(loss), refresh=False)
+                    if runtime.any(signals.received is not None):
+                        self._account(session_samples)
+                        self._save(task)
+                        return signals.received or "SIGTERM"
+        finally:
+            bar.close()
+        self._account(session_samples)
+        return None
+
+    def _session_seconds(self) -> float:
+        """Training seconds of this session so far (evaluations excluded)."""
+        return time.perf_counter() - self._session_start - self._eval_seconds
+
+    def _account(self, samples: int) -> None:
+        seconds = self._session_seconds()
+        self.wall_seconds += seconds
+        self.samples_per_second = samples / seconds if seconds > 0 else None
+
+    def _postfix(self, loss: float | None) -> str:
+        parts = [f"loss={loss:.4f}" if loss is not None else "loss=skipped"]
+        parts.append(f"lr={self.scheduler.get_last_lr()[0]:.3g}")
+        label = self.task.progress_label
+        if self.last_score is not None:
+            parts.append(f"{label}={self.last_score:.2f}")
+            if self.best_score is not None:
+                parts.append(f"best={self.best_score:.2f}@{self.best_step}")
+        return " ".join(parts)
+
+    def _step(self, task: Task, batch: Any, log_now: bool) -> tuple[StepResult, float | None, dict[str, Any]]:
+        """One optimizer step (or a skipped non-finite one): the result, the mean loss, and on logging
+        steps the diagnostics (taken before the task's post-update hook, so they see what the step saw)."""
+        runtime = self.runtime
+        result = task.train_step(batch, self.step)
+        self._lr = float(self.scheduler.get_last_lr()[0])
+        loss = result.loss.detach().float()
+        if runtime.world > 1:
+            loss = loss.clone()
+            dist.all_reduce(loss)
+            loss /= runtime.world
+        value = float(loss)
+        if not math.isfinite(value):
+            return result, self._skip_nonfinite(task, value), {}
+        if self.scaler is not None:
+            self.scaler.scale(result.loss).backward()
+            self.scaler.unscale_(self.optimizer)
+        else:
+            result.loss.backward()
+        task.before_optimizer_step()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        diagnostics = self._diagnostics(task, result) if log_now and self.cfg.log.diagnostics else {}
+        task.after_optimizer_step(result, self.step)
+        self.step += 1
+        self.window_loss += value
+        self.window_steps += 1
+        return result, value, diagnostics
+
+    def _diagnostics(self, task: Task, result: StepResult) -> dict[str, Any]:
+        """The core's loss statistics and the task's diagnostics of the step (every RNG restored after)."""
+        out = dict(result.stats() if callable(result.stats) else result.stats or {})
+        out.pop("loss", None)
+        with preserved_rng():
+            out.update(task.diagnostics(result, self.step))
+        return out
+
+    def _skip_nonfinite(self, task: Task, value: float) -> None:
+        cfg = self.cfg
+        self.optimizer.zero_grad(set_to_none=True)
+        self.nonfinite += 1
+        step = self.step + 1
+        if self.nonfinite > cfg.train.max_nonfinite_steps:
+            if self.checkpoint_path.is_file():
+                saved = ckpt.read_checkpoint_file(self.checkpoint_path)["step"]
+                last = f"the last good checkpoint is {self.checkpoint_path} (step {saved})"
+            else:
+                last = "no checkpoint was written before it"
+            raise RunError(
+                f"the loss is {value} at step {step} ({self.nonfinite} non-finite, "
+                f"train.max_nonfinite_steps={cfg.train.max_nonfinite_steps}); stopped, and {last}; lower "
+                "train.lr, or raise train.max_nonfinite_steps to skip such steps")
+        self.runtime.say(f"the loss is {value} at step {step}: step skipped ({self.nonfinite} of at most "
+                         f"{cfg.train.max_nonfinite_steps})")
+        self.scheduler.step()
+        self.step += 1
+        return None
+
+    def _log(self, task: Task, diagnostics: dict[str, Any]) -> None:
+        record: dict[str, Any] = {
+            "step": self.step,
+            "epoch": round(task.epoch_at(self.step), 4),
+            "loss": self.window_loss / max(1, self.window_steps),
+            "lr": self._lr,
+            "wall_seconds": round(self.wall_seconds + self._session_seconds(), 3),
+        }
+        record.update(diagnostics)
+        self.window_loss, self.window_steps = 0.0, 0
+        self.metrics.write(record)
+
+    def _evaluate(self, task: Task) -> float:
+        """Score the current model (rank 0, RNGs restored); returns the seconds it took."""
+        t0 = time.perf_counter()
+        if self.runtime.main:
+            metric = task.selection_metric
+            with preserved_rng():
+                scores = task.evaluate()
+            if metric not in scores:
+                raise RuntimeError(f"task {task.name}: evaluate() returned no {metric}")
+            score = float(scores[metric])
+            self.last_eval, self.last_score, self.last_score_step = scores, score, self.step
+            if math.isfinite(score) and (self.best_score is None or score > self.best_score):
+                self.best_score, self.best_step, self.best_eval = score, self.step, scores
+                with preserved_rng():
+                    task.on_new_best(self.out, self.step, scores)
+            self.metrics.write({"step": self.step, "epoch": round(task.epoch_at(self.step), 4), **scores,
+                                f"best_{metric}": self.best_score, "best_step": self.best_step})
+        self.runtime.barrier()
+        return time.perf_counter() - t0
+
+    # ---------------------------------------------------------------------------------- checkpoint
+    def _save(self, task: Task) -> None:
+        runtime = self.runtime
+        mine = {"rng": ckpt.portable_rng_state(), "task": task.process_state()}
+        processes: list[Any] = [None] * runtime.world
+        if runtime.world > 1:
+            dist.all_gather_object(processes, mine)
+        else:
+            processes = [mine]
+        if runtime.main:
+            ckpt.save_checkpoint({
+                "step": self.step,
+                "total_steps": self.total_steps,
+                "world_size": runtime.world,
+                "config": plain_config(self.cfg),
+                "model": task.model().state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+                "task_state": task.state_dict(),
+                "processes": processes,
+                "engine": {
+                    "best_score": self.best_score, "best_step": self.best_step,
+                    "last_score": self.last_score, "last_score_step": self.last_score_step,
+                    "last_eval": self.last_eval, "best_eval": self.best_eval,
+                    "window_loss": self.window_loss,
+                    "window_steps": self.window_steps, "wall_seconds": self.wall_seconds,
+                    "nonfinite": self.nonfinite,
+                },
+            }, self.checkpoint_path, task=task.name)
+        runtime.barrier()
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        task = self.task
+        task.model().load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and state["scaler"] is not None:
+            self.scaler.load_state_dict(state["scaler"])
+        task.load_state_dict(state["task_state"])
+        mine = state["processes"][self.runtime.rank]
+        ckpt.restore_rng_state(mine["rng"])
+        task.load_process_state(mine["task"])
+        self.step = int(state["step"])
+        e = state["engine"]
+        self.best_score, self.best_step = e["best_score"], e["best_step"]
+        self.last_score, self.last_score_step, self.last_eval = e["last_score"], e["last_score_step"], \
+            e["last_eval"]
+        self.best_eval = e["best_eval"]
+        self.window_loss, self.window_steps = float(e["window_loss"]), int(e["window_steps"])
+        self.wall_seconds, self.nonfinite = float(e["wall_seconds"]), int(e["nonfinite"])
+
+    # ---------------------------------------------------------------------------------------- end
+    def _end(self, task: Task, interrupted: str | None) -> dict[str, Any]:
+        cfg, runtime = self.cfg, self.runtime
+        finished = interrupted is None and self.step >= self.total_steps
+        final: dict[str, float] = {}
+        if finished:
+            if cfg.eval.at_end and self.last_score_step != self.step:
+                self._evaluate(task)
+            if runtime.main:
+                with preserved_rng():
+                    task.finish(self.out, selected=self.best_step is not None)
+                    if task.keeps_best:
+                        evaluated = self.best_eval
+                    else:
+                        evaluated = self.last_eval if self.last_score_step == self.step else None
+                    final = task.final_scores(self.out, evaluated)
+            runtime.barrier()
+        if interrupted is None:
+            self._save(task)
+        record = results_record(
+            task=task.name, selection_metric=task.selection_metric, best_score=self.best_score,
+            best_step=self.best_step, last_score=self.last_score, last_score_step=self.last_score_step,
+            final_scores=final, steps=self.step, total_steps=self.total_steps, finished=finished,
+            interrupted=interrupted, wall_seconds=round(self.wall_seconds, 3),
+            samples_per_second=(round(self.samples_per_second, 2) if getattr(self, "samples_per_second", None)
+                                else None),
+            seed=cfg.train.seed, strategies=plain_config(cfg)["loss"]["strategies"], world_size=runtime.world,
+            task_info=task.info(), run_dir=str(self.out),
+        )
+        if runtime.main:
+            write_results(record, self.out)
+        if interrupted is not None:
+            resume = f"hardmix train {task.name} {self.out / CONFIG} --output {self.out} --resume"
+            runtime.say(f"stopped by {interrupted} after step {self.step}; checkpoint "
+                        f"{self.checkpoint_path}; continue with: {resume}")
+        elif finished and self.best_step is not None and self.last_score is not None \
+                and self.best_step < 0.5 * self.step and self.last_score < self.best_score - 1.0:
+            runtime.say(f"the best {task.selection_metric} ({self.best_score:.2f}) was at step "
+                        f"{self.best_step}, long before the last step {self.step} ({self.last_score:.2f}); "
+                        f"the selected model is the one of step {self.best_step}")
+        return record
+
+
+__all__ = ["LEGACY_CHECKPOINTS", "preserved_rng", "run_training"]

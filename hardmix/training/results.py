@@ -1,0 +1,107 @@
+"""``results.json``: one record schema for every task, written by the engine and read by ``compare``.
+
+Keys (``version`` 1):
+
+===================  ====================================================================================
+``task``             the task's name (``text``, ``vision``, ...)
+``selection_metric`` the score that selects the model (``stsb_dev`` for text, ``knn_top1`` for vision)
+``best_score``       the best selection score seen (None: never evaluated), at ``best_step``
+``last_score``       the latest selection score, at ``last_score_step``
+``final_scores``     a flat mapping of every score measured at the end (text: ``stsb_dev`` of the selected
+                     model, plus ``sts_avg`` and each STS task with ``eval.final_sts``; vision: ``knn_top1``,
+                     ``knn_top5``)
+``steps``            optimizer steps done; ``total_steps`` the run's budget; ``finished`` whether done
+``interrupted``      null, or the signal that stopped the run early (``SIGTERM``, ``SIGUSR1``)
+``wall_seconds``     training time over every session of the run, evaluations excluded
+``samples_per_second`` training throughput of the last session
+``seed``, ``strategies``, ``world_size``, ``versions`` (hardmix, torch, python)
+``task_info``        the task's own facts (text: the exported model and its pooling; vision: images used)
+===================  ====================================================================================
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> run = Path(tempfile.mkdtemp())
+    >>> rec = results_record(task="text", selection_metric="stsb_dev", best_score=50.0, best_step=10,
+    ...                      last_score=48.0, last_score_step=20, final_scores={"stsb_dev": 50.0},
+    ...                      steps=20, total_steps=20, finished=True, interrupted=None, wall_seconds=1.5,
+    ...                      samples_per_second=800.0, seed=1, strategies=[{"name": "none"}], world_size=1,
+    ...                      task_info={})
+    >>> _ = write_results(rec, run)
+    >>> read_results(run)["final_scores"]
+    {'stsb_dev': 50.0}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from hardmix.training.run_folder import RESULTS
+from hardmix.utils.checkpoint import atomic_write_text
+
+SCHEMA_VERSION = 1
+
+REQUIRED_KEYS = (
+    "task", "selection_metric", "best_score", "best_step", "final_scores", "steps", "wall_seconds", "seed",
+    "strategies", "versions",
+)
+
+
+class ResultsError(ValueError):
+    """A ``results.json`` is missing, unreadable, or not of this schema."""
+
+
+def versions() -> dict[str, str]:
+    """The versions that produced a run (hardmix, torch, python)."""
+    import torch
+
+    from hardmix import __version__
+
+    return {"hardmix": __version__, "torch": str(torch.__version__), "python": platform.python_version()}
+
+
+def _finite_or_none(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def results_record(**fields: Any) -> dict[str, Any]:
+    """A results record with the schema's version and the versions of this process (non-finite scores are
+    recorded as null: JSON has no NaN)."""
+    record = {"version": SCHEMA_VERSION, **fields, "versions": versions()}
+    for key in ("best_score", "last_score"):
+        record[key] = _finite_or_none(record.get(key))
+    record["final_scores"] = {k: _finite_or_none(v) for k, v in (record.get("final_scores") or {}).items()}
+    return record
+
+
+def write_results(record: dict[str, Any], run_dir: str | os.PathLike[str]) -> Path:
+    """Write ``RUN/results.json`` atomically."""
+    return atomic_write_text(json.dumps(record, indent=2) + "\n", Path(run_dir) / RESULTS)
+
+
+def read_results(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and check a run's ``results.json`` (a run folder or the file itself)."""
+    p = Path(run_dir)
+    path = p / RESULTS if p.is_dir() else p
+    if not path.is_file():
+        raise ResultsError(f"{path}: no results record (the run has not ended yet?)")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultsError(f"{path}: not a readable results record ({e})") from None
+    if not isinstance(record, dict) or record.get("version") != SCHEMA_VERSION:
+        raise ResultsError(f"{path}: not a results record of schema version {SCHEMA_VERSION}")
+    missing = [k for k in REQUIRED_KEYS if k not in record]
+    if missing:
+        raise ResultsError(f"{path}: results record without {', '.join(missing)}")
+    return record
+
+
+__all__ = ["SCHEMA_VERSION", "ResultsError", "read_results", "results_record", "versions", "write_results"]

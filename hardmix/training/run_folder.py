@@ -1,0 +1,90 @@
+"""The run folder: one layout for every task, and the lock that keeps two processes out of one folder.
+
+::
+
+    RUN/config.yaml      the resolved config
+    RUN/metrics.jsonl    one JSON object a line: step, epoch, loss, lr, wall_seconds, the diagnostics;
+                         evaluation lines carry the selection metric (stsb_dev, knn_top1, ...)
+    RUN/checkpoint.pt    everything a resumed run needs (hardmix.training.checkpoint)
+    RUN/results.json     the results record (hardmix.training.results)
+    RUN/tensorboard/     TensorBoard events, when log.tensorboard is set
+    RUN/<task files>     what is one task's own lives in a subfolder (text: best/)
+    RUN/.lock            held while a process trains in the folder
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+from hardmix.errors import RunError
+
+CONFIG = "config.yaml"
+METRICS = "metrics.jsonl"
+CHECKPOINT = "checkpoint.pt"
+RESULTS = "results.json"
+TENSORBOARD = "tensorboard"
+LOCK = ".lock"
+
+
+class RunFolderError(ValueError):
+    """The folder does not fit the request: a run exists without ``--resume``, or none with it."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunLock:
+    """``RUN/.lock``: the pid and host of the process training in the folder.
+
+    A second process is refused while the holder lives; a lock left by a dead process (same host) is taken
+    over. Released by :meth:`release` (the engine does so in a ``finally``).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK
+        self.held = False
+
+    def acquire(self) -> None:
+        me = {"pid": os.getpid(), "host": socket.gethostname()}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                self._refuse_or_clear(me)
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(me, f)
+            self.held = True
+            return
+        raise RunError(f"{self.path}: could not take the run folder's lock")
+
+    def _refuse_or_clear(self, me: dict[str, object]) -> None:
+        """Another lock exists: refuse while its process lives, else remove it (a dead process's)."""
+        try:
+            other = json.loads(self.path.read_text(encoding="utf-8"))
+            pid, host = int(other["pid"]), str(other["host"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pid, host = -1, str(me["host"])  # unreadable: a process died while writing it
+        if host != me["host"] or (pid != me["pid"] and pid > 0 and _alive(pid)):
+            raise RunError(f"{self.path.parent}: a run is in progress there (process {pid} on {host}); "
+                           f"wait for it to end, or remove {self.path} if that process is gone")
+        self.path.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False
+
+
+__all__ = ["CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "TENSORBOARD", "RunFolderError", "RunLock"]

@@ -1,0 +1,178 @@
+"""What a modality gives the engine: a :class:`Task`.
+
+A task knows its model and its data; the engine (:func:`hardmix.training.engine.run_training`) knows
+everything else: the run folder, checkpoints and resume, devices and processes, the loop, non-finite
+losses, preemption, logging, evaluation cadence and the results record. A new modality is a new task, found
+through the ``hardmix.tasks`` entry points; nothing in the core changes (``docs/architecture.md``).
+
+The engine calls, in order: ``check`` (cheap, before anything is built or written), ``build``,
+``steps_for``, ``configure_optimizers``, then each step ``train_step`` -> backward ->
+``before_optimizer_step`` -> optimizer and scheduler step -> ``after_optimizer_step``; ``diagnostics`` on
+logging steps; ``evaluate`` every ``eval.eval_steps`` (``on_new_best`` when the selection score improves);
+``final_scores`` at the end.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from hardmix.training.runtime import Runtime
+
+
+@dataclass
+class StepResult:
+    """One step's forward pass, as a task returns it.
+
+    Attributes:
+        loss: the scalar loss, with its graph (the engine calls backward).
+        samples: the samples the step consumed over every process (for throughput).
+        stats: the core's loss statistics of the step (``LossOutput.stats()`` of the first direction),
+            computed only on logging steps (a callable, so other steps pay nothing).
+        extra: anything the task wants back in ``after_optimizer_step`` and ``diagnostics``.
+    """
+
+    loss: Tensor
+    samples: int
+    stats: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Task(ABC):
+    """One modality: its model, data, step and evaluation.
+
+    Class attributes:
+        name: the task's name on the command line (``hardmix train NAME``) and in ``results.json``.
+        config_class: the task's config dataclass (sections ``model``, ``data``, ``train``, ``loss``,
+            ``eval``, ``log``, ``output``; see :mod:`hardmix.training.config`).
+        selection_metric: the score that selects the model (``stsb_dev``, ``knn_top1``).
+        resumable_keys: config keys beyond the engine's that may change on ``--resume``.
+        renamed_keys: the task's own old key names and their new names (errors name the new one).
+        keeps_best: the task keeps the model of the best evaluation (text exports it), so the final
+            scores are that model's; otherwise the final model is the result.
+        progress_label: the selection metric's short name on the progress bar.
+
+    Args:
+        cfg: the validated config.
+        runtime: the device and processes.
+    """
+
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type] = object
+    selection_metric: ClassVar[str] = ""
+    resumable_keys: ClassVar[tuple[str, ...]] = ()
+    renamed_keys: ClassVar[dict[str, str]] = {}
+    keeps_best: ClassVar[bool] = False
+    progress_label: ClassVar[str] = "score"
+
+    def __init__(self, cfg: Any, runtime: Runtime) -> None:
+        self.cfg = cfg
+        self.runtime = runtime
+
+    # --------------------------------------------------------------------------------- before work
+    def check(self) -> None:  # noqa: B027 (optional hook)
+        """Fail fast (missing files, models, evaluation data), before anything is built or written."""
+
+    @abstractmethod
+    def build(self) -> None:
+        """Build the model (on ``runtime.device``), the data and the loss; data errors are raised here."""
+
+    @abstractmethod
+    def model(self) -> nn.Module:
+        """The module whose state dict is the checkpoint's ``model`` (queue buffers included)."""
+
+    @abstractmethod
+    def steps_for(self, epochs: int) -> int:
+        """Optimizer steps in ``epochs`` passes over the data."""
+
+    def epoch_at(self, step: int) -> float:
+        """The (fractional) epoch after ``step`` steps, for the metrics."""
+        return step / max(1, self.steps_for(1))
+
+    @abstractmethod
+    def configure_optimizers(
+        self, total_steps: int
+    ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+        """The optimizer and a per-step learning-rate scheduler for a run of ``total_steps``."""
+
+    # -------------------------------------------------------------------------------------- a step
+    @abstractmethod
+    def batches(self, start: int, stop: int) -> Iterator[Any]:
+        """The batches of steps ``start`` .. ``stop - 1`` (a function of the seed and the step only, so a
+        resumed run sees the batches an uninterrupted one would)."""
+
+    @abstractmethod
+    def train_step(self, batch: Any, step: int) -> StepResult:
+        """Forward pass and loss of step ``step`` (0-based) on ``batch``, in train mode."""
+
+    def before_optimizer_step(self) -> None:  # noqa: B027 (optional hook)
+        """After backward (gradients unscaled): e.g. clip gradients."""
+
+    def after_optimizer_step(self, result: StepResult, step: int) -> None:  # noqa: B027 (optional hook)
+        """After the update: e.g. enqueue this step's keys."""
+
+    def diagnostics(self, result: StepResult, step: int) -> dict[str, float]:
+        """Scalars about the step for ``metrics.jsonl`` (alignment, uniformity, gradient norms, ...)."""
+        return {}
+
+    # ---------------------------------------------------------------------------------- evaluation
+    def evaluate(self) -> dict[str, float]:
+        """Scores of the current model; must include :attr:`selection_metric`. The engine restores every
+        RNG afterwards and calls it on rank 0 only."""
+        return {}
+
+    def on_new_best(self, run_dir: Path, step: int, scores: dict[str, float]) -> None:  # noqa: B027
+        """The selection score improved (text: export the model to ``run_dir/best``)."""
+
+    def final_scores(self, run_dir: Path, evaluated: dict[str, float] | None) -> dict[str, float]:
+        """Every score measured at the end (rank 0), given the evaluation of the resulting model (the best
+        one's with :attr:`keeps_best`, else the final model's; None when it was not evaluated)."""
+        return dict(evaluated or {})
+
+    def finish(self, run_dir: Path, selected: bool) -> None:  # noqa: B027 (optional hook)
+        """The run reached its budget; ``selected``: a model was chosen by evaluation (text exports the
+        last model when none was)."""
+
+    # ----------------------------------------------------------------------------------- its state
+    def state_dict(self) -> dict[str, Any]:
+        """Rank 0's extra state for the checkpoint (beyond the model, optimizer and RNGs)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
+        """Restore :meth:`state_dict`."""
+
+    def process_state(self) -> dict[str, Any]:
+        """This process's own random streams (gathered from every process into the checkpoint)."""
+        return {}
+
+    def load_process_state(self, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
+        """Restore :meth:`process_state`."""
+
+    @classmethod
+    def score_names(cls, cfg: Any) -> list[str]:
+        """The keys ``final_scores`` will hold for this config (what ``hardmix compare`` may compare)."""
+        return [cls.selection_metric] if cfg.eval.at_end or cfg.eval.eval_steps else []
+
+    def describe(self) -> str:
+        """One line that says what is trained, for the start of the run."""
+        return self.name
+
+    def info(self) -> dict[str, Any]:
+        """The task's own facts for ``results.json`` ``task_info``."""
+        return {}
+
+    @classmethod
+    def report(cls, results: dict[str, Any]) -> str:
+        """What ``hardmix train`` prints (stdout) at the end: the lines a user reads first."""
+        best = results["best_score"]
+        score = f"{best:.2f} at step {results['best_step']}" if best is not None else "(not evaluated)"
+        return f"best {cls.selection_metric}: {score}\nrun folder: {results['run_dir']}"
+
+
+__all__ = ["StepResult", "Task"]

@@ -1,0 +1,83 @@
+"""The downloader over a real local HTTP server: resume, retry, checksum rejection, clear errors."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+
+import pytest
+
+from hardmix.datasets.download import DataDownloadError, download_file
+from tests.core.http_server import LocalServer
+
+
+@pytest.fixture
+def served(tmp_path):
+    folder = tmp_path / "srv"
+    folder.mkdir()
+    payload = os.urandom(300_000)
+    (folder / "blob.bin").write_bytes(payload)
+    with LocalServer(folder) as srv:
+        yield srv, payload, hashlib.md5(payload).hexdigest()
+
+
+def test_a_cut_off_transfer_resumes_on_the_next_call(served, tmp_path):
+    srv, payload, md5 = served
+    dest = tmp_path / "out" / "blob.bin"
+    srv.state.cut_after["blob.bin"] = 100_000
+    with pytest.raises(DataDownloadError, match=r"interrupted.*run the same command again to resume"):
+        download_file(f"{srv.url}/blob.bin", dest, md5=md5, retries=0, progress=False)
+    part = dest.with_name("blob.bin.part")
+    assert not dest.exists() and part.stat().st_size == 100_000  # nothing half-written at dest
+    got = download_file(f"{srv.url}/blob.bin", dest, md5=md5, retries=0, progress=False)
+    assert dest.read_bytes() == payload and got.md5 == md5 and not part.exists()
+    assert srv.state.requests == [("blob.bin", None), ("blob.bin", "bytes=100000-")]
+
+
+def test_a_dropped_connection_is_resumed_within_the_call(served, tmp_path):
+    srv, payload, md5 = served
+    srv.state.cut_after["blob.bin"] = 1234
+    download_file(f"{srv.url}/blob.bin", tmp_path / "b", md5=md5, retries=2, progress=False)
+    assert (tmp_path / "b").read_bytes() == payload
+    assert [r for _, r in srv.state.requests] == [None, "bytes=1234-"]
+
+
+def test_a_server_without_ranges_makes_the_resume_start_over(served, tmp_path):
+    srv, payload, md5 = served
+    dest = tmp_path / "b"
+    dest.with_name("b.part").write_bytes(b"stale bytes of an earlier attempt")
+    srv.state.ranges = False
+    download_file(f"{srv.url}/blob.bin", dest, md5=md5, progress=False)
+    assert dest.read_bytes() == payload and srv.state.requests[0][1] == "bytes=33-"
+
+
+def test_a_checksum_mismatch_is_rejected_and_the_partial_file_deleted(served, tmp_path):
+    srv, payload, md5 = served
+    dest = tmp_path / "b"
+    with pytest.raises(DataDownloadError, match=r"blob\.bin: sha256 mismatch .*deleted"):
+        download_file(f"{srv.url}/blob.bin", dest, sha256="0" * 64, progress=False)
+    assert not dest.exists() and not dest.with_name("b.part").exists()
+    with pytest.raises(DataDownloadError, match=r"got 300000 bytes, expected 5"):
+        download_file(f"{srv.url}/blob.bin", dest, size=5, progress=False)
+    assert not dest.with_name("b.part").exists()
+
+
+def test_a_complete_partial_file_is_verified_without_refetching(served, tmp_path):
+    srv, payload, md5 = served
+    dest = tmp_path / "b"
+    dest.with_name("b.part").write_bytes(payload)  # an earlier call died after the last byte
+    download_file(f"{srv.url}/blob.bin", dest, md5=md5, progress=False)
+    assert dest.read_bytes() == payload and srv.state.requests == [("blob.bin", f"bytes={len(payload)}-")]
+
+
+def test_missing_file_and_unreachable_server_are_one_line(served, tmp_path):
+    srv, _, _ = served
+    with pytest.raises(DataDownloadError, match=r"/nope\.bin: HTTP 404") as e:
+        download_file(f"{srv.url}/nope.bin", tmp_path / "n", progress=False)
+    assert "\n" not in str(e.value)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DataDownloadError, match=r"cannot connect .*--base-url"):
+        download_file(f"http://127.0.0.1:{port}/x", tmp_path / "x", retries=0, progress=False)

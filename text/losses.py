@@ -1,0 +1,144 @@
+"""hardmix's losses as sentence-transformers loss modules: ``MixCSELoss`` and the generic ``HardMixLoss``.
+
+They follow sentence-transformers' loss convention: constructed with the model, called by
+``SentenceTransformerTrainer`` (or ``model.fit``) with the tokenized columns of a batch of
+(anchor, positive) pairs, returning a scalar. The two columns are embedded by two forward passes (two
+dropout masks: with ``anchor == positive`` this is unsupervised SimCSE/MixCSE), and the loss is the core's
+:class:`hardmix.losses.ContrastiveLoss` in-batch objective with any mixing strategies, so the values are
+exactly hardmix's own on the same embeddings.
+
+``gather_across_devices=True`` gathers both columns over the processes with gradients, as
+``MultipleNegativesRankingLoss`` does (with the core's :func:`hardmix.distributed.gather_with_grad`, the
+same all-gather whose backward all-reduces the gradients and keeps this process's slice, as
+``sentence_transformers.util.all_gather_with_grad``): each process's anchors then meet the whole global
+batch's candidates, and with the trainer averaging gradients over processes a step equals one process
+over the global batch.
+
+Example (``tests/text/test_st_losses.py`` runs this with bert-mini)::
+
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from hardmix.text.losses import MixCSELoss
+
+    model = SentenceTransformer("google/bert_uncased_L-4_H-256_A-4")
+    sentences = ["A man plays a guitar.", "A cat sleeps.", "It is raining."]
+    data = Dataset.from_dict({"anchor": sentences, "positive": sentences})
+    SentenceTransformerTrainer(model=model, train_dataset=data, loss=MixCSELoss(model)).train()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hardmix.distributed import gather_with_grad, is_distributed, rank_offset, world_size
+from hardmix.losses import ContrastiveLoss
+from hardmix.losses.contrastive import LossOutput
+
+_CITATION = """@inproceedings{zhang2022mixcse,
+  title={Unsupervised Sentence Representation via Contrastive Learning with Mixing Negatives},
+  author={Zhang, Yanzhao and Zhang, Richong and Mensah, Samuel and Liu, Xudong and Mao, Yongyi},
+  booktitle={AAAI}, year={2022}
+}"""
+
+
+class HardMixLoss(nn.Module):
+    """In-batch InfoNCE with any of hardmix's mixing strategies, as a sentence-transformers loss.
+
+    Args:
+        model: the ``SentenceTransformer`` being trained.
+        strategies: a strategy name, a mapping ``{"name": ..., **params}`` or a list of them (see
+            ``hardmix strategies``); None is plain InfoNCE (SimCSE, ``MultipleNegativesRankingLoss``).
+        temperature: tau (SimCSE/MixCSE: 0.05, i.e. sentence-transformers' ``scale`` 20).
+        symmetric: average both directions; None follows the strategies (MixCSE: both).
+        gather_across_devices: gather both columns over the processes (with gradient) before the loss.
+
+    Inputs (forward): two tokenized columns (anchor, positive) of B rows each; ``labels`` are ignored.
+    Returns: the scalar loss. ``last_output`` keeps the core's :class:`LossOutput` of the last call
+    (``.stats()``: positive and negative similarity and each strategy's diagnostics).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        strategies: Any = None,
+        temperature: float = 0.05,
+        symmetric: bool | None = None,
+        gather_across_devices: bool = False,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.strategies = strategies
+        self.temperature = float(temperature)
+        self.gather_across_devices = bool(gather_across_devices)
+        self.loss_fn = ContrastiveLoss(temperature, strategies, symmetric=symmetric)
+        self.steps = 0
+        self.last_output: LossOutput | None = None
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        features = list(sentence_features)
+        if len(features) != 2:
+            raise ValueError(f"{type(self).__name__}: takes (anchor, positive) pairs, 2 columns; the dataset "
+                             f"has {len(features)} (drop the extra columns)")
+        embeddings = [self.model(f)["sentence_embedding"] for f in features]
+        return self.compute_loss_from_embeddings(embeddings, labels)
+
+    def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> Tensor:
+        """The loss of (anchor, positive) embeddings, each (B, D)."""
+        z1, z2 = embeddings
+        if self.gather_across_devices and is_distributed() and world_size() > 1:
+            out = self.loss_fn.in_batch(z1, z2, gather_with_grad(z1), gather_with_grad(z2),
+                                        offset=rank_offset(z1.shape[0]), step=self.steps)
+        else:
+            out = self.loss_fn.in_batch(z1, z2, step=self.steps)
+        if torch.is_grad_enabled():
+            self.steps += 1  # a training step (the strategies' warm-ups count these)
+        self.last_output = out
+        return out.loss
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """What sentence-transformers writes into the model card."""
+        return {"strategies": self.strategies, "temperature": self.temperature,
+                "symmetric": self.loss_fn.symmetric, "gather_across_devices": self.gather_across_devices}
+
+    @property
+    def citation(self) -> str:
+        return _CITATION
+
+
+class MixCSELoss(HardMixLoss):
+    """MixCSE (Zhang et al., AAAI 2022) as a sentence-transformers loss: in-batch InfoNCE where each
+    negative also enters mixed with the anchor's positive, ``normalize(lam h'_i + (1 - lam) h'_j)``, under
+    stop-gradient, in both directions (the values of :func:`hardmix.losses.mixcse_loss`).
+
+    Args:
+        model: the ``SentenceTransformer`` being trained.
+        lam: the positive's weight in the mixture, in (0, 1) (paper: 0.2).
+        temperature: tau (paper: 0.05).
+        stop_grad: stop-gradient on the mixtures (paper); False is the "wo sg" ablation.
+        bidirectional: both directions averaged (paper); False is the "single" ablation.
+        gather_across_devices: see :class:`HardMixLoss`.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        lam: float = 0.2,
+        temperature: float = 0.05,
+        stop_grad: bool = True,
+        bidirectional: bool = True,
+        gather_across_devices: bool = False,
+    ) -> None:
+        super().__init__(
+            model,
+            strategies={"name": "mixcse", "lam": lam, "stop_grad": stop_grad, "bidirectional": bidirectional},
+            temperature=temperature,
+            symmetric=bidirectional,
+            gather_across_devices=gather_across_devices,
+        )
+
+
+__all__ = ["HardMixLoss", "MixCSELoss"]

@@ -1,0 +1,304 @@
+"""``hardmix train text``: unsupervised SimCSE / MixCSE (or any core strategy) on a transformers encoder.
+
+The text task of the training engine (:mod:`hardmix.training`). One step (SimCSE, Gao et al. 2021;
+MixCSE, Zhang et al. 2022):
+
+1. the next global batch of the resumable order (:mod:`hardmix.text.data`), this process's slice of it;
+2. one forward pass over the batch duplicated, in train mode: two dropout views z1, z2 (B, D);
+3. under ``torchrun``: z1, z2 gathered from every process with gradient, so the negatives are the global
+   batch; with ``loss.queue_size`` the queued second views of earlier steps join the candidates;
+4. the core's :class:`~hardmix.losses.contrastive.ContrastiveLoss`; the engine does backward, then this
+   task clips the gradients (AdamW with SimCSE's linear schedule).
+
+The selection metric is STS-B dev (:func:`hardmix.text.evaluation.stsb_dev_score`); the best model is
+exported to ``RUN/best/`` (:func:`hardmix.text.model.export_model`), the last one when nothing was
+evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
+from hardmix.distributed import gather_no_grad, gather_with_grad, rank_offset, world_size
+from hardmix.errors import ConfigError
+from hardmix.losses.contrastive import ContrastiveLoss, LossOutput
+from hardmix.paths import resolve_data_path
+from hardmix.queue import KeyQueue
+from hardmix.text.config import TextTrainConfig, build_loss
+from hardmix.text.data import BatchOrder, TokenizedCorpus, collate, read_corpus, shard
+from hardmix.text.model import (
+    ContrastiveSentenceModel,
+    export_model,
+    forward_views,
+    load_backbone,
+    quiet_transformers,
+)
+from hardmix.text.model_source import resolve_model
+from hardmix.training import StepResult, Task
+
+
+def loss_from_views(
+    loss_fn: ContrastiveLoss,
+    z1: Tensor,
+    z2: Tensor,
+    step: int = 0,
+    generator: torch.Generator | None = None,
+    queue_keys: Tensor | None = None,
+    gather: bool = True,
+) -> LossOutput:
+    """The contrastive loss of two views, over the global batch when distributed.
+
+    Args:
+        loss_fn: the core's loss.
+        z1, z2: (B, D) this process's views (fp16 / bf16 are upcast: the loss is computed in fp32 or
+            better).
+        step: the optimizer step (strategy warm-ups).
+        generator: the strategies' random draws.
+        queue_keys: optional (K, D) detached second views of earlier batches, appended to the candidates
+            (one-direction loss only).
+        gather: gather the views of every process (False: z1, z2 are the whole batch already).
+    """
+    if z1.dtype in (torch.float16, torch.bfloat16):
+        z1, z2 = z1.float(), z2.float()
+    z1_all = z2_all = None
+    offset = 0
+    if gather and world_size() > 1:
+        z1_all, z2_all = gather_with_grad(z1), gather_with_grad(z2)
+        offset = rank_offset(z1.shape[0])
+    if queue_keys is not None and queue_keys.shape[0] > 0:
+        z1_all = z1 if z1_all is None else z1_all
+        z2_all = torch.cat([z2 if z2_all is None else z2_all, queue_keys.to(z2.dtype)])
+    return loss_fn.in_batch(z1, z2, z1_all, z2_all, offset=offset, step=step, generator=generator)
+
+
+def linear_schedule(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
+    """Linear warm-up to 1 over ``warmup_steps``, then linear decay to 0 at ``total_steps`` (the HF
+    Trainer's default schedule that SimCSE uses)."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return step / max(1, warmup_steps)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return factor
+
+
+def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups: no weight decay on biases and LayerNorm weights (HF Trainer's rule)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _check_eval_data(cfg: TextTrainConfig) -> None:
+    if cfg.eval.eval_steps == 0 and not cfg.eval.at_end and not cfg.eval.final_sts:
+        return
+    from hardmix.text.senteval_data import senteval_dir
+
+    hint = "; set eval.eval_steps: 0 and eval.at_end: false to train without model selection"
+    try:
+        dev = senteval_dir() / "STS" / "STSBenchmark" / "sts-dev.csv"
+    except FileNotFoundError as e:
+        raise ConfigError(f"eval: {e}{hint}") from None
+    if not dev.is_file():
+        raise ConfigError(f"eval: {dev} not found (STS-B dev, for model selection){hint}")
+
+
+class TextTask(Task):
+    """Sentence encoders: SimCSE's two dropout views, any strategy of the core, STS-B dev selection."""
+
+    name = "text"
+    config_class = TextTrainConfig
+    selection_metric = "stsb_dev"
+    progress_label = "dev"
+    keeps_best = True
+
+    cfg: TextTrainConfig
+
+    def check(self) -> None:
+        cfg = self.cfg
+        self.model_source, self.local_only = resolve_model(cfg.model.name_or_path)
+        self.corpus_path = resolve_data_path(cfg.data.train_file, must_exist=True)
+        _check_eval_data(cfg)
+        self.loss_fn = build_loss(cfg.loss)
+
+    def build(self) -> None:
+        cfg, rt = self.cfg, self.runtime
+        backbone, tokenizer = load_backbone(self.model_source, cfg.model.dropout, self.local_only)
+        self.net = ContrastiveSentenceModel(backbone, cfg.model.pooling, tokenizer).to(rt.device)
+        self.with_tt = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        t0 = time.perf_counter()
+        self.corpus: TokenizedCorpus = read_corpus(self.corpus_path, tokenizer, cfg.data.max_length,
+                                                   cfg.data.chunk_lines)
+        rt.say(f"corpus {self.corpus.path}: {len(self.corpus):,} sentences, {self.corpus.num_tokens:,} "
+               f"tokens ({self.corpus.nbytes / 2**20:.1f} MiB), read in {time.perf_counter() - t0:.1f}s")
+        keys = self.corpus.keys() if cfg.data.dedup_batches else None
+        self.order = BatchOrder(len(self.corpus), cfg.train.batch_size, cfg.train.seed, keys)
+        self.queue = (KeyQueue(cfg.loss.queue_size, self.net.dim, random_init=False).to(rt.device)
+                      if cfg.loss.queue_size > 0 else None)
+        self.generator = torch.Generator(device=rt.device)
+        self.generator.manual_seed(cfg.train.seed * 1000 + 17 + rt.rank)
+        self.forward_net = rt.ddp(self.net)
+
+    def model(self) -> nn.Module:
+        return self.net
+
+    def steps_for(self, epochs: int) -> int:
+        schedule = self.order.schedule(epochs)
+        self.epoch_starts = [sum(schedule[:e]) for e in range(len(schedule) + 1)]
+        return self.epoch_starts[-1]
+
+    def epoch_at(self, step: int) -> float:
+        return step / max(1, self.epoch_starts[1])
+
+    def configure_optimizers(self, total_steps: int) -> tuple[torch.optim.Optimizer, Any]:
+        t = self.cfg.train
+        warmup = max(t.warmup_steps, math.ceil(t.warmup_ratio * total_steps))
+        optimizer = torch.optim.AdamW(_param_groups(self.net, t.weight_decay), lr=t.lr,
+                                      betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(total_steps, warmup))
+
+    def batches(self, start: int, stop: int) -> Iterator[dict[str, Any]]:
+        rt = self.runtime
+        for step in range(start, stop):
+            epoch = max(e for e, s in enumerate(self.epoch_starts[:-1]) if s <= step)
+            global_idx = self.order.batch(epoch, step - self.epoch_starts[epoch])
+            batch = collate(self.corpus, shard(global_idx, rt.rank, rt.world), self.pad_id, self.with_tt)
+            yield {"inputs": {k: v.to(rt.device, non_blocking=True) for k, v in batch.items()},
+                   "ids": global_idx}
+
+    def train_step(self, batch: dict[str, Any], step: int) -> StepResult:
+        self.forward_net.train()
+        with self.runtime.autocast():
+            z1, z2 = forward_views(self.forward_net, batch["inputs"])
+        queue_keys = self.queue.keys[: self.queue.filled] if self.queue is not None else None
+        out = loss_from_views(self.loss_fn, z1, z2, step, self.generator, queue_keys)
+        return StepResult(out.loss, self.cfg.train.batch_size, out.stats,
+                          {"z1": z1, "z2": z2, "queue_keys": queue_keys, "ids": batch["ids"]})
+
+    def before_optimizer_step(self) -> None:
+        if self.cfg.train.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.cfg.train.max_grad_norm)
+
+    def diagnostics(self, result: StepResult, step: int) -> dict[str, float]:
+        """The batch's embedding diagnostics and the anchors' gradient norm (global batch when
+        distributed: the views are gathered, without gradient)."""
+        z1 = gather_no_grad(result.extra["z1"].detach().float())
+        z2 = gather_no_grad(result.extra["z2"].detach().float())
+        if not self.runtime.main:
+            return {}
+        diag = {k: v for k, v in embedding_diagnostics(z1, z2).items() if k not in ("pos_sim", "neg_sim")}
+        scratch = torch.Generator(device=self.runtime.device)
+        scratch.manual_seed(0)
+        queue_keys = result.extra["queue_keys"]
+        diag["anchor_grad_norm"] = anchor_gradient_norm(
+            lambda a, p: loss_from_views(self.loss_fn, a, p, step, scratch, queue_keys, gather=False).loss,
+            z1, z2)
+        return diag
+
+    def after_optimizer_step(self, result: StepResult, step: int) -> None:
+        if self.queue is not None:
+            ids = torch.as_tensor(result.extra["ids"], device=self.runtime.device)
+            self.queue.enqueue(gather_no_grad(result.extra["z2"].detach().float()), ids)
+
+    # ---------------------------------------------------------------------------------- evaluation
+    def evaluate(self) -> dict[str, float]:
+        from hardmix.text.evaluation import stsb_dev_score
+
+        e = self.cfg.eval
+        return {"stsb_dev": float(stsb_dev_score(
+            lambda s: self.net.encode(s, batch_size=e.batch_size, max_length=e.max_length)))}
+
+    def _export(self, run_dir: Path, step: int, score: float | None) -> None:
+        with quiet_transformers():
+            export_model(self.net, run_dir / "best", {
+                "step": step, "stsb_dev": score, "model": self.cfg.model.name_or_path,
+                "strategies": self.cfg.loss.strategies,
+            })
+
+    def on_new_best(self, run_dir: Path, step: int, scores: dict[str, float]) -> None:
+        self._export(run_dir, step, scores["stsb_dev"])
+        self.best_dir = run_dir / "best"
+
+    def finish(self, run_dir: Path, selected: bool) -> None:
+        self.best_dir = run_dir / "best"
+        if not selected:  # no model selection: the last model is the export
+            self._export(run_dir, -1, None)
+
+    def final_scores(self, run_dir: Path, evaluated: dict[str, float] | None) -> dict[str, float]:
+        scores = dict(evaluated or {})
+        if self.cfg.eval.final_sts:
+            from hardmix.text.encoder import SentenceEncoder
+            from hardmix.text.evaluation import evaluate_sts
+
+            e = self.cfg.eval
+            encoder = SentenceEncoder(run_dir / "best", batch_size=e.batch_size, max_length=e.max_length,
+                                      device=self.runtime.device)
+            sts = evaluate_sts(encoder, show_progress=self.cfg.log.progress)
+            scores.update({("sts_avg" if k == "avg" else k): v for k, v in sts.items()})
+        return scores
+
+    # ------------------------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        return {"queue": self.queue.state_dict() if self.queue is not None else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.queue is not None:
+            self.queue.load_state_dict(state["queue"])
+
+    def process_state(self) -> dict[str, Any]:
+        return {"generator": self.generator.get_state()}
+
+    def load_process_state(self, state: dict[str, Any]) -> None:
+        self.generator.set_state(state["generator"])
+
+    @classmethod
+    def score_names(cls, cfg: TextTrainConfig) -> list[str]:
+        names = ["stsb_dev"] if cfg.eval.at_end or cfg.eval.eval_steps else []
+        if cfg.eval.final_sts:
+            from hardmix.text.evaluation import STS_TASKS
+
+            names += ["sts_avg", *STS_TASKS]
+        return names
+
+    def describe(self) -> str:
+        cfg = self.cfg
+        return f"training {cfg.model.name_or_path} ({cfg.model.pooling}) with {self.loss_fn.extra_repr()}"
+
+    def info(self) -> dict[str, Any]:
+        from hardmix.datasets.manager import provenance
+
+        best = getattr(self, "best_dir", None)
+        return {"model": self.cfg.model.name_or_path, "model_source": str(self.model_source),
+                "corpus": str(self.corpus_path), "corpus_data": provenance(self.corpus_path),
+                "eval_pooling": self.net.eval_pooling,
+                "best_dir": str(best) if best is not None and best.is_dir() else None,
+                "symmetric": self.loss_fn.symmetric}
+
+    @classmethod
+    def report(cls, results: dict[str, Any]) -> str:
+        info = results["task_info"]
+        dev = results["best_score"]
+        lines = [f"model: {info['best_dir'] or '(not exported: the run stopped early)'}",
+                 f"best STS-B dev: {dev:.2f} at step {results['best_step']}" if dev is not None
+                 else "best STS-B dev: (not evaluated)"]
+        if "sts_avg" in results["final_scores"]:
+            lines.append(f"STS average of the selected model: {results['final_scores']['sts_avg']:.2f}")
+        lines.append(f"run folder: {results['run_dir']} (config.yaml, metrics.jsonl, results.json, "
+                     "checkpoint.pt, best/)")
+        return "\n".join(lines)
+
+
+__all__ = ["TextTask", "linear_schedule", "loss_from_views"]

@@ -1,0 +1,177 @@
+"""``hardmix train vision``: MoCo-v2 with any of the core's strategies (MoCHi, MixCSE, ...).
+
+The vision task of the training engine (:mod:`hardmix.training`). One process trains on one device (CPU
+or a GPU, with split-BatchNorm); under ``torchrun`` every rank trains its slice of each global batch with
+DistributedDataParallel, keys are gathered before they enter the queue and shuffled across ranks for
+BatchNorm. Every random draw of a step derives from (seed, step, rank), so a resumed run draws what an
+uninterrupted one would. The selection metric is the weighted k-NN top-1 (:mod:`hardmix.vision.knn`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
+from hardmix.errors import ConfigError
+from hardmix.losses import ContrastiveLoss
+from hardmix.training import StepResult, Task
+from hardmix.vision.backbones import build_backbone
+from hardmix.vision.config import VisionConfig
+from hardmix.vision.data import dataset_root, derive_seed, step_generator
+from hardmix.vision.evaluation import LabelledImages, eval_geometry, training_classes
+from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
+from hardmix.vision.pipeline import build_train_data
+
+
+def _check_negatives(cfg: VisionConfig, n: int) -> None:
+    """MoCHi's N hardest negatives must exist after excluding the query's own keys from the queue."""
+    k = cfg.loss.queue_size
+    views = 2 if cfg.loss.symmetric else 1
+    own = views * (math.ceil(k / (views * n)) + 1) if cfg.loss.mask_same_sample else 0
+    available = k - min(own, k)
+    for i, s in enumerate(cfg.strategies(steps_per_epoch=1)):
+        if s.required_negatives > available:
+            raise ConfigError(
+                f"loss.strategies[{i}].{s.negatives_argument}: {s.required_negatives} exceeds the "
+                f"{available} negatives left when a queue of {k} over {n} images excludes each query's own "
+                f"keys (up to {own})")
+
+
+class VisionTask(Task):
+    """Image encoders: MoCo-v2 (momentum encoder, queue, shuffle-BN) with the core's strategies."""
+
+    name = "vision"
+    config_class = VisionConfig
+    selection_metric = "knn_top1"
+    progress_label = "knn"
+    resumable_keys = ("data.num_workers", "data.cache_dir")
+
+    cfg: VisionConfig
+
+    def check(self) -> None:
+        dataset_root(self.cfg.data.dataset)
+        if self.cfg.eval.at_end or self.cfg.eval.eval_steps:
+            dataset_root(self.cfg.eval.dataset or self.cfg.data.dataset, key="eval.dataset")
+
+    def build(self) -> None:
+        cfg, rt = self.cfg, self.runtime
+        self.data = build_train_data(cfg, rt.device, rt.rank, rt.world)
+        _check_negatives(cfg, self.data.num_samples)
+        self.spe = self.data.batches.steps_per_epoch
+        self.loss_fn = ContrastiveLoss(cfg.loss.temperature, cfg.strategy_specs(self.spe))
+        backbone, dim = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
+        self.moco = MoCo(
+            backbone, dim, cfg.model.proj_hidden, cfg.model.proj_dim, cfg.loss.queue_size,
+            bn_splits=cfg.model.bn_splits if rt.world == 1 else 1,
+            queue_generator=torch.Generator().manual_seed(derive_seed(cfg.train.seed, 0, 0, 3)),
+        ).to(rt.device)
+        self.channels_last = rt.device.type == "cuda" and cfg.train.channels_last
+        if self.channels_last:
+            self.moco = self.moco.to(memory_format=torch.channels_last)
+        if rt.world > 1:
+            self.moco.set_query_wrapper(rt.ddp(self.moco.encoder_q))  # broadcasts rank 0's weights
+            self.moco.encoder_k.load_state_dict(self.moco.encoder_q.state_dict())
+        self.knn_data: LabelledImages | None = None
+
+    def model(self) -> nn.Module:
+        return self.moco
+
+    def steps_for(self, epochs: int) -> int:
+        return self.spe * epochs
+
+    def configure_optimizers(self, total_steps: int) -> tuple[torch.optim.Optimizer, Any]:
+        t = self.cfg.train
+        self.total_steps = total_steps
+        base_lr = t.lr * t.batch_size / 256  # MoCo's linear scaling rule
+        optimizer = torch.optim.SGD(self.moco.encoder_q.parameters(), lr=base_lr, momentum=t.sgd_momentum,
+                                    weight_decay=t.weight_decay)
+        warmup = round(t.warmup_epochs * self.spe)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: lr_at(step, total_steps, 1.0, warmup, t.schedule))
+        return optimizer, schedule
+
+    def batches(self, start: int, stop: int) -> Iterator[Any]:
+        return self.data.batches.iterate(start, stop)
+
+    def train_step(self, batch: Any, step: int) -> StepResult:
+        cfg, rt = self.cfg, self.runtime
+        v1, v2, ids = batch
+        m = momentum_at(step, self.total_steps, cfg.model.momentum, cfg.model.final_momentum,
+                        cfg.model.momentum_schedule)
+        v1, v2 = v1.to(rt.device, non_blocking=True), v2.to(rt.device, non_blocking=True)
+        if self.channels_last:
+            v1 = v1.contiguous(memory_format=torch.channels_last)
+            v2 = v2.contiguous(memory_format=torch.channels_last)
+        self.moco.train()
+        with rt.autocast():
+            res = self.moco(v1, v2, ids, self.loss_fn, m, step, cfg.loss.symmetric, cfg.loss.mask_same_sample,
+                            step_generator(cfg.train.seed, step, rt.rank, 3))
+        return StepResult(res.loss, cfg.train.batch_size, res.outputs[0].stats,
+                          {"moco": res, "ids": ids, "momentum": m})
+
+    def diagnostics(self, result: StepResult, step: int) -> dict[str, float]:
+        """The batch's embedding diagnostics, the queue's (proxy-task accuracy, ...) and the anchors'
+        gradient norm against the queue the loss saw."""
+        res, ids = result.extra["moco"], result.extra["ids"].to(self.runtime.device)
+        mask = self.cfg.loss.mask_same_sample
+        out = {k: v for k, v in embedding_diagnostics(res.queries, res.keys).items()
+               if k not in ("pos_sim", "neg_sim")}
+        out.update(queue_diagnostics(res.queries, res.keys, res.queue, res.queue_ids, ids if mask else None))
+        scratch = torch.Generator(device=self.runtime.device)
+        scratch.manual_seed(0)
+        with torch.autocast(self.runtime.device.type, enabled=False):
+            out["anchor_grad_norm"] = anchor_gradient_norm(
+                lambda a, p: self.loss_fn.queue(a, p, res.queue, ids if mask else None,
+                                                res.queue_ids if mask else None, step=step,
+                                                generator=scratch).loss,
+                res.queries, res.keys)
+        out["momentum"] = result.extra["momentum"]
+        out["queue_filled"] = self.moco.queue.filled
+        return out
+
+    # ---------------------------------------------------------------------------------- evaluation
+    def evaluate(self) -> dict[str, float]:
+        cfg, e = self.cfg, self.cfg.eval
+        if self.knn_data is None:
+            dataset = e.dataset or cfg.data.dataset
+            self.knn_data = LabelledImages(
+                dataset, eval_geometry(cfg)[0], e.knn_train_samples, e.knn_test_samples, cfg.data.cache_dir,
+                cfg.data.num_workers, key="eval.dataset", classes=training_classes(cfg, dataset))
+        scores = self.knn_data.knn(self.moco.backbone, cfg, e.knn_k, e.knn_temperature, e.batch_size,
+                                   self.runtime.device, e.backend)
+        return {"knn_top1": scores["top1"], "knn_top5": scores["top5"]}
+
+    @classmethod
+    def score_names(cls, cfg: VisionConfig) -> list[str]:
+        return ["knn_top1", "knn_top5"] if cfg.eval.at_end else []
+
+    def describe(self) -> str:
+        d, cfg = self.data, self.cfg
+        skipped = f", {len(d.skipped)} undecodable skipped" if d.skipped else ""
+        return (f"training {cfg.model.backbone} on {d.num_samples} images ({d.pipeline} pipeline{skipped}), "
+                f"{self.spe} steps/epoch, with {self.loss_fn.extra_repr()}")
+
+    def info(self) -> dict[str, Any]:
+        d = self.data
+        from hardmix.datasets.manager import provenance
+
+        cfg = self.cfg
+        return {"dataset": cfg.data.dataset, "dataset_data": provenance(dataset_root(cfg.data.dataset)),
+                "num_samples": d.num_samples, "pipeline": d.pipeline,
+                "skipped_images": len(d.skipped), "eval_dataset": cfg.eval.dataset or cfg.data.dataset}
+
+    @classmethod
+    def report(cls, results: dict[str, Any]) -> str:
+        final, info = results["final_scores"], results["task_info"]
+        if "knn_top1" in final:
+            return (f"k-NN top-1 on {info['eval_dataset']}: {final['knn_top1']:.2f}% (top-5 "
+                    f"{final['knn_top5']:.2f}%) after {results['steps']} steps; run in {results['run_dir']}")
+        return f"trained {results['steps']} steps; run in {results['run_dir']}"
+
+
+__all__ = ["VisionTask"]
