@@ -8,7 +8,7 @@ The trainers live in :mod:`hardmix.text` (SimCSE / MixCSE on transformers) and
 
 from typing import Any
 
-__version__ = "0.1.0"
+from hardmix.version import __version__
 
 
 def train(

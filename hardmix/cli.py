@@ -14,7 +14,7 @@ import argparse
 import sys
 from importlib.metadata import entry_points
 
-from hardmix import __version__
+from hardmix.version import __version__
 
 #: Entry points that add subcommands: ``name = "module:register"``.
 COMMANDS_GROUP = "hardmix.cli"

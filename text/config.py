@@ -27,10 +27,9 @@ from hardmix.errors import ConfigError
 from hardmix.strategies.specs import build_strategy_specs, check_negatives_available
 from hardmix.text.pooling import POOLINGS
 from hardmix.training.config import EvalSection as BaseEvalSection
-from hardmix.training.config import LogSection as BaseLogSection
 from hardmix.training.config import LossSection as BaseLossSection
+from hardmix.training.config import TaskConfig, build_task_config, load_task_config, plain_config
 from hardmix.training.config import TrainSection as BaseTrainSection
-from hardmix.training.config import build_task_config, load_task_config, plain_config
 
 
 @dataclass
@@ -136,13 +135,9 @@ class EvalSection(BaseEvalSection):
 
 
 @dataclass
-class LogSection(BaseLogSection):
-    """Logging (the engine's keys, :class:`hardmix.training.LogSection`)."""
-
-
-@dataclass
-class TextTrainConfig:
-    """The whole config of ``hardmix train text``.
+class TextTrainConfig(TaskConfig):
+    """The whole config of ``hardmix train text`` (``log`` and ``output`` are the engine's,
+    :class:`hardmix.training.config.TaskConfig`).
 
     Attributes:
         output: the run folder (``--output`` overrides it).
@@ -153,7 +148,6 @@ class TextTrainConfig:
     loss: LossSection = field(default_factory=LossSection)
     train: TrainSection = field(default_factory=TrainSection)
     eval: EvalSection = field(default_factory=EvalSection)
-    log: LogSection = field(default_factory=LogSection)
     output: str = "runs/text"
 
     def validate(self) -> None:
@@ -208,7 +202,6 @@ def text_config_to_dict(cfg: TextTrainConfig) -> dict[str, Any]:
 __all__ = [
     "DataSection",
     "EvalSection",
-    "LogSection",
     "LossSection",
     "ModelSection",
     "TextTrainConfig",

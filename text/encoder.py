@@ -29,15 +29,17 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from hardmix.text.model import quiet_transformers
 from hardmix.text.pooling import POOLINGS, pool
-from hardmix.utils.progress import ProgressBar
 
 _ST_POOLING = {"cls": "cls", "mean": "avg"}  # sentence-transformers pooling mode -> ours
 
@@ -73,6 +75,15 @@ def inspect_model_folder(path: str | os.PathLike[str]) -> dict:
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: model folder not found")
+    if (root / "checkpoint.pt").is_file() and not (root / "config.json").is_file():
+        # A run folder of the training engine: its model is RUN/best (text), or it is not a text model.
+        if (root / "best" / "hardmix.json").is_file():
+            raise ValueError(f"{root}: a training run folder; its sentence encoder is {root / 'best'}")
+        raise ValueError(f"{root}: a training run folder without a text model (best/): is it a vision run? "
+                         "hardmix eval text takes a sentence encoder folder")
+    if not (root / "config.json").is_file() and not (root / "modules.json").is_file():
+        raise ValueError(f"{root}: not a model folder (no config.json or modules.json): pass a hardmix "
+                         "export (RUN/best), a Hugging Face or a sentence-transformers folder")
     info: dict = {"kind": "huggingface", "transformer": root, "pooling": None, "max_length": None,
                   "normalize": False, "lowercase": False}
     if (root / "hardmix.json").is_file():
@@ -202,7 +213,7 @@ class SentenceEncoder:
         max_length: int | None = None,
         show_progress: bool = False,
         desc: str = "encode",
-        progress: ProgressBar | None = None,
+        progress: Any = None,
     ) -> np.ndarray:
         """Embed ``sentences``; sentences already in the cache are not encoded again.
 
@@ -227,7 +238,8 @@ class SentenceEncoder:
             ids = self.tokenizer(texts, truncation=True, max_length=max_length)
             features = [{k: ids[k][i] for k in ids.keys()} for i in range(len(todo))]
             order = sorted(range(len(todo)), key=lambda i: len(features[i]["input_ids"]))
-            bar = progress or ProgressBar(len(todo), desc=desc, unit="sent", disable=not show_progress)
+            bar = progress or tqdm(total=len(todo), desc=desc, unit="sent", disable=not show_progress,
+                                   file=sys.stderr, dynamic_ncols=True)
             for start in range(0, len(order), batch_size):
                 idx = order[start:start + batch_size]
                 emb = self._forward([features[i] for i in idx])

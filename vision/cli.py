@@ -35,6 +35,8 @@ def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser
         )
         p.add_argument("--json", dest="json_out", default=None, help="write the scores to this JSON file")
         p.add_argument("--batch-size", type=int, default=256)
+        p.add_argument("--skip-corrupt", action="store_true",
+                       help="leave images that cannot be decoded out (counted) instead of stopping")
         p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
         p.add_argument(
             "--max-train-samples",

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from hardmix.errors import ConfigError
 from hardmix.strategies.specs import build_strategy_specs, check_negatives_available, normalize_strategy_specs
-from hardmix.training.config import EvalSection, LogSection, LossSection, TrainSection
+from hardmix.training.config import EvalSection, LossSection, TaskConfig, TrainSection
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -255,13 +255,9 @@ class EvalConfig(EvalSection):
 
 
 @dataclass
-class LogConfig(LogSection):
-    """Logging (the engine's keys, :class:`hardmix.training.LogSection`)."""
-
-
-@dataclass
-class VisionConfig:
-    """The whole config of ``hardmix train vision`` (sections as attributes)."""
+class VisionConfig(TaskConfig):
+    """The whole config of ``hardmix train vision`` (sections as attributes; ``log`` and ``output`` are the
+    engine's, :class:`hardmix.training.config.TaskConfig`)."""
 
     output: str = "runs/vision/run"
     data: DataConfig = field(default_factory=DataConfig)
@@ -270,7 +266,6 @@ class VisionConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
-    log: LogConfig = field(default_factory=LogConfig)
 
     def validate(self) -> None:
         for i, strategy in enumerate(self.strategies(steps_per_epoch=1)):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -184,6 +185,7 @@ def decode_images(
     skip_corrupt: bool = False,
     workers: int = 4,
     key: str = "data",
+    skip_hint: str | None = None,
 ) -> tuple[Tensor, list[int], list[str]]:
     """Decode images into one uint8 tensor.
 
@@ -193,6 +195,9 @@ def decode_images(
             (all images must then share it).
         skip_corrupt: leave undecodable files out (else raise ImageDataError naming the file).
         workers: decoding threads (PIL releases the GIL while decoding).
+        key: the config section or option named in errors.
+        skip_hint: how to ask for ``skip_corrupt`` where this is called (default ``set {key}.skip_corrupt:
+            true``; the command line says ``pass --skip-corrupt``).
 
     Returns:
         (images (N, 3, H, W) uint8, indices of ``paths`` kept, skipped paths).
@@ -205,15 +210,20 @@ def decode_images(
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
             return e
 
+    from tqdm.auto import tqdm
+
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        arrays = list(pool.map(one, paths, chunksize=256))
+        arrays = list(tqdm(pool.map(one, paths, chunksize=256), total=len(paths), desc=f"decode {key}",
+                           unit="img", file=sys.stderr, leave=False, dynamic_ncols=True,
+                           disable=len(paths) < 2000))
     kept, skipped, out = [], [], []
     shape = None
     for i, (path, arr) in enumerate(zip(paths, arrays)):
         if isinstance(arr, Exception):
             if not skip_corrupt:
                 raise ImageDataError(
-                    f"cannot decode image {path}: {arr} (set {key}.skip_corrupt: true to skip such files)"
+                    f"cannot decode image {path}: {arr} ({skip_hint or f'set {key}.skip_corrupt: true'} to "
+                    "skip such files)"
                 )
             skipped.append(path)
             continue
@@ -253,6 +263,7 @@ def load_tensors(
     skip_corrupt: bool = False,
     workers: int = 4,
     key: str = "data",
+    skip_hint: str | None = None,
 ) -> ImageTensors:
     """Decode the selected images of a split (through the on-disk cache).
 
@@ -261,7 +272,7 @@ def load_tensors(
         indices: which of its images (None: all).
         resolution: see :func:`decode_images`.
         cache_dir: cache folder; None: :func:`default_cache_dir`; "" disables the cache.
-        skip_corrupt, workers: see :func:`decode_images`.
+        skip_corrupt, workers, key, skip_hint: see :func:`decode_images`.
     """
     from hardmix.utils.checkpoint import atomic_torch_save
 
@@ -280,7 +291,7 @@ def load_tensors(
                 )
             except Exception:  # noqa: BLE001 (a damaged cache is rebuilt)
                 pass
-    data, kept, skipped = decode_images(paths, resolution, skip_corrupt, workers, key)
+    data, kept, skipped = decode_images(paths, resolution, skip_corrupt, workers, key, skip_hint)
     kept_t = torch.tensor(kept, dtype=torch.long)
     if cache_file is not None:
         try:

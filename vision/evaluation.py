@@ -90,22 +90,32 @@ def extract_features(
     batch_size: int = 256,
     device: str | torch.device = "cpu",
     crop: int | None = None,
+    progress: bool = True,
+    desc: str = "features",
 ) -> Tensor:
     """Backbone features (N, D) float32 on the CPU of uint8 images (N, 3, H, W), in eval mode.
 
     Args:
         crop: center-crop to this side first (None: as stored).
+        progress: a progress bar (images, rate, ETA) on stderr.
     """
+    from tqdm.auto import tqdm
+
     was = backbone.training
     backbone.eval()
     device = torch.device(device)
     out = []
-    for start in range(0, images.shape[0], batch_size):
+    starts = range(0, images.shape[0], batch_size)
+    bar = tqdm(total=images.shape[0], desc=desc, unit="img", disable=not progress, file=sys.stderr,
+               leave=False, dynamic_ncols=True)
+    for start in starts:
+        bar.update(min(batch_size, images.shape[0] - start))
         x = images[start : start + batch_size].to(device, non_blocking=True)
         if crop is not None and crop < x.shape[-1]:
             top, left = (x.shape[-2] - crop) // 2, (x.shape[-1] - crop) // 2
             x = x[..., top : top + crop, left : left + crop]
         out.append(frozen_forward(backbone, normalize_uint8(x, mean, std)))
+    bar.close()
     backbone.train(was)
     return torch.cat(out)
 
@@ -120,6 +130,8 @@ class LabelledImages:
         cache_dir, workers: as the data config.
         key: the option named in errors.
         classes: only these class folders (ImageNet-100's class list).
+        skip_corrupt: leave undecodable images out (counted in ``skipped``) instead of stopping.
+        skip_hint: how the caller asks for ``skip_corrupt`` (for the error), e.g. ``pass --skip-corrupt``.
     """
 
     def __init__(
@@ -132,18 +144,21 @@ class LabelledImages:
         workers: int = 4,
         key: str = "--dataset",
         classes: list[str] | None = None,
+        skip_corrupt: bool = False,
+        skip_hint: str | None = None,
     ) -> None:
         train, test = eval_splits(dataset, key, classes)
         self.classes = train.classes
-        self.train = self._load(train, max_train, resolution, cache_dir, workers, key)
-        self.test = self._load(test, max_test, resolution, cache_dir, workers, key)
+        load = {"resolution": resolution, "cache_dir": cache_dir, "skip_corrupt": skip_corrupt,
+                "workers": workers, "key": key, "skip_hint": skip_hint}
+        self.train = self._load(train, max_train, **load)
+        self.test = self._load(test, max_test, **load)
+        self.skipped = self.train.skipped + self.test.skipped
 
     @staticmethod
-    def _load(
-        images: Any, n: int | None, resolution: int | None, cache_dir: str | None, workers: int, key: str
-    ) -> ImageTensors:
+    def _load(images: Any, n: int | None, **load: Any) -> ImageTensors:
         idx = balanced_subset(images.labels, n, 0) if n is not None else None
-        return load_tensors(images, idx, resolution, cache_dir, skip_corrupt=False, workers=workers, key=key)
+        return load_tensors(images, idx, **load)
 
     def features(
         self,
@@ -156,8 +171,10 @@ class LabelledImages:
         _, crop = eval_geometry(cfg)
         a = cfg.augment
         return (
-            extract_features(backbone, self.train.images, a.mean, a.std, batch_size, device, crop),
-            extract_features(backbone, self.test.images, a.mean, a.std, batch_size, device, crop),
+            extract_features(backbone, self.train.images, a.mean, a.std, batch_size, device, crop,
+                             desc="features (bank)"),
+            extract_features(backbone, self.test.images, a.mean, a.std, batch_size, device, crop,
+                             desc="features (test)"),
         )
 
     def knn(
@@ -247,6 +264,8 @@ def _images_for(args: argparse.Namespace, cfg: VisionConfig) -> LabelledImages:
         cfg.data.cache_dir,
         cfg.data.num_workers,
         classes=training_classes(cfg, args.dataset),
+        skip_corrupt=bool(getattr(args, "skip_corrupt", False)),
+        skip_hint="pass --skip-corrupt",
     )
 
 

@@ -17,13 +17,14 @@ per-batch feature source; the test features are un-augmented either way.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
-from hardmix.utils.progress import ProgressBar
 from hardmix.vision.knn import topk_accuracy
 
 BatchFeatures = Callable[[Tensor, int], Tensor]
@@ -102,7 +103,8 @@ def linear_probe(
         features = train_x
     n = y.shape[0]
     steps = -(-n // recipe.batch_size)
-    bar = ProgressBar(n_epochs * steps, desc="linear probe", unit="step", disable=not progress)
+    bar = tqdm(total=n_epochs * steps, desc="linear probe", unit="step", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
     for epoch in range(n_epochs):
         order = torch.randperm(n, generator=g)
         for i, start in enumerate(range(0, n, recipe.batch_size)):
@@ -111,7 +113,8 @@ def linear_probe(
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            bar.update(1, epoch=epoch + 1, loss=loss.item())
+            bar.set_postfix(epoch=epoch + 1, loss=round(loss.item(), 4), refresh=False)
+            bar.update(1)
         sched.step()
     bar.close()
     with torch.no_grad():

@@ -141,7 +141,8 @@ class VisionTask(Task):
             dataset = e.dataset or cfg.data.dataset
             self.knn_data = LabelledImages(
                 dataset, eval_geometry(cfg)[0], e.knn_train_samples, e.knn_test_samples, cfg.data.cache_dir,
-                cfg.data.num_workers, key="eval.dataset", classes=training_classes(cfg, dataset))
+                cfg.data.num_workers, key="eval.dataset", classes=training_classes(cfg, dataset),
+                skip_corrupt=cfg.data.skip_corrupt, skip_hint="set data.skip_corrupt: true")
         scores = self.knn_data.knn(self.moco.backbone, cfg, e.knn_k, e.knn_temperature, e.batch_size,
                                    self.runtime.device, e.backend)
         return {"knn_top1": scores["top1"], "knn_top5": scores["top5"]}

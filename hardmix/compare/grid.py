@@ -84,6 +84,7 @@ def build_grid(spec: CompareSpec, output: Path) -> list[Cell]:
         for name in task.strategy_args:
             if not any(e["name"] == name for entries in spec.strategies.values() for e in entries):
                 raise ConfigError(f"tasks.{task.name}.strategy_args.{name}: no strategy list uses {name}")
+        checked = False
         for strategy in task.strategies or spec.strategies:
             entries = spec.strategies_for(task, strategy)
             for seed in spec.seeds:
@@ -98,11 +99,26 @@ def build_grid(spec: CompareSpec, output: Path) -> list[Cell]:
                         f"tasks.{task.name}.score: {task.score!r} is not a final score of this "
                         f"{task.task} config (it has: {', '.join(scores) or 'none'})"
                     )
+                if not checked:  # data, models and evaluation data are there (the same for every cell)
+                    _check_task(task, task_cls, cfg)
+                    checked = True
                 run_dir = output / "runs" / task.name / strategy / f"seed{seed}"
                 cell = Cell(task, strategy, seed, run_dir, overrides, plain_config(cfg))
                 _check_same_config(cell)
                 cells.append(cell)
     return cells
+
+
+def _check_task(task: TaskSpec, task_cls: type, cfg: Any) -> None:
+    """The task's own cheap checks (files, models, evaluation data) before any cell runs."""
+    import torch
+
+    from hardmix.training.runtime import Runtime
+
+    try:
+        task_cls(cfg, Runtime(torch.device("cpu"))).check()
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"tasks.{task.name}: {e}") from None
 
 
 def _check_same_config(cell: Cell) -> None:

@@ -119,6 +119,16 @@ class LogSection:
     progress: bool = True
 
 
+@dataclass
+class TaskConfig:
+    """The base of every task's config: what the engine reads that no task specializes (``log``) and the run
+    folder (``output``). A task's config subclasses it, adding its ``model`` and ``data`` sections and its
+    own ``train``, ``loss`` and ``eval`` (subclasses of the sections above)."""
+
+    log: LogSection = field(default_factory=LogSection)
+    output: str = "runs/run"
+
+
 #: Keys of the older vocabularies (the vision trainer's, the text trainer's) and their names now.
 RENAMED: dict[str, str] = {
     "train.cpu_threads": "train.threads",
@@ -215,9 +225,16 @@ def load_task_config(cls: type, path: str | os.PathLike[str], overrides: list[st
     return build_task_config(cls, load_yaml(path), overrides, renamed, source=path)
 
 
+#: The order of the sections in ``config.yaml`` (others follow in their declared order).
+SECTION_ORDER = ("model", "data", "augment", "loss", "train", "eval", "log", "output")
+
+
 def plain_config(cfg: Any) -> dict[str, Any]:
-    """The config as plain data (dicts, lists, numbers, strings), as saved in ``config.yaml``."""
-    return _plain(config_to_dict(cfg))
+    """The config as plain data (dicts, lists, numbers, strings), as saved in ``config.yaml``, its sections
+    in :data:`SECTION_ORDER`."""
+    plain = _plain(config_to_dict(cfg))
+    rank = {k: i for i, k in enumerate(SECTION_ORDER)}
+    return dict(sorted(plain.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
 
 def _plain(obj: Any) -> Any:
@@ -235,6 +252,7 @@ __all__ = [
     "LogSection",
     "LossSection",
     "Precision",
+    "TaskConfig",
     "TrainSection",
     "build_task_config",
     "check_renamed",

@@ -60,7 +60,7 @@ def versions() -> dict[str, str]:
     """The versions that produced a run (hardmix, torch, python)."""
     import torch
 
-    from hardmix import __version__
+    from hardmix.version import __version__
 
     return {"hardmix": __version__, "torch": str(torch.__version__), "python": platform.python_version()}
 

@@ -88,6 +88,14 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
         (lambda s: s["tasks"]["text"].update(config="nowhere.yaml"), r"tasks\.text\.config: .*nowhere\.yaml"),
         (lambda s: s["tasks"]["vision"].update(task="audio"), r"tasks\.vision\.task: unknown task 'audio'"),
         (
+            lambda s: s["tasks"]["text"].update(set={"data.train_file": "/nowhere/corpus.txt"}),
+            r"tasks\.text: .*/nowhere/corpus\.txt",
+        ),
+        (
+            lambda s: s["tasks"]["vision"].update(set={"data.dataset": "/nowhere/images"}),
+            r"tasks\.vision: data\.dataset: .*/nowhere/images",
+        ),
+        (
             lambda s: s["tasks"]["vision"].update(strategy_args={"mochi": {"n_hard": 8}}),
             r"strategy_args\.mochi: no strategy list uses mochi",
         ),
@@ -189,7 +197,7 @@ def test_a_grid_killed_mid_way_finishes_only_what_is_missing(grid_spec, tmp_path
         assert t["score"] == score and t["strategies"]["mixcse"]["n"] == 2
         seeds = t["strategies"]["mixcse"]["seeds"]
         base = t["strategies"]["none"]["seeds"]
-        diffs = [seeds[s] - base[s] for s in (1, 2)]  # JSON keys are strings after the round trip
+        diffs = [seeds[s] - base[s] for s in ("1", "2")]  # JSON keys are strings after the round trip
         assert t["paired"]["mixcse"]["mean"] == pytest.approx(np.mean(diffs))
         for seed in (1, 2):
             record = read_results(out / "runs" / task / "mixcse" / f"seed{seed}")

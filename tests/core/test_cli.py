@@ -47,3 +47,15 @@ def test_unknown_command_is_an_argparse_error() -> None:
     with pytest.raises(SystemExit) as e:
         main(["frobnicate"])
     assert e.value.code == 2
+
+
+def test_a_folder_named_hardmix_in_the_working_directory_does_not_break_the_cli(tmp_path) -> None:
+    """A clone of the repository named ``hardmix/`` (no ``__init__.py`` at its top) in the working directory
+    becomes a namespace package ahead of an editable install; the command line still runs."""
+    (tmp_path / "hardmix" / "docs").mkdir(parents=True)
+    (tmp_path / "hardmix" / "README.md").write_text("a clone\n")
+    for args, expected in ((["--version"], f"hardmix {__version__}"), (["strategies"], "mochi:")):
+        out = subprocess.run([sys.executable, "-m", "hardmix", *args], capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert expected in out.stdout

@@ -140,3 +140,22 @@ def test_trainer_export_is_read_as_hardmix(tiny_bert_dir, tmp_path, one_torch_th
     (export / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 40}))
     enc = SentenceEncoder(export, device="cpu")
     assert (enc.info["kind"], enc.pooling, enc.max_length) == ("hardmix", "cls_before_pooler", 40)
+
+
+def test_eval_text_on_a_run_folder_or_a_non_model_folder_says_what_to_pass(tmp_path, capsys):
+    from hardmix.cli import main
+
+    vision_run = tmp_path / "vision_run"
+    vision_run.mkdir()
+    (vision_run / "checkpoint.pt").write_bytes(b"not loaded")
+    text_run = tmp_path / "text_run"
+    (text_run / "best").mkdir(parents=True)
+    (text_run / "checkpoint.pt").write_bytes(b"not loaded")
+    (text_run / "best" / "hardmix.json").write_text("{}")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for folder, message in ((vision_run, "is it a vision run?"), (text_run, f"{text_run / 'best'}"),
+                            (empty, "not a model folder (no config.json")):
+        assert main(["eval", "text", str(folder), "--tasks", "sts"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and "sentencepiece" not in err[0], err

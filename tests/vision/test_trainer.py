@@ -168,7 +168,8 @@ def test_empty_class_fails_before_training(tiny_vision_config, vision_tree_facto
     _assert_nothing_trained(tmp_path / "run")
 
 
-def test_corrupt_jpeg_fails_naming_the_file_or_is_skipped(tiny_vision_config, vision_tree_factory, tmp_path):
+def test_corrupt_jpeg_fails_naming_the_file_or_is_skipped(tiny_vision_config, vision_tree_factory, tmp_path,
+                                                          capsys):
     root = vision_tree_factory()
     bad = root / "train" / "dog" / "broken.jpg"
     good = next((root / "train" / "dog").iterdir()).resolve().read_bytes()
@@ -182,8 +183,16 @@ def test_corrupt_jpeg_fails_naming_the_file_or_is_skipped(tiny_vision_config, vi
         train(_cfg(d), tmp_path / "run")
     _assert_nothing_trained(tmp_path / "run")
     d["data"]["skip_corrupt"] = True
+    d["eval"]["at_end"] = True  # the final k-NN reads the same folder, corrupt file included
     summary = train(_cfg(d), tmp_path / "run2")
     assert summary["task_info"]["skipped_images"] == 1 and summary["task_info"]["num_samples"] == 40
+    assert summary["finished"] and summary["final_scores"]["knn_top1"] >= 0.0
+    # hardmix eval knn on the same folder names its own option, and takes it.
+    knn = ["eval", "knn", str(tmp_path / "run2"), "--dataset", str(root), "--k", "5"]
+    assert cli(knn) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "broken.jpg" in err and "pass --skip-corrupt to skip such files" in err
+    assert cli([*knn, "--skip-corrupt"]) == 0
 
 
 def test_invalid_config_fails_naming_the_key(tiny_vision_config, tmp_path, capsys):
