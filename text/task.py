@@ -8,7 +8,8 @@ MixCSE, Zhang et al. 2022):
 3. under ``torchrun``: z1, z2 gathered from every process with gradient, so the negatives are the global
    batch; with ``loss.queue_size`` the queued second views of earlier steps join the candidates;
 4. the core's :class:`~hardmix.losses.contrastive.ContrastiveLoss`; the engine does backward, then this
-   task clips the gradients (AdamW with SimCSE's linear schedule).
+   task clips the gradients (AdamW with SimCSE's linear schedule, transformers'
+   ``get_linear_schedule_with_warmup``).
 
 The selection metric is STS-B dev (:func:`hardmix.text.evaluation.stsb_dev_score`); the best model is
 exported to ``RUN/best/`` (:func:`hardmix.text.model.export_model`), the last one when nothing was
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,18 +78,6 @@ def loss_from_views(
         z1_all = z1 if z1_all is None else z1_all
         z2_all = torch.cat([z2 if z2_all is None else z2_all, queue_keys.to(z2.dtype)])
     return loss_fn.in_batch(z1, z2, z1_all, z2_all, offset=offset, step=step, generator=generator)
-
-
-def linear_schedule(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
-    """Linear warm-up to 1 over ``warmup_steps``, then linear decay to 0 at ``total_steps`` (the HF
-    Trainer's default schedule that SimCSE uses)."""
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return step / max(1, warmup_steps)
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
-
-    return factor
 
 
 def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
@@ -168,7 +157,10 @@ class TextTask(Task):
         warmup = max(t.warmup_steps, math.ceil(t.warmup_ratio * total_steps))
         optimizer = torch.optim.AdamW(_param_groups(self.net, t.weight_decay), lr=t.lr,
                                       betas=(t.adam_beta1, t.adam_beta2), eps=t.adam_eps)
-        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, linear_schedule(total_steps, warmup))
+        # Linear warm-up, then linear decay to 0 at the last step: the HF Trainer default SimCSE uses.
+        from transformers import get_linear_schedule_with_warmup
+
+        return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
 
     def batches(self, start: int, stop: int) -> Iterator[dict[str, Any]]:
         rt = self.runtime
@@ -301,4 +293,4 @@ class TextTask(Task):
         return "\n".join(lines)
 
 
-__all__ = ["TextTask", "linear_schedule", "loss_from_views"]
+__all__ = ["TextTask", "loss_from_views"]
