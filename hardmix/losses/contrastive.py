@@ -7,6 +7,12 @@ direction (z2 as anchor against z1) is added and the two are averaged.
 Queue layout (MoCo): query q (B, D), key k (B, D) and a queue (K, D); logits [q.k | q.queue] / tau.
 
 Each direction gets the plain logits plus the extra negative columns of every strategy.
+
+Two implementations of the same numbers: ``impl="plain"`` computes each direction as the papers write it
+(the logits by a matrix product, each strategy's :meth:`~hardmix.strategies.Strategy.extra_logits`, one
+cross-entropy over the concatenated columns); ``impl="fast"`` (the default) uses :mod:`hardmix.kernels`
+(stop-gradient views of one product, derived logit blocks with fused backwards, the fused in-batch loss,
+sparse queue exclusions). The tests check that both give the same losses and gradients.
 """
 
 from __future__ import annotations
@@ -18,12 +24,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmix.losses.derived_logits import DerivedLogits
-from hardmix.losses.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
-from hardmix.losses.info_nce import _check_temperature, info_nce_from_blocks
-from hardmix.losses.pairwise import pairwise_logits
-from hardmix.strategies.base import ContrastContext, Strategy, build_strategies
-from hardmix.utils.counting import count_true
+from hardmix.errors import StrategyArgumentError
+from hardmix.kernels.block_logsumexp import info_nce_from_blocks
+from hardmix.kernels.derived_logits import DerivedLogits
+from hardmix.kernels.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
+from hardmix.kernels.pairwise import pairwise_logits
+from hardmix.kernels.queue_exclusions import excluded_queue_entries
+from hardmix.kernels.shortcuts import LogitShortcuts
+from hardmix.losses.info_nce import check_temperature
+from hardmix.strategies.base import ContrastContext, Strategy, UnnormalizedViews, build_strategies
+
+IMPLS = ("fast", "plain")
 
 
 @dataclass
@@ -65,8 +76,10 @@ class ContrastiveLoss(nn.Module):
             (MixCSE's ``bidirectional``), else false. An explicit value that contradicts a strategy raises.
         fused: compute the whole one-process in-batch loss in one step when it can: plain InfoNCE, or a
             lone strategy that offers it (:meth:`Strategy.fused_in_batch`; MixCSE's clean stop-gradient
-            loss), see :mod:`hardmix.losses.fused_in_batch`. Same values and gradients, fewer passes over
-            the (B, B) matrices; False forces the composed path.
+            loss), see :mod:`hardmix.kernels.fused_in_batch`. Same values and gradients, fewer passes over
+            the (B, B) matrices; False forces the composed path. (Fast path only.)
+        impl: ``"fast"`` (default: the kernels) or ``"plain"`` (every strategy's plain implementation,
+            the definition, end to end; slower, for checking the fast path).
 
     Inputs (in_batch): z1, z2 of shape (B, D), any norm (cosine similarity is used).
     Inputs (queue): q, k (B, D) and queue (K, D).
@@ -81,11 +94,19 @@ class ContrastiveLoss(nn.Module):
     """
 
     def __init__(
-        self, temperature: float, strategies: Any = None, symmetric: bool | None = None, fused: bool = True
+        self,
+        temperature: float,
+        strategies: Any = None,
+        symmetric: bool | None = None,
+        fused: bool = True,
+        impl: str = "fast",
     ) -> None:
         super().__init__()
+        if impl not in IMPLS:
+            raise StrategyArgumentError("impl", f"must be 'fast' or 'plain', got {impl!r}")
+        self.impl = impl
         self.fused = bool(fused)
-        _check_temperature(temperature)
+        check_temperature(temperature)
         self.temperature = float(temperature)
         self.strategies: list[Strategy] = build_strategies(strategies)
         wanted = {s.symmetric for s in self.strategies} - {None}
@@ -100,19 +121,23 @@ class ContrastiveLoss(nn.Module):
         self.symmetric = bool(symmetric)
 
     def extra_repr(self) -> str:
-        return f"temperature={self.temperature}, symmetric={self.symmetric}, strategies={self.strategies}"
+        impl = "" if self.impl == "fast" else f", impl={self.impl!r}"
+        return (
+            f"temperature={self.temperature}, symmetric={self.symmetric}, strategies={self.strategies}{impl}"
+        )
 
     @property
     def _needs_anchor_logits(self) -> bool:
         return any(s.needs_anchor_logits for s in self.strategies)
 
     def _direction(self, ctx: ContrastContext, base_blocks: list[Tensor], positive_logits: Tensor) -> Tensor:
-        """One direction's loss: the base blocks (which hold the positive) plus each strategy's columns."""
+        """One direction's loss on the fast path: the base blocks (which hold the positive) plus each
+        strategy's :meth:`~hardmix.strategies.Strategy.fast_logits` columns."""
         blocks: list[Tensor | DerivedLogits] = list(base_blocks)
         for strategy in self.strategies:
-            extra = strategy.extra_logits(ctx)
+            extra = strategy.fast_logits(ctx)
             if isinstance(extra, DerivedLogits):
-                blocks.append(extra)  # of ctx.anchor_logits: in its dtype
+                blocks.append(extra)  # of ctx.shortcuts.anchor_logits: in its dtype
             elif extra is not None:
                 blocks.append(extra.to(blocks[0].dtype))
         return info_nce_from_blocks(positive_logits, blocks)
@@ -144,6 +169,8 @@ class ContrastiveLoss(nn.Module):
         distributed = z1_all is not None or z2_all is not None
         if distributed and (z1_all is None or z2_all is None):
             raise ValueError("z1_all and z2_all: give both or neither")
+        if self.impl == "plain":
+            return self._in_batch_plain(z1, z2, z1_all, z2_all, offset, step, generator)
         tau = self.temperature
         h1, h2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
 
@@ -184,11 +211,10 @@ class ContrastiveLoss(nn.Module):
         pos1 = (h1 * h2).sum(dim=1) / tau
         pos1_anchor = (h1 * h2.detach()).sum(dim=1) / tau if need_sg else pos1
         ctx1 = ContrastContext(
-            anchors=h1, positives=h2, candidates=h2_all, logits=logits1, anchor_logits=anchor1,
-            positive_logits=pos1, positive_anchor_logits=pos1_anchor, negative_mask=valid,
-            temperature=tau, mode="in_batch", step=step, positive_index=pos_index,
-            raw_anchors=z1, raw_candidates=raw2_all, raw_all_anchors=raw1_all, direction=0,
-            generator=generator, mask_kind="positive",
+            anchors=h1, positives=h2, candidates=h2_all, logits=logits1, positive_logits=pos1,
+            negative_mask=valid, temperature=tau, mode="in_batch", step=step, positive_index=pos_index,
+            direction=0, generator=generator, unnormalized=UnnormalizedViews(z1, raw1_all, raw2_all),
+            shortcuts=LogitShortcuts(anchor1, pos1_anchor, mask_kind="positive"),
         )
         loss = self._direction(ctx1, [logits1], pos1)
 
@@ -204,11 +230,10 @@ class ContrastiveLoss(nn.Module):
             pos2 = pos1  # h2_i . h1_i
             pos2_anchor = (h2 * h1.detach()).sum(dim=1) / tau if need_sg else pos2
             ctx2 = ContrastContext(
-                anchors=h2, positives=h1, candidates=h1_all, logits=logits2, anchor_logits=anchor2,
-                positive_logits=pos2, positive_anchor_logits=pos2_anchor, negative_mask=valid,
-                temperature=tau, mode="in_batch", step=step, positive_index=pos_index,
-                raw_anchors=z2, raw_candidates=raw1_all, raw_all_anchors=raw2_all, direction=1,
-                generator=generator, mask_kind="positive",
+                anchors=h2, positives=h1, candidates=h1_all, logits=logits2, positive_logits=pos2,
+                negative_mask=valid, temperature=tau, mode="in_batch", step=step, positive_index=pos_index,
+                direction=1, generator=generator, unnormalized=UnnormalizedViews(z2, raw2_all, raw1_all),
+                shortcuts=LogitShortcuts(anchor2, pos2_anchor, mask_kind="positive"),
             )
             loss = 0.5 * (loss + self._direction(ctx2, [logits2], pos2))
 
@@ -244,6 +269,8 @@ class ContrastiveLoss(nn.Module):
                 f"q, k (B, D) and queue (K, D) expected, got {tuple(q.shape)}, {tuple(k.shape)}, "
                 f"{tuple(queue.shape)}"
             )
+        if self.impl == "plain":
+            return self._queue_plain(q, k, queue, query_ids, queue_ids, step, generator)
         tau = self.temperature
         h = F.normalize(q, dim=-1)
         key = F.normalize(k.detach(), dim=-1)
@@ -265,13 +292,15 @@ class ContrastiveLoss(nn.Module):
             # Every queue entry is a negative: an expanded view, no (B, K) mask in memory.
             valid = torch.ones((1, 1), dtype=torch.bool, device=q.device)
             valid = valid.expand(h.shape[0], negatives.shape[0])
-        excluded = None if queue_ids is None else _excluded_queue_entries(query_ids, queue_ids, h.shape[0])
-        ctx = ContrastContext(
-            anchors=h, positives=key, candidates=negatives, logits=logits, anchor_logits=logits,
-            positive_logits=pos, positive_anchor_logits=pos, negative_mask=valid, temperature=tau,
-            mode="queue", step=step, generator=generator,
-            mask_kind="general" if queue_ids is not None else "all",
+        excluded = None if queue_ids is None else excluded_queue_entries(query_ids, queue_ids, h.shape[0])
+        shortcuts = LogitShortcuts(
+            logits, pos, mask_kind="general" if queue_ids is not None else "all",
             negative_counts=None if excluded is None else excluded.counts,
+        )
+        ctx = ContrastContext(
+            anchors=h, positives=key, candidates=negatives, logits=logits, positive_logits=pos,
+            negative_mask=valid, temperature=tau, mode="queue", step=step, generator=generator,
+            shortcuts=shortcuts,
         )
         loss = self._direction(ctx, [pos.unsqueeze(1), logits], pos)
         with torch.no_grad():
@@ -288,34 +317,98 @@ class ContrastiveLoss(nn.Module):
         return LossOutput(loss, pos.detach() * tau, neg_sim, {s.name: s.diagnostics for s in self.strategies})
 
 
-@dataclass(frozen=True)
-class _QueueExclusions:
-    """The queue entries a query may not use, sparsely (see :func:`_excluded_queue_entries`)."""
+    def _plain_direction(self, ctx: ContrastContext, logits: Tensor, targets: Tensor) -> Tensor:
+        """One direction, plainly: cross-entropy over ``[logits | each strategy's extra_logits]``.
 
-    empty: Tensor  # (K,) bool: slots with id -1, excluded for every query
-    rows: Tensor  # (M,) query of each non-empty entry that carries that query's own id
-    cols: Tensor  # (M,) the entry
-    counts: Tensor  # (B,) valid negatives per query: K - #empty - #own
+        ``logits`` (B, C) holds the positive of row i in column ``targets[i]``."""
+        blocks = [logits]
+        for strategy in self.strategies:
+            extra = strategy.extra_logits(ctx)
+            if extra is not None:
+                blocks.append(extra)
+        dtype = torch.promote_types(logits.dtype, torch.float32)  # reduce in fp32 at least
+        return F.cross_entropy(torch.cat([b.to(dtype) for b in blocks], dim=1), targets)
 
+    def _in_batch_plain(
+        self,
+        z1: Tensor,
+        z2: Tensor,
+        z1_all: Tensor | None,
+        z2_all: Tensor | None,
+        offset: int,
+        step: int,
+        generator: torch.Generator | None,
+    ) -> LossOutput:
+        """:meth:`in_batch` with ``impl="plain"``: the SimCSE logits h_i . h'_j / tau of every anchor i
+        against the whole batch, each strategy's plain columns, a cross-entropy; averaged with the second
+        direction when symmetric."""
+        tau = self.temperature
+        z1_all = z1 if z1_all is None else z1_all
+        z2_all = z2 if z2_all is None else z2_all
+        h1, h2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
+        h1_all, h2_all = F.normalize(z1_all, dim=-1), F.normalize(z2_all, dim=-1)
+        b, n = h1.shape[0], h2_all.shape[0]
+        rows = torch.arange(b, device=z1.device)
+        pos_index = rows + offset  # column of each anchor's positive in the whole batch
+        valid = torch.ones(b, n, dtype=torch.bool, device=z1.device)
+        valid[rows, pos_index] = False
 
-def _excluded_queue_entries(query_ids: Tensor | None, queue_ids: Tensor, batch: int) -> _QueueExclusions:
-    """The exclusions of ``ContrastiveLoss.queue`` without a (B, K) pass: one sort of the K ids and a
-    binary search per query (a queue holds each sample a few times at most)."""
-    device = queue_ids.device
-    empty = queue_ids == -1
-    n_filled = queue_ids.numel() - int(count_true(empty))
-    none = torch.empty(0, dtype=torch.long, device=device)
-    if query_ids is None:
-        return _QueueExclusions(empty, none, none, torch.full((batch,), n_filled, device=device))
-    query_ids = query_ids.to(device=device, dtype=queue_ids.dtype)
-    sorted_ids, order = queue_ids.sort()
-    low = torch.searchsorted(sorted_ids, query_ids)
-    own = torch.searchsorted(sorted_ids, query_ids, right=True).sub_(low)
-    own.masked_fill_(query_ids == -1, 0)  # an id of -1 matches only empty slots, excluded already
-    rows = torch.repeat_interleave(torch.arange(batch, device=device), own)
-    first = torch.repeat_interleave(low, own)
-    within = torch.arange(rows.numel(), device=device) - torch.repeat_interleave(own.cumsum(0) - own, own)
-    return _QueueExclusions(empty, rows, order[first + within], n_filled - own)
+        def direction(
+            anchors: Tensor, positives: Tensor, candidates: Tensor, views: UnnormalizedViews, index: int
+        ) -> tuple[Tensor, Tensor]:
+            logits = anchors @ candidates.T / tau  # (B, N)
+            ctx = ContrastContext(
+                anchors=anchors, positives=positives, candidates=candidates, logits=logits,
+                positive_logits=logits[rows, pos_index], negative_mask=valid, temperature=tau,
+                mode="in_batch", step=step, positive_index=pos_index, direction=index,
+                generator=generator, unnormalized=views,
+            )
+            return self._plain_direction(ctx, logits, pos_index), logits
+
+        loss, logits1 = direction(h1, h2, h2_all, UnnormalizedViews(z1, z1_all, z2_all), 0)
+        if self.symmetric:
+            loss2, _ = direction(h2, h1, h1_all, UnnormalizedViews(z2, z2_all, z1_all), 1)
+            loss = 0.5 * (loss + loss2)
+        with torch.no_grad():
+            cosines = logits1.detach() * tau
+            pos_sim = cosines[rows, pos_index]
+            neg_sim = cosines[valid].mean() if n > 1 else cosines.new_zeros(())
+        return LossOutput(loss, pos_sim, neg_sim, {s.name: s.diagnostics for s in self.strategies})
+
+    def _queue_plain(
+        self,
+        q: Tensor,
+        k: Tensor,
+        queue: Tensor,
+        query_ids: Tensor | None,
+        queue_ids: Tensor | None,
+        step: int,
+        generator: torch.Generator | None,
+    ) -> LossOutput:
+        """:meth:`queue` with ``impl="plain"``: ``[q.k | q.queue | each strategy's plain columns] / tau``,
+        the excluded queue entries -inf by a (B, K) mask, a cross-entropy with target 0."""
+        tau = self.temperature
+        h = F.normalize(q, dim=-1)
+        key = F.normalize(k.detach(), dim=-1)
+        negatives = F.normalize(queue.detach(), dim=-1)
+        b, n_queue = h.shape[0], negatives.shape[0]
+        valid = torch.ones(b, n_queue, dtype=torch.bool, device=q.device)
+        if queue_ids is not None:
+            valid &= queue_ids.view(1, -1) != -1  # empty slots
+            if query_ids is not None:  # the query's own earlier keys
+                valid &= query_ids.to(queue_ids.device).view(-1, 1) != queue_ids.view(1, -1)
+        logits = (h @ negatives.T / tau).masked_fill(~valid, float("-inf"))  # (B, K)
+        pos = (h * key).sum(dim=1) / tau  # (B,)
+        ctx = ContrastContext(
+            anchors=h, positives=key, candidates=negatives, logits=logits, positive_logits=pos,
+            negative_mask=valid, temperature=tau, mode="queue", step=step, generator=generator,
+        )
+        targets = torch.zeros(b, dtype=torch.long, device=q.device)
+        loss = self._plain_direction(ctx, torch.cat([pos.unsqueeze(1), logits], dim=1), targets)
+        with torch.no_grad():
+            cosines = (h.detach() @ negatives.T)[valid]
+            neg_sim = cosines.mean() if cosines.numel() else cosines.new_zeros(())
+        return LossOutput(loss, pos.detach() * tau, neg_sim, {s.name: s.diagnostics for s in self.strategies})
 
 
 def _mean_negative_cosine(anchors: Tensor, candidates: Tensor, positive_cos: Tensor) -> Tensor:

@@ -10,6 +10,7 @@ from hardmix.strategies.base import (
     ContrastContext,
     ParamInfo,
     Strategy,
+    UnnormalizedViews,
     available_strategies,
     build_strategies,
     build_strategy,
@@ -34,4 +35,5 @@ __all__ = [
     "describe_strategies",
     "register_strategy",
     "strategy_class",
+    "UnnormalizedViews",
 ]

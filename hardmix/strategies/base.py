@@ -4,6 +4,12 @@ A strategy never sees an encoder. It receives a :class:`ContrastContext` (unit-n
 positives, the candidate set with the logits already computed, and which candidates are valid negatives)
 and returns extra negative logit columns of shape (B, M), already divided by the temperature, with
 ``-inf`` where an entry is excluded. The loss appends them to the InfoNCE denominator.
+
+:meth:`Strategy.extra_logits` is the strategy's definition: a plain implementation that builds the
+objects its paper names and returns their logits. ``ContrastiveLoss(impl="plain")`` uses it, end to end.
+A strategy may add a fast path, :meth:`Strategy.fast_logits` (and :meth:`Strategy.fused_in_batch`), built
+from :mod:`hardmix.kernels`; the default ``impl="fast"`` uses it, and the tests check it against the plain
+path, value and gradient.
 """
 
 from __future__ import annotations
@@ -19,9 +25,26 @@ from torch import Tensor
 from hardmix.errors import StrategyArgumentError
 
 if TYPE_CHECKING:
-    from hardmix.losses.derived_logits import DerivedLogits
+    from hardmix.kernels.derived_logits import DerivedLogits
+    from hardmix.kernels.shortcuts import LogitShortcuts
 
 Mode = Literal["in_batch", "queue"]
+
+
+@dataclass(frozen=True)
+class UnnormalizedViews:
+    """The encoder outputs before normalization, in-batch (for MixCSE's ``reference`` mode, which mixes
+    un-normalized features as the official code does).
+
+    Attributes:
+        anchors: (B, D) the anchors' view, local rows.
+        all_anchors: (N, D) the anchors' view of the whole (possibly gathered) batch.
+        candidates: (N, D) the other view of the whole batch.
+    """
+
+    anchors: Tensor
+    all_anchors: Tensor
+    candidates: Tensor
 
 
 @dataclass
@@ -36,46 +59,33 @@ class ContrastContext:
             gathered) batch, so column ``positive_index[i]`` is anchor i's positive. Queue: the queue keys.
         logits: (B, N) ``anchors @ candidates.T / temperature``; in queue mode the excluded entries
             (``~negative_mask``) are -inf (they are the loss's own queue block).
-        anchor_logits: (B, N) the same values, with gradient flowing to the anchors only (the
-            stop-gradient view of the candidates). Equals ``logits`` in queue mode (so that a
-            :class:`hardmix.losses.DerivedLogits` of it takes the fused backward).
         positive_logits: (B,) ``anchor . positive / temperature``.
-        positive_anchor_logits: (B,) the same values, gradient to the anchors only.
         negative_mask: (B, N) bool, True where candidate j is a valid negative of anchor i.
         temperature: the InfoNCE temperature tau.
         mode: ``"in_batch"`` or ``"queue"``.
         step: the optimizer step (for warm-ups).
         positive_index: (B,) column of each anchor's positive in ``candidates`` (in-batch only).
-        raw_anchors, raw_candidates, raw_all_anchors: un-normalized features (in-batch only; for the
-            reference mode of MixCSE). ``raw_all_anchors`` is the anchors' view of the whole batch (N, D).
         direction: 0 for the first view as anchor, 1 for the second.
         generator: optional torch.Generator for the strategies' random draws.
-        mask_kind: what ``negative_mask`` is, so that strategies can take shortcuts: ``"all"`` (every
-            candidate is a valid negative), ``"positive"`` (all but column ``positive_index[i]`` of row
-            i: the in-batch layout) or ``"general"`` (anything; the default).
-        negative_counts: optional (B,) number of valid negatives of each anchor (the row sums of
-            ``negative_mask``, when the loss knows them without a (B, N) pass); None: count the mask.
+        unnormalized: the un-normalized views (in-batch only), see :class:`UnnormalizedViews`.
+        shortcuts: what the fast kernels read besides this (stop-gradient views of the logits, what the
+            mask is); None on the plain path. A plain implementation never needs it.
     """
 
     anchors: Tensor
     positives: Tensor
     candidates: Tensor
     logits: Tensor
-    anchor_logits: Tensor
     positive_logits: Tensor
-    positive_anchor_logits: Tensor
     negative_mask: Tensor
     temperature: float
     mode: Mode
     step: int = 0
     positive_index: Tensor | None = None
-    raw_anchors: Tensor | None = None
-    raw_candidates: Tensor | None = None
-    raw_all_anchors: Tensor | None = None
     direction: int = 0
     generator: torch.Generator | None = None
-    mask_kind: Literal["general", "all", "positive"] = "general"
-    negative_counts: Tensor | None = None
+    unnormalized: UnnormalizedViews | None = None
+    shortcuts: LogitShortcuts | None = None
 
 
 @dataclass(frozen=True)
@@ -89,14 +99,14 @@ class ParamInfo:
 
 class Strategy(ABC):
     """Base class of the mixing strategies. Subclasses validate their arguments in ``__init__`` and raise
-    ValueError naming the argument.
+    :class:`hardmix.errors.StrategyArgumentError` naming the argument.
 
     Class attributes:
         name: the registry name.
         paper: where the method and its defaults come from.
         params: the documented parameters.
-        needs_anchor_logits: whether :meth:`extra_logits` uses ``ctx.anchor_logits`` (the loss then
-            computes the stop-gradient view of the logits, at no extra matrix product).
+        needs_anchor_logits: whether :meth:`fast_logits` reads ``ctx.shortcuts.anchor_logits`` (the loss
+            then computes the stop-gradient view of the logits, at no extra matrix product).
     """
 
     name: ClassVar[str] = ""
@@ -110,15 +120,20 @@ class Strategy(ABC):
         return None
 
     @abstractmethod
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | DerivedLogits | None:
-        """Extra negative logits (B, M) for this direction (divided by tau, -inf where excluded), or None.
+    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
+        """The definition: extra negative logits (B, M) for this direction (divided by tau, -inf where
+        excluded), or None. Written plainly, from the paper's equation; ``impl="plain"`` runs it."""
 
-        Columns that are a fixed linear function of ``ctx.anchor_logits`` may be returned as a
-        :class:`hardmix.losses.DerivedLogits` of it: weighted sums of its entries as a
-        :class:`hardmix.losses.GatheredLogits` (MoCHi), a rescaling of the whole block as a
-        :class:`hardmix.losses.ScaledLogits` (MixCSE against a queue). The loss then adds their gradient
-        into the logits' gradient in place.
+    def fast_logits(self, ctx: ContrastContext) -> Tensor | DerivedLogits | None:
+        """The same logits as :meth:`extra_logits`, faster; ``impl="fast"`` (the default) runs it.
+
+        The default is :meth:`extra_logits` itself. Columns that are a fixed linear function of
+        ``ctx.shortcuts.anchor_logits`` may be returned as a :class:`hardmix.kernels.DerivedLogits` of
+        it (MoCHi's :class:`~hardmix.kernels.GatheredLogits`, MixCSE's
+        :class:`~hardmix.kernels.ScaledLogits` against a queue); the loss then adds their gradient into
+        the logits' gradient in place.
         """
+        return self.extra_logits(ctx)
 
     def fused_in_batch(
         self, h1: Tensor, h2: Tensor, temperature: float, symmetric: bool
@@ -131,7 +146,7 @@ class Strategy(ABC):
 
         Returns:
             ``(loss, positive_logits)`` (a scalar and the (B,) ``h1_i . h2_i / tau``, detached), equal to
-            the composed path's, or None (the default) to compose the loss from :meth:`extra_logits`.
+            the composed path's, or None (the default) to compose the loss from :meth:`fast_logits`.
         """
         return None
 
@@ -238,6 +253,7 @@ def param_defaults(cls: type[Strategy]) -> dict[str, Any]:
 
 __all__ = [
     "ContrastContext",
+    "UnnormalizedViews",
     "ParamInfo",
     "Strategy",
     "available_strategies",

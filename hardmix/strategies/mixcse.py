@@ -1,13 +1,19 @@
 """The ``mixcse`` strategy: mixtures of each anchor's positive with its negatives (Zhang et al., AAAI 2022).
 
-Clean mode (the paper's Eq. 4 and 5). Anchor h_i, positive h'_i, negatives h'_j (j != i):
+Clean mode, the paper's Eq. 4 and 5. Anchor h_i, its positive h'_i, negatives h'_j (j != i), all unit:
 
     m'_ij = (lam h'_i + (1 - lam) h'_j) / ||lam h'_i + (1 - lam) h'_j||
     L_i = -log exp(h_i.h'_i / tau) / (sum_j exp(h_i.h'_j / tau) + sum_{j != i} exp(h_i.SG(m'_ij) / tau))
 
-computed in closed form from the similarity matrices (see :mod:`hardmix.mixing`). With the loss's second
-direction (``bidirectional``) h'_i is also an anchor against h_j and
-m_ij = normalize(lam h_i + (1 - lam) h_j).
+The strategy returns the second sum's logits h_i.SG(m'_ij) / tau; the loss holds the first. With the
+loss's second direction (``bidirectional``, the paper's loss) h'_i is also an anchor against h_j, mixed
+as m_ij = normalize(lam h_i + (1 - lam) h_j): the same function with the views swapped. Against a queue
+(MoCo layout) the positive is the key k_i and the negatives are the queue entries n_j.
+
+:meth:`MixCSE.extra_logits` below is that equation, written plainly: it builds the (B, N, D) mixtures,
+stops their gradient, and takes their logits with a matrix product. :meth:`MixCSE.fast_logits` and
+:meth:`MixCSE.fused_in_batch` compute the same numbers in closed form from the similarity matrices
+(:mod:`hardmix.kernels`); the tests check them against this file.
 
 Reference mode: the logits of the official MixCSE code (BDBC-KG-NLP/MixCSE_AAAI2022, ``cl_forward``),
 described in ``docs/mixcse_modes.md``: un-normalized pooled features mixed with their roll-by-one neighbour,
@@ -23,12 +29,33 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hardmix.errors import StrategyArgumentError
-from hardmix.losses.scaled_logits import ScaledLogits
-from hardmix.mixing import mixed_logits, scaled_inverse_mixture_norms
+from hardmix.kernels.derived_logits import DerivedLogits
+from hardmix.kernels.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
+from hardmix.kernels.mixcse_logits import mixcse_fast_logits
+from hardmix.kernels.mixture_norms import mixed_logits
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
 from hardmix.utils.counting import count_true
 
 NEG_INF = float("-inf")
+
+
+def mixtures(positives: Tensor, candidates: Tensor, lam: float) -> Tensor:
+    """MixCSE's mixed negatives m_ij = normalize(lam p_i + (1 - lam) n_j) (Eq. 4), every pair (i, j).
+
+    Args:
+        positives: (B, D) unit positives p_i (the paper's h'_i).
+        candidates: (N, D) unit negatives n_j (the paper's h'_j).
+        lam: the positive's weight, in (0, 1).
+
+    Returns:
+        (B, N, D) unit mixtures, with the gradient of their inputs (apply SG yourself).
+
+    Example:
+        >>> p, n = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
+        >>> mixtures(p, n, lam=0.5)
+        tensor([[[0.7071, 0.7071]]])
+    """
+    return F.normalize(lam * positives.unsqueeze(1) + (1.0 - lam) * candidates.unsqueeze(0), dim=-1)
 
 
 @register_strategy
@@ -62,7 +89,7 @@ class MixCSE(Strategy):
         ),
         ParamInfo("mode", "clean", "'clean' (paper's equation) or 'reference' (official code's logits)"),
     )
-    needs_anchor_logits = True
+    needs_anchor_logits = True  # the fast path's stop-gradient logits
 
     def __init__(
         self,
@@ -101,68 +128,48 @@ class MixCSE(Strategy):
             return False
         return True if self.bidirectional is None else self.bidirectional
 
+    def extra_logits(self, ctx: ContrastContext) -> Tensor:
+        """The plain implementation: h_i . SG(m'_ij) / tau for every candidate j, -inf where j is not a
+        valid negative of anchor i (its own positive, an excluded queue entry). (B, N)."""
+        if self.mode == "reference":
+            return self._reference_logits(ctx)
+        m = mixtures(ctx.positives, ctx.candidates, self.lam)  # (B, N, D) m'_ij
+        if self.stop_grad:
+            m = m.detach()  # SG(m'_ij): the gradient reaches the anchor h_i only
+        logits = (m @ ctx.anchors.unsqueeze(2)).squeeze(2) / ctx.temperature  # (B, N) h_i . m'_ij / tau
+        logits = logits.masked_fill(~ctx.negative_mask, NEG_INF)
+        self._remember(ctx, logits.detach())
+        return logits
+
+    def fast_logits(self, ctx: ContrastContext) -> Tensor | DerivedLogits:
+        """:meth:`extra_logits` in closed form from the logits the loss has (no (B, N, D) mixtures)."""
+        if self.mode == "reference" or ctx.shortcuts is None:
+            return self.extra_logits(ctx)
+        block, values = mixcse_fast_logits(
+            ctx.positives,
+            ctx.candidates,
+            ctx.logits,
+            ctx.positive_logits,
+            ctx.negative_mask,
+            ctx.positive_index,
+            ctx.shortcuts,
+            self.lam,
+            self.stop_grad,
+            queue_mode=ctx.mode == "queue",
+        )
+        self._remember(ctx, values)
+        return block
+
     def fused_in_batch(
         self, h1: Tensor, h2: Tensor, temperature: float, symmetric: bool
     ) -> tuple[Tensor, Tensor] | None:
-        """The clean, stop-gradient loss in one autograd Function (:mod:`hardmix.losses.fused_in_batch`)."""
-        from hardmix.losses.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
-
+        """The clean, stop-gradient loss in one autograd Function (:mod:`hardmix.kernels.fused_in_batch`)."""
         if self.mode != "clean" or not self.stop_grad or not fused_in_batch_supported(h1, temperature):
             return None
         loss, positive_logits = fused_in_batch_loss(h1, h2, temperature, symmetric, lam=self.lam)
         # Diagnostics are computed when asked, from the two views (no (B, B) matrix is kept for them).
         self._last = (h1.detach(), h2.detach(), temperature)
         return loss, positive_logits
-
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | ScaledLogits:
-        if self.mode == "reference":
-            return self._reference_logits(ctx)
-        return self._clean_logits(ctx)
-
-    def _clean_logits(self, ctx: ContrastContext) -> Tensor | ScaledLogits:
-        lam = self.lam
-        if self.stop_grad and ctx.mode == "queue":
-            # Against a queue the mixed logits are the queue block rescaled by constants:
-            # (q.n_j / tau + lam / (1 - lam) q.k_i / tau) * (1 - lam) / ||lam k_i + (1 - lam) n_j||, with
-            # the gradient to q only; as a ScaledLogits of that block (ctx.anchor_logits is the loss's own
-            # queue block there) the loss adds their gradient into the block's in place. The block is
-            # -inf at the excluded entries, so the mixed logits are too.
-            with torch.no_grad():
-                inv = scaled_inverse_mixture_norms(ctx.positives, ctx.candidates, lam)  # (1-lam)/||m'_ij||
-            mixed_block = ScaledLogits(ctx.anchor_logits, inv, ctx.positive_anchor_logits, lam / (1 - lam))
-            self._remember(ctx, mixed_block.values)
-            return mixed_block
-        if self.stop_grad:
-            # h_i . SG(m'_ij): the gradient reaches h_i only, through the anchor-only views of the logits.
-            # Same closed form as mixed_logits, with fewer passes over the (B, N) matrices: the norms'
-            # constants ride in the product (addmm), and the rest is in place (nothing here is saved for
-            # backward but the inverse norms).
-            with torch.no_grad():
-                inv = scaled_inverse_mixture_norms(ctx.positives, ctx.candidates, lam)  # (1-lam)/||m'_ij||
-            pos = ctx.positive_anchor_logits.unsqueeze(1)
-            mixed = torch.add(ctx.anchor_logits, pos, alpha=lam / (1 - lam)).mul_(inv)
-        else:
-            pos_neg_cos = ctx.positives @ ctx.candidates.T
-            mixed = mixed_logits(ctx.positive_logits, ctx.logits, pos_neg_cos, lam)
-        if ctx.mask_kind == "positive" and ctx.positive_index is not None:
-            # In-batch: only each row's positive column is excluded (B entries, not a (B, N) pass).
-            if self.stop_grad:
-                # Written through a detached alias: autograd then adds no (B, N) zeroing pass to the
-                # backward, and none is needed: the gradient at a -inf entry is exp(-inf) * g = 0 already.
-                # (Allowed here: nothing saved for backward holds these values; mul_ saved only inv.)
-                target = mixed.detach()
-            else:
-                target = mixed = mixed.clone()
-            if ctx.candidates is ctx.positives:  # one process: the positives are on the diagonal
-                target.fill_diagonal_(NEG_INF)
-            else:
-                rows = torch.arange(mixed.shape[0], device=mixed.device)
-                target.index_put_((rows, ctx.positive_index), mixed.new_full((), NEG_INF))
-        elif ctx.mask_kind != "all" and ctx.mode != "queue":
-            # (Queue mode: the logits are -inf at the excluded entries, so the mixed logits are too.)
-            mixed = mixed.masked_fill(~ctx.negative_mask, NEG_INF)
-        self._remember(ctx, mixed.detach())
-        return mixed
 
     def _remember(self, ctx: ContrastContext, mixed: Tensor) -> None:
         """Keep the (B, N) mixed logits for :meth:`diagnostics`; they describe the first view's anchors
@@ -191,16 +198,16 @@ class MixCSE(Strategy):
         }
 
     def _reference_logits(self, ctx: ContrastContext) -> Tensor:
-        if ctx.mode != "in_batch" or ctx.raw_candidates is None or ctx.raw_all_anchors is None:
+        if ctx.mode != "in_batch" or ctx.unnormalized is None:
             raise StrategyArgumentError(
                 "mode", "the reference mode needs in-batch negatives (the official code has no queue)"
             )
         if ctx.direction != 0:
             raise StrategyArgumentError("bidirectional", "the reference mode is one-directional")
         lam, tau = self.lam, ctx.temperature
-        z1_all = ctx.raw_all_anchors  # (N, D) un-normalized first view of the whole batch
-        z2_all = ctx.raw_candidates  # (N, D) second view
-        z1 = ctx.raw_anchors  # (B, D) local rows
+        z1_all = ctx.unnormalized.all_anchors  # (N, D) un-normalized first view of the whole batch
+        z2_all = ctx.unnormalized.candidates  # (N, D) second view
+        z1 = ctx.unnormalized.anchors  # (B, D) local rows
         n_all = z2_all.shape[0]
         rows = torch.arange(z1.shape[0], device=z1.device)
         global_rows = ctx.positive_index if ctx.positive_index is not None else rows

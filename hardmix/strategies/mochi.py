@@ -1,24 +1,191 @@
 """The ``mochi`` strategy: synthetic hard negatives mixed from each query's hardest negatives
 (Kalantidis et al., Hard Negative Mixing for Contrastive Learning, NeurIPS 2020).
 
-For query q with hardest negatives n_1..n_N (Sec. 4.1, Eq. 3 and Sec. 4.2, Eq. 4):
+For query q with its N hardest negatives n_1..n_N (the N highest q.n among its valid negatives), the
+paper's Sec. 4.1, Eq. 3 (s pair mixtures) and Sec. 4.2, Eq. 4 (s' query mixtures):
 
-    h_k  = normalize(alpha_k n_a + (1 - alpha_k) n_b),   a != b,  alpha_k ~ U(0, 1),      k = 1..s
-    h'_k = normalize(beta_k q~ + (1 - beta_k) n_c),                beta_k ~ U(0, beta_max), k = 1..s'
+    h_k  = normalize(alpha_k n_a + (1 - alpha_k) n_b),   a != b,  alpha_k ~ U(0, 1),        k = 1..s
+    h'_k = normalize(beta_k q~ + (1 - beta_k) n_c),                beta_k ~ U(0, beta_max),  k = 1..s'
 
-with q~ the detached query; the logits q.h / tau and q.h' / tau join the denominator.
+with q~ the detached query; every synthetic point is detached, and its logit q.h / tau joins the
+denominator of q's InfoNCE term. The pairs (a, b) of a query are distinct (a uniform s-subset of the
+N(N-1)/2 pairs), c is uniform among the N.
+
+Below: the random draws (:func:`mochi_draws`, the one definition that both paths consume, so that for
+one generator state they mix the same negatives with the same weights), the selection
+(:func:`hardest`), the points (:func:`synthesize`), and :meth:`MoCHi.extra_logits`, which builds the
+(B, s + s', D) points and takes their logits with a matrix product. :meth:`MoCHi.fast_logits` computes the
+same logits in closed form, as weighted sums of entries of the queue logits (:mod:`hardmix.kernels`);
+the tests check it against this file.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from hardmix.errors import StrategyArgumentError
-from hardmix.losses.gathered_logits import GatheredLogits
-from hardmix.mixing import _check_mochi_args, _mochi_draws, hardest_negatives, mochi_logits
+from hardmix.kernels.gathered_logits import GatheredLogits
+from hardmix.kernels.mochi_logits import mochi_logits
+from hardmix.kernels.pair_sampling import draw_distinct_pairs
+from hardmix.kernels.row_topk import hardest_negatives
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
 from hardmix.utils.counting import count_true
+
+
+class MochiDraws(NamedTuple):
+    """MoCHi's random numbers for a batch; positions index each query's N hardest negatives, as listed by
+    :func:`hardest` (ascending negative index)."""
+
+    first: Tensor  # (B, s) position of n_a (int32 or int64)
+    second: Tensor  # (B, s) position of n_b, first < second
+    alpha: Tensor  # (B, s) weight of n_a, ~ U(0, 1)
+    pick: Tensor  # (B, s') position of n_c, uniform
+    beta: Tensor  # (B, s') weight of the query, ~ U(0, beta_max)
+
+
+def mochi_draws(
+    batch: int,
+    n_hard: int,
+    n_pair: int,
+    n_query: int,
+    beta_max: float,
+    generator: torch.Generator | None,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> MochiDraws:
+    """MoCHi's random draws, in a fixed order from ``generator``: the pairs, alpha, the picks, beta.
+
+    The pairs come from :func:`hardmix.kernels.pair_sampling.draw_distinct_pairs` (a uniform s-subset of
+    the distinct pairs a < b of range(N), per row).
+
+    Example:
+        >>> draws = mochi_draws(2, 4, 3, 1, 0.5, torch.Generator().manual_seed(0), torch.device("cpu"),
+        ...                     torch.float32)
+        >>> draws.first.shape, draws.pick.shape, bool((draws.first < draws.second).all())
+        (torch.Size([2, 3]), torch.Size([2, 1]), True)
+    """
+    if n_pair > 0:
+        first, second = draw_distinct_pairs(batch, n_hard, n_pair, generator, device)
+        alpha = torch.rand(batch, n_pair, generator=generator, device=device, dtype=dtype)
+    else:
+        first = second = torch.empty(batch, 0, dtype=torch.long, device=device)
+        alpha = torch.empty(batch, 0, device=device, dtype=dtype)
+    if n_query > 0:
+        pick = torch.randint(n_hard, (batch, n_query), generator=generator, device=device)
+        beta = beta_max * torch.rand(batch, n_query, generator=generator, device=device, dtype=dtype)
+    else:
+        pick = torch.empty(batch, 0, dtype=torch.long, device=device)
+        beta = torch.empty(batch, 0, device=device, dtype=dtype)
+    return MochiDraws(first, second, alpha, pick, beta)
+
+
+def hardest(similarities: Tensor, n_hard: int, valid: Tensor | None = None) -> Tensor:
+    """(B, N) indices of each query's ``n_hard`` most similar valid negatives, ascending, chosen in fp32.
+
+    Args:
+        similarities: (B, K) query-negative similarities (any positive scale).
+        n_hard: N.
+        valid: optional (B, K) bool mask of the negatives each query may use.
+
+    Example:
+        >>> hardest(torch.tensor([[0.1, 0.9, 0.5, 0.7]]), 2)
+        tensor([[1, 3]])
+    """
+    sims = similarities.detach().float()
+    if valid is not None:
+        sims = sims.masked_fill(~valid, float("-inf"))
+    return sims.topk(n_hard, dim=1).indices.sort(dim=1).values
+
+
+def synthesize(query: Tensor, negatives: Tensor, hard: Tensor, draws: MochiDraws) -> Tensor:
+    """The synthetic points of Eq. 3 and 4, built as vectors: (B, s + s', D), unit norm, detached.
+
+    Args:
+        query: (B, D) unit queries q (used detached: q~).
+        negatives: (K, D) unit negatives.
+        hard: (B, N) each query's hardest negatives (indices into ``negatives``), see :func:`hardest`.
+        draws: the positions among ``hard`` and the weights, see :func:`mochi_draws`.
+
+    Returns:
+        (B, s + s', D): the s pair mixtures h_k, then the s' query mixtures h'_k.
+
+    Example:
+        >>> q, queue = F.normalize(torch.randn(2, 4), dim=1), F.normalize(torch.randn(9, 4), dim=1)
+        >>> draws = mochi_draws(2, 3, 3, 2, 0.5, None, q.device, q.dtype)
+        >>> points = synthesize(q, queue, hardest(q @ queue.T, 3), draws)
+        >>> points.shape, bool(torch.allclose(points.norm(dim=-1), torch.ones(2, 5)))
+        (torch.Size([2, 5, 4]), True)
+    """
+    query, negatives = query.detach(), negatives.detach()
+    n_a = negatives[hard.gather(1, draws.first.long())]  # (B, s, D)
+    n_b = negatives[hard.gather(1, draws.second.long())]  # (B, s, D)
+    n_c = negatives[hard.gather(1, draws.pick.long())]  # (B, s', D)
+    alpha, beta = draws.alpha.unsqueeze(2), draws.beta.unsqueeze(2)
+    pair_mixtures = F.normalize(alpha * n_a + (1.0 - alpha) * n_b, dim=-1)  # h_k, Eq. 3
+    query_mixtures = F.normalize(beta * query.unsqueeze(1) + (1.0 - beta) * n_c, dim=-1)  # h'_k, Eq. 4
+    return torch.cat([pair_mixtures, query_mixtures.to(pair_mixtures.dtype)], dim=1)
+
+
+@torch.no_grad()
+def mochi_synthesize(
+    query: Tensor,
+    negatives: Tensor,
+    n_hard: int,
+    n_pair: int,
+    n_query: int,
+    beta_max: float = 0.5,
+    generator: torch.Generator | None = None,
+    valid: Tensor | None = None,
+    similarities: Tensor | None = None,
+) -> Tensor:
+    """MoCHi's synthetic hard negatives (Kalantidis et al., NeurIPS 2020, Sec. 4.1 and 4.2).
+
+    For each query q_b: take its N = ``n_hard`` most similar negatives (fp32 selection); s = ``n_pair``
+    points h = normalize(alpha n_a + (1 - alpha) n_b) over distinct pairs a != b of them, alpha ~ U(0, 1)
+    (Eq. 3); s' = ``n_query`` points h' = normalize(beta q + (1 - beta) n_c), c uniform among the N,
+    beta ~ U(0, beta_max) with beta_max <= 0.5 (Eq. 4). All points are L2-normalized and detached.
+
+    Args:
+        query: (B, D) unit-norm queries.
+        negatives: (K, D) unit-norm negatives (the queue).
+        n_hard: N.
+        n_pair: s.
+        n_query: s'.
+        beta_max: upper bound of the query weight, in (0, 0.5].
+        generator: optional torch.Generator (same seed, same output, the same points as
+            :meth:`MoCHi.extra_logits` builds).
+        valid: optional (B, K) bool mask of the negatives each query may use (e.g. not its own sample).
+        similarities: optional (B, K) precomputed query-negative similarities (any positive scale).
+
+    Returns:
+        (B, n_pair + n_query, D) unit-norm synthetic negatives, pair mixtures first.
+
+    Example:
+        >>> q = torch.nn.functional.normalize(torch.randn(4, 8), dim=1)
+        >>> queue = torch.nn.functional.normalize(torch.randn(32, 8), dim=1)
+        >>> mochi_synthesize(q, queue, n_hard=8, n_pair=6, n_query=2).shape
+        torch.Size([4, 8, 8])
+    """
+    if query.dim() != 2 or negatives.dim() != 2 or query.shape[1] != negatives.shape[1]:
+        raise ValueError(
+            f"query (B, D) and negatives (K, D) expected, got {tuple(query.shape)}, {tuple(negatives.shape)}"
+        )
+    available = negatives.shape[0]
+    if valid is not None:
+        available = int(count_true(valid, dim=1).min()) if valid.numel() else 0
+    _check_mochi_args(n_hard, n_pair, n_query, beta_max, available)
+    if similarities is None:
+        # fp32 even under autocast (which would run this product in bf16/fp16 and tie near-equal negatives).
+        with torch.autocast(query.device.type, enabled=False):
+            similarities = query.float() @ negatives.float().T
+    hard = hardest(similarities, n_hard, valid)
+    batch = query.shape[0]
+    draws = mochi_draws(batch, n_hard, n_pair, n_query, beta_max, generator, query.device, query.dtype)
+    return synthesize(query, negatives, hard, draws)
 
 
 @register_strategy
@@ -36,8 +203,8 @@ class MoCHi(Strategy):
     Example:
         >>> try:
         ...     MoCHi(n_hard=4, n_pair=7)
-        ... except ValueError as e:
-        ...     print(e)
+        ... except StrategyArgumentError as error:
+        ...     print(error)
         n_pair: 7 mixtures of distinct pairs need as many pairs among n_hard=4 (6 exist)
     """
 
@@ -54,7 +221,7 @@ class MoCHi(Strategy):
         ParamInfo("beta_max", 0.5, "query weight beta ~ U(0, beta_max), beta_max <= 0.5 (paper: 0.5)"),
         ParamInfo("warmup_steps", 0, "optimizer steps of plain InfoNCE before mixing starts"),
     )
-    needs_anchor_logits = True
+    needs_anchor_logits = True  # the fast path gathers its logits from the anchor-only queue logits
 
     def __init__(
         self,
@@ -87,61 +254,79 @@ class MoCHi(Strategy):
     def required_negatives(self) -> int:
         return self.n_hard
 
-    def extra_logits(self, ctx: ContrastContext) -> GatheredLogits | None:
+    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
+        """The plain implementation: select, draw, build the (B, s + s', D) points, take their logits
+        q . SG(h) / tau with a matrix product. (B, s + s'), pair mixtures first; None before the warm-up
+        ends."""
+        if not self._mixing(ctx):
+            return None
+        self._check_available(int(count_true(ctx.negative_mask, dim=1).min()), ctx)
+        hard = hardest(_selection_similarities(ctx), self.n_hard, ctx.negative_mask)  # (B, N)
+        draws = self._draws(ctx, hard.shape[0])
+        points = synthesize(ctx.anchors, ctx.candidates, hard, draws)  # (B, s + s', D), detached
+        logits = (points @ ctx.anchors.unsqueeze(2)).squeeze(2) / ctx.temperature  # (B, s + s')
+        self._last = (logits.detach(), ctx.positive_logits.detach(), ctx.temperature)
+        return logits
+
+    def fast_logits(self, ctx: ContrastContext) -> Tensor | GatheredLogits | None:
+        """:meth:`extra_logits` in closed form (:func:`hardmix.kernels.mochi_logits.mochi_logits`): the
+        same selection and draws, no (B, s + s', D) points."""
+        if ctx.shortcuts is None:
+            return self.extra_logits(ctx)
+        if not self._mixing(ctx):
+            return None
+        self._check_available(ctx.shortcuts.fewest_negatives(ctx.negative_mask), ctx)
+        similarities = _selection_similarities(ctx)
+        # Cosines from the selection values: they are the logits (q.n / tau) unless recomputed in fp32.
+        to_cosine = ctx.temperature if similarities is ctx.logits else 1.0
+        # Queue mode: the logits are -inf at the excluded entries already, which the selection then never
+        # picks (at least n_hard valid ones exist): no (B, K) masking pass.
+        valid = None if ctx.shortcuts.mask_kind == "all" else ctx.negative_mask
+        if ctx.mode == "queue" and similarities is ctx.logits:
+            valid = None
+        with torch.no_grad():
+            hard = hardest_negatives(similarities, self.n_hard, valid)  # the same set, order as hardest()
+            draws = self._draws(ctx, hard.shape[0])
+        logits = mochi_logits(
+            ctx.shortcuts.anchor_logits,
+            ctx.anchors,
+            ctx.candidates,
+            hard,
+            tuple(draws),
+            similarities.detach(),
+            ctx.temperature,
+            to_cosine=to_cosine,
+        )
+        self._last = (logits.values, ctx.positive_logits.detach(), ctx.temperature)
+        return logits
+
+    def _mixing(self, ctx: ContrastContext) -> bool:
+        """Whether this call mixes (after the warm-up, with points to build); if not, forget the last
+        call's diagnostics."""
         if ctx.step < self.warmup_steps or self.n_pair + self.n_query == 0:
             self._last = None
-            return None
-        if ctx.mask_kind == "all":
-            available = ctx.negative_mask.shape[1]
-        elif ctx.negative_counts is not None:
-            available = int(ctx.negative_counts.min())
-        else:
-            available = int(count_true(ctx.negative_mask, dim=1).min())
+            return False
+        return True
+
+    def _check_available(self, available: int, ctx: ContrastContext) -> None:
         if self.n_hard > available:
             raise StrategyArgumentError(
                 "n_hard",
                 f"{self.n_hard} hardest negatives requested but only {available} are available "
                 f"({ctx.mode} negatives)",
             )
-        # Select in fp32 even under autocast: reuse the logits when they are fp32 (or fp64) already.
-        # Queue mode: the logits are -inf at the excluded entries already, which the selection then never
-        # picks (at least n_hard valid ones exist): no (B, K) masking pass.
-        valid = None if ctx.mask_kind == "all" else ctx.negative_mask
-        if ctx.logits.dtype in (torch.float32, torch.float64):
-            similarities, to_cosine = ctx.logits.detach(), ctx.temperature
-            if ctx.mode == "queue":
-                valid = None
-        else:
-            with torch.autocast(ctx.anchors.device.type, enabled=False), torch.no_grad():
-                similarities = ctx.anchors.detach().float() @ ctx.candidates.detach().float().T
-            to_cosine = 1.0
-        with torch.no_grad():
-            hard = hardest_negatives(similarities, self.n_hard, valid)
-            draws = _mochi_draws(
-                hard.shape[0],
-                self.n_hard,
-                self.n_pair,
-                self.n_query,
-                self.beta_max,
-                ctx.generator,
-                ctx.anchors.device,
-                ctx.anchors.dtype,
-            )
-        # q . SG(h) / tau in closed form (see hardmix.mixing.mochi_logits): equal to building the s + s'
-        # points (B, s + s', D) and a batched product, without the gathers, mixing and normalizing of
-        # every point; the gradient reaches q only, through the anchor-only logits.
-        logits = mochi_logits(
-            ctx.anchor_logits,
-            ctx.anchors,
-            ctx.candidates,
-            hard,
-            draws,
-            similarities,
-            ctx.temperature,
-            to_cosine=to_cosine,
+
+    def _draws(self, ctx: ContrastContext, batch: int) -> MochiDraws:
+        return mochi_draws(
+            batch,
+            self.n_hard,
+            self.n_pair,
+            self.n_query,
+            self.beta_max,
+            ctx.generator,
+            ctx.anchors.device,
+            ctx.anchors.dtype,
         )
-        self._last = (logits.values, ctx.positive_logits.detach(), ctx.temperature)
-        return logits
 
     def diagnostics(self) -> dict[str, float]:
         """Mean cosine of the queries to their synthetic negatives, and the fraction of synthetic
@@ -153,3 +338,36 @@ class MoCHi(Strategy):
             "synthetic_sim": float(logits.float().mean()) * tau,
             "synthetic_harder_than_positive": float((logits > positive.unsqueeze(1)).float().mean()),
         }
+
+
+def _selection_similarities(ctx: ContrastContext) -> Tensor:
+    """The (B, K) values that rank each query's negatives: its logits q.n / tau when they are fp32 or
+    fp64, else q.n recomputed in fp32 (under autocast: bf16 ties would change the selection)."""
+    if ctx.logits.dtype in (torch.float32, torch.float64):
+        return ctx.logits
+    with torch.autocast(ctx.anchors.device.type, enabled=False), torch.no_grad():
+        return ctx.anchors.detach().float() @ ctx.candidates.detach().float().T
+
+
+def _check_mochi_args(n_hard: int, n_pair: int, n_query: int, beta_max: float, available: int) -> None:
+    if not isinstance(n_hard, int) or n_hard < 1:
+        raise StrategyArgumentError("n_hard", f"must be a positive integer, got {n_hard!r}")
+    if n_hard > available:
+        raise StrategyArgumentError(
+            "n_hard", f"{n_hard} hardest negatives requested but only {available} are available"
+        )
+    if not isinstance(n_pair, int) or n_pair < 0:
+        raise StrategyArgumentError("n_pair", f"must be a non-negative integer, got {n_pair!r}")
+    if n_pair > n_hard * (n_hard - 1) // 2:
+        raise StrategyArgumentError(
+            "n_pair",
+            f"{n_pair} mixtures of distinct pairs need as many pairs among n_hard={n_hard} "
+            f"({n_hard * (n_hard - 1) // 2} exist)",
+        )
+    if not isinstance(n_query, int) or n_query < 0:
+        raise StrategyArgumentError("n_query", f"must be a non-negative integer, got {n_query!r}")
+    if not 0.0 < beta_max <= 0.5:
+        raise StrategyArgumentError(
+            "beta_max", f"must be in (0, 0.5] (the query weighs less than the negative), got {beta_max}"
+        )
+

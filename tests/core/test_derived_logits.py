@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hardmix.kernels.derived_logits import GradientRule
 from hardmix.losses import DerivedLogits, GatheredLogits, ScaledLogits, info_nce_from_blocks
-from hardmix.losses.derived_logits import GradientRule
 
 from ._reference import cross_entropy
 

@@ -7,9 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix import mixing as mixing_module
+from hardmix.kernels import mixture_norms
+from hardmix.kernels.faiss_inner_products import indexed_inner_products
 from hardmix.losses import ContrastiveLoss
-from hardmix.utils.faiss_backend import faiss_module, indexed_inner_products
+from hardmix.utils.faiss_backend import faiss_module
 
 needs_faiss = pytest.mark.skipif(faiss_module() is None, reason="faiss is not installed (hardmix[faiss])")
 
@@ -74,9 +75,9 @@ def test_pair_inverse_norms_faiss_and_torch_paths_agree_with_explicit_mixtures(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     negatives, first, second, alpha = _pair_setup()
-    with_faiss = mixing_module._pair_inverse_norms(negatives, first, second, alpha)
-    monkeypatch.setattr(mixing_module, "indexed_inner_products", lambda *args: None)
-    with_torch = mixing_module._pair_inverse_norms(negatives, first, second, alpha)
+    with_faiss = mixture_norms.pair_inverse_norms(negatives, first, second, alpha)
+    monkeypatch.setattr(mixture_norms, "indexed_inner_products", lambda *args: None)
+    with_torch = mixture_norms.pair_inverse_norms(negatives, first, second, alpha)
     n = negatives.double().numpy()
     a = alpha.double().numpy()[..., None]
     mixed = a * n[first.numpy()] + (1 - a) * n[second.numpy()]
@@ -101,7 +102,7 @@ def test_mochi_loss_and_gradient_are_the_same_with_and_without_faiss(monkeypatch
         return loss.detach(), z.grad
 
     loss_faiss, grad_faiss = loss_and_grad()
-    monkeypatch.setattr(mixing_module, "indexed_inner_products", lambda *args: None)
+    monkeypatch.setattr(mixture_norms, "indexed_inner_products", lambda *args: None)
     loss_torch, grad_torch = loss_and_grad()
     torch.testing.assert_close(loss_faiss, loss_torch, rtol=0, atol=1e-6)
     torch.testing.assert_close(grad_faiss, grad_torch, rtol=0, atol=1e-7)

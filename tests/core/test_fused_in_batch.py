@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from hardmix.kernels import fused_in_batch as fused_module
+from hardmix.kernels.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
 from hardmix.losses import ContrastiveLoss
-from hardmix.losses import fused_in_batch as fused_module
-from hardmix.losses.fused_in_batch import fused_in_batch_loss, fused_in_batch_supported
 from hardmix.strategies import MixCSE
 
 from ._reference import info_nce_in_batch, mixcse_loss_np, mixcse_stopgrad_grads_np, normalize

@@ -264,9 +264,9 @@ def test_queue_with_sample_ids_against_numpy() -> None:
     F.cross_entropy(ref_logits / 0.1, torch.zeros(6, dtype=torch.long)).backward()
     torch.testing.assert_close(a.grad, c.grad, rtol=0, atol=1e-12)
 
-    from hardmix.losses.contrastive import _excluded_queue_entries
+    from hardmix.kernels.queue_exclusions import excluded_queue_entries
 
-    excluded = _excluded_queue_entries(query_ids, queue_ids, 6)
+    excluded = excluded_queue_entries(query_ids, queue_ids, 6)
     assert excluded.counts.tolist() == valid.sum(1).tolist()
     dense = np.zeros((6, 20), dtype=bool)
     dense[:, excluded.empty.numpy()] = True

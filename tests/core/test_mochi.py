@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix import mixing as mixing_module
+from hardmix.kernels import pair_sampling
 from hardmix.mixing import hardest_negatives, mochi_synthesize, sample_distinct_pairs
 from hardmix.strategies import MoCHi
 
@@ -331,22 +331,22 @@ def test_repeated_keys_numpy_path_equals_the_stable_sort() -> None:
     keys[3, :5] = 7  # a value five times
     keys += torch.arange(batch, dtype=torch.int32).unsqueeze(1) * stride
     for k in (keys, keys[:, 20:].contiguous()):
-        taken, rows, cols = mixing_module._repeated_keys(k)
-        taken2, rows2, cols2 = mixing_module._repeated_keys_by_sort(k)
+        taken, rows, cols = pair_sampling.repeated_keys(k)
+        taken2, rows2, cols2 = pair_sampling.repeated_keys_by_sort(k)
         assert torch.equal(taken, taken2)
         assert torch.equal(rows, rows2) and torch.equal(cols, cols2)  # in the same (row-major) order
         assert rows.numel() == k.numel() - sum(len(set(r)) for r in k.tolist())
     distinct = torch.arange(12, dtype=torch.int32).view(3, 4)  # no repeat at all
-    for path in (mixing_module._repeated_keys, mixing_module._repeated_keys_by_sort):
+    for path in (pair_sampling.repeated_keys, pair_sampling.repeated_keys_by_sort):
         taken, rows, cols = path(distinct)
         assert taken.tolist() == list(range(12)) and rows.numel() == 0 and cols.numel() == 0
     many = torch.randint(0, 3, (4, 100), generator=g) + torch.arange(4).unsqueeze(1) * 10  # fallback path
-    assert torch.equal(mixing_module._repeated_keys(many)[1], mixing_module._repeated_keys_by_sort(many)[1])
+    assert torch.equal(pair_sampling.repeated_keys(many)[1], pair_sampling.repeated_keys_by_sort(many)[1])
     first, second = sample_distinct_pairs(256, 1024, 1024, torch.Generator().manual_seed(32))
-    original = mixing_module._repeated_keys
+    original = pair_sampling.repeated_keys
     try:
-        mixing_module._repeated_keys = mixing_module._repeated_keys_by_sort
+        pair_sampling.repeated_keys = pair_sampling.repeated_keys_by_sort
         first2, second2 = sample_distinct_pairs(256, 1024, 1024, torch.Generator().manual_seed(32))
     finally:
-        mixing_module._repeated_keys = original
+        pair_sampling.repeated_keys = original
     assert torch.equal(first, first2) and torch.equal(second, second2)

@@ -1,6 +1,7 @@
 """The whole one-process in-batch loss, plain InfoNCE (SimCSE) or MixCSE, as one autograd Function: the
 same numbers as the composed path (:class:`hardmix.losses.ContrastiveLoss` with no strategy or with the
-``mixcse`` strategy), in fewer passes over the (B, B) matrices and with fewer fresh (B, B) allocations.
+``mixcse`` strategy, and the plain path ``impl="plain"``), in fewer passes over the (B, B) matrices and
+with fewer fresh (B, B) allocations.
 
 With unit rows h1 (anchors) and h2 (positives), S = h1 h2^T / tau, d = diag(S), c = lam / (1 - lam) and the
 constant (stop-gradient) inverse norms
@@ -8,7 +9,8 @@ constant (stop-gradient) inverse norms
     inv1_ij = (1 - lam) / ||lam h2_i + (1 - lam) h2_j||,
     inv2_ij = (1 - lam) / ||lam h1_i + (1 - lam) h1_j||,
 
-MixCSE's mixed logits (Zhang et al. 2022, Eq. 4 and 5, in closed form, see :mod:`hardmix.mixing`) are
+MixCSE's mixed logits (Zhang et al. 2022, Eq. 4 and 5, in closed form, see
+:mod:`hardmix.kernels.mixture_norms`) are
 
     direction 1 (anchor h1_i, m'_ij = normalize(lam h2_i + (1 - lam) h2_j)):  M1_ij = (S_ij + c d_i) inv1_ij
     direction 2 (anchor h2_i, m_ij  = normalize(lam h1_i + (1 - lam) h1_j)):  M2_ij = (S_ji + c d_i) inv2_ij
@@ -29,8 +31,8 @@ with n the number of directions. Two matrix products, as for plain InfoNCE.
 Numerics: every logit is a cosine over tau, so |logit| <= 1 / tau, and the exponentials need no max shift
 while 1 / tau is small enough for the dtype (``MAX_INV_TAU``); the caller falls back to the composed path
 otherwise. The logits are held in base 2, S log2(e) (the factor rides on the matrix product's scale, and
-every mixed logit is linear in S and d), and exponentiated with ``exp2`` (half the time of ``exp`` on CPU,
-see :data:`hardmix.losses.info_nce.LOG2_E`), at the same accuracy: the product that computes S log2(e)
+every mixed logit is linear in S and d), and exponentiated with ``exp2`` (faster than ``exp`` on CPU,
+see :data:`hardmix.kernels.block_logsumexp.LOG2_E`), at the same accuracy: the product that computes S log2(e)
 rounds as the one that computes S.
 """
 
@@ -42,8 +44,9 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from hardmix.losses.info_nce import LOG2_E
-from hardmix.mixing import _autocast_free, scaled_inverse_mixture_norms
+from hardmix.kernels.autocast import autocast_free
+from hardmix.kernels.block_logsumexp import LOG2_E
+from hardmix.kernels.mixture_norms import scaled_inverse_mixture_norms
 
 # Largest 1 / tau for which e^{+-1/tau} and sums of many of them stay finite and normal, per dtype.
 MAX_INV_TAU = {torch.float32: 50.0, torch.float64: 500.0}
@@ -52,7 +55,7 @@ MAX_INV_TAU = {torch.float32: 50.0, torch.float64: 500.0}
 def fused_in_batch_supported(h1: Tensor, temperature: float) -> bool:
     """Whether :func:`fused_in_batch_loss` handles this input (dtype, temperature, no autocast)."""
     limit = MAX_INV_TAU.get(h1.dtype)
-    return limit is not None and 1.0 / temperature <= limit and _autocast_free(h1)
+    return limit is not None and 1.0 / temperature <= limit and autocast_free(h1)
 
 
 def _column_sums(x: Tensor) -> Tensor:
@@ -80,8 +83,8 @@ def _forward_buffers(
 
 
 # Rows per strip of the mixed forward on CPU, from B = 8 strips up: the strip's temporaries stay in cache
-# between the passes. (One thread, fwd + bwd, medians: 408 against 437 ms at B = 2048; at B = 256 the
-# loop's extra calls cost more than the cache saves, 7.47 against 7.30 ms as one strip.)
+# between the passes; below that the loop's extra calls cost more than the cache saves (measured in
+# docs/performance.md).
 _STRIP_ROWS = 128
 
 

@@ -1,16 +1,16 @@
 """A logit block that is a fixed rescaling of another: ``(source + w shift) * scale``, scale constant.
 
 MixCSE's stop-gradient logits against a queue are of this kind (Zhang et al. 2022, Eq. 4; see
-:mod:`hardmix.strategies.mixcse`): with query q, key k, m_ij = normalize(lam k_i + (1 - lam) n_j), SG(m_ij),
+:class:`hardmix.strategies.MixCSE`): with query q, key k, m_ij = normalize(lam k_i + (1 - lam) n_j), SG(m_ij),
 
     q_i . SG(m_ij) / tau = (q_i.n_j / tau + lam / (1 - lam) q_i.k_i / tau) * s_ij,
     s_ij = (1 - lam) / ||lam k_i + (1 - lam) n_j||,
 
 the (B, K) queue logits plus a per-row shift, times constant inverse norms. Passed to
-:func:`hardmix.losses.info_nce_from_blocks` next to its source block, its gradient is added into the
-source's gradient in place (one ``mul_`` and one ``add_`` of the (B, K) softmax gradient, and a row sum for
-the shift) instead of autograd's chain (a product with the scale, a product with w for the shift, and
-the sum of two (B, K) gradients, each into a fresh (B, K) buffer).
+:func:`~hardmix.kernels.block_logsumexp.info_nce_from_blocks` next to its source block, its gradient is
+added into the source's gradient in place (one ``mul_`` and one ``add_`` of the (B, K) softmax gradient, and
+a row sum for the shift) instead of autograd's chain (a product with the scale, a product with w for the
+shift, and the sum of two (B, K) gradients, each into a fresh (B, K) buffer).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from hardmix.losses.derived_logits import DerivedLogits, GradientRule
+from hardmix.kernels.derived_logits import DerivedLogits, GradientRule
 
 
 @dataclass

@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from hardmix.kernels.autocast import autocast_dtype
+
 
 class _PairwiseLogits(torch.autograd.Function):
     @staticmethod
@@ -54,20 +56,6 @@ class _PairwiseLogits(torch.autograd.Function):
         return grad_a, grad_b, None, None, None
 
 
-def _autocast_dtype(device_type: str) -> torch.dtype | None:
-    """The autocast dtype active for ``device_type``, or None when autocast is off there."""
-    try:
-        enabled = torch.is_autocast_enabled(device_type)
-        dtype = torch.get_autocast_dtype(device_type) if enabled else None
-    except (TypeError, AttributeError):  # torch < 2.4: per-device functions
-        if device_type == "cpu":
-            enabled, get = torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype
-        else:
-            enabled, get = torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype
-        dtype = get() if enabled else None
-    return dtype
-
-
 def pairwise_logits(
     a: Tensor, b: Tensor, temperature: float, a_only: bool = False, b_only: bool = False
 ) -> tuple[Tensor, ...]:
@@ -94,7 +82,7 @@ def pairwise_logits(
     # backward then both run in the autocast dtype, and autograd casts the gradients back to fp32.
     # (Inside the Function only the forward would be autocast, and the backward would multiply a
     # low-precision gradient by fp32 inputs.)
-    dtype = _autocast_dtype(a.device.type)
+    dtype = autocast_dtype(a.device.type)
     if dtype is not None:
         a = a.to(dtype) if a.dtype == torch.float32 else a
         b = b.to(dtype) if b.dtype == torch.float32 else b

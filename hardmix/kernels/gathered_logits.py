@@ -1,17 +1,17 @@
 """Extra logit columns that are fixed linear combinations of entries of a logit block.
 
-MoCHi's synthetic logits are of this kind (Kalantidis et al. 2020; see :func:`hardmix.mixing.mochi_logits`):
-with constant mixing weights and constant norms, q . SG(h) / tau is a weighted sum of two entries of the
-query's row of q.queue / tau. Passed to :func:`hardmix.losses.info_nce_from_blocks` next to the block
-they are gathered from, their gradient is scatter-added into that block's gradient in place, instead of
-autograd's gather backward (a fresh (B, K) zero matrix, a scatter into it, and a (B, K) sum).
+MoCHi's synthetic logits are of this kind (Kalantidis et al. 2020; see
+:func:`hardmix.kernels.mochi_logits.mochi_logits`): with constant mixing weights and constant norms,
+q . SG(h) / tau is a weighted sum of two entries of the query's row of q.queue / tau. Passed to
+:func:`~hardmix.kernels.block_logsumexp.info_nce_from_blocks` next to the block they are gathered from,
+their gradient is scatter-added into that block's gradient in place, instead of autograd's gather backward
+(a fresh (B, K) zero matrix, a scatter into it, and a (B, K) sum).
 
 When many terms draw on few columns of each row (MoCHi: 2 (s + s') terms on the N hardest of K
 negatives), the columns can be named once as ``support`` (B, C) and the terms index into it: the forward
 gathers the (B, C) support from the large block, then the terms from that small, cache-resident matrix;
-the backward adds the terms' gradient into a (B, C) buffer, then scatters that once into the block. At
-MoCHi's shape (B = 256, K = 16384, C = 1024, 2 x 1280 terms; one thread of a 2-core EPYC, medians of 15):
-gather 2.2 against 4.8 ms, scatter-add 2.5 against 3.6 ms.
+the backward adds the terms' gradient into a (B, C) buffer, then scatters that once into the block
+(faster at MoCHi's shape than gathering from the large block directly: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from hardmix.losses.derived_logits import DerivedLogits, GradientRule
+from hardmix.kernels.derived_logits import DerivedLogits, GradientRule
 
 
 @dataclass

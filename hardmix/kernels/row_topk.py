@@ -1,4 +1,5 @@
-"""The exact n largest entries of each row, as a set, quickly on CPU.
+"""The exact n largest entries of each row, in ascending column order, quickly on CPU; MoCHi's selection of
+each query's hardest negatives.
 
 ``torch.topk`` on CPU runs ``std::nth_element`` over (value, index) pairs, row by row. NumPy's
 ``partition`` (an introselect on the values alone, SIMD-accelerated in NumPy 2) finds each row's n-th
@@ -6,10 +7,7 @@ largest value much faster; the entries at or above it are then the row's top n, 
 and one ``flatnonzero``. Only rows with ties at their n-th value (or NaN) need ``argpartition``. NumPy
 releases the GIL in these calls, so blocks of rows run on as many threads as torch's intra-op pool.
 
-Measured at MoCHi's shapes (n = 1024, B = 256; one thread of a 2-core EPYC, interleaved medians of 21):
-13.2 ms against 40.3 ms for ``topk`` at K = 16384 (27.4 ms for the sampled-threshold pre-filter that it
-replaced), 48.3 against 151.8 ms (80.3) at K = 65536; in-batch (B = 512, K = 511, n = 128) 1.3 against
-3.3 ms.
+The measured speed-up over ``topk`` is in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -31,8 +29,10 @@ def row_topk_indices(values: Tensor, n: int) -> Tensor:
     """(B, n) int64 column indices of the ``n`` largest entries of each row of ``values`` (B, K).
 
     The same set per row as ``values.topk(n, dim=1).indices`` (ties at the n-th value broken arbitrarily;
-    NaN counts as the largest value, as in ``topk``), in no particular order. fp32 and fp64 CPU tensors go
-    through NumPy (see the module docstring); everything else through ``topk``. No gradient.
+    NaN counts as the largest value, as in ``topk``), in ascending column order: the order is part of
+    the contract, because MoCHi's draws index positions in this list (its plain path sorts ``topk``'s
+    indices the same way). fp32 and fp64 CPU tensors go through NumPy (see the module docstring);
+    everything else through ``topk``. No gradient.
 
     Args:
         values: (B, K) tensor.
@@ -51,7 +51,7 @@ def row_topk_indices(values: Tensor, n: int) -> Tensor:
     values = values.detach()
     numpy_ok = values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64)
     if not numpy_ok or n == 0 or values.numel() == 0:
-        return values.topk(n, dim=1, sorted=False).indices
+        return values.topk(n, dim=1, sorted=False).indices.sort(dim=1).values
     array = values.contiguous().numpy()
     batch = array.shape[0]
     threads = min(torch.get_num_threads(), batch // _MIN_ROWS_PER_THREAD)
@@ -83,7 +83,7 @@ def _numpy_row_topk(array: np.ndarray, n: int) -> np.ndarray:
     kth = k - n
     threshold = np.partition(array, kth, axis=1)[:, kth, None]  # (B, 1): each row's n-th largest value
     above = array >= threshold
-    flat = np.flatnonzero(above)  # row-major positions
+    flat = np.flatnonzero(above)  # row-major positions: each row's columns ascending
     offsets = np.arange(0, batch * k, k, dtype=np.int64)[:, None]
     if flat.size == batch * n:
         hard = flat.reshape(batch, n) - offsets
@@ -98,5 +98,30 @@ def _numpy_row_topk(array: np.ndarray, n: int) -> np.ndarray:
     hard = np.empty((batch, n), dtype=np.int64)
     hard[exact] = flat[starts[exact, None] + np.arange(n)] - offsets[exact]
     if not exact.all():
-        hard[~exact] = np.argpartition(array[~exact], kth, axis=1)[:, kth:]
+        hard[~exact] = np.sort(np.argpartition(array[~exact], kth, axis=1)[:, kth:], axis=1)
     return hard
+
+
+def hardest_negatives(similarities: Tensor, n_hard: int, valid: Tensor | None = None) -> Tensor:
+    """Indices (B, n_hard) of the ``n_hard`` most similar valid negatives of each row, chosen in fp32.
+
+    Exact: the same set as ``topk`` (ties at the N-th value broken arbitrarily), in ascending column
+    order, through :func:`row_topk_indices` (NumPy's partition on CPU, ``topk`` elsewhere): the fast
+    counterpart of :func:`hardmix.strategies.mochi.hardest`.
+
+    Args:
+        similarities: (B, K) anchor-negative similarities (any positive scale; under autocast pass the
+            fp32 values: bf16 ties change the selection).
+        n_hard: N, how many to keep per row.
+        valid: optional (B, K) bool mask of the allowed negatives.
+
+    Example:
+        >>> sims = torch.tensor([[0.1, 0.9, 0.5, 0.7], [0.8, 0.2, 0.6, 0.4]])
+        >>> hardest_negatives(sims, 2)
+        tensor([[1, 3],
+                [0, 2]])
+    """
+    sims = similarities.detach().float()
+    if valid is not None:
+        sims = sims.masked_fill(~valid, float("-inf"))
+    return row_topk_indices(sims, n_hard)

@@ -1,12 +1,12 @@
 """Logit blocks computed from another logit block by a fixed linear map, with a fused backward.
 
 A strategy's extra negatives are often such a block: MoCHi's synthetic logits are weighted sums of entries
-of the queue logits (:class:`~hardmix.losses.gathered_logits.GatheredLogits`), MixCSE's stop-gradient
+of the queue logits (:class:`~hardmix.kernels.gathered_logits.GatheredLogits`), MixCSE's stop-gradient
 logits against a queue are the queue logits shifted and rescaled
-(:class:`~hardmix.losses.scaled_logits.ScaledLogits`). Passed to
-:func:`hardmix.losses.info_nce_from_blocks` next to their source block, such a block's gradient is added
-into the source's gradient in place by its :meth:`DerivedLogits.gradient_rule`, instead of through
-autograd's chain of fresh (B, K) buffers. Anywhere else, :meth:`DerivedLogits.materialize` gives an
+(:class:`~hardmix.kernels.scaled_logits.ScaledLogits`). Passed to
+:func:`~hardmix.kernels.block_logsumexp.info_nce_from_blocks` next to their source block, such a block's
+gradient is added into the source's gradient in place by its :meth:`DerivedLogits.gradient_rule`, instead of
+through autograd's chain of fresh (B, K) buffers. Anywhere else, :meth:`DerivedLogits.materialize` gives an
 ordinary tensor.
 """
 
