@@ -17,7 +17,7 @@ import os
 import socket
 from pathlib import Path
 
-from hardmix.datasets.registry import BERT_MINI_HUB, DATASETS
+from hardmix.data_sources import BERT_MINI_HUB, DATASETS
 from hardmix.paths import data_root, resolve_data_path
 from hardmix.text.model import quiet_transformers
 

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from tqdm.auto import tqdm
 
-from hardmix.compare.spec import CompareSpec, TaskSpec, _yaml_value
+from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import plain_config, resume_differences
@@ -88,7 +88,8 @@ def build_grid(spec: CompareSpec, output: Path) -> list[Cell]:
         for strategy in task.strategies or spec.strategies:
             entries = spec.strategies_for(task, strategy)
             for seed in spec.seeds:
-                overrides = [*task.overrides, f"loss.strategies={_yaml_value(entries)}", f"train.seed={seed}"]
+                strategies = f"loss.strategies={override_value(entries)}"
+                overrides = [*task.overrides, strategies, f"train.seed={seed}"]
                 try:
                     cfg = load_config_for(task_cls, task.config, overrides)
                 except ConfigError as e:

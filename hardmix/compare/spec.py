@@ -84,7 +84,8 @@ class CompareSpec:
         return entries
 
 
-def _yaml_value(v: Any) -> str:
+def override_value(v: Any) -> str:
+    """A value as the right-hand side of a ``--set key=value`` override (one line of YAML flow style)."""
     import yaml
 
     return (
@@ -191,7 +192,7 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
             name=name,
             task=str(t.get("task", name)),
             config=config,
-            overrides=[f"{k}={_yaml_value(v)}" for k, v in sets.items()],
+            overrides=[f"{k}={override_value(v)}" for k, v in sets.items()],
             score=str(t["score"]),
             strategy_args=args,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hardmix.datasets.registry import BASE_URL_ENV, DATASETS
+from hardmix.data_sources import BASE_URL_ENV, DATASETS
 
 
 def _fmt_size(n: int) -> str:

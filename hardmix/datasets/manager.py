@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from hardmix.data_sources import BASE_URL_ENV, BERT_MINI_HUB, DATASETS, SOURCES, DataSet, Source
 from hardmix.datasets import layout, prepare_images, prepare_models, prepare_text
 from hardmix.datasets.download import DataDownloadError, download_file, file_digest
 from hardmix.datasets.records import (
@@ -27,7 +28,6 @@ from hardmix.datasets.records import (
     verify_files,
     write_manifest,
 )
-from hardmix.datasets.registry import BASE_URL_ENV, BERT_MINI_HUB, DATASETS, SOURCES, DataSet, Source
 from hardmix.paths import download_root
 
 
@@ -120,7 +120,7 @@ def download(
     """Fetch and prepare data sets under the data root.
 
     Args:
-        names: data set names (see :data:`hardmix.datasets.registry.DATASETS`); their requirements come
+        names: data set names (see :data:`hardmix.data_sources.DATASETS`); their requirements come
             first.
         root: the data root (default: ``HARDMIX_DATA``, else the per-user default root).
         base_url: a mirror holding each source under its key (default: ``HARDMIX_DATA_BASE_URL``, else

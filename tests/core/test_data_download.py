@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from hardmix.cli import main
+from hardmix.data_sources import CIFAR10_MEMBERS, download_command_for
 from hardmix.datasets import DATASETS, SOURCES, DataCheckError, DataDownloadError, check, download, inventory
 from hardmix.datasets.layout import SENTEVAL_FILES
 from hardmix.datasets.manager import provenance
-from hardmix.datasets.registry import CIFAR10_MEMBERS, download_command_for
 from hardmix.paths import resolve_data_path
 from tests.conftest import require_data_path
 from tests.core.http_server import LocalServer

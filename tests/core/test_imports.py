@@ -13,18 +13,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import hardmix
 
 ROOT = Path(hardmix.__file__).resolve().parent
-
-# Cycles that exist in parts other engineers own, to be removed by them; any other cycle fails the test.
-# hardmix.paths.missing_hint imports hardmix.datasets.registry inside the function, and hardmix.datasets
-# imports hardmix.paths (download_root): the data-download work (issue 19).
-KNOWN_CYCLES = [("hardmix.datasets", "hardmix.paths")]
-# Likewise for private names used outside their module ("module uses other.module._name").
-KNOWN_PRIVATE_USES = ["hardmix.compare.grid uses hardmix.compare.spec._yaml_value"]  # hardmix compare
 
 
 def _module_name(path: Path) -> str:
@@ -118,30 +109,13 @@ def test_import_reader_sees_imports_inside_functions_and_relative_ones(tmp_path:
     assert ("hardmix.kernels", ["sibling"], 4) in found
 
 
-def _without_known_cycles(graph: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
-    """The graph less one edge of each known cycle (the edge from the first part to the second)."""
-    pruned = {a: dict(edges) for a, edges in graph.items()}
-    for a, b in KNOWN_CYCLES:
-        pruned.get(a, {}).pop(b, None)
-    return pruned
-
-
 def test_no_import_cycle_between_the_parts_of_the_core() -> None:
     graph = _part_graph()
     assert {"hardmix.kernels", "hardmix.losses", "hardmix.strategies", "hardmix.mixing"} <= set(graph)
-    graph = _without_known_cycles(graph)
     cycle = _find_cycle(graph)
     if cycle:
         where = [f"{a} -> {b} ({', '.join(graph[a][b])})" for a, b in zip(cycle, cycle[1:])]
         raise AssertionError("import cycle between parts of the core: " + "; ".join(where))
-
-
-@pytest.mark.xfail(strict=True, reason="a known cycle still exists; once it is fixed, drop its entry")
-@pytest.mark.parametrize("cycle", KNOWN_CYCLES, ids=lambda c: " <-> ".join(c) if isinstance(c, tuple) else c)
-def test_known_cycles_are_gone(cycle: tuple[str, str]) -> None:
-    graph = _part_graph()
-    a, b = cycle
-    assert not (b in graph.get(a, {}) and a in graph.get(b, {})), f"{a} and {b} still import each other"
 
 
 def test_kernels_import_no_strategy_and_no_loss() -> None:
@@ -180,11 +154,5 @@ def _private_uses() -> set[str]:
 
 
 def test_no_private_name_is_used_outside_its_module() -> None:
-    offences = _private_uses() - set(KNOWN_PRIVATE_USES)
+    offences = _private_uses()
     assert not offences, sorted(offences)
-
-
-@pytest.mark.xfail(strict=True, reason="a known private use still exists; once it is fixed, drop its entry")
-@pytest.mark.parametrize("use", KNOWN_PRIVATE_USES)
-def test_known_private_uses_are_gone(use: str) -> None:
-    assert use not in _private_uses()
