@@ -177,7 +177,7 @@ def build_loss(loss: LossSection) -> Any:
 
     built = [s for s in build_strategy_specs(loss.strategies) if s.name != "none"]
     try:
-        return ContrastiveLoss(loss.temperature, built or None, symmetric=loss.symmetric)
+        return ContrastiveLoss(loss.temperature, built or None, symmetric=loss.symmetric, impl=loss.impl)
     except ValueError as e:
         raise ConfigError(f"loss.symmetric: {str(e).removeprefix('symmetric: ')}") from None
 

@@ -63,7 +63,7 @@ class VisionTask(Task):
         self.data = build_train_data(cfg, rt.device, rt.rank, rt.world)
         _check_negatives(cfg, self.data.num_samples)
         self.spe = self.data.batches.steps_per_epoch
-        self.loss_fn = ContrastiveLoss(cfg.loss.temperature, cfg.strategy_specs(self.spe))
+        self.loss_fn = ContrastiveLoss(cfg.loss.temperature, cfg.strategy_specs(self.spe), impl=cfg.loss.impl)
         backbone, dim = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
         self.moco = MoCo(
             backbone, dim, cfg.model.proj_hidden, cfg.model.proj_dim, cfg.loss.queue_size,

@@ -77,11 +77,15 @@ class LossSection:
             ``none`` is plain InfoNCE. Normalized and validated by the core, errors naming
             ``loss.strategies[i].<argument>``.
         queue_size: K, the queue of detached keys that join the negatives (0: none).
+        impl: ``fast`` (the kernels, the default) or ``plain`` (every strategy through its paper-shaped
+            implementation, the definition the kernels are tested equal to: for a user who suspects the
+            fast path).
     """
 
     temperature: float = field(default=0.05, metadata={"gt": 0.0})
     strategies: Any = field(default_factory=lambda: [{"name": "none"}])
     queue_size: int = field(default=0, metadata={"min": 0})
+    impl: Literal["fast", "plain"] = "fast"
 
     def validate(self) -> None:
         self.strategies = normalize_strategy_specs(self.strategies)
