@@ -68,9 +68,10 @@ class Cell:
         return cmd + (["--resume"] if resume else [])
 
 
-def build_grid(spec: CompareSpec, output: Path) -> list[Cell]:
-    """Every cell, its config built and validated, its score known to its task, and any finished run folder
-    of another config refused; nothing is run or written here.
+def build_grid(spec: CompareSpec, output: Path, check_data: bool = True) -> list[Cell]:
+    """Every cell, its config built and validated, its score known to its task, its data there (the task's
+    own checks, with ``check_data``), and any finished run folder of another config refused; nothing is
+    run or written here.
 
     Raises:
         ConfigError: naming the task, strategy or key at fault.
@@ -100,7 +101,7 @@ def build_grid(spec: CompareSpec, output: Path) -> list[Cell]:
                         f"tasks.{task.name}.score: {task.score!r} is not a final score of this "
                         f"{task.task} config (it has: {', '.join(scores) or 'none'})"
                     )
-                if not checked:  # data, models and evaluation data are there (the same for every cell)
+                if check_data and not checked:  # data, models, evaluation data (the same for every cell)
                     _check_task(task, task_cls, cfg)
                     checked = True
                 run_dir = output / "runs" / task.name / strategy / f"seed{seed}"

@@ -121,7 +121,8 @@ def test_strategy_args_are_the_tasks_own(grid_spec, tmp_path):
 
 def test_the_shipped_specs_are_valid(tmp_path, data_root):
     for path in sorted((Path(__file__).resolve().parents[2] / "configs" / "compare").glob("*.yaml")):
-        cells = build_grid(load_spec(path), tmp_path / path.stem)
+        # The papers' spec needs BERT-base and ImageNet, not here: its cells are validated, not its data.
+        cells = build_grid(load_spec(path), tmp_path / path.stem, check_data="papers" not in path.name)
         assert {c.task.name for c in cells} >= {"text", "vision"}, path
         if path.name == "quickstart.yaml":
             spec = load_spec(path)
