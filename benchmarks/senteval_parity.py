@@ -92,14 +92,23 @@ class Clock:
 
 
 # ------------------------------------------------------------------------------------ embeddings
-def transfer_embeddings(model: str, pooling: str, batch_size: int) -> dict[str, np.ndarray]:
-    """Every distinct transfer sentence (as hardmix's loaders normalise it) -> its (d,) float32 embedding."""
+def transfer_embeddings(model: str, pooling: str, batch_size: int,
+                        cache: Path | None) -> dict[str, np.ndarray]:
+    """Every distinct transfer sentence (as hardmix's loaders normalise it) -> its (d,) float32 embedding,
+    encoded in the order ``hardmix eval text`` encodes them; kept in ``cache`` (an .npz) when given."""
     from hardmix.text.encoder import SentenceEncoder
 
-    enc = SentenceEncoder(model, pooling=pooling, batch_size=batch_size)
     suite = ev.load_transfer_suite()
     sentences = list(dict.fromkeys(s for task, d in suite.items() for s in ev._task_sentences(task, d)))
+    if cache is not None and cache.is_file():
+        table = np.load(cache)["embeddings"]
+        if len(table) == len(sentences):
+            return dict(zip(sentences, table))
+    enc = SentenceEncoder(model, pooling=pooling, batch_size=batch_size)
     table = enc.encode(sentences, show_progress=False)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(cache, embeddings=table)
     return dict(zip(sentences, table))
 
 
@@ -172,6 +181,24 @@ def run_senteval(senteval_path: str, table: dict[str, np.ndarray], tasks: list[s
 
 
 # ------------------------------------------------------------------------------------ hardmix
+def run_hardmix_on_table(table: dict[str, np.ndarray], protocol: str, tasks: list[str]) -> dict:
+    """hardmix's protocol on the same embedding table as SentEval, task by task, timed (classifiers only);
+    for ``senteval`` each task also records the Adam steps SentEval's sequential run of it makes."""
+    suite = ev.load_transfer_suite(tasks)
+
+    def embed(batch: list[str]) -> np.ndarray:
+        return np.stack([table[s] for s in batch])
+
+    out = {}
+    for task in suite:
+        with Clock() as c:
+            res = ev.run_transfer_task(task, suite[task], embed, protocol=protocol)
+        res.pop("pred", None)
+        out[task] = {**res, **c.record()}
+        print(f"  hardmix ({protocol}) {task}: {res['acc']} in {c.wall:.1f}s", file=sys.stderr, flush=True)
+    return out
+
+
 def run_hardmix(model: str, pooling: str, protocol: str, threads: int | None) -> dict:
     """The whole ``hardmix eval text --tasks transfer`` command in a fresh process, timed."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -187,9 +214,83 @@ def run_hardmix(model: str, pooling: str, protocol: str, threads: int | None) ->
     return {"scores": scores, "command": " ".join(cmd[1:]), **c.record()}
 
 
+# ------------------------------------------------------------------------------------ report
+def report(paths: list[str]) -> str:
+    """Markdown tables of one or more result files (one per pooling or one with several): scores side by
+    side, and times, SentEval's unmeasured tasks estimated from its measured seconds per Adam step."""
+    lines: list[str] = []
+    tasks = list(SENTEVAL_NAMES)
+    for path in paths:
+        for pooling, run in json.loads(Path(path).read_text())["runs"].items():
+            se = run.get("senteval", {})
+            same = run.get("hardmix_same_embeddings", {}).get("senteval", {})
+            cli = run.get("hardmix", {})
+            lines += [f"### {pooling}", "", "| | " + " | ".join(tasks) + " | Avg. |",
+                      "|---|" + "---:|" * (len(tasks) + 1)]
+
+            def row(name: str, scores: dict) -> str:
+                cells = [f"{scores[t]:.2f}" if t in scores else "-" for t in tasks]
+                avg = f"{np.mean([scores[t] for t in tasks]):.2f}" if all(t in scores for t in tasks) else "-"
+                return f"| {name} | " + " | ".join(cells) + f" | {avg} |"
+
+            se_acc = {t: v["acc"] for t, v in se.items()}
+            hm_acc = {t: v["acc"] for t, v in same.items()}
+            lines.append(row("official SentEval", se_acc))
+            lines.append(row("hardmix `senteval`", hm_acc))
+            diff = {t: hm_acc[t] - se_acc[t] for t in tasks if t in se_acc and t in hm_acc}
+            avg_diff = (f"{np.mean([hm_acc[t] - se_acc[t] for t in tasks]):+.2f}" if len(diff) == len(tasks)
+                        else "-")
+            cells = [f"{diff[t]:+.2f}" if t in diff else "-" for t in tasks]
+            lines.append("| difference | " + " | ".join(cells) + f" | {avg_diff} |")
+            if "converged" in cli:
+                lines.append(row("hardmix `converged`", cli["converged"]["scores"]))
+            lines.append("")
+            # times
+            measured = [t for t in tasks if t in se and t in same]
+            if measured:
+                steps = sum(same[t]["senteval_steps"] for t in measured)
+                per_wall = sum(se[t]["wall_s"] for t in measured) / steps
+                per_cpu = sum(se[t]["cpu_s"] for t in measured) / steps
+                lines += ["| task | SentEval wall (s) | SentEval CPU (s) | SentEval Adam steps | "
+                          "hardmix classifiers wall (s) | CPU (s) | load (1 min) |",
+                          "|---|---:|---:|---:|---:|---:|---|"]
+                tot = {"se_w": 0.0, "se_c": 0.0, "hm_w": 0.0, "hm_c": 0.0}
+                for t in tasks:
+                    h = same.get(t)
+                    if h is None:
+                        continue
+                    if t in se:
+                        w, c, mark = se[t]["wall_s"], se[t]["cpu_s"], ""
+                        load = f"{se[t]['load_before'][0]} -> {se[t]['load_after'][0]}"
+                    else:
+                        w, c, mark = per_wall * h["senteval_steps"], per_cpu * h["senteval_steps"], " (est.)"
+                        load = "-"
+                    tot["se_w"] += w
+                    tot["se_c"] += c
+                    tot["hm_w"] += h["wall_s"]
+                    tot["hm_c"] += h["cpu_s"]
+                    lines.append(f"| {t} | {w:.0f}{mark} | {c:.0f}{mark} | {h['senteval_steps']:,} | "
+                                 f"{h['wall_s']:.1f} | {h['cpu_s']:.1f} | {load} |")
+                lines.append(f"| all 7 | {tot['se_w']:.0f} | {tot['se_c']:.0f} | | {tot['hm_w']:.1f} | "
+                             f"{tot['hm_c']:.1f} | |")
+                lines.append("")
+                lines.append(f"SentEval measured on {', '.join(measured)}: {1000 * per_wall:.2f} ms wall, "
+                             f"{1000 * per_cpu:.2f} ms CPU per Adam step (validation checks included).")
+                for protocol, r in cli.items():
+                    lines.append(f"- whole `hardmix eval text --tasks transfer --protocol {protocol}`: "
+                                 f"{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU (load "
+                                 f"{r['load_before'][0]} -> {r['load_after'][0]}); SentEval's classifiers "
+                                 f"alone / this: {tot['se_w'] / r['wall_s']:.1f}x wall, "
+                                 f"{tot['se_c'] / r['cpu_s']:.1f}x CPU")
+                lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--senteval", required=True, help="path of an official SentEval checkout")
+    p.add_argument("--senteval", default=None, help="path of an official SentEval checkout")
+    p.add_argument("--report", nargs="+", default=None, metavar="JSON",
+                   help="print the Markdown tables of these result files and exit")
     p.add_argument("--model", default="models/bert-mini-wiki-mlm")
     p.add_argument("--pooling", nargs="+", default=["cls", "avg"])
     p.add_argument("--senteval-tasks", default=",".join(ev.TRANSFER_TASKS),
@@ -200,9 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads, both sides (default 1)")
     p.add_argument("--resume", action="store_true", help="keep the results already in --out")
+    p.add_argument("--cache", default=None,
+                   help="folder that keeps the embedding tables between runs (default: none)")
     p.add_argument("--out", default=str(RESULTS / "senteval_parity.json"))
     args = p.parse_args(argv)
-    if not (Path(args.senteval) / "senteval" / "engine.py").is_file():
+    if args.report:
+        print(report(args.report))
+        return 0
+    if not args.skip_senteval and not (Path(args.senteval or "") / "senteval" / "engine.py").is_file():
         p.error(f"--senteval: {args.senteval} is not a SentEval checkout (no senteval/engine.py)")
     tasks = [t.strip() for t in args.senteval_tasks.split(",") if t.strip()]
     bad = [t for t in tasks if t not in SENTEVAL_NAMES]
@@ -228,11 +334,12 @@ def main(argv: list[str] | None = None) -> int:
 
     for pooling in args.pooling:
         run = result["runs"].setdefault(pooling, {})
+        print(f"{pooling}: the transfer sentences' embeddings", file=sys.stderr, flush=True)
+        cache = Path(args.cache) / f"{Path(model).name}_{pooling}.npz" if args.cache else None
+        with Clock() as c:
+            table = transfer_embeddings(model, pooling, args.batch_size, cache)
+        run.setdefault("embeddings", {"n_sentences": len(table), **c.record()})
         if not args.skip_senteval:
-            print(f"{pooling}: encoding the transfer sentences", file=sys.stderr, flush=True)
-            with Clock() as c:
-                table = transfer_embeddings(model, pooling, args.batch_size)
-            run["embeddings"] = {"n_sentences": len(table), **c.record()}
 
             def save_senteval(res: dict, run: dict = run) -> None:
                 run["senteval"] = res
@@ -241,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
 
             run_senteval(args.senteval, table, tasks, run.get("senteval", {}), save_senteval)
         if not args.skip_hardmix:
+            print(f"{pooling}: hardmix on the same embeddings", file=sys.stderr, flush=True)
+            run["hardmix_same_embeddings"] = {
+                "senteval": run_hardmix_on_table(table, "senteval", list(SENTEVAL_NAMES)),
+                "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+            save()
             for protocol in [s.strip() for s in args.protocols.split(",") if s.strip()]:
                 print(f"{pooling}: hardmix eval text --protocol {protocol}", file=sys.stderr, flush=True)
                 run.setdefault("hardmix", {})[protocol] = {

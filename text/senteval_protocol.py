@@ -208,15 +208,16 @@ def inner_kfold(
     members, plan = inner_kfold_members(y, k, l2_grid, config.seed, fold_seed)
     fit = train_members(X, y, members, n_classes, config, device)
     acc = fit.val_accuracy()
-    dev, test, chosen = [], [], []
+    dev, test, chosen, used = [], [], [], []
     for te, grid, final in plan:
         scores = [round(100 * np.mean(acc[grid[r]]), 2) for r in range(len(l2_grid))]
         best = _pick(scores)
         dev.append(np.max(scores))
         chosen.append(l2_grid[best])
         test.append(round(100 * _accuracy(fit, final[best], X[te], y[te])[0], 2))
+        used += [*grid.ravel(), final[best]]
     return {"acc": float(round(np.mean(test), 2)), "devacc": float(round(np.mean(dev), 2)), "l2": chosen,
-            "n": len(y), **_summary(fit)}
+            "n": len(y), **_summary(fit, used)}
 
 
 def kfold(
@@ -256,7 +257,7 @@ def kfold(
     best = _pick(scores)
     test_acc, pred = _accuracy(fit, finals[best], X_test, y_test)
     return {"acc": round(100 * test_acc, 2), "devacc": float(np.max(scores)), "l2": l2_grid[best],
-            "pred": pred, "n": N, "n_test": len(y_test), **_summary(fit)}
+            "pred": pred, "n": N, "n_test": len(y_test), **_summary(fit, [*grid.ravel(), finals[best]])}
 
 
 def split(
@@ -294,9 +295,13 @@ def split(
     best = _pick(scores)
     test_acc, _ = _accuracy(fit, best, X_test, y_test)
     return {"acc": round(100 * test_acc, 2), "devacc": float(np.max(scores)), "l2": l2_grid[best], "n": N,
-            "n_test": len(y_test), **_summary(fit)}
+            "n_test": len(y_test), **_summary(fit, [*range(len(l2_grid)), best])}  # SentEval trains it again
 
 
-def _summary(fit: MemberFit) -> dict:
+def _summary(fit: MemberFit, sequential: list[int]) -> dict:
+    """The batch's record: its size, mean best and stop epochs, and the Adam steps SentEval's sequential
+    run makes (the members it trains: ``sequential``, with repeats; the other L2 values' final
+    classifiers only exist here)."""
     return {"n_classifiers": len(fit.best_epoch),
-            "epochs": [round(float(fit.best_epoch.mean()), 1), round(float(fit.stop_epoch.mean()), 1)]}
+            "epochs": [round(float(fit.best_epoch.mean()), 1), round(float(fit.stop_epoch.mean()), 1)],
+            "senteval_steps": int(fit.steps[np.asarray(sequential, dtype=np.int64)].sum())}

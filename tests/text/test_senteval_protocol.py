@@ -26,7 +26,7 @@ def _one_at_a_time(X, y, m: Member, C: int, cfg: ClassifierConfig):
     """Independent reference: one classifier trained as SentEval's ``PyTorchClassifier.fit`` does, with
     torch's own ``nn.Linear``, ``CrossEntropyLoss``, autograd and ``optim.Adam(weight_decay=l2)``, and the
     global numpy generator seeded as SentEval seeds it. Returns (best model, best correct, best epoch,
-    last epoch)."""
+    last epoch, Adam steps)."""
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     model = torch.nn.Linear(X.shape[1], C)
@@ -35,7 +35,7 @@ def _one_at_a_time(X, y, m: Member, C: int, cfg: ClassifierConfig):
         np.random.permutation(m.split_draw)
     Xt, yt = torch.as_tensor(X[m.train]), torch.as_tensor(y[m.train])
     Xv, yv = torch.as_tensor(X[m.val]), torch.as_tensor(y[m.val])
-    best, fails, epoch, stop = -1, 0, 0, False
+    best, fails, epoch, stop, steps = -1, 0, 0, False, 0
     loss_fn = torch.nn.CrossEntropyLoss()
     while not stop and epoch <= cfg.max_epoch:
         for _ in range(cfg.epoch_size):
@@ -46,6 +46,7 @@ def _one_at_a_time(X, y, m: Member, C: int, cfg: ClassifierConfig):
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
+                steps += 1
         epoch += cfg.epoch_size
         with torch.no_grad():
             correct = int((model(Xv).argmax(1) == yv).sum())
@@ -55,7 +56,7 @@ def _one_at_a_time(X, y, m: Member, C: int, cfg: ClassifierConfig):
             if fails >= cfg.tenacity:
                 stop = True
             fails += 1
-    return best_model, best, best_epoch, epoch
+    return best_model, best, best_epoch, epoch, steps
 
 
 def _toy(n: int = 700, d: int = 8, C: int = 3, seed: int = 0):
@@ -73,16 +74,16 @@ def test_batched_members_equal_one_at_a_time_training(one_torch_thread):
         Member(np.arange(0, 100), np.arange(500, 700), 1e-2),  # 2 batches a pass: waits for the others
         Member(np.arange(100, 600), np.arange(600, 700), 1e-5),
         validation_split(np.arange(600)[::-1].copy(), cfg.seed, 1e-4),  # its stream draws the split first
+        Member(np.arange(0, 500), np.arange(500, 700), 3e-2),  # the first one's batches: trained as a group
     ]
     fit = train_members(X, y, members, 3, cfg, device="cpu")
-    stops = []
     for i, m in enumerate(members):
-        model, best, best_epoch, stop = _one_at_a_time(X, y, m, 3, cfg)
+        model, best, best_epoch, stop, steps = _one_at_a_time(X, y, m, 3, cfg)
         assert fit.best_correct[i] == best and fit.best_epoch[i] == best_epoch and fit.stop_epoch[i] == stop
+        assert fit.steps[i] == steps
         torch.testing.assert_close(fit.weight[i], model.weight.detach(), atol=2e-6, rtol=1e-5)
         torch.testing.assert_close(fit.bias[i], model.bias.detach(), atol=2e-6, rtol=1e-5)
         np.testing.assert_array_equal(fit.predict(X, np.array([i]))[0], model(torch.as_tensor(X)).argmax(1))
-        stops.append(stop)
     assert len(set(fit.best_epoch.tolist())) > 1  # the members' early stopping differed
 
 

@@ -178,3 +178,25 @@ def test_senteval_protocol_runs_on_real_data(senteval_root, bow_encoder, one_tor
     assert details["mrpc_features"] == "senteval" and details["tasks"]["TREC"]["n_classifiers"] == 2 * 4 + 4
     with pytest.raises(ValueError, match="protocol: unknown transfer protocol 'sklearn'"):
         ev.evaluate_transfer(bow_encoder, root=senteval_root, tasks=["TREC"], protocol="sklearn")
+
+
+@pytest.mark.data
+def test_cli_transfer_records_the_protocol(senteval_root, tiny_bert_dir, tmp_path, capsys, monkeypatch,
+                                           one_torch_thread):
+    import json
+
+    from hardmix.cli import main
+
+    monkeypatch.setenv("HARDMIX_DATA", str(senteval_root.parent))
+    load = ev.load_transfer_suite  # one task keeps the test short
+    monkeypatch.setattr(ev, "load_transfer_suite", lambda tasks, root=None: load(("TREC",), root))
+    out = tmp_path / "scores.json"
+    assert main(["eval", "text", str(tiny_bert_dir), "--tasks", "transfer", "--protocol", "converged",
+                 "--json", str(out)]) == 0
+    assert "converged protocol, not comparable" in capsys.readouterr().out
+    scores = json.loads(out.read_text())["transfer"]
+    assert list(scores) == ["TREC", "avg", "protocol"] and scores["protocol"] == "converged"
+    assert scores["avg"] == scores["TREC"] and 0 < scores["TREC"] <= 100
+    with pytest.raises(SystemExit):
+        main(["eval", "text", str(tiny_bert_dir), "--protocol", "sklearn"])
+    assert "invalid choice: 'sklearn'" in capsys.readouterr().err
