@@ -220,69 +220,72 @@ def report(paths: list[str]) -> str:
     side, and times, SentEval's unmeasured tasks estimated from its measured seconds per Adam step."""
     lines: list[str] = []
     tasks = list(SENTEVAL_NAMES)
+    runs: dict[str, dict] = {}  # pooling -> its parts, merged over the files (SentEval's and hardmix's)
     for path in paths:
         for pooling, run in json.loads(Path(path).read_text())["runs"].items():
-            se = run.get("senteval", {})
-            same = run.get("hardmix_same_embeddings", {}).get("senteval", {})
-            cli = run.get("hardmix", {})
-            lines += [f"### {pooling}", "", "| | " + " | ".join(tasks) + " | Avg. |",
-                      "|---|" + "---:|" * (len(tasks) + 1)]
+            runs.setdefault(pooling, {}).update(run)
+    for pooling, run in runs.items():
+        se = run.get("senteval", {})
+        same = run.get("hardmix_same_embeddings", {}).get("senteval", {})
+        cli = run.get("hardmix", {})
+        lines += [f"### {pooling}", "", "| | " + " | ".join(tasks) + " | Avg. |",
+                  "|---|" + "---:|" * (len(tasks) + 1)]
 
-            def row(name: str, scores: dict) -> str:
-                cells = [f"{scores[t]:.2f}" if t in scores else "-" for t in tasks]
-                avg = f"{np.mean([scores[t] for t in tasks]):.2f}" if all(t in scores for t in tasks) else "-"
-                return f"| {name} | " + " | ".join(cells) + f" | {avg} |"
+        def row(name: str, scores: dict) -> str:
+            cells = [f"{scores[t]:.2f}" if t in scores else "-" for t in tasks]
+            avg = f"{np.mean([scores[t] for t in tasks]):.2f}" if all(t in scores for t in tasks) else "-"
+            return f"| {name} | " + " | ".join(cells) + f" | {avg} |"
 
-            se_acc = {t: v["acc"] for t, v in se.items()}
-            hm_acc = {t: v["acc"] for t, v in same.items()}
-            lines.append(row("official SentEval", se_acc))
-            lines.append(row("hardmix `senteval`", hm_acc))
-            diff = {t: hm_acc[t] - se_acc[t] for t in tasks if t in se_acc and t in hm_acc}
-            avg_diff = (f"{np.mean([hm_acc[t] - se_acc[t] for t in tasks]):+.2f}" if len(diff) == len(tasks)
-                        else "-")
-            cells = [f"{diff[t]:+.2f}" if t in diff else "-" for t in tasks]
-            lines.append("| difference | " + " | ".join(cells) + f" | {avg_diff} |")
-            if "converged" in cli:
-                lines.append(row("hardmix `converged`", cli["converged"]["scores"]))
+        se_acc = {t: v["acc"] for t, v in se.items()}
+        hm_acc = {t: v["acc"] for t, v in same.items()}
+        lines.append(row("official SentEval", se_acc))
+        lines.append(row("hardmix `senteval`", hm_acc))
+        diff = {t: hm_acc[t] - se_acc[t] for t in tasks if t in se_acc and t in hm_acc}
+        avg_diff = (f"{np.mean([hm_acc[t] - se_acc[t] for t in tasks]):+.2f}" if len(diff) == len(tasks)
+                    else "-")
+        cells = [f"{diff[t]:+.2f}" if t in diff else "-" for t in tasks]
+        lines.append("| difference | " + " | ".join(cells) + f" | {avg_diff} |")
+        if "converged" in cli:
+            lines.append(row("hardmix `converged`", cli["converged"]["scores"]))
+        lines.append("")
+        # times
+        measured = [t for t in tasks if t in se and t in same]
+        if measured:
+            steps = sum(same[t]["senteval_steps"] for t in measured)
+            per_wall = sum(se[t]["wall_s"] for t in measured) / steps
+            per_cpu = sum(se[t]["cpu_s"] for t in measured) / steps
+            lines += ["| task | SentEval wall (s) | SentEval CPU (s) | SentEval Adam steps | "
+                      "hardmix classifiers wall (s) | CPU (s) | load (1 min) |",
+                      "|---|---:|---:|---:|---:|---:|---|"]
+            tot = {"se_w": 0.0, "se_c": 0.0, "hm_w": 0.0, "hm_c": 0.0}
+            for t in tasks:
+                h = same.get(t)
+                if h is None:
+                    continue
+                if t in se:
+                    w, c, mark = se[t]["wall_s"], se[t]["cpu_s"], ""
+                    load = f"{se[t]['load_before'][0]} -> {se[t]['load_after'][0]}"
+                else:
+                    w, c, mark = per_wall * h["senteval_steps"], per_cpu * h["senteval_steps"], " (est.)"
+                    load = "-"
+                tot["se_w"] += w
+                tot["se_c"] += c
+                tot["hm_w"] += h["wall_s"]
+                tot["hm_c"] += h["cpu_s"]
+                lines.append(f"| {t} | {w:.0f}{mark} | {c:.0f}{mark} | {h['senteval_steps']:,} | "
+                             f"{h['wall_s']:.1f} | {h['cpu_s']:.1f} | {load} |")
+            lines.append(f"| all 7 | {tot['se_w']:.0f} | {tot['se_c']:.0f} | | {tot['hm_w']:.1f} | "
+                         f"{tot['hm_c']:.1f} | |")
             lines.append("")
-            # times
-            measured = [t for t in tasks if t in se and t in same]
-            if measured:
-                steps = sum(same[t]["senteval_steps"] for t in measured)
-                per_wall = sum(se[t]["wall_s"] for t in measured) / steps
-                per_cpu = sum(se[t]["cpu_s"] for t in measured) / steps
-                lines += ["| task | SentEval wall (s) | SentEval CPU (s) | SentEval Adam steps | "
-                          "hardmix classifiers wall (s) | CPU (s) | load (1 min) |",
-                          "|---|---:|---:|---:|---:|---:|---|"]
-                tot = {"se_w": 0.0, "se_c": 0.0, "hm_w": 0.0, "hm_c": 0.0}
-                for t in tasks:
-                    h = same.get(t)
-                    if h is None:
-                        continue
-                    if t in se:
-                        w, c, mark = se[t]["wall_s"], se[t]["cpu_s"], ""
-                        load = f"{se[t]['load_before'][0]} -> {se[t]['load_after'][0]}"
-                    else:
-                        w, c, mark = per_wall * h["senteval_steps"], per_cpu * h["senteval_steps"], " (est.)"
-                        load = "-"
-                    tot["se_w"] += w
-                    tot["se_c"] += c
-                    tot["hm_w"] += h["wall_s"]
-                    tot["hm_c"] += h["cpu_s"]
-                    lines.append(f"| {t} | {w:.0f}{mark} | {c:.0f}{mark} | {h['senteval_steps']:,} | "
-                                 f"{h['wall_s']:.1f} | {h['cpu_s']:.1f} | {load} |")
-                lines.append(f"| all 7 | {tot['se_w']:.0f} | {tot['se_c']:.0f} | | {tot['hm_w']:.1f} | "
-                             f"{tot['hm_c']:.1f} | |")
-                lines.append("")
-                lines.append(f"SentEval measured on {', '.join(measured)}: {1000 * per_wall:.2f} ms wall, "
-                             f"{1000 * per_cpu:.2f} ms CPU per Adam step (validation checks included).")
-                for protocol, r in cli.items():
-                    lines.append(f"- whole `hardmix eval text --tasks transfer --protocol {protocol}`: "
-                                 f"{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU (load "
-                                 f"{r['load_before'][0]} -> {r['load_after'][0]}); SentEval's classifiers "
-                                 f"alone / this: {tot['se_w'] / r['wall_s']:.1f}x wall, "
-                                 f"{tot['se_c'] / r['cpu_s']:.1f}x CPU")
-                lines.append("")
+            lines.append(f"SentEval measured on {', '.join(measured)}: {1000 * per_wall:.2f} ms wall, "
+                         f"{1000 * per_cpu:.2f} ms CPU per Adam step (validation checks included).")
+            for protocol, r in cli.items():
+                lines.append(f"- whole `hardmix eval text --tasks transfer --protocol {protocol}`: "
+                             f"{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU (load "
+                             f"{r['load_before'][0]} -> {r['load_after'][0]}); SentEval's classifiers "
+                             f"alone / this: {tot['se_w'] / r['wall_s']:.1f}x wall, "
+                             f"{tot['se_c'] / r['cpu_s']:.1f}x CPU")
+            lines.append("")
     return "\n".join(lines)
 
 
