@@ -8,6 +8,10 @@ Two measurements, on one model (default: bert-mini-wiki-mlm with [CLS] pooling):
    earlier task, which is rare) and the classifier time of each transfer task; each classifier is run
    ``--repeats`` times in all on the cached embeddings (median reported). ``--suite-repeats`` end-to-end
    runs (median).
+   ``--protocol`` picks the transfer protocol (``senteval``, the default of ``hardmix eval text``, or
+   ``converged``; the numbers in ``docs/performance.md``'s "Text evaluation" section are ``converged``'s,
+   measured before ``senteval`` existed). Official SentEval itself, measured side by side on the same
+   embeddings, is ``benchmarks/senteval_parity.py``.
 2. **SentEval's defaults, estimated.** SentEval with the papers' settings (``usepytorch``, ``kfold`` 10,
    classifier ``nhid`` 0, Adam, batch 64, ``epoch_size`` 4, ``tenacity`` 5, ``max_epoch`` 200) trains every
    model one at a time with mini-batch Adam and early stopping. A re-implementation of that training loop
@@ -65,9 +69,10 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def whole_suite(model: str, pooling: str, batch_size: int, repeats: int) -> dict:
-    """``hardmix eval text`` end to end (STS then transfer, a fresh encoder), with the time of each task;
-    then each transfer classifier ``repeats - 1`` more times on the cached embeddings (median reported)."""
+def whole_suite(model: str, pooling: str, batch_size: int, repeats: int, protocol: str = "senteval") -> dict:
+    """``hardmix eval text`` end to end (STS then transfer with ``protocol``, a fresh encoder), with the time
+    of each task; then each transfer classifier ``repeats - 1`` more times on the cached embeddings (median
+    reported)."""
     with Clock() as load:
         enc = SentenceEncoder(model, pooling=pooling, batch_size=batch_size)
     sts_d: dict = {}
@@ -75,7 +80,7 @@ def whole_suite(model: str, pooling: str, batch_size: int, repeats: int) -> dict
     with Clock() as c_sts:
         sts = ev.evaluate_sts(enc, details=sts_d)
     with Clock() as c_tr:
-        transfer = ev.evaluate_transfer(enc, details=tr_d)
+        transfer = ev.evaluate_transfer(enc, details=tr_d, protocol=protocol)
     tasks: dict[str, dict] = {}
     for task, sec in sts_d["task_encode_seconds"].items():
         tasks[task] = {"encode_s": round(sec, 2)}
@@ -84,13 +89,14 @@ def whole_suite(model: str, pooling: str, batch_size: int, repeats: int) -> dict
         runs = [res["classifier_seconds"]]
         for _ in range(repeats - 1):
             with Clock() as k:
-                ev.run_transfer_task(task, suite[task], enc.encode)
+                ev.run_transfer_task(task, suite[task], enc.encode, protocol=protocol)
             runs.append(k.wall)
         tasks[task] = {"encode_s": round(res["encode_seconds"], 2),
                        "classifier_s": round(statistics.median(runs), 2),
                        "classifier_runs_s": [round(r, 2) for r in runs],
                        "devacc": res["devacc"], "l2": res["l2"]}
-    mrpc_senteval = ev.run_transfer_task("MRPC", suite["MRPC"], enc.encode, mrpc_features="senteval")
+    mrpc_senteval = ev.run_transfer_task("MRPC", suite["MRPC"], enc.encode, mrpc_features="senteval",
+                                         protocol=protocol)
     return {
         "model_load_s": round(load.wall, 2),
         "sts_s": round(c_sts.wall, 2), "sts_cpu_s": round(c_sts.cpu, 2),
@@ -100,7 +106,7 @@ def whole_suite(model: str, pooling: str, batch_size: int, repeats: int) -> dict
         "transfer_classifiers_s": round(sum(v["classifier_seconds"] for v in tr_d["tasks"].values()), 2),
         "total_s": round(load.wall + c_sts.wall + c_tr.wall, 2),
         "per_task": tasks,
-        "scores": {"sts": sts, "transfer": transfer},
+        "scores": {"sts": sts, "transfer": transfer}, "protocol": protocol,
         "mrpc_acc_senteval_features": mrpc_senteval["acc"],
         "sts_subsets": sts_d["subsets"],
         "load": _load(),
@@ -202,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="classifier runs per transfer task (median)")
     p.add_argument("--suite-repeats", type=int, default=1, help="whole-suite runs (median)")
     p.add_argument("--skip-senteval", action="store_true")
+    p.add_argument("--protocol", default="senteval", choices=["senteval", "converged"],
+                   help="transfer protocol of the whole-suite run")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--out", default=str(RESULTS / "text_eval_speed.json"))
     args = p.parse_args(argv)
@@ -220,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for i in range(args.suite_repeats):
         print(f"whole suite, run {i + 1}/{args.suite_repeats}:", file=sys.stderr)
-        runs.append(whole_suite(model, args.pooling, args.batch_size, args.repeats))
+        runs.append(whole_suite(model, args.pooling, args.batch_size, args.repeats, args.protocol))
     if runs:
         mid = sorted(runs, key=lambda r: r["total_s"])[len(runs) // 2]
         result["suite"] = {**mid, "runs_total_s": [r["total_s"] for r in runs], "n_runs": len(runs)}

@@ -31,6 +31,10 @@ def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser
     p.add_argument("--max-length", type=int, default=None)
     p.add_argument("--aggregation", default="all", choices=["all", "mean", "wmean"],
                    help="STS12-16 aggregation (SimCSE's 'all' by default)")
+    p.add_argument("--protocol", default="senteval", choices=["senteval", "converged"],
+                   help="transfer protocol: senteval (official SentEval's classifier and protocol, comparable"
+                        " with the papers' tables; default) or converged (hardmix's own: each classifier at "
+                        "its regularised optimum, deterministic, not comparable with published numbers)")
     p.add_argument("--json", dest="json_out", default=None, help="write the scores to this JSON file")
     p.set_defaults(func=_eval)
 

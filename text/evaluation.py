@@ -25,14 +25,19 @@ from pathlib import Path
 import numpy as np
 
 from hardmix.text import senteval_data as data
+from hardmix.text import senteval_protocol as sp
 from hardmix.text.sts import AGGREGATIONS, score_pairs, score_year, spearman, system_scores
 from hardmix.text.transfer import SENTEVAL_L2, inner_kfold_eval, kfold_eval, split_eval
 from hardmix.utils.progress import ProgressBar
 
 STS_TASKS: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC")
-#: MRPC pair features: the issue's [u, v, |u - v|, u * v] (default) or SentEval's own [|u - v|, u * v].
+#: MRPC pair features: [u, v, |u - v|, u * v] (the ``converged`` protocol's default) or SentEval's own
+#: [|u - v|, u * v] (the ``senteval`` protocol's).
 MRPC_FEATURES = ("uv_absdiff_prod", "senteval")
+#: Transfer protocols: ``senteval`` reproduces official SentEval's (Adam, early stopping; comparable with
+#: the papers' tables), ``converged`` is hardmix's own (each classifier at its regularised optimum).
+PROTOCOLS = ("senteval", "converged")
 
 EncodeFn = Callable[[list[str]], np.ndarray]
 
@@ -233,6 +238,13 @@ def pair_features(u: np.ndarray, v: np.ndarray, kind: str = "uv_absdiff_prod") -
     raise ValueError(f"unknown pair features {kind!r}; expected one of {MRPC_FEATURES}")
 
 
+def _check_protocol(protocol: str) -> str:
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol: unknown transfer protocol {protocol!r}; expected one of "
+                         f"{', '.join(PROTOCOLS)}")
+    return protocol
+
+
 def run_transfer_task(
     task: str,
     d,  # noqa: ANN001 (the task's data from load_transfer_suite)
@@ -240,11 +252,30 @@ def run_transfer_task(
     seed: int = 1111,
     kfold: int = 10,
     l2_grid: tuple[float, ...] = SENTEVAL_L2,
-    mrpc_features: str = "uv_absdiff_prod",
+    mrpc_features: str | None = None,
     device=None,  # noqa: ANN001
+    protocol: str = "senteval",
 ) -> dict:
-    """Run one transfer task's protocol on embeddings from ``embed``; returns the protocol's result dict
-    (``acc``, ``devacc``, ``l2``, ...)."""
+    """Run one transfer task's protocol on embeddings from ``embed``.
+
+    Args:
+        task: one of :data:`TRANSFER_TASKS`.
+        d: the task's data from :func:`load_transfer_suite`.
+        embed: ``list[str] -> (n, d)`` embeddings.
+        seed: the protocol's seed (folds, and for ``senteval`` the classifiers').
+        kfold: folds.
+        l2_grid: L2 values.
+        mrpc_features: MRPC pair features (default: ``"senteval"`` for the senteval protocol, else
+            ``"uv_absdiff_prod"``).
+        device: torch device of the classifiers.
+        protocol: ``"senteval"`` or ``"converged"`` (:data:`PROTOCOLS`).
+
+    Returns:
+        The protocol's result dict (``acc``, ``devacc``, ``l2``, ...; MRPC adds ``f1``).
+    """
+    if _check_protocol(protocol) == "senteval":
+        return _run_senteval_task(task, d, embed, seed, kfold, l2_grid, mrpc_features or "senteval", device)
+    mrpc_features = mrpc_features or "uv_absdiff_prod"
     kw = {"l2_grid": l2_grid, "device": device}
     if task in data.BINARY_FILES:
         return inner_kfold_eval(embed(d.sentences), d.labels, k=kfold, seed=seed, **kw)
@@ -259,9 +290,47 @@ def run_transfer_task(
                  for s in ("train", "test")}
         out = kfold_eval(feats["train"], d["train"].labels, feats["test"], d["test"].labels, k=kfold,
                          seed=seed, **kw)
-        pred, gold = out["pred"], d["test"].labels
-        tp = int(((pred == 1) & (gold == 1)).sum())
-        out["f1"] = round(100.0 * 2 * tp / max(1, int((pred == 1).sum()) + int((gold == 1).sum())), 2)
+        out["f1"] = _f1(out["pred"], d["test"].labels)
+        return out
+    raise ValueError(f"unknown transfer task {task!r}")
+
+
+def _f1(pred: np.ndarray, gold: np.ndarray) -> float:
+    """F1 x 100 of the positive class (1), two decimals."""
+    tp = int(((pred == 1) & (gold == 1)).sum())
+    return round(100.0 * 2 * tp / max(1, int((pred == 1).sum()) + int((gold == 1).sum())), 2)
+
+
+def _sorted_labeled(d, embed: EncodeFn) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+    """(X, y) of labelled sentences in SentEval's order: sorted by (tokens, label), stable."""
+    order = sp.senteval_order([(len(s.split()), int(c)) for s, c in zip(d.sentences, d.labels)])
+    return embed([d.sentences[i] for i in order]), np.asarray(d.labels)[order]
+
+
+def _run_senteval_task(task: str, d, embed: EncodeFn, seed: int, kfold: int,  # noqa: ANN001
+                       l2_grid: tuple[float, ...], mrpc_features: str, device) -> dict:  # noqa: ANN001
+    """:func:`run_transfer_task` with SentEval's protocol (:mod:`hardmix.text.senteval_protocol`), the
+    samples in SentEval's order (it sorts each task's samples by length and label before its folds)."""
+    kw = {"seed": seed, "l2_grid": l2_grid, "device": device}
+    if task in data.BINARY_FILES:
+        X, y = _sorted_labeled(d, embed)
+        return sp.inner_kfold(X, y, 2, k=kfold, **kw)
+    if task == "SST":
+        (Xtr, ytr), (Xdv, ydv), (Xte, yte) = (_sorted_labeled(d[s], embed) for s in ("train", "dev", "test"))
+        return sp.split(Xtr, ytr, Xdv, ydv, Xte, yte, 2, **kw)
+    if task == "TREC":
+        (Xtr, ytr), (Xte, yte) = (_sorted_labeled(d[s], embed) for s in ("train", "test"))
+        return sp.kfold(Xtr, ytr, Xte, yte, len(data.TREC_CLASSES), k=kfold, **kw)
+    if task == "MRPC":
+        feats = {}
+        for s in ("train", "test"):
+            p = d[s]
+            order = sp.senteval_order([(len(a.split()), len(b.split()), int(c))
+                                       for a, b, c in zip(p.sent1, p.sent2, p.labels)])
+            u, v = embed([p.sent1[i] for i in order]), embed([p.sent2[i] for i in order])
+            feats[s] = (pair_features(u, v, mrpc_features), np.asarray(p.labels)[order])
+        out = sp.kfold(*feats["train"], *feats["test"], 2, k=kfold, **kw)
+        out["f1"] = _f1(out["pred"], feats["test"][1])
         return out
     raise ValueError(f"unknown transfer task {task!r}")
 
@@ -272,27 +341,34 @@ def evaluate_transfer(
     tasks: Sequence[str] = TRANSFER_TASKS,
     root: str | os.PathLike[str] | None = None,
     kfold: int = 10,
-    mrpc_features: str = "uv_absdiff_prod",
+    mrpc_features: str | None = None,
     device=None,  # noqa: ANN001
     show_progress: bool = True,
     details: dict | None = None,
-) -> dict[str, float]:
+    protocol: str = "senteval",
+) -> dict[str, float | str]:
     """Transfer tasks: test accuracy x 100 of logistic regression on frozen embeddings, plus ``"avg"``.
 
     Args:
         encoder: a SentenceEncoder or a callable ``list[str] -> (n, d)``.
-        seed: seed of the fold assignments.
+        seed: seed of the fold assignments (and, for ``senteval``, of the classifiers).
         tasks: a subset of :data:`TRANSFER_TASKS`.
         root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
         kfold: outer/inner fold count (10, the papers' SentEval setting).
-        mrpc_features: ``"uv_absdiff_prod"`` ([u, v, |u - v|, u * v]) or ``"senteval"`` ([|u - v|, u * v]).
+        mrpc_features: ``"uv_absdiff_prod"`` ([u, v, |u - v|, u * v]) or ``"senteval"`` ([|u - v|, u * v]);
+            default: SentEval's for the ``senteval`` protocol, ``uv_absdiff_prod`` for ``converged``.
         device: torch device of the classifiers (default CUDA when available, else CPU).
         show_progress: progress bar while encoding.
         details: if a dict is given, per-task protocol results and timings are stored in it.
+        protocol: ``"senteval"`` (default: official SentEval's classifier and protocol, comparable with
+            the papers' transfer tables) or ``"converged"`` (hardmix's own: every classifier at its
+            regularised optimum; deterministic, not comparable with published SentEval numbers).
 
     Returns:
-        ``{"MR": .., "CR": .., "SUBJ": .., "MPQA": .., "SST": .., "TREC": .., "MRPC": .., "avg": ..}``.
+        ``{"MR": .., "CR": .., "SUBJ": .., "MPQA": .., "SST": .., "TREC": .., "MRPC": .., "avg": ..,
+        "protocol": protocol}``.
     """
+    _check_protocol(protocol)
     suite = load_transfer_suite(tasks, root)
     t0 = time.perf_counter()
     sentences = {task: _task_sentences(task, d) for task, d in suite.items()}
@@ -303,7 +379,7 @@ def evaluate_transfer(
     for task, d in suite.items():
         t1 = time.perf_counter()
         out = run_transfer_task(task, d, embed, seed=seed, kfold=kfold, mrpc_features=mrpc_features,
-                                device=device)
+                                device=device, protocol=protocol)
         out.pop("pred", None)
         out["classifier_seconds"] = time.perf_counter() - t1
         out["encode_seconds"] = enc_seconds[task]
@@ -312,13 +388,16 @@ def evaluate_transfer(
     if details is not None:
         details.update({"tasks": per_task, "encode_seconds": t_enc,
                         "n_sentences": len(set().union(*sentences.values())),
-                        "seed": seed, "kfold": kfold, "mrpc_features": mrpc_features})
-    return _with_avg(scores)
+                        "seed": seed, "kfold": kfold, "protocol": protocol,
+                        "mrpc_features": mrpc_features or ("senteval" if protocol == "senteval"
+                                                           else "uv_absdiff_prod")})
+    return {**_with_avg(scores), "protocol": protocol}
 
 
 # ---------------------------------------------------------------------------------------------- CLI
 def format_table(title: str, scores: dict[str, float]) -> str:
     """A Markdown table of ``scores`` (task -> value), columns in the given order, ``avg`` as "Avg."."""
+    scores = {k: v for k, v in scores.items() if not isinstance(v, str)}  # e.g. "protocol"
     names = ["Avg." if k == "avg" else k for k in scores]
     cells = [f"{v:.2f}" for v in scores.values()]
     widths = [max(len(n), len(c)) for n, c in zip(names, cells)]
@@ -337,6 +416,11 @@ def cli_main(args: argparse.Namespace) -> int:
     if bad or not groups:
         raise ValueError(f"--tasks: unknown task group(s) {bad or groups}; "
                          "expected a comma list of sts, transfer")
+    protocol = getattr(args, "protocol", "senteval")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"--protocol: unknown transfer protocol {protocol!r}; expected one of "
+                         f"{', '.join(PROTOCOLS)}")
+    args.protocol = protocol
     data.senteval_dir()  # fail early, naming the folder, when the data is missing
     encoder = SentenceEncoder(args.model, pooling=args.pooling, max_length=args.max_length,
                               batch_size=args.batch_size)
@@ -351,8 +435,10 @@ def cli_main(args: argparse.Namespace) -> int:
         print()
     if "transfer" in groups:
         t = time.perf_counter()
-        results["transfer"] = evaluate_transfer(encoder)
-        print(format_table(f"Transfer: accuracy x 100 (logistic regression, SentEval protocol, 10 folds) "
+        results["transfer"] = evaluate_transfer(encoder, protocol=args.protocol)
+        how = ("SentEval's protocol and classifier (Adam, early stopping)" if args.protocol == "senteval"
+               else "hardmix's converged protocol, not comparable with published SentEval numbers")
+        print(format_table(f"Transfer: accuracy x 100 (logistic regression, {how}, 10 folds) "
                            f"[{time.perf_counter() - t:.0f}s]", results["transfer"]))
     if args.json_out:
         out = Path(args.json_out)

@@ -156,9 +156,47 @@ def test_transfer_suite_runs_on_real_data(senteval_root, bow_encoder):
     """The whole suite on cheap bag-of-words embeddings with 2 folds: every task scores above chance."""
     details: dict = {}
     scores = ev.evaluate_transfer(bow_encoder, root=senteval_root, kfold=2, show_progress=False,
-                                  details=details, tasks=["CR", "TREC", "MRPC", "MPQA"])
-    assert list(scores) == ["CR", "MPQA", "TREC", "MRPC", "avg"]
+                                  details=details, tasks=["CR", "TREC", "MRPC", "MPQA"], protocol="converged")
+    assert list(scores) == ["CR", "MPQA", "TREC", "MRPC", "avg", "protocol"]
+    assert scores["protocol"] == "converged" and details["mrpc_features"] == "uv_absdiff_prod"
     chance = {"CR": 63.8, "MPQA": 68.8, "TREC": 22.6, "MRPC": 66.5}  # majority class
     for task, floor in chance.items():
         assert floor < scores[task] <= 100, task
     assert details["tasks"]["MRPC"]["n"] == 4076 and 0 < details["tasks"]["MRPC"]["f1"] <= 100
+
+
+@pytest.mark.data
+def test_senteval_protocol_runs_on_real_data(senteval_root, bow_encoder, one_torch_thread):
+    """The default protocol (SentEval's) on TREC and MRPC with 2 folds: above chance, SentEval's MRPC
+    features, the protocol recorded."""
+    details: dict = {}
+    scores = ev.evaluate_transfer(bow_encoder, root=senteval_root, kfold=2, show_progress=False,
+                                  details=details, tasks=["TREC", "MRPC"])
+    assert list(scores) == ["TREC", "MRPC", "avg", "protocol"] and scores["protocol"] == "senteval"
+    assert 22.6 < scores["TREC"] <= 100 and 66.5 < scores["MRPC"] <= 100
+    assert scores["avg"] == round((scores["TREC"] + scores["MRPC"]) / 2, 2)
+    assert details["mrpc_features"] == "senteval" and details["tasks"]["TREC"]["n_classifiers"] == 2 * 4 + 4
+    with pytest.raises(ValueError, match="protocol: unknown transfer protocol 'sklearn'"):
+        ev.evaluate_transfer(bow_encoder, root=senteval_root, tasks=["TREC"], protocol="sklearn")
+
+
+@pytest.mark.data
+def test_cli_transfer_records_the_protocol(senteval_root, tiny_bert_dir, tmp_path, capsys, monkeypatch,
+                                           one_torch_thread):
+    import json
+
+    from hardmix.cli import main
+
+    monkeypatch.setenv("HARDMIX_DATA", str(senteval_root.parent))
+    load = ev.load_transfer_suite  # one task keeps the test short
+    monkeypatch.setattr(ev, "load_transfer_suite", lambda tasks, root=None: load(("TREC",), root))
+    out = tmp_path / "scores.json"
+    assert main(["eval", "text", str(tiny_bert_dir), "--tasks", "transfer", "--protocol", "converged",
+                 "--json", str(out)]) == 0
+    assert "converged protocol, not comparable" in capsys.readouterr().out
+    scores = json.loads(out.read_text())["transfer"]
+    assert list(scores) == ["TREC", "avg", "protocol"] and scores["protocol"] == "converged"
+    assert scores["avg"] == scores["TREC"] and 0 < scores["TREC"] <= 100
+    with pytest.raises(SystemExit):
+        main(["eval", "text", str(tiny_bert_dir), "--protocol", "sklearn"])
+    assert "invalid choice: 'sklearn'" in capsys.readouterr().err
