@@ -23,12 +23,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from hardmix.text import senteval_data as data
 from hardmix.text import senteval_protocol as sp
 from hardmix.text.sts import AGGREGATIONS, score_pairs, score_year, spearman, system_scores
 from hardmix.text.transfer import SENTEVAL_L2, inner_kfold_eval, kfold_eval, split_eval
-from hardmix.utils.progress import ProgressBar
 
 STS_TASKS: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC")
@@ -62,7 +62,8 @@ def _encode_tasks(encoder, sentences: dict[str, list[str]], desc: str, show_prog
     parts: list[np.ndarray] = []
     seconds: dict[str, float] = {}
     total = len(set().union(*sentences.values())) if sentences else 0
-    bar = ProgressBar(total, desc=desc, unit="sent", disable=not show_progress)
+    bar = tqdm(total=total, desc=desc, unit="sent", disable=not show_progress, file=sys.stderr,
+               dynamic_ncols=True)
     is_encoder = hasattr(encoder, "encode") and hasattr(encoder, "clear_cache")
     for task, sents in sentences.items():
         t0 = time.perf_counter()

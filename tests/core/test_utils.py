@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import random
 from pathlib import Path
@@ -13,7 +12,6 @@ import torch
 
 from hardmix.paths import ENV_VAR, DataRootError, data_root, resolve_data_path
 from hardmix.utils.checkpoint import atomic_torch_save, atomic_write_text
-from hardmix.utils.progress import ProgressBar, _fmt_seconds
 from hardmix.utils.rng import rng_state, seed_everything, set_rng_state
 
 # ---- atomic writes ----------------------------------------------------------------------------------
@@ -46,58 +44,6 @@ def test_atomic_write_text(tmp_path: Path) -> None:
     atomic_write_text("second é\n", path)
     assert path.read_text(encoding="utf-8") == "second é\n"
     assert os.listdir(path.parent) == ["notes.txt"]
-
-
-# ---- progress bar -----------------------------------------------------------------------------------
-
-
-def test_progress_bar_logs_lines_when_not_a_tty() -> None:
-    out = io.StringIO()
-    bar = ProgressBar(4, desc="train", unit="step", stream=out, log_every=3600)
-    for i in range(4):
-        bar.update(1, loss=0.25 * i, lr=1e-5)
-    bar.close()
-    lines = out.getvalue().splitlines()
-    # At most the first update (whether it prints depends on the monotonic clock's origin) and the last.
-    assert 1 <= len(lines) <= 2
-    assert lines[-1].startswith("train 4/4 (100.0%)")
-    assert "step/s" in lines[-1] and "loss=0.75" in lines[-1] and "lr=1e-05" in lines[-1]
-    assert "\r" not in out.getvalue()
-    every = io.StringIO()
-    bar = ProgressBar(3, stream=every, log_every=0)
-    for _ in range(3):
-        bar.update()
-    assert [line.split(" (")[0] for line in every.getvalue().splitlines()] == ["1/3", "2/3", "3/3"]
-
-
-class _TTY(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_bar_redraws_in_place_on_a_tty() -> None:
-    out = _TTY()
-    bar = ProgressBar(3, desc="eval", stream=out, initial=1)
-    bar.update(1)
-    bar.update(1)
-    bar.close()
-    text = out.getvalue()
-    assert text.count("\r") == 2 and text.endswith("\n") and "eval 3/3" in text
-
-
-def test_disabled_progress_bar_prints_nothing_but_counts() -> None:
-    out = io.StringIO()
-    bar = ProgressBar(5, stream=out, disable=True)
-    bar.update(2)
-    bar.close()
-    assert out.getvalue() == "" and bar.n == 2
-
-
-def test_format_seconds() -> None:
-    assert _fmt_seconds(0) == "00:00"
-    assert _fmt_seconds(75.9) == "01:15"
-    assert _fmt_seconds(3 * 3600 + 62) == "3:01:02"
-    assert _fmt_seconds(-5) == "00:00"
 
 
 # ---- data root --------------------------------------------------------------------------------------
