@@ -163,6 +163,26 @@ def _from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     return obj
 
 
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error on one line: what the parser found and, where it says, in what context and where.
+
+    Example:
+        >>> try:
+        ...     yaml.safe_load("a: [1, 2")
+        ... except yaml.YAMLError as e:
+        ...     print(*yaml_problem(e).split(" (", 1), sep="\\n(")
+        expected ',' or ']', but got '<stream end>'
+        (while parsing a flow sequence started at line 1, column 4)
+    """
+    problem = getattr(e, "problem", None)
+    if not problem:
+        return " ".join(str(e).split())
+    context, mark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    if context and mark is not None:
+        return f"{problem} ({context} started at line {mark.line + 1}, column {mark.column + 1})"
+    return f"{problem} ({context})" if context else str(problem)
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``a.b.c=value`` into (["a", "b", "c"], value); the value is read as YAML."""
     if "=" not in text:
@@ -174,7 +194,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as e:
-        raise ConfigError(f"--set {key}: cannot read value {raw!r}: {e}") from e
+        raise ConfigError(f"--set {key}: cannot read value {raw!r}: {yaml_problem(e)}; quote it "
+                          "(--set 'key=\"text\"') or write valid YAML") from None
     return key.split("."), value
 
 
@@ -209,15 +230,20 @@ def build_config(cls: type[T], data: dict[str, Any] | None, overrides: list[str]
 def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML mapping; errors name the file (and line, for syntax errors)."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a folder, not a file: pass a YAML file (see configs/)")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save the config as "
+                          "UTF-8") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{line}: invalid YAML: {e}") from e
+        raise ConfigError(f"{path}{line}: invalid YAML: {yaml_problem(e)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
