@@ -233,7 +233,7 @@ class BatchOrder:
     def __init__(self, n: int, batch_size: int, seed: int, keys: np.ndarray | None = None) -> None:
         if n < batch_size:
             raise CorpusError(f"the corpus has {n} sentences, fewer than one batch of {batch_size} "
-                              "(train.batch_size)")
+                              "(train.batch_size): lower train.batch_size or use a larger corpus")
         self.n = n
         self.batch_size = batch_size
         self.seed = seed

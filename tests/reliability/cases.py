@@ -185,8 +185,9 @@ def denied(path: str) -> OSError:
     return PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
 
 
-def disk_full(path: str) -> OSError:
-    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+def _full_disk(fd: int) -> None:
+    """``os.fsync`` on a full disk: ENOSPC, naming no file (as a failing write does)."""
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 class Exploit:
@@ -356,7 +357,7 @@ CASES: list[Case] = [
     Case("root-missing", "train text", "`HARDMIX_DATA` names a folder that does not exist",
          lambda c: (c.mp.setenv("HARDMIX_DATA", str(c.tmp / "nowhere")),
                     train_text(c, text_config(c, data={"train_file": "wiki/x.txt"})))[1],
-         ("HARDMIX_DATA=", "nowhere", "is not a directory")),
+         ("data.train_file", "HARDMIX_DATA=", "nowhere", "is not a directory")),
     Case("root-is-a-file", "eval knn", "`HARDMIX_DATA` names a file",
          lambda c: (c.mp.setenv("HARDMIX_DATA", str(c.write("rootfile", "x"))),
                     knn(c, c.fixture("vision_run"), "cifar10"))[1],
@@ -374,7 +375,7 @@ CASES: list[Case] = [
     # ---- corpora
     Case("corpus-missing", "train text", "`data.train_file` that does not exist",
          lambda c: train_text(c, text_config(c, data={"train_file": str(c.tmp / "none.txt")})),
-         ("none.txt", "does not exist")),
+         ("data.train_file", "none.txt", "does not exist")),
     Case("corpus-empty", "train text", "an empty corpus",
          lambda c: train_text(c, text_config(c, data={"train_file": str(c.write("empty.txt", ""))})),
          ("{empty}", "no sentences")),
@@ -389,11 +390,11 @@ CASES: list[Case] = [
     Case("corpus-huge-line", "train text", "a corpus of one 4 MB line",
          lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
              "huge.txt", "word " * 800_000 + "\n"))})),
-         ("1 sentences", "train.batch_size")),
+         ("{huge}: the corpus has 1 sentences", "lower train.batch_size")),
     Case("corpus-too-small", "train text", "5 sentences for a batch of 16",
          lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
              "small.txt", "".join(f"sentence number {i} .\n" for i in range(5))))})),
-         ("5 sentences", "fewer than one batch of 16", "train.batch_size")),
+         ("{small}: the corpus has 5 sentences", "fewer than one batch of 16", "lower train.batch_size")),
     Case("corpus-is-a-folder", "train text", "`data.train_file` naming a folder",
          lambda c: train_text(c, text_config(c, data={"train_file": str(c.tmp)})),
          ("is a folder", "data.train_file")),
@@ -472,7 +473,7 @@ CASES: list[Case] = [
     # ---- checkpoints
     Case("checkpoint-truncated", "eval knn", "a truncated checkpoint",
          lambda c: knn(c, checkpoint_file(c, "truncated"), eval_images(c)),
-         ("{ckpt}", "not a readable hardmix checkpoint", "truncated")),
+         ("{ckpt}", "not a readable hardmix checkpoint", "truncated", "start a new run")),
     Case("checkpoint-other-modality", "eval knn", "a text run's checkpoint",
          lambda c: knn(c, checkpoint_file(c, "text"), eval_images(c)),
          ("{ckpt}", "holds a text run's checkpoint, not a vision run's")),
@@ -502,10 +503,10 @@ CASES: list[Case] = [
          lambda c: (raise_for(c, os, "mkdir", c.tmp / "run", denied), train_text(c, text_config(c)))[1],
          ("{run}", "Permission denied")),
     Case("output-disk-full", "train text", "the disk fills while `--resume` writes (ENOSPC)",
-         lambda c: (previous_text_run(c), raise_for(c, os, "replace", c.tmp / "run", disk_full),
+         lambda c: (previous_text_run(c), c.mp.setattr(os, "fsync", _full_disk),
                     train_text(c, text_config(c, train={"max_steps": 2, "stop_after_steps": 1}),
                                "--resume"))[2],
-         ("{run}", "No space left on device")),
+         ("{run}/config.yaml: No space left on device", "free space")),
     Case("output-json-is-folder", "eval knn", "`--json` naming a folder",
          lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--json", str(c.tmp)),
          ("{tmp}", "Is a directory")),
