@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import types
@@ -91,6 +92,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {type(value).__name__} {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{key}: expected a finite number, got {value!r}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):

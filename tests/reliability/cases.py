@@ -320,6 +320,9 @@ CASES: list[Case] = [
     Case("config-out-of-range-vision", "train vision", "`loss.temperature: 0`",
          lambda c: train_vision(c, vision_config(c, c.tmp, loss={"temperature": 0})),
          ("loss.temperature", "greater than 0")),
+    Case("config-nan", "train text", "`--set train.weight_decay=.nan` (YAML's NaN)",
+         lambda c: _text_set(c, "train.weight_decay=.nan"),
+         ("train.weight_decay", "expected a finite number")),
     Case("config-bad-choice", "train text", "`train.precision: fp8`",
          lambda c: train_text(c, text_config(c, train={"precision": "fp8"})), ("train.precision", "fp8")),
     Case("strategy-unknown", "train text", "a strategy list naming `mixup` (not a strategy)",
@@ -395,6 +398,10 @@ CASES: list[Case] = [
          lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
              "small.txt", "".join(f"sentence number {i} .\n" for i in range(5))))})),
          ("{small}: the corpus has 5 sentences", "fewer than one batch of 16", "lower train.batch_size")),
+    Case("corpus-truncated-gzip", "train text", "a gzip corpus cut in the middle",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write("cut.gz", __import__(
+             "gzip").compress(Path(c.fixture("tiny_corpus")).read_bytes())[:3000]))})),
+         ("{cut}:", "not a complete gzip file", "compress it again")),
     Case("corpus-is-a-folder", "train text", "`data.train_file` naming a folder",
          lambda c: train_text(c, text_config(c, data={"train_file": str(c.tmp)})),
          ("is a folder", "data.train_file")),
