@@ -186,6 +186,28 @@ def yaml_problem(e: yaml.YAMLError) -> str:
     return f"{problem} ({context})" if context else str(problem)
 
 
+def check_options(args: Any, positive: typing.Sequence[str] = (), devices: typing.Sequence[str] = ()) -> None:
+    """Refuse command-line numbers that must be positive (``--k 0``) and device names torch does not know,
+    naming the option (``batch_size`` -> ``--batch-size``); None (not given) passes.
+
+    Example:
+        >>> import argparse
+        >>> check_options(argparse.Namespace(k=0), positive=["k"])
+        Traceback (most recent call last):
+        ...
+        hardmix.errors.ConfigError: --k: expected a positive number, got 0
+    """
+    for name in positive:
+        value = getattr(args, name, None)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"--{name.replace('_', '-')}: expected a positive number, got {value}")
+    for name in devices:
+        value = getattr(args, name, None)
+        if value is not None and not re.fullmatch(r"cpu|cuda(:\d+)?|mps", str(value)):
+            raise ConfigError(f"--{name.replace('_', '-')}: {value!r} is not a device; use cpu, cuda or "
+                              "cuda:N")
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``a.b.c=value`` into (["a", "b", "c"], value); the value is read as YAML."""
     if "=" not in text:
