@@ -95,6 +95,7 @@ _OS_ADVICE = {
     errno.EISDIR: "it is a folder: name a file",
     errno.ENOTDIR: "a part of the path is a file, not a folder",
     errno.ENOENT: "check the path",
+    errno.EEXIST: "a file is in the way: remove it or choose another path",
 }
 
 
