@@ -185,6 +185,16 @@ def denied(path: str) -> OSError:
     return PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
 
 
+class _FullDiskFile(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _full_disk_open(path: Any, *args: Any, **kwargs: Any) -> io.StringIO:
+    """``open`` on a full disk: every write fails with ENOSPC, naming no file (as the OS's does)."""
+    return _FullDiskFile()
+
+
 def _full_disk(fd: int) -> None:
     """``os.fsync`` on a full disk: ENOSPC, naming no file (as a failing write does)."""
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -545,10 +555,17 @@ CASES: list[Case] = [
          lambda c: (previous_text_run(c), c.mp.setattr(os, "fsync", _full_disk),
                     train_text(c, text_config(c, train={"max_steps": 2, "stop_after_steps": 1}),
                                "--resume"))[2],
-         ("{run}/config.yaml: No space left on device", "free space")),
+         ("{run}/config.yaml: No space left on device", "free space"),
+         check=lambda c, err: _assert_equal(list((c.tmp / "run").glob(".*.tmp")), [])),
     Case("output-is-a-file", "train text", "`--output` naming a file",
          lambda c: (c.protect(c.write("run", "a file, not a folder\n")), train_text(c, text_config(c)))[1],
          ("{run}", "File exists", "choose another path")),
+    Case("output-disk-full-metrics", "train text", "the disk fills while `metrics.jsonl` is written (ENOSPC)",
+         lambda c: (c.mp.setattr("hardmix.training.metrics.open", _full_disk_open, raising=False),
+                    train_text(c, text_config(c)))[1],
+         ("{run}/metrics.jsonl: No space left on device", "free space"),
+         check=lambda c, err: _assert_equal(sorted(p.name for p in (c.tmp / "run").iterdir()),
+                                            ["config.yaml", "metrics.jsonl"])),  # the lock is released
     Case("output-json-is-folder", "eval knn", "`--json` naming a folder",
          lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--json", str(c.tmp)),
          ("{tmp}", "Is a directory")),
