@@ -379,7 +379,7 @@ CASES: list[Case] = [
          lambda c: (image_tree(c.tmp / "images", rgb_classes()),
                     raise_for(c, os, "scandir", c.tmp / "images", denied),
                     train_vision(c, vision_config(c, c.tmp / "images")))[2],
-         ("images", "Permission denied")),
+         ("images/train: Permission denied", "check its permissions")),
     Case("root-unreadable-corpus", "train text", "a corpus that cannot be opened (permission denied)",
          lambda c: (c.vars.update(corpus=str(c.fixture("tiny_corpus"))),
                     raise_for(c, __import__("builtins"), "open", Path(c.fixture("tiny_corpus")), denied),
@@ -449,7 +449,7 @@ CASES: list[Case] = [
     Case("images-one-class-knn", "eval knn", "an evaluation set of a single class",
          lambda c: knn(c, c.fixture("vision_run"), eval_images(c, {"c0": ["rgb"] * 6})),
          ("accepted: top-1 and top-5 are 100% with one class",), accepted=True,
-         check=lambda c, err: _assert_in("top-1 100.00%", err)),
+         check=lambda c, err: _assert_in("top-1 100.00%, top-5 100.00%", err)),
     Case("images-missing-split-knn", "eval knn", "an evaluation folder without `test/` or `val/`",
          lambda c: knn(c, c.fixture("vision_run"), image_tree(c.tmp / "only-train", rgb_classes()))
          , ("only-train", "folder")),
