@@ -11,6 +11,7 @@ imports no task by name, and heavy dependencies load only when their command run
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from importlib.metadata import entry_points
 
@@ -84,6 +85,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: What to do about an operating-system error, by errno.
+_OS_ADVICE = {
+    errno.ENOSPC: "the disk is full: free space there or write elsewhere",
+    errno.EDQUOT: "the disk quota is exceeded: free space there or write elsewhere",
+    errno.EACCES: "check its permissions, or use another path",
+    errno.EPERM: "check its permissions, or use another path",
+    errno.EROFS: "the file system is read-only: use another path",
+    errno.EISDIR: "it is a folder: name a file",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.ENOENT: "check the path",
+    errno.EEXIST: "a file is in the way: remove it or choose another path",
+}
+
+
+def error_line(e: BaseException) -> str:
+    """The one line ``hardmix: error: ...`` says for ``e``: an operating-system error names the file and
+    what to do; any message is kept on one line.
+
+    Example:
+        >>> error_line(OSError(errno.ENOSPC, "No space left on device", "runs/a/checkpoint.pt"))
+        'runs/a/checkpoint.pt: No space left on device; the disk is full: free space there or write elsewhere'
+    """
+    if isinstance(e, OSError) and e.strerror and e.filename is not None:
+        advice = _OS_ADVICE.get(e.errno or 0)
+        text = f"{e.filename}: {e.strerror}" + (f"; {advice}" if advice else "")
+    else:
+        text = str(e) or type(e).__name__
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -94,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, FileNotFoundError, ValueError, RunError) as e:
-        print(f"hardmix: error: {e}", file=sys.stderr)
+    except (ConfigError, OSError, ValueError, RunError) as e:  # OSError: permissions, a full disk, ...
+        print(f"hardmix: error: {error_line(e)}", file=sys.stderr)
         return 2
 
 

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import types
@@ -91,6 +92,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {type(value).__name__} {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{key}: expected a finite number, got {value!r}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -163,6 +166,48 @@ def _from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     return obj
 
 
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error on one line: what the parser found and, where it says, in what context and where.
+
+    Example:
+        >>> try:
+        ...     yaml.safe_load("a: [1, 2")
+        ... except yaml.YAMLError as e:
+        ...     print(*yaml_problem(e).split(" (", 1), sep="\\n(")
+        expected ',' or ']', but got '<stream end>'
+        (while parsing a flow sequence started at line 1, column 4)
+    """
+    problem = getattr(e, "problem", None)
+    if not problem:
+        return " ".join(str(e).split())
+    context, mark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    if context and mark is not None:
+        return f"{problem} ({context} started at line {mark.line + 1}, column {mark.column + 1})"
+    return f"{problem} ({context})" if context else str(problem)
+
+
+def check_options(args: Any, positive: typing.Sequence[str] = (), devices: typing.Sequence[str] = ()) -> None:
+    """Refuse command-line numbers that must be positive (``--k 0``) and device names torch does not know,
+    naming the option (``batch_size`` -> ``--batch-size``); None (not given) passes.
+
+    Example:
+        >>> import argparse
+        >>> check_options(argparse.Namespace(k=0), positive=["k"])
+        Traceback (most recent call last):
+        ...
+        hardmix.errors.ConfigError: --k: expected a positive number, got 0
+    """
+    for name in positive:
+        value = getattr(args, name, None)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"--{name.replace('_', '-')}: expected a positive number, got {value}")
+    for name in devices:
+        value = getattr(args, name, None)
+        if value is not None and not re.fullmatch(r"cpu|cuda(:\d+)?|mps", str(value)):
+            raise ConfigError(f"--{name.replace('_', '-')}: {value!r} is not a device; use cpu, cuda or "
+                              "cuda:N")
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``a.b.c=value`` into (["a", "b", "c"], value); the value is read as YAML."""
     if "=" not in text:
@@ -174,7 +219,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as e:
-        raise ConfigError(f"--set {key}: cannot read value {raw!r}: {e}") from e
+        raise ConfigError(f"--set {key}: cannot read value {raw!r}: {yaml_problem(e)}; quote it "
+                          "(--set 'key=\"text\"') or write valid YAML") from None
     return key.split("."), value
 
 
@@ -209,15 +255,20 @@ def build_config(cls: type[T], data: dict[str, Any] | None, overrides: list[str]
 def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML mapping; errors name the file (and line, for syntax errors)."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a folder, not a file: pass a YAML file (see configs/)")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save the config as "
+                          "UTF-8") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{line}: invalid YAML: {e}") from e
+        raise ConfigError(f"{path}{line}: invalid YAML: {yaml_problem(e)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

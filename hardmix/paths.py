@@ -101,7 +101,12 @@ def resolve_data_path(path: str | os.PathLike[str], must_exist: bool = False) ->
     if root is not None and (root / p).exists():
         return root / p
     if must_exist:
-        where = (f" or under the data root {root}" if root is not None
-                 else f" (no data root: {ENV_VAR} is not set and {default_data_root()} does not exist)")
+        if root is not None:
+            where = f" or under the data root {root}"
+        elif os.environ.get(ENV_VAR):
+            where = (f" (no data root: {ENV_VAR}={os.environ[ENV_VAR]} is not a directory: point it at the "
+                     "data folder)")
+        else:
+            where = f" (no data root: {ENV_VAR} is not set and {default_data_root()} does not exist)"
         raise FileNotFoundError(f"{path} was found neither relative to {Path.cwd()}{where}{missing_hint(p)}")
     return (root / p) if root is not None else p

@@ -9,15 +9,23 @@ from __future__ import annotations
 import argparse
 
 
+def _check(args: argparse.Namespace) -> None:
+    from hardmix.config import check_options
+
+    check_options(args, positive=("batch_size", "max_length"))
+
+
 def _eval(args: argparse.Namespace) -> int:
     from hardmix.text.evaluation import cli_main
 
+    _check(args)
     return cli_main(args)
 
 
 def _encode(args: argparse.Namespace) -> int:
     from hardmix.text.encoding import cli_main
 
+    _check(args)
     return cli_main(args)
 
 

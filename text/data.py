@@ -19,6 +19,7 @@ import gzip
 import hashlib
 import io
 import os
+import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +45,19 @@ def _open_binary(path: Path) -> io.BufferedIOBase:
     return open(path, "rb")
 
 
+def _numbered_lines(f: io.BufferedIOBase, path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number, raw line)``; a damaged gzip stream is a CorpusError naming the line it broke at."""
+    lineno = 0
+    try:
+        for lineno, raw in enumerate(f, start=1):  # noqa: B007 (the last number names the broken line)
+            yield lineno, raw
+    except (EOFError, OSError, zlib.error) as e:
+        if not isinstance(f, gzip.GzipFile):
+            raise
+        raise CorpusError(f"{path}:{lineno + 1}: not a complete gzip file ({e}); the file is truncated or "
+                          "damaged: compress it again, or give the uncompressed text") from None
+
+
 def iter_sentences(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
     """Yield ``(line number, sentence)`` for every non-blank line of a text or gzip file.
 
@@ -58,7 +72,7 @@ def iter_sentences(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: corpus file not found")
     with _open_binary(path) as f:
-        for lineno, raw in enumerate(f, start=1):
+        for lineno, raw in _numbered_lines(f, path):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -233,7 +247,7 @@ class BatchOrder:
     def __init__(self, n: int, batch_size: int, seed: int, keys: np.ndarray | None = None) -> None:
         if n < batch_size:
             raise CorpusError(f"the corpus has {n} sentences, fewer than one batch of {batch_size} "
-                              "(train.batch_size)")
+                              "(train.batch_size): lower train.batch_size or use a larger corpus")
         self.n = n
         self.batch_size = batch_size
         self.seed = seed

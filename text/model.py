@@ -200,6 +200,18 @@ def load_backbone(
         dropout: if given, set every dropout probability of the config to it.
         local_only: never reach the network (a Hub name must be in the local cache).
     """
+    try:
+        return _load_backbone(path_or_name, dropout, local_only)
+    except OSError as e:  # transformers: a folder without its weights, tokenizer or config
+        if getattr(e, "strerror", None) or not Path(path_or_name).is_dir():
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"model.name_or_path: {path_or_name} is not a complete model folder ({first}); it "
+                         "needs config.json, the weights and the tokenizer files, as save_pretrained writes "
+                         "them") from None
+
+
+def _load_backbone(path_or_name: str, dropout: float | None, local_only: bool) -> tuple[nn.Module, Any]:
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     with quiet_transformers():

@@ -34,7 +34,7 @@ from hardmix.losses.contrastive import ContrastiveLoss, LossOutput
 from hardmix.paths import resolve_data_path
 from hardmix.queue import KeyQueue
 from hardmix.text.config import TextTrainConfig, build_loss
-from hardmix.text.data import BatchOrder, TokenizedCorpus, collate, read_corpus, shard
+from hardmix.text.data import BatchOrder, CorpusError, TokenizedCorpus, collate, read_corpus, shard
 from hardmix.text.model import (
     ContrastiveSentenceModel,
     export_model,
@@ -118,7 +118,10 @@ class TextTask(Task):
     def check(self) -> None:
         cfg = self.cfg
         self.model_source, self.local_only = resolve_model(cfg.model.name_or_path)
-        self.corpus_path = resolve_data_path(cfg.data.train_file, must_exist=True)
+        try:
+            self.corpus_path = resolve_data_path(cfg.data.train_file, must_exist=True)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"data.train_file: {e}") from None
         _check_eval_data(cfg)
         self.loss_fn = build_loss(cfg.loss)
 
@@ -134,7 +137,10 @@ class TextTask(Task):
         rt.say(f"corpus {self.corpus.path}: {len(self.corpus):,} sentences, {self.corpus.num_tokens:,} "
                f"tokens ({self.corpus.nbytes / 2**20:.1f} MiB), read in {time.perf_counter() - t0:.1f}s")
         keys = self.corpus.keys() if cfg.data.dedup_batches else None
-        self.order = BatchOrder(len(self.corpus), cfg.train.batch_size, cfg.train.seed, keys)
+        try:
+            self.order = BatchOrder(len(self.corpus), cfg.train.batch_size, cfg.train.seed, keys)
+        except CorpusError as e:
+            raise CorpusError(f"{self.corpus.path}: {e}") from None
         self.queue = (KeyQueue(cfg.loss.queue_size, self.net.dim, random_init=False).to(rt.device)
                       if cfg.loss.queue_size > 0 else None)
         self.generator = torch.Generator(device=rt.device)

@@ -9,15 +9,24 @@ from __future__ import annotations
 import argparse
 
 
+def _check(args: argparse.Namespace) -> None:
+    from hardmix.config import check_options
+
+    check_options(args, positive=("k", "temperature", "batch_size", "epochs", "max_train_samples",
+                                  "max_test_samples"), devices=("device",))
+
+
 def _knn(args: argparse.Namespace) -> int:
     from hardmix.vision.evaluation import knn_cli_main
 
+    _check(args)
     return knn_cli_main(args)
 
 
 def _linear(args: argparse.Namespace) -> int:
     from hardmix.vision.evaluation import linear_cli_main
 
+    _check(args)
     return linear_cli_main(args)
 
 

@@ -47,9 +47,11 @@ def main(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     out = Path(args.output or spec.output or Path("runs/compare") / Path(args.spec).stem)
-    jobs = args.jobs or spec.jobs
+    jobs = args.jobs if args.jobs is not None else spec.jobs
     if jobs < 1:
         raise ConfigError(f"--jobs: expected a positive number, got {jobs}")
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads: expected a positive number, got {args.threads}")
     # Every cell validated before anything runs; the data is checked where the cells run (printed commands
     # may run on other machines).
     cells = build_grid(spec, out, check_data=not args.print_commands)

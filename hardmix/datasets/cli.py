@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from hardmix.data_sources import BASE_URL_ENV, DATASETS
@@ -16,9 +17,22 @@ def _fmt_size(n: int) -> str:
     return f"{n} B"
 
 
+def _root_folder(root: str | None) -> Path:
+    """The data root of ``--root`` (default: the data root); a path that exists must be a folder."""
+    from hardmix.errors import ConfigError
+    from hardmix.paths import download_root
+
+    path = download_root(root)
+    if path.exists() and not path.is_dir():
+        where = "--root" if root is not None else "the data root"
+        raise ConfigError(f"{where}: {path} is not a folder; name the data folder (or a new one)")
+    return path
+
+
 def _cmd_download(args: argparse.Namespace) -> int:
     from hardmix.datasets.manager import download
 
+    _root_folder(args.root)
     for o in download(args.names, root=args.root, base_url=args.base_url, progress=not args.quiet,
                       keep_archives=args.keep_archives):
         print(f"{o.name}: {'present, checked' if o.action == 'present' else 'downloaded'}: {o.path}")
@@ -27,9 +41,8 @@ def _cmd_download(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from hardmix.datasets.manager import inventory
-    from hardmix.paths import download_root
 
-    print(f"data root: {download_root(args.root)}")
+    print(f"data root: {_root_folder(args.root)}")
     for e in inventory(args.root):
         state = (("present (downloaded by hardmix)" if e.recorded else "present") if e.present else "absent")
         size = _fmt_size(e.size) if e.present else "-"
@@ -39,9 +52,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from hardmix.datasets.manager import check, read_manifest
-    from hardmix.paths import download_root
 
-    root = download_root(args.root)
+    root = _root_folder(args.root)
     results = check(args.names, root=root)
     if not results:
         print(f"no data set is present under {root} (`hardmix data download NAME`)")

@@ -59,7 +59,8 @@ def read_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(
             f"{p}: not a readable hardmix checkpoint (it is truncated, of an older hardmix, or another "
-            f"kind of file; loading it safely failed: {first[:160]})") from None
+            f"kind of file): pass a checkpoint.pt that hardmix wrote, or start a new run (loading it "
+            f"safely failed: {first[:120]})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{p}: not a hardmix checkpoint (no '{FORMAT}' header)")
     if state.get("version") != VERSION:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,13 @@ class MetricsLog:
         """Append one line (NaN and infinities are written as null)."""
         if not self.enabled:
             return
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({k: _json_value(v) for k, v in record.items()}) + "\n")
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({k: _json_value(v) for k, v in record.items()}) + "\n")
+        except OSError as e:
+            if e.errno and e.filename is None:  # a full disk: name the file
+                raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(self.path)) from e
+            raise
         if self.writer is not None:
             for k, v in record.items():
                 if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):

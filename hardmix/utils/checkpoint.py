@@ -23,9 +23,12 @@ def _atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], None]
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno and e.filename in (None, tmp):
+            # a full disk or a quota: name the file being written, not the temporary one (or none)
+            raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
         raise
     return path
 

@@ -1,0 +1,675 @@
+"""The bad-input table: one row per input tried, for every command; ``docs/reliability.md`` is rendered
+from it (``python -m tests.reliability.cases`` rewrites it; ``test_doc.py`` fails when it differs).
+
+A case's ``setup`` builds the input under a fresh folder and returns the command line; the runner
+(``test_bad_inputs.py``) calls ``hardmix.cli.main`` in-process and checks: a non-zero exit status, exactly
+one ``hardmix: error:`` line holding every ``expect`` substring (``{name}`` fields are filled from
+``ctx.vars``), no traceback, and every protected file byte-identical afterwards. An ``accepted`` case must
+exit 0 instead, and its ``check`` says what it did.
+"""
+
+from __future__ import annotations
+
+import copy
+import errno
+import io
+import json
+import os
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
+
+
+class Ctx:
+    """What a case's setup works with: a fresh folder, monkeypatch, the pytest fixtures, the message
+    fields (``vars``) and the files that must survive the command byte-identical (``protect``)."""
+
+    def __init__(self, tmp: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+        self.tmp = tmp
+        self.mp = monkeypatch
+        self.request = request
+        self.vars: dict[str, str] = {"tmp": str(tmp)}
+        self.protected: dict[Path, bytes] = {}
+
+    def fixture(self, name: str) -> Any:
+        return self.request.getfixturevalue(name)
+
+    def write(self, name: str, content: str | bytes) -> Path:
+        path = self.tmp / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        self.vars[Path(name).stem.replace("-", "_")] = str(path)
+        return path
+
+    def protect(self, path: Path) -> None:
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        assert files, f"nothing to protect under {path}"
+        for f in files:
+            self.protected[f] = f.read_bytes()
+
+    def damaged(self) -> list[str]:
+        return [str(p) for p, data in self.protected.items() if not p.is_file() or p.read_bytes() != data]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input tried. ``expect``: substrings of the one error line (or, for an accepted case, a note
+    for the table); ``check``: what an accepted case must have done."""
+
+    name: str
+    command: str
+    tried: str
+    setup: Callable[[Ctx], list[str]]
+    expect: tuple[str, ...] = ()
+    accepted: bool = False
+    check: Callable[[Ctx, str], None] | None = None
+    marks: tuple[Any, ...] = field(default_factory=tuple)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def text_config(ctx: Ctx, **sections: dict[str, Any]) -> dict[str, Any]:
+    cfg = copy.deepcopy(ctx.fixture("tiny_text_config"))
+    cfg["train"].update({"max_steps": 1, "threads": 1})
+    for name, values in sections.items():
+        cfg.setdefault(name, {}).update(values)
+    return cfg
+
+
+def config_file(ctx: Ctx, cfg: dict[str, Any], name: str = "config.yaml") -> Path:
+    return ctx.write(name, yaml.safe_dump(cfg))
+
+
+def train_text(ctx: Ctx, cfg: dict[str, Any], *extra: str) -> list[str]:
+    ctx.vars["run"] = str(ctx.tmp / "run")
+    return ["train", "text", str(config_file(ctx, cfg)), "--output", str(ctx.tmp / "run"), *extra]
+
+
+def image(kind: str, seed: int) -> bytes:
+    """A real 32x32 PNG: ``rgb``, ``gray`` (mode L), ``rgba``; ``corrupt`` (PNG header, then garbage) and
+    ``empty`` (zero bytes)."""
+    from PIL import Image
+
+    if kind == "empty":
+        return b""
+    if kind == "corrupt":
+        return b"\x89PNG\r\n\x1a\n" + bytes(np.random.default_rng(seed).integers(0, 256, 200, dtype=np.uint8))
+    rng = np.random.default_rng(seed)
+    channels = {"rgb": 3, "gray": 1, "rgba": 4}[kind]
+    pixels = rng.integers(0, 256, (32, 32, channels), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels[..., 0] if channels == 1 else pixels).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def image_tree(root: Path, classes: dict[str, list[str]], splits: tuple[str, ...] = ("train",)) -> Path:
+    """``root/<split>/<class>/<i>.png`` with the listed kinds of image (``notes.txt``: a text file)."""
+    for split in splits:
+        for c, kinds in classes.items():
+            d = root / split / c
+            d.mkdir(parents=True, exist_ok=True)
+            for i, kind in enumerate(kinds):
+                if kind == "text":
+                    (d / "notes.txt").write_text("not an image\n")
+                else:
+                    (d / f"{i}.png").write_bytes(image(kind, hash((split, c, i)) % 2**32))
+    return root
+
+
+def rgb_classes(n_classes: int = 2, per_class: int = 8) -> dict[str, list[str]]:
+    return {f"c{k}": ["rgb"] * per_class for k in range(n_classes)}
+
+
+def vision_config(ctx: Ctx, dataset: Path | str, **sections: dict[str, Any]) -> dict[str, Any]:
+    from tests.conftest import tiny_vision_config_dict
+
+    cfg = tiny_vision_config_dict(Path(dataset), ctx.tmp / "cache", data={"num_workers": 0},
+                                  train={"batch_size": 8, "max_steps": 1, "save_steps": 0},
+                                  loss={"queue_size": 16}, eval={"at_end": False})
+    cfg["data"]["dataset"] = str(dataset)
+    for name, values in sections.items():
+        cfg.setdefault(name, {}).update(values)
+    return cfg
+
+
+def train_vision(ctx: Ctx, cfg: dict[str, Any], *extra: str) -> list[str]:
+    ctx.vars["run"] = str(ctx.tmp / "run")
+    return ["train", "vision", str(config_file(ctx, cfg)), "--output", str(ctx.tmp / "run"), *extra]
+
+
+def vision_with(ctx: Ctx, classes: dict[str, list[str]]) -> list[str]:
+    tree = image_tree(ctx.tmp / "images", classes)
+    ctx.vars["images"] = str(tree / "train")
+    return train_vision(ctx, vision_config(ctx, tree))
+
+
+def finished_one_step(ctx: Ctx, err: str) -> None:
+    record = json.loads((ctx.tmp / "run" / "results.json").read_text())
+    assert record["finished"] and record["steps"] == 1, record
+
+
+def no_data_root(ctx: Ctx) -> None:
+    """HARDMIX_DATA unset and the per-user default root absent (HOME and XDG_CACHE_HOME in the tmp
+    folder)."""
+    ctx.mp.delenv("HARDMIX_DATA", raising=False)
+    ctx.mp.setenv("HOME", str(ctx.tmp / "home"))
+    ctx.mp.setenv("XDG_CACHE_HOME", str(ctx.tmp / "xdg"))
+    ctx.vars["default_root"] = str(ctx.tmp / "xdg" / "hardmix" / "data")
+
+
+def raise_for(ctx: Ctx, module: Any, name: str, under: Path, exc: Callable[[str], OSError]) -> None:
+    """Patch ``module.name`` (an OS call taking a path first) to raise ``exc(path)`` for paths under
+    ``under`` (a permission problem or a full disk, which the root user of CI cannot be given)."""
+    real = getattr(module, name)
+
+    def patched(path: Any, *args: Any, **kwargs: Any) -> Any:
+        p = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+        if p is not None and os.path.abspath(p).startswith(str(under)):
+            raise exc(p)
+        return real(path, *args, **kwargs)
+
+    ctx.mp.setattr(module, name, patched)
+
+
+def denied(path: str) -> OSError:
+    return PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+
+
+class _FullDiskFile(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _full_disk_open(path: Any, *args: Any, **kwargs: Any) -> io.StringIO:
+    """``open`` on a full disk: every write fails with ENOSPC, naming no file (as the OS's does)."""
+    return _FullDiskFile()
+
+
+def _full_disk(fd: int) -> None:
+    """``os.fsync`` on a full disk: ENOSPC, naming no file (as a failing write does)."""
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+class Exploit:
+    """A pickle that would create ``marker`` when loaded unsafely."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def checkpoint_file(ctx: Ctx, kind: str) -> Path:
+    """A file where a checkpoint is expected: ``text`` (a real text checkpoint header), ``v1`` (an older
+    format version), ``notckpt`` (plain text), ``exploit`` (code-running pickle), ``truncated`` (the first
+    half of a real vision checkpoint)."""
+    import torch
+
+    from hardmix.training.checkpoint import FORMAT, save_checkpoint
+
+    path = ctx.tmp / "ckpt" / "checkpoint.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "text":
+        save_checkpoint({"step": 1, "config": {}, "model": {}}, path, task="text")
+    elif kind == "v1":
+        torch.save({"format": FORMAT, "version": 1, "task": "vision"}, path)
+    elif kind == "notckpt":
+        path.write_text("step: 3\n")
+    elif kind == "exploit":
+        ctx.vars["marker"] = str(ctx.tmp / "pwned")
+        with open(path, "wb") as f:
+            pickle.dump({"format": FORMAT, "x": Exploit(ctx.tmp / "pwned")}, f, protocol=2)
+    elif kind == "truncated":
+        data = (Path(ctx.fixture("vision_run")) / "checkpoint.pt").read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    ctx.vars["ckpt"] = str(path)
+    ctx.protect(path)
+    return path
+
+
+def eval_images(ctx: Ctx, classes: dict[str, list[str]] | None = None) -> Path:
+    return image_tree(ctx.tmp / "evalset", classes or rgb_classes(2, 6), splits=("train", "test"))
+
+
+def knn(ctx: Ctx, checkpoint: Path | str, dataset: Path | str, *extra: str) -> list[str]:
+    return ["eval", "knn", str(checkpoint), "--dataset", str(dataset), "--device", "cpu", "--k", "3", *extra]
+
+
+def linear(ctx: Ctx, checkpoint: Path | str, dataset: Path | str, *extra: str) -> list[str]:
+    return ["eval", "linear", str(checkpoint), "--dataset", str(dataset), "--device", "cpu", "--epochs", "1",
+            *extra]
+
+
+def encode(ctx: Ctx, model: str, stdin: bytes, *extra: str) -> list[str]:
+    ctx.mp.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    out = ctx.tmp / "emb.npy"
+    ctx.vars["emb"] = str(out)
+    return ["encode", model, "--output", str(out), *extra]
+
+
+def compare_spec(ctx: Ctx, spec: dict[str, Any] | str) -> list[str]:
+    text = spec if isinstance(spec, str) else yaml.safe_dump(spec)
+    path = ctx.write("spec.yaml", text)
+    ctx.vars["out"] = str(ctx.tmp / "cmp")
+    return ["compare", str(path), "--output", str(ctx.tmp / "cmp"), "--print-commands"]
+
+
+def good_spec(ctx: Ctx, **changes: Any) -> dict[str, Any]:
+    path = config_file(ctx, text_config(ctx, eval={"at_end": True}), "text.yaml")
+    spec: dict[str, Any] = {"seeds": [1], "baseline": "none",
+                            "strategies": {"none": [{"name": "none"}], "mixcse": [{"name": "mixcse"}]},
+                            "tasks": {"text": {"config": str(path), "score": "stsb_dev"}}}
+    spec.update(changes)
+    return spec
+
+
+def previous_text_run(ctx: Ctx) -> Path:
+    """A run folder stopped after 1 of 2 steps (a real checkpoint), protected."""
+    from hardmix.cli import main
+
+    cfg = text_config(ctx, train={"max_steps": 2, "stop_after_steps": 1})
+    argv = train_text(ctx, cfg)
+    assert main(argv) != 1
+    ctx.protect(ctx.tmp / "run")
+    return ctx.tmp / "run"
+
+
+def _text_unknown_key(ctx: Ctx) -> list[str]:
+    return train_text(ctx, text_config(ctx, train={"bogus": 1}))
+
+
+def _text_set(ctx: Ctx, *items: str) -> list[str]:
+    argv = train_text(ctx, text_config(ctx))
+    for item in items:
+        argv += ["--set", item]
+    return argv
+
+
+# --------------------------------------------------------------------------------------------- table
+CASES: list[Case] = [
+    # ---- config files
+    Case("config-missing", "train text", "a config file that does not exist",
+         lambda c: ["train", "text", str(c.tmp / "nope.yaml")],
+         ("config file", "nope.yaml", "does not exist")),
+    Case("config-empty", "train text", "an empty config file (every default: bert-base-uncased, offline)",
+         lambda c: (c.mp.setenv("HF_HUB_OFFLINE", "1"), ["train", "text", str(c.write("empty.yaml", ""))])[1],
+         ("model.name_or_path", "offline")),
+    Case("config-not-yaml", "train text", "a config file that is not YAML (an unclosed bracket)",
+         lambda c: ["train", "text", str(c.write("bad.yaml", "train:\n  lr: [1, 2\n"))],
+         ("{bad}", "line 3: invalid YAML", "expected ',' or ']'")),
+    Case("config-not-utf8", "train text", "a config file in Latin-1",
+         lambda c: ["train", "text", str(c.write("latin.yaml", b"output: caf\xe9\n"))],
+         ("{latin}", "not UTF-8")),
+    Case("config-is-a-folder", "train vision", "a folder given as the config",
+         lambda c: ["train", "vision", str(c.tmp)], ("{tmp}", "not a file")),
+    Case("config-not-mapping", "train vision", "a config file holding a list",
+         lambda c: ["train", "vision", str(c.write("list.yaml", "- a\n- b\n"))],
+         ("{list}", "must be a mapping")),
+    Case("config-unknown-key", "train text", "an unknown key `train.bogus`", _text_unknown_key,
+         ("{config}", "unknown key train.bogus", "known keys of train")),
+    Case("config-unknown-section", "train vision", "an unknown section `optim`",
+         lambda c: train_vision(c, vision_config(c, c.tmp, optim={"lr": 1})), ("unknown key optim",)),
+    Case("config-wrong-type", "train text", "`train.lr: fast`",
+         lambda c: train_text(c, text_config(c, train={"lr": "fast"})), ("train.lr", "expected a number")),
+    Case("config-wrong-type-vision", "train vision", "`model.width: wide`",
+         lambda c: train_vision(c, vision_config(c, c.tmp, model={"width": "wide"})),
+         ("model.width", "expected an integer")),
+    Case("config-out-of-range", "train text", "`train.batch_size: 1`",
+         lambda c: train_text(c, text_config(c, train={"batch_size": 1})), ("train.batch_size", "minimum 2")),
+    Case("config-out-of-range-vision", "train vision", "`loss.temperature: 0`",
+         lambda c: train_vision(c, vision_config(c, c.tmp, loss={"temperature": 0})),
+         ("loss.temperature", "greater than 0")),
+    Case("config-nan", "train text", "`--set train.weight_decay=.nan` (YAML's NaN)",
+         lambda c: _text_set(c, "train.weight_decay=.nan"),
+         ("train.weight_decay", "expected a finite number")),
+    Case("config-bad-choice", "train text", "`train.precision: fp8`",
+         lambda c: train_text(c, text_config(c, train={"precision": "fp8"})), ("train.precision", "fp8")),
+    Case("strategy-unknown", "train text", "a strategy list naming `mixup` (not a strategy)",
+         lambda c: train_text(c, text_config(c, loss={"strategies": [{"name": "mixup"}]})),
+         ("loss.strategies[0]", "mixup")),
+    Case("strategy-bad-argument", "train text", "`mixcse` with `lam: 1.5`",
+         lambda c: train_text(c, text_config(c, loss={"strategies": [{"name": "mixcse", "lam": 1.5}]})),
+         ("loss.strategies[0].lam",)),
+    Case("strategy-unknown-argument", "train vision", "`mochi` with an unknown argument `n_hardest`",
+         lambda c: train_vision(c, vision_config(c, c.tmp, loss={"strategies": [{"name": "mochi",
+                                                                                 "n_hardest": 4}]})),
+         ("loss.strategies[0]", "n_hardest")),
+    Case("strategy-not-a-list", "train text", "`loss.strategies: 3`",
+         lambda c: train_text(c, text_config(c, loss={"strategies": 3})), ("loss.strategies",)),
+    # ---- --set
+    Case("set-no-equals", "train text", "`--set train.max_steps` (no `=`)",
+         lambda c: _text_set(c, "train.max_steps"), ("--set", "expected key=value")),
+    Case("set-empty-key", "train text", "`--set =5`", lambda c: _text_set(c, "=5"),
+         ("--set", "not a dotted name")),
+    Case("set-bad-yaml", "train text", "`--set train.lr=[1,` (not YAML)",
+         lambda c: _text_set(c, "train.lr=[1,"), ("--set train.lr", "cannot read value")),
+    Case("set-through-a-value", "train text", "`--set train.lr.x=1` (`train.lr` is a number)",
+         lambda c: _text_set(c, "train.lr.x=1"), ("train.lr is not a mapping",)),
+    Case("set-unknown-key", "train text", "`--set train.bogus=1`", lambda c: _text_set(c, "train.bogus=1"),
+         ("unknown key train.bogus",)),
+    Case("set-wrong-type", "train text", "`--set train.max_steps=many`",
+         lambda c: _text_set(c, "train.max_steps=many"), ("train.max_steps", "expected an integer")),
+    # ---- data roots
+    Case("root-unset", "train vision", "`HARDMIX_DATA` unset, no default root, `data.dataset: cifar10`",
+         lambda c: (no_data_root(c), train_vision(c, vision_config(c, "cifar10")))[1],
+         ("data.dataset", "{default_root}", "hardmix data download cifar10")),
+    Case("root-unset-eval-text", "eval text", "`HARDMIX_DATA` unset, no default root",
+         lambda c: (no_data_root(c), ["eval", "text", str(c.fixture("tiny_bert_dir"))])[1],
+         ("senteval", "hardmix data download senteval")),
+    Case("root-missing", "train text", "`HARDMIX_DATA` names a folder that does not exist",
+         lambda c: (c.mp.setenv("HARDMIX_DATA", str(c.tmp / "nowhere")),
+                    train_text(c, text_config(c, data={"train_file": "wiki/x.txt"})))[1],
+         ("data.train_file", "HARDMIX_DATA=", "nowhere", "is not a directory")),
+    Case("root-is-a-file", "eval knn", "`HARDMIX_DATA` names a file",
+         lambda c: (c.mp.setenv("HARDMIX_DATA", str(c.write("rootfile", "x"))),
+                    knn(c, c.fixture("vision_run"), "cifar10"))[1],
+         ("HARDMIX_DATA=", "rootfile", "is not a directory")),
+    Case("root-unreadable", "train vision", "an image folder that cannot be listed (permission denied)",
+         lambda c: (image_tree(c.tmp / "images", rgb_classes()),
+                    raise_for(c, os, "scandir", c.tmp / "images", denied),
+                    train_vision(c, vision_config(c, c.tmp / "images")))[2],
+         ("images/train: Permission denied", "check its permissions")),
+    Case("root-unreadable-corpus", "train text", "a corpus that cannot be opened (permission denied)",
+         lambda c: (c.vars.update(corpus=str(c.fixture("tiny_corpus"))),
+                    raise_for(c, __import__("builtins"), "open", Path(c.fixture("tiny_corpus")), denied),
+                    train_text(c, text_config(c)))[2],
+         ("{corpus}", "Permission denied")),
+    # ---- corpora
+    Case("corpus-missing", "train text", "`data.train_file` that does not exist",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.tmp / "none.txt")})),
+         ("data.train_file", "none.txt", "does not exist")),
+    Case("corpus-empty", "train text", "an empty corpus",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write("empty.txt", ""))})),
+         ("{empty}", "no sentences")),
+    Case("corpus-blank", "train text", "a corpus of blank and whitespace-only lines",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write("blank.txt",
+                                                                                  "\n  \n\t\n"))})),
+         ("{blank}", "no sentences")),
+    Case("corpus-not-utf8", "train text", "a corpus with a Latin-1 line (line 3)",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
+             "latin1.txt", b"one sentence .\ntwo sentences .\ncaf\xe9 au lait .\n"))})),
+         ("{latin1}:3", "not valid UTF-8")),
+    Case("corpus-huge-line", "train text", "a corpus of one 4 MB line",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
+             "huge.txt", "word " * 800_000 + "\n"))})),
+         ("{huge}: the corpus has 1 sentences", "lower train.batch_size")),
+    Case("corpus-too-small", "train text", "5 sentences for a batch of 16",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
+             "small.txt", "".join(f"sentence number {i} .\n" for i in range(5))))})),
+         ("{small}: the corpus has 5 sentences", "fewer than one batch of 16", "lower train.batch_size")),
+    Case("corpus-truncated-gzip", "train text", "a gzip corpus cut in the middle",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write("cut.gz", __import__(
+             "gzip").compress(Path(c.fixture("tiny_corpus")).read_bytes())[:3000]))})),
+         ("{cut}:", "not a complete gzip file", "compress it again")),
+    Case("corpus-is-a-folder", "train text", "`data.train_file` naming a folder",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.tmp)})),
+         ("is a folder", "data.train_file")),
+    Case("corpus-blank-lines-skipped", "train text",
+         "blank lines between 16 sentences", lambda c: train_text(c, text_config(c, data={
+             "train_file": str(c.write("gaps.txt", "".join(f"\nsentence {i} .\n  \n" for i in range(16))))})),
+         ("accepted: the blank lines are skipped (16 sentences), one step trains",), accepted=True,
+         check=lambda c, err: (finished_one_step(c, err), _assert_in("16 sentences", err))[0]),
+    # ---- image folders
+    Case("images-no-classes", "train vision", "a training folder with no class folders",
+         lambda c: ((c.tmp / "images" / "train").mkdir(parents=True),
+                    c.vars.update(images=str(c.tmp / "images" / "train")),
+                    train_vision(c, vision_config(c, c.tmp / "images")))[2],
+         ("data.dataset", "{images}", "no class folders")),
+    Case("images-empty-class", "train vision", "a class folder with no images",
+         lambda c: vision_with(c, {"c0": ["rgb"] * 8, "c1": []}),
+         ("data.dataset", "with no images", "c1")),
+    Case("images-corrupt", "train vision", "a PNG whose data is garbage",
+         lambda c: vision_with(c, {"c0": ["rgb"] * 7 + ["corrupt"], "c1": ["rgb"] * 8}),
+         ("7.png", "data.skip_corrupt: true")),
+    Case("images-zero-byte", "train vision", "a zero-byte PNG",
+         lambda c: vision_with(c, {"c0": ["rgb"] * 8, "c1": ["empty"] + ["rgb"] * 7}),
+         ("0.png", "data.skip_corrupt: true")),
+    Case("images-non-image-file", "train vision", "a text file (`notes.txt`) among the images",
+         lambda c: vision_with(c, {"c0": ["rgb"] * 8 + ["text"], "c1": ["rgb"] * 8}),
+         ("accepted: files without an image extension are not images of the class; one step trains",),
+         accepted=True, check=finished_one_step),
+    Case("images-gray-rgba", "train vision", "grayscale (L) and RGBA images among RGB ones",
+         lambda c: vision_with(c, {"c0": ["gray"] * 4 + ["rgb"] * 4, "c1": ["rgba"] * 4 + ["rgb"] * 4}),
+         ("accepted: converted to RGB; one step trains",), accepted=True, check=finished_one_step),
+    Case("images-one-class", "train vision", "a single class folder",
+         lambda c: vision_with(c, {"c0": ["rgb"] * 16}),
+         ("accepted: contrastive training needs no labels; one step trains",), accepted=True,
+         check=finished_one_step),
+    Case("images-one-class-knn", "eval knn", "an evaluation set of a single class",
+         lambda c: knn(c, c.fixture("vision_run"), eval_images(c, {"c0": ["rgb"] * 6})),
+         ("accepted: top-1 and top-5 are 100% with one class",), accepted=True,
+         check=lambda c, err: _assert_in("top-1 100.00%, top-5 100.00%", err)),
+    Case("images-missing-split-knn", "eval knn", "an evaluation folder without `test/` or `val/`",
+         lambda c: knn(c, c.fixture("vision_run"), image_tree(c.tmp / "only-train", rgb_classes()))
+         , ("only-train", "folder")),
+    Case("images-missing-linear", "eval linear", "`--dataset` that does not exist",
+         lambda c: linear(c, c.fixture("vision_run"), c.tmp / "nope"), ("nope", "does not exist")),
+    Case("knn-k-zero", "eval knn", "`--k 0`",
+         lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--k", "0"),
+         ("--k: expected a positive number, got 0",)),
+    Case("knn-temperature-zero", "eval knn", "`--temperature 0`",
+         lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--temperature", "0"),
+         ("--temperature: expected a positive number, got 0",)),
+    Case("knn-batch-zero", "eval knn", "`--batch-size 0`",
+         lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--batch-size", "0"),
+         ("--batch-size: expected a positive number, got 0",)),
+    Case("knn-no-samples", "eval knn", "`--max-train-samples 0`",
+         lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--max-train-samples", "0"),
+         ("--max-train-samples: expected a positive number, got 0",)),
+    Case("knn-bad-device", "eval knn", "`--device gpu`",
+         lambda c: knn(c, c.fixture("vision_run"), eval_images(c)) + ["--device", "gpu"],
+         ("--device", "'gpu' is not a device")),
+    Case("linear-epochs-zero", "eval linear", "`--epochs 0`",
+         lambda c: linear(c, c.fixture("vision_run"), eval_images(c)) + ["--epochs", "0"],
+         ("--epochs: expected a positive number, got 0",)),
+    Case("linear-one-class", "eval linear", "an evaluation set of a single class",
+         lambda c: linear(c, c.fixture("vision_run"), eval_images(c, {"c0": ["rgb"] * 6})),
+         ("accepted: top-1 is 100% with one class",), accepted=True,
+         check=lambda c, err: _assert_in("top-1 100.00%", err)),
+    # ---- models
+    Case("model-missing", "train text", "`model.name_or_path` naming a folder that does not exist",
+         lambda c: train_text(c, text_config(c, model={"name_or_path": str(c.tmp / "nomodel") + "/"})),
+         ("model.name_or_path", "nomodel", "is not a model folder")),
+    Case("model-incomplete", "train text", "a model folder holding only `config.json`",
+         lambda c: train_text(c, text_config(c, model={"name_or_path": str(_incomplete_model(c))})),
+         ("model.name_or_path", "{half_model}")),
+    Case("model-hub-offline", "train text", "a Hub name that is not cached, with `HF_HUB_OFFLINE=1`",
+         lambda c: (c.mp.setenv("HF_HUB_OFFLINE", "1"),
+                    train_text(c, text_config(c, model={"name_or_path": "hardmix-tests/no-such-model"})))[1],
+         ("model.name_or_path", "no-such-model", "offline")),
+    Case("model-missing-eval", "eval text", "a model folder that does not exist",
+         lambda c: ["eval", "text", str(c.tmp / "nomodel")], ("nomodel", "not found")),
+    Case("model-incomplete-eval", "eval text", "a model folder holding only `config.json`",
+         lambda c: ["eval", "text", str(_incomplete_model(c)), "--tasks", "sts"], ("{half_model}",)),
+    Case("model-bad-tasks-eval", "eval text", "`--tasks sts,glue`",
+         lambda c: ["eval", "text", str(c.fixture("tiny_bert_dir")), "--tasks", "sts,glue"],
+         ("--tasks", "glue")),
+    Case("model-missing-encode", "encode", "a model folder that does not exist",
+         lambda c: encode(c, str(c.tmp / "nomodel"), b"a sentence .\n"), ("nomodel", "not found")),
+    Case("model-incomplete-encode", "encode", "a model folder holding only `config.json`",
+         lambda c: encode(c, str(_incomplete_model(c)), b"a sentence .\n"), ("{half_model}",)),
+    Case("encode-batch-zero", "encode", "`--batch-size 0`",
+         lambda c: encode(c, str(c.fixture("tiny_bert_dir")), b"one .\n", "--batch-size", "0"),
+         ("--batch-size: expected a positive number, got 0",)),
+    Case("eval-text-max-length-zero", "eval text", "`--max-length 0`",
+         lambda c: ["eval", "text", str(c.fixture("tiny_bert_dir")), "--max-length", "0"],
+         ("--max-length: expected a positive number, got 0",)),
+    Case("encode-not-utf8", "encode", "standard input that is not UTF-8",
+         lambda c: encode(c, str(c.fixture("tiny_bert_dir")), b"caf\xe9\n"), ("standard input", "UTF-8")),
+    Case("encode-blank-lines", "encode", "blank lines on standard input",
+         lambda c: encode(c, str(c.fixture("tiny_bert_dir")), b"one .\n\ntwo .\n"),
+         ("accepted: one row per line, blank lines included (3 rows)",), accepted=True,
+         check=lambda c, err: _assert_equal(np.load(c.tmp / "emb.npy").shape[0], 3)),
+    Case("encode-empty-input", "encode", "nothing on standard input",
+         lambda c: encode(c, str(c.fixture("tiny_bert_dir")), b""),
+         ("accepted: an empty (0, D) array",), accepted=True,
+         check=lambda c, err: _assert_equal(np.load(c.tmp / "emb.npy").shape, (0, 32))),
+    Case("encode-output-folder-missing", "encode", "`--output` in a folder that does not exist",
+         lambda c: encode(c, str(c.fixture("tiny_bert_dir")), b"one .\n")[:-1]
+         + [str(c.tmp / "no" / "e.npy")],
+         ("e.npy", "No such file or directory")),
+    # ---- checkpoints
+    Case("checkpoint-truncated", "eval knn", "a truncated checkpoint",
+         lambda c: knn(c, checkpoint_file(c, "truncated"), eval_images(c)),
+         ("{ckpt}", "not a readable hardmix checkpoint", "truncated", "start a new run")),
+    Case("checkpoint-other-modality", "eval knn", "a text run's checkpoint",
+         lambda c: knn(c, checkpoint_file(c, "text"), eval_images(c)),
+         ("{ckpt}", "holds a text run's checkpoint, not a vision run's")),
+    Case("checkpoint-other-version", "eval linear", "a checkpoint of format version 1",
+         lambda c: linear(c, checkpoint_file(c, "v1"), eval_images(c)),
+         ("{ckpt}", "version 1", "reads version 2")),
+    Case("checkpoint-not-a-checkpoint", "eval linear", "a YAML file named checkpoint.pt",
+         lambda c: linear(c, checkpoint_file(c, "notckpt"), eval_images(c)),
+         ("{ckpt}", "not a readable hardmix checkpoint")),
+    Case("checkpoint-code-pickle", "eval knn", "a pickle that would run a shell command when loaded",
+         lambda c: knn(c, checkpoint_file(c, "exploit"), eval_images(c)),
+         ("{ckpt}", "not a readable hardmix checkpoint"),
+         check=lambda c, err: _assert_equal(Path(c.vars["marker"]).exists(), False)),
+    Case("checkpoint-missing", "eval knn", "a run folder without checkpoint.pt",
+         lambda c: knn(c, c.tmp, eval_images(c)), ("holds no checkpoint.pt",)),
+    Case("checkpoint-resume-other-modality", "train text", "`--resume` on a vision run's folder",
+         lambda c: (c.protect(Path(c.fixture("vision_run"))),
+                    ["train", "text", str(config_file(c, text_config(c))), "--output",
+                     str(c.fixture("vision_run")), "--resume"])[1],
+         ("holds a vision run's checkpoint, not a text run's",)),
+    # ---- output folders
+    Case("output-existing", "train text", "`--output` holding a run, without `--resume`",
+         lambda c: (previous_text_run(c), train_text(c, text_config(c, train={"max_steps": 2,
+                                                                              "stop_after_steps": 1})))[1],
+         ("{run}", "already holds a run", "--resume")),
+    Case("output-read-only", "train text", "an `--output` that cannot be created (permission denied)",
+         lambda c: (raise_for(c, os, "mkdir", c.tmp / "run", denied), train_text(c, text_config(c)))[1],
+         ("{run}", "Permission denied")),
+    Case("output-disk-full", "train text", "the disk fills while `--resume` writes (ENOSPC)",
+         lambda c: (previous_text_run(c), c.mp.setattr(os, "fsync", _full_disk),
+                    train_text(c, text_config(c, train={"max_steps": 2, "stop_after_steps": 1}),
+                               "--resume"))[2],
+         ("{run}/config.yaml: No space left on device", "free space"),
+         check=lambda c, err: _assert_equal(list((c.tmp / "run").glob(".*.tmp")), [])),
+    Case("output-is-a-file", "train text", "`--output` naming a file",
+         lambda c: (c.protect(c.write("run", "a file, not a folder\n")), train_text(c, text_config(c)))[1],
+         ("{run}", "File exists", "choose another path")),
+    Case("output-disk-full-metrics", "train text", "the disk fills while `metrics.jsonl` is written (ENOSPC)",
+         lambda c: (c.mp.setattr("hardmix.training.metrics.open", _full_disk_open, raising=False),
+                    train_text(c, text_config(c)))[1],
+         ("{run}/metrics.jsonl: No space left on device", "free space"),
+         check=lambda c, err: _assert_equal(sorted(p.name for p in (c.tmp / "run").iterdir()),
+                                            ["config.yaml", "metrics.jsonl"])),  # the lock is released
+    Case("output-json-is-folder", "eval knn", "`--json` naming a folder",
+         lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--json", str(c.tmp)),
+         ("{tmp}", "Is a directory")),
+    # ---- compare
+    Case("compare-missing", "compare", "a spec file that does not exist",
+         lambda c: ["compare", str(c.tmp / "nospec.yaml")], ("nospec.yaml", "does not exist")),
+    Case("compare-not-mapping", "compare", "a spec holding a list",
+         lambda c: compare_spec(c, "- a\n"), ("{spec}", "mapping")),
+    Case("compare-unknown-key", "compare", "an unknown spec key `seed`",
+         lambda c: compare_spec(c, good_spec(c, seed=[1])), ("seed",)),
+    Case("compare-unknown-strategy", "compare", "a strategy list naming `mixup`",
+         lambda c: compare_spec(c, good_spec(c, strategies={"none": [{"name": "none"}],
+                                                            "m": [{"name": "mixup"}]})),
+         ("mixup",)),
+    Case("compare-bad-task-config", "compare", "a task config with `train.lr: fast`",
+         lambda c: compare_spec(c, good_spec(c, tasks={"text": {"config": str(config_file(
+             c, text_config(c, train={"lr": "fast"}), "bad-text.yaml")), "score": "stsb_dev"}})),
+         ("train.lr", "expected a number")),
+    Case("compare-jobs-zero", "compare", "`--jobs 0`",
+         lambda c: compare_spec(c, good_spec(c)) + ["--jobs", "0"], ("--jobs", "positive number, got 0")),
+    Case("compare-threads-zero", "compare", "`--threads 0`",
+         lambda c: compare_spec(c, good_spec(c)) + ["--threads", "0"],
+         ("--threads", "positive number, got 0")),
+    Case("compare-existing-output", "compare", "`--output` holding a comparison, without `--resume`",
+         lambda c: (c.write("cmp/spec.yaml", "seeds: [1]\n"), c.protect(c.tmp / "cmp"),
+                    compare_spec(c, good_spec(c))[:-1])[2],
+         ("{out}", "holds a comparison already", "--resume")),
+    # ---- data
+    Case("data-unknown-name", "data", "`data download` of an unknown name",
+         lambda c: ["data", "download", "nosuch", "--root", str(c.tmp)], ("nosuch", "hardmix data list")),
+    Case("data-unreachable", "data", "`data download` from a mirror that refuses connections",
+         lambda c: ["data", "download", "bert-mini", "--root", str(c.tmp / "d"), "--quiet", "--base-url",
+                    "http://127.0.0.1:9/"], ("cannot connect",)),
+    Case("data-root-is-file", "data", "`data check --root` naming a file",
+         lambda c: ["data", "check", "--root", str(c.write("f", "x"))], ("--root", "{f}", "not a folder")),
+    Case("data-list-root-is-file", "data", "`data list --root` naming a file",
+         lambda c: ["data", "list", "--root", str(c.write("f", "x"))], ("--root", "{f}", "not a folder")),
+    Case("data-check-empty-root", "data", "`data check` of an empty data root",
+         lambda c: ["data", "check", "--root", str(c.tmp)],
+         ("accepted: says no data set is present there (exit 0)",), accepted=True),
+]
+
+
+def _incomplete_model(ctx: Ctx) -> Path:
+    folder = ctx.tmp / "half-model"
+    folder.mkdir(exist_ok=True)
+    src = Path(ctx.fixture("tiny_bert_dir")) / "config.json"
+    (folder / "config.json").write_bytes(src.read_bytes())
+    ctx.vars["half_model"] = str(folder)
+    ctx.protect(folder)
+    return folder
+
+
+def _assert_in(part: str, text: str) -> None:
+    assert part in text, f"{part!r} not in {text!r}"
+
+
+def _assert_equal(a: Any, b: Any) -> None:
+    assert a == b, f"{a!r} != {b!r}"
+
+
+# -------------------------------------------------------------------------------------------- the doc
+HEADER = """# Reliability: what bad input gets
+
+Generated from the case table of the bad-input suite (`tests/reliability/cases.py`) by
+`python -m tests.reliability.cases`; `tests/reliability/test_doc.py` fails when this file differs from it.
+Do not edit by hand.
+
+Every case runs the command line in-process (`hardmix.cli.main`) on a fresh folder and checks:
+
+- **refused** cases exit with a non-zero status and print exactly one line, `hardmix: error: ...`, holding
+  each listed part (`<...>` is the file of the case) and no traceback;
+- **accepted** cases exit 0 and do what the note says;
+- in both, every file that existed before (a previous run folder, a checkpoint, a model folder) is
+  byte-identical afterwards.
+
+Permission problems and a full disk are simulated by making the OS call raise (`PermissionError`,
+`OSError(ENOSPC)`), since CI runs as root. The fuzz tests (`tests/reliability/test_fuzz.py`) add random
+values of every typed key of the text and vision configs (a valid config, or a `ConfigError` naming the
+key) and random corpus bytes (sentences, or a one-line `CorpusError` naming the file and line).
+Resume after SIGKILL, SIGTERM, a non-finite loss, the run folder's lock and atomic checkpoints are tested in
+`tests/training/test_engine.py`.
+"""
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _parts(case: Case) -> str:
+    if case.accepted:
+        return case.expect[0]
+    parts = [p.replace("{", "<").replace("}", ">") for p in case.expect]
+    return "refused: " + ", ".join(f"`{p}`" if "`" not in p else p for p in parts)
+
+
+def render() -> str:
+    lines = [HEADER, "| command | input tried | what it gets | case |", "|---|---|---|---|"]
+    for case in CASES:
+        lines.append(f"| `hardmix {case.command}` | {_cell(case.tried)} | {_cell(_parts(case))} | "
+                     f"`{case.name}` |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    DOC.write_text(render(), encoding="utf-8")
+    print(f"wrote {DOC}")
