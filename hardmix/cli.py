@@ -13,12 +13,30 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
+from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from hardmix.version import __version__
 
 #: Entry points that add subcommands: ``name = "module:register"``.
 COMMANDS_GROUP = "hardmix.cli"
+
+
+def lazy_command(
+    target: str, check: Callable[[argparse.Namespace], None] | None = None
+) -> Callable[[argparse.Namespace], int]:
+    """A subcommand handler that imports ``"module:function"`` only when its command runs (so ``hardmix
+    --help`` loads no heavy library), after ``check(args)`` has validated the options."""
+
+    def handler(args: argparse.Namespace) -> int:
+        import importlib
+
+        if check is not None:
+            check(args)
+        module, _, function = target.partition(":")
+        return int(getattr(importlib.import_module(module), function)(args) or 0)
+
+    return handler
 
 
 def _cmd_strategies(args: argparse.Namespace) -> int:

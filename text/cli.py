@@ -8,25 +8,13 @@ from __future__ import annotations
 
 import argparse
 
+from hardmix.cli import lazy_command
+
 
 def _check(args: argparse.Namespace) -> None:
     from hardmix.config import check_options
 
     check_options(args, positive=("batch_size", "max_length"))
-
-
-def _eval(args: argparse.Namespace) -> int:
-    from hardmix.text.evaluation import cli_main
-
-    _check(args)
-    return cli_main(args)
-
-
-def _encode(args: argparse.Namespace) -> int:
-    from hardmix.text.encoding import cli_main
-
-    _check(args)
-    return cli_main(args)
 
 
 def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser actions)
@@ -44,7 +32,7 @@ def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser
                         " with the papers' tables; default) or converged (hardmix's own: each classifier at "
                         "its regularised optimum, deterministic, not comparable with published numbers)")
     p.add_argument("--json", dest="json_out", default=None, help="write the scores to this JSON file")
-    p.set_defaults(func=_eval)
+    p.set_defaults(func=lazy_command("hardmix.text.evaluation:cli_main", _check))
 
     p = top.add_parser("encode", help="encode sentences (stdin, one a line) to a .npy array (stdout)")
     p.add_argument("model", help="a hardmix export or a Hugging Face folder")
@@ -52,4 +40,4 @@ def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--max-length", type=int, default=None)
     p.add_argument("--output", "-o", default=None, help="write here instead of stdout")
-    p.set_defaults(func=_encode)
+    p.set_defaults(func=lazy_command("hardmix.text.encoding:cli_main", _check))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from hardmix.cli import lazy_command
+
 
 def _check(args: argparse.Namespace) -> None:
     from hardmix.config import check_options
@@ -16,24 +18,12 @@ def _check(args: argparse.Namespace) -> None:
                                   "max_test_samples"), devices=("device",))
 
 
-def _knn(args: argparse.Namespace) -> int:
-    from hardmix.vision.evaluation import knn_cli_main
-
-    _check(args)
-    return knn_cli_main(args)
-
-
-def _linear(args: argparse.Namespace) -> int:
-    from hardmix.vision.evaluation import linear_cli_main
-
-    _check(args)
-    return linear_cli_main(args)
-
-
 def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser actions)
     for name, func, helptext in (
-        ("knn", _knn, "weighted k-NN accuracy of frozen backbone features"),
-        ("linear", _linear, "linear-probe accuracy of frozen backbone features"),
+        ("knn", lazy_command("hardmix.vision.evaluation:knn_cli_main", _check),
+         "weighted k-NN accuracy of frozen backbone features"),
+        ("linear", lazy_command("hardmix.vision.evaluation:linear_cli_main", _check),
+         "linear-probe accuracy of frozen backbone features"),
     ):
         p = evaluate.add_parser(name, help=helptext)
         p.add_argument("checkpoint", help="a run directory (its last checkpoint) or a checkpoint file")
