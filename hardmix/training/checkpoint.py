@@ -30,7 +30,6 @@ from typing import Any
 import torch
 
 from hardmix.utils.checkpoint import atomic_torch_save
-from hardmix.utils.rng import rng_state, set_rng_state
 
 #: What a hardmix checkpoint says it is, and the layout version this hardmix reads and writes.
 FORMAT = "hardmix-checkpoint"
@@ -78,19 +77,12 @@ def load_checkpoint(path: str | os.PathLike[str], task: str | None = None) -> di
     return state
 
 
-#: The global RNG states as ``weights_only``-loadable values, and their restore.
-portable_rng_state = rng_state
-restore_rng_state = set_rng_state
-
-
 __all__ = [
     "FORMAT",
     "NAME",
     "VERSION",
     "CheckpointError",
     "load_checkpoint",
-    "portable_rng_state",
     "read_checkpoint_file",
-    "restore_rng_state",
     "save_checkpoint",
 ]

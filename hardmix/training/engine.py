@@ -35,6 +35,7 @@ from hardmix.training.runtime import Runtime, end_runtime, start_runtime
 from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
 from hardmix.utils.checkpoint import atomic_write_text
+from hardmix.utils.rng import rng_state, set_rng_state
 
 #: Checkpoint names of hardmix before the shared engine: a folder holding one holds an older run.
 LEGACY_CHECKPOINTS = ("last.pt", "checkpoint_last.pt")
@@ -43,11 +44,11 @@ LEGACY_CHECKPOINTS = ("last.pt", "checkpoint_last.pt")
 @contextmanager
 def preserved_rng() -> Iterator[None]:
     """Restore every global RNG (Python, NumPy, torch CPU and CUDA) on exit."""
-    state = ckpt.portable_rng_state()
+    state = rng_state()
     try:
         yield
     finally:
-        ckpt.restore_rng_state(state)
+        set_rng_state(state)
 
 
 def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = None,
@@ -325,7 +326,7 @@ class _Run:
     # ---------------------------------------------------------------------------------- checkpoint
     def _save(self, task: Task) -> None:
         runtime = self.runtime
-        mine = {"rng": ckpt.portable_rng_state(), "task": task.process_state()}
+        mine = {"rng": rng_state(), "task": task.process_state()}
         processes: list[Any] = [None] * runtime.world
         if runtime.world > 1:
             dist.all_gather_object(processes, mine)
@@ -363,7 +364,7 @@ class _Run:
             self.scaler.load_state_dict(state["scaler"])
         task.load_state_dict(state["task_state"])
         mine = state["processes"][self.runtime.rank]
-        ckpt.restore_rng_state(mine["rng"])
+        set_rng_state(mine["rng"])
         task.load_process_state(mine["task"])
         self.step = int(state["step"])
         e = state["engine"]

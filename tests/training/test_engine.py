@@ -64,22 +64,13 @@ def _wait_for_lines(run: Path, n: int, proc: subprocess.Popen, timeout: float = 
     pytest.fail("timed out")
 
 
-@pytest.fixture
-def vision_cfg(tiny_vision_config):
-    def make(**sections) -> dict:
-        return tiny_vision_config(**sections)
-
-    return make
-
-
 # ------------------------------------------------------------------------------------------ layout
-def test_both_tasks_write_one_layout_and_one_results_schema(tmp_path, tiny_text_config, vision_cfg, data_root,
-                                                            one_torch_thread):
+def test_both_tasks_write_one_layout_and_one_results_schema(tmp_path, tiny_text_config, tiny_vision_config,
+                                                            data_root, one_torch_thread):
     text = run_training(TextTask, build_text_config(_text(tiny_text_config, train={"max_steps": 4},
                                                           eval={"at_end": True})), tmp_path / "text")
-    vision = run_training(VisionTask, build_task_config(VisionConfig, vision_cfg(train={"epochs": 1},
-                                                                                 eval={"at_end": True})),
-                          tmp_path / "vision")
+    vision_cfg = tiny_vision_config(train={"epochs": 1}, eval={"at_end": True})
+    vision = run_training(VisionTask, build_task_config(VisionConfig, vision_cfg), tmp_path / "vision")
     top = {"config.yaml", "metrics.jsonl", "checkpoint.pt", "results.json"}
     assert top <= {p.name for p in (tmp_path / "text").iterdir()}
     assert top <= {p.name for p in (tmp_path / "vision").iterdir()}
@@ -107,13 +98,13 @@ def test_both_tasks_write_one_layout_and_one_results_schema(tmp_path, tiny_text_
 # ------------------------------------------------------------------------------------------ resume
 @pytest.mark.parametrize("task", ["text", "vision"])
 def test_sigkill_at_a_random_moment_then_resume_equals_an_uninterrupted_run(task, tmp_path, tiny_text_config,
-                                                                             vision_cfg):
+                                                                             tiny_vision_config):
     if task == "text":
         cfg = _text(tiny_text_config, train={"max_steps": 24, "save_steps": 4, "threads": 1},
                     loss={"strategies": [{"name": "mochi", "n_hard": 12, "n_pair": 8, "n_query": 4}]})
         build, cls = build_text_config, TextTask
     else:
-        cfg = vision_cfg(train={"epochs": 3, "save_steps": 4},
+        cfg = tiny_vision_config(train={"epochs": 3, "save_steps": 4},
                          loss={"strategies": [{"name": "mochi", "n_hard": 16, "n_pair": 8, "n_query": 4}]})
         build, cls = (lambda d: build_task_config(VisionConfig, d)), VisionTask
     before = torch.get_num_threads()
@@ -248,7 +239,7 @@ def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one(tmp_path, tin
     assert not list((tmp_path / "run").glob(".checkpoint.pt.*"))  # no temporary file left behind
 
 
-def test_foreign_and_other_task_checkpoints_get_one_line(tmp_path, tiny_text_config, vision_cfg,
+def test_foreign_and_other_task_checkpoints_get_one_line(tmp_path, tiny_text_config, tiny_vision_config,
                                                          one_torch_thread):
     run = tmp_path / "run"
     run.mkdir()
@@ -268,7 +259,7 @@ def test_foreign_and_other_task_checkpoints_get_one_line(tmp_path, tiny_text_con
         run_training(TextTask, cfg, run, resume=True)
     (run / "checkpoint.pt").unlink()
     run_training(TextTask, cfg, run)
-    vision = build_task_config(VisionConfig, vision_cfg())
+    vision = build_task_config(VisionConfig, tiny_vision_config())
     with pytest.raises(CheckpointError, match="holds a text run's checkpoint, not a vision run's"):
         run_training(VisionTask, vision, run, resume=True)
     with pytest.raises(RunFolderError, match="already holds a run"):

@@ -6,8 +6,6 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-import pytest
-import torch
 
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
@@ -22,15 +20,7 @@ def _losses(run) -> np.ndarray:
     return np.array([r["loss"] for r in read_metrics(run) if "loss" in r])
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def test_text_plain_logs_the_fast_losses(tmp_path, tiny_text_config, one_thread, capsys):
+def test_text_plain_logs_the_fast_losses(tmp_path, tiny_text_config, one_torch_thread, capsys):
     base = copy.deepcopy(tiny_text_config)
     base["train"]["max_steps"] = 10
     base["loss"]["strategies"] = [{"name": "mixcse", "lam": 0.2}]
@@ -45,7 +35,7 @@ def test_text_plain_logs_the_fast_losses(tmp_path, tiny_text_config, one_thread,
     np.testing.assert_allclose(runs["plain"], runs["fast"], rtol=1e-4, atol=0)
 
 
-def test_vision_plain_logs_the_fast_losses_with_mochi_mixing(tmp_path, tiny_vision_config, one_thread,
+def test_vision_plain_logs_the_fast_losses_with_mochi_mixing(tmp_path, tiny_vision_config, one_torch_thread,
                                                               capsys):
     strategies = [{"name": "mochi", "n_hard": 16, "n_pair": 16, "n_query": 8, "warmup_epochs": 0}]
     runs = {}
