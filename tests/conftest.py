@@ -159,7 +159,10 @@ def bow_encoder():
 # tiny ResNet (ResNet-10 layout, width 8, small stem) that trains in seconds on one CPU thread.
 
 
-def _vision_tree(root: Path, per_class_train: int, per_class_test: int) -> Path:
+def _vision_tree(root: Path, per_class_train: int, per_class_test: int, copy: bool = False) -> Path:
+    """Link (or, for a tree a test damages, copy) the first images of each class of the shared CIFAR-10."""
+    import shutil
+
     src = require_data_path("images", "cifar10")
     classes = (src / "classes.txt").read_text().split()
     for split, n in (("train", per_class_train), ("test", per_class_test)):
@@ -167,7 +170,10 @@ def _vision_tree(root: Path, per_class_train: int, per_class_test: int) -> Path:
             d = root / split / c
             d.mkdir(parents=True, exist_ok=True)
             for f in sorted((src / split / c).iterdir())[:n]:
-                (d / f.name).symlink_to(f)
+                if copy:
+                    shutil.copyfile(f, d / f.name)  # writing to it never reaches the shared data
+                else:
+                    (d / f.name).symlink_to(f)
     return root
 
 
@@ -181,7 +187,7 @@ def cifar_tree(tmp_path_factory) -> Path:
 def vision_tree_factory(tmp_path):
     """Build a fresh small CIFAR-10 ImageFolder tree (to damage in a test): ``factory(train, test)``."""
     return lambda per_class_train=4, per_class_test=2: _vision_tree(tmp_path / "tree", per_class_train,
-                                                                    per_class_test)
+                                                                    per_class_test, copy=True)
 
 
 @pytest.fixture

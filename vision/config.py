@@ -49,7 +49,8 @@ class DataConfig:
         cache_dir: where decoded caches persist between runs (default ``$HARDMIX_CACHE`` or
             ``~/.cache/hardmix``); an empty string disables the on-disk cache.
         cache_max_gb: the largest cache ``auto`` chooses the tensor path for.
-        skip_corrupt: skip images that cannot be decoded (counted and reported) instead of stopping.
+        skip_corrupt: skip images that cannot be decoded (counted and reported) instead of stopping; they
+            are dropped before ``max_samples``'s subset is drawn (which then decodes the whole split once).
         num_workers: decoding threads (tensor path) or DataLoader workers (PIL path).
     """
 

@@ -203,18 +203,30 @@ class TrainData:
     skipped: list[str] = field(default_factory=list)
 
 
-def train_image_list(cfg: VisionConfig) -> tuple[ImageList, Tensor]:
-    """The training split and the indices of the (subset of) images used."""
+def train_image_list(cfg: VisionConfig, exclude: frozenset[int] = frozenset()) -> tuple[ImageList, Tensor]:
+    """The training split and the indices of the (subset of) images used.
+
+    Args:
+        cfg: the run's config (``data.dataset``, ``train_split``, ``class_list``, ``max_samples``,
+            ``subset_seed``).
+        exclude: indices of the split left out before the subset is drawn (undecodable files).
+
+    Returns:
+        (the whole split, the sorted indices (N,) of the images to train on).
+    """
     d = cfg.data
     root = dataset_root(d.dataset)
     folder = split_folder(root, d.train_split)
     classes = read_class_list(d.class_list) if d.class_list else None
     images = scan_image_folder(folder, classes)
-    if d.max_samples is not None:
-        idx = balanced_subset(images.labels, d.max_samples, d.subset_seed)
-    else:
-        idx = torch.arange(len(images.paths))
-    return images, idx
+    return images, _draw_subset(cfg, images, exclude)
+
+
+def _draw_subset(cfg: VisionConfig, images: ImageList, exclude: frozenset[int]) -> Tensor:
+    usable = torch.tensor([i for i in range(len(images.paths)) if i not in exclude], dtype=torch.long)
+    if cfg.data.max_samples is None:
+        return usable
+    return usable[balanced_subset(images.labels[usable], cfg.data.max_samples, cfg.data.subset_seed)]
 
 
 def _choose_pipeline(cfg: VisionConfig, images: ImageList, idx: Tensor) -> str:
@@ -233,24 +245,34 @@ def _choose_pipeline(cfg: VisionConfig, images: ImageList, idx: Tensor) -> str:
 
 def build_train_data(cfg: VisionConfig, device: torch.device, rank: int = 0, world: int = 1) -> TrainData:
     """Scan, subset and (tensor path) decode the training images; every data error is raised here,
-    before training starts."""
+    before training starts.
+
+    With ``data.skip_corrupt`` undecodable images are dropped before the subset and the batches are
+    drawn: with ``data.max_samples`` every image of the split is decoded once (at 16 pixels) to find them,
+    and the subset is drawn from the others, so it holds ``max_samples`` images whenever the split has
+    that many good ones.
+    """
     d = cfg.data
-    images, idx = train_image_list(cfg)
-    pipeline = _choose_pipeline(cfg, images, idx)
     b = cfg.train.batch_size
     if b % world:
         raise ImageDataError(f"train.batch_size: {b} is not divisible by the {world} processes")
+    images, idx = train_image_list(cfg)
+    bad: list[str] = []
+    if d.skip_corrupt and d.max_samples is not None:
+        _, _, bad = decode_images(images.paths, 16, True, d.num_workers)
+        position = {path: i for i, path in enumerate(images.paths)}
+        idx = _draw_subset(cfg, images, frozenset(position[path] for path in bad))
+    pipeline = _choose_pipeline(cfg, images, idx)
+    paths = [images.paths[i] for i in idx.tolist()]
     if pipeline == "tensor":
         tensors = load_tensors(images, idx, d.cache_resolution, d.cache_dir, d.skip_corrupt, d.num_workers)
         batches: Batches = TensorBatches(
             tensors.images, TensorAugment(cfg.augment), b, cfg.train.seed, rank, world, device
         )
-        skipped = tensors.skipped
+        bad += tensors.skipped
     else:
-        paths = [images.paths[i] for i in idx.tolist()]
-        skipped = []
-        if d.skip_corrupt:
-            _, kept, skipped = decode_images(paths, 16, True, d.num_workers)
+        if d.skip_corrupt and d.max_samples is None:
+            _, kept, bad = decode_images(paths, 16, True, d.num_workers)
             paths = [paths[i] for i in kept]
         batches = PilBatches(
             paths,
@@ -266,4 +288,4 @@ def build_train_data(cfg: VisionConfig, device: torch.device, rank: int = 0, wor
         raise ImageDataError(
             f"train.batch_size: {batches.n} training images do not fill one batch of {b} (data.max_samples?)"
         )
-    return TrainData(batches, batches.n, images.classes, pipeline, skipped)
+    return TrainData(batches, batches.n, images.classes, pipeline, bad)

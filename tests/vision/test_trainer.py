@@ -172,7 +172,7 @@ def test_corrupt_jpeg_fails_naming_the_file_or_is_skipped(tiny_vision_config, vi
                                                           capsys):
     root = vision_tree_factory()
     bad = root / "train" / "dog" / "broken.jpg"
-    good = next((root / "train" / "dog").iterdir()).resolve().read_bytes()
+    good = next((root / "train" / "dog").iterdir()).read_bytes()
     bad.write_bytes(good[: len(good) // 3])  # a truncated JPEG
     d = tiny_vision_config(
         data={"dataset": str(root), "cache_dir": ""},
@@ -193,6 +193,38 @@ def test_corrupt_jpeg_fails_naming_the_file_or_is_skipped(tiny_vision_config, vi
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "broken.jpg" in err and "pass --skip-corrupt to skip such files" in err
     assert cli([*knn, "--skip-corrupt"]) == 0
+
+
+@pytest.mark.parametrize("pipeline", ["tensor", "pil"])
+def test_undecodable_images_are_dropped_before_the_subset_is_drawn(tiny_vision_config, vision_tree_factory,
+                                                                   tmp_path, pipeline):
+    from hardmix.vision.data import balanced_subset, scan_image_folder
+    from hardmix.vision.pipeline import build_train_data
+
+    root = vision_tree_factory()  # 10 classes x 4 training images
+    dogs = sorted((root / "train" / "dog").iterdir())
+    for path in dogs[:2]:  # 2 of the 4 dogs: a draw of 3 per class holds at least one
+        path.write_bytes(b"not an image")
+    d = tiny_vision_config(
+        data={"dataset": str(root), "cache_dir": "", "skip_corrupt": True, "max_samples": 30,
+              "pipeline": pipeline},
+        train={"batch_size": 8, "epochs": 1},
+        loss={"queue_size": 16},
+    )
+    cfg = _cfg(d)
+    data = build_train_data(cfg, torch.device("cpu"))
+    # The subset is drawn from the 38 decodable images, so it still holds 30 (the dog class gives its 2).
+    images = scan_image_folder(root / "train")
+    bad = {str(p.resolve()) for p in dogs[:2]}
+    drawn = [i for i in range(40) if images.paths[i] not in bad]
+    expected = torch.tensor(drawn)[balanced_subset(images.labels[torch.tensor(drawn)], 30, 0)]
+    assert data.num_samples == 30 and 1 <= len(data.skipped) <= 2
+    assert {str(Path(p).resolve()) for p in data.skipped} <= bad
+    if pipeline == "pil":
+        assert data.batches.dataset.paths == [images.paths[i] for i in expected.tolist()]
+    summary = train(cfg, tmp_path / "run")
+    assert summary["finished"] and summary["task_info"]["num_samples"] == 30
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["finished"]
 
 
 def test_invalid_config_fails_naming_the_key(tiny_vision_config, tmp_path, capsys):
