@@ -6,7 +6,8 @@ direction (z2 as anchor against z1) is added and the two are averaged.
 
 Queue layout (MoCo): query q (B, D), key k (B, D) and a queue (K, D); logits [q.k | q.queue] / tau.
 
-Each direction gets the plain logits plus the extra negative columns of every strategy.
+Each direction gets the plain logits plus the extra negative columns of every strategy; strategies that
+exclude or reweight negatives or replace the estimator compose as :mod:`hardmix.losses.composition` says.
 
 Two implementations of the same numbers: ``impl="plain"`` computes each direction as the papers write it
 (the logits by a matrix product, each strategy's :meth:`~hardmix.strategies.Strategy.extra_logits`, one
@@ -31,6 +32,7 @@ from hardmix.kernels.fused_in_batch import fused_in_batch_loss, fused_in_batch_s
 from hardmix.kernels.pairwise import pairwise_logits
 from hardmix.kernels.queue_exclusions import excluded_queue_entries
 from hardmix.kernels.shortcuts import LogitShortcuts
+from hardmix.losses.composition import check_composition, composed_direction, needs_composition
 from hardmix.losses.info_nce import check_temperature
 from hardmix.strategies.base import ContrastContext, Strategy, UnnormalizedViews, build_strategies
 
@@ -109,6 +111,9 @@ class ContrastiveLoss(nn.Module):
         check_temperature(temperature)
         self.temperature = float(temperature)
         self.strategies: list[Strategy] = build_strategies(strategies)
+        check_composition(self.strategies)
+        # An exclusion, a weight or an estimator: every direction is composed plainly (composition.py).
+        self._composed = needs_composition(self.strategies)
         wanted = {s.symmetric for s in self.strategies} - {None}
         if len(wanted) > 1:
             raise ValueError("symmetric: the strategies disagree on bidirectional; set it the same in each")
@@ -169,7 +174,7 @@ class ContrastiveLoss(nn.Module):
         distributed = z1_all is not None or z2_all is not None
         if distributed and (z1_all is None or z2_all is None):
             raise ValueError("z1_all and z2_all: give both or neither")
-        if self.impl == "plain":
+        if self.impl == "plain" or self._composed:
             return self._in_batch_plain(z1, z2, z1_all, z2_all, offset, step, generator)
         tau = self.temperature
         h1, h2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
@@ -269,7 +274,7 @@ class ContrastiveLoss(nn.Module):
                 f"q, k (B, D) and queue (K, D) expected, got {tuple(q.shape)}, {tuple(k.shape)}, "
                 f"{tuple(queue.shape)}"
             )
-        if self.impl == "plain":
+        if self.impl == "plain" or self._composed:
             return self._queue_plain(q, k, queue, query_ids, queue_ids, step, generator)
         tau = self.temperature
         h = F.normalize(q, dim=-1)
@@ -317,18 +322,6 @@ class ContrastiveLoss(nn.Module):
         return LossOutput(loss, pos.detach() * tau, neg_sim, {s.name: s.diagnostics for s in self.strategies})
 
 
-    def _plain_direction(self, ctx: ContrastContext, logits: Tensor, targets: Tensor) -> Tensor:
-        """One direction, plainly: cross-entropy over ``[logits | each strategy's extra_logits]``.
-
-        ``logits`` (B, C) holds the positive of row i in column ``targets[i]``."""
-        blocks = [logits]
-        for strategy in self.strategies:
-            extra = strategy.extra_logits(ctx)
-            if extra is not None:
-                blocks.append(extra)
-        dtype = torch.promote_types(logits.dtype, torch.float32)  # reduce in fp32 at least
-        return F.cross_entropy(torch.cat([b.to(dtype) for b in blocks], dim=1), targets)
-
     def _in_batch_plain(
         self,
         z1: Tensor,
@@ -340,8 +333,8 @@ class ContrastiveLoss(nn.Module):
         generator: torch.Generator | None,
     ) -> LossOutput:
         """:meth:`in_batch` with ``impl="plain"``: the SimCSE logits h_i . h'_j / tau of every anchor i
-        against the whole batch, each strategy's plain columns, a cross-entropy; averaged with the second
-        direction when symmetric."""
+        against the whole batch, composed with the strategies (:func:`composed_direction`: exclusions,
+        weights, plain extra columns, the estimator); averaged with the second direction when symmetric."""
         tau = self.temperature
         z1_all = z1 if z1_all is None else z1_all
         z2_all = z2 if z2_all is None else z2_all
@@ -363,7 +356,7 @@ class ContrastiveLoss(nn.Module):
                 mode="in_batch", step=step, positive_index=pos_index, direction=index,
                 generator=generator, unnormalized=views,
             )
-            return self._plain_direction(ctx, logits, pos_index), logits
+            return composed_direction(ctx, self.strategies), logits
 
         loss, logits1 = direction(h1, h2, h2_all, UnnormalizedViews(z1, z1_all, z2_all), 0)
         if self.symmetric:
@@ -385,8 +378,8 @@ class ContrastiveLoss(nn.Module):
         step: int,
         generator: torch.Generator | None,
     ) -> LossOutput:
-        """:meth:`queue` with ``impl="plain"``: ``[q.k | q.queue | each strategy's plain columns] / tau``,
-        the excluded queue entries -inf by a (B, K) mask, a cross-entropy with target 0."""
+        """:meth:`queue` with ``impl="plain"``: ``[q.k | q.queue] / tau``, the excluded queue entries -inf
+        by a (B, K) mask, composed with the strategies (:func:`composed_direction`)."""
         tau = self.temperature
         h = F.normalize(q, dim=-1)
         key = F.normalize(k.detach(), dim=-1)
@@ -403,8 +396,7 @@ class ContrastiveLoss(nn.Module):
             anchors=h, positives=key, candidates=negatives, logits=logits, positive_logits=pos,
             negative_mask=valid, temperature=tau, mode="queue", step=step, generator=generator,
         )
-        targets = torch.zeros(b, dtype=torch.long, device=q.device)
-        loss = self._plain_direction(ctx, torch.cat([pos.unsqueeze(1), logits], dim=1), targets)
+        loss = composed_direction(ctx, self.strategies)
         with torch.no_grad():
             cosines = (h.detach() @ negatives.T)[valid]
             neg_sim = cosines.mean() if cosines.numel() else cosines.new_zeros(())

@@ -1,9 +1,17 @@
-"""What a mixing strategy is: a function of one contrastive direction that returns extra negative logits.
+"""What a strategy is: a function of one contrastive direction that changes the InfoNCE denominator.
 
 A strategy never sees an encoder. It receives a :class:`ContrastContext` (unit-norm anchors, their
 positives, the candidate set with the logits already computed, and which candidates are valid negatives)
-and returns extra negative logit columns of shape (B, M), already divided by the temperature, with
-``-inf`` where an entry is excluded. The loss appends them to the InfoNCE denominator.
+and acts on the denominator in up to four ways, which the loss composes in this order:
+
+1. **exclude** (:meth:`Strategy.excluded_negatives`): (B, N) bool, existing negatives to drop (suspected
+   false negatives); they leave the denominator and the pool every later step draws from;
+2. **reweight** (:meth:`Strategy.negative_log_weights`): (B, N) log-weights added to the existing
+   negatives' logits;
+3. **extra columns** (:meth:`Strategy.extra_logits`): synthetic negative logits (B, M), already divided by
+   the temperature, ``-inf`` where an entry is excluded (MixCSE, MoCHi);
+4. **estimator** (:meth:`Strategy.negative_term`): the per-anchor loss from the positive and all the
+   negative logits, replacing InfoNCE's log-sum-exp (the debiased family: DCL, HCL).
 
 :meth:`Strategy.extra_logits` is the strategy's definition: a plain implementation that builds the
 objects its paper names and returns their logits. ``ContrastiveLoss(impl="plain")`` uses it, end to end.
@@ -15,7 +23,6 @@ path, value and gradient.
 from __future__ import annotations
 
 import inspect
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     from hardmix.kernels.shortcuts import LogitShortcuts
 
 Mode = Literal["in_batch", "queue"]
+KINDS = ("exclude", "reweight", "extra", "estimator")  # the ways a strategy acts, in composition order
 
 
 @dataclass(frozen=True)
@@ -97,7 +105,7 @@ class ParamInfo:
     help: str
 
 
-class Strategy(ABC):
+class Strategy:
     """Base class of the mixing strategies. Subclasses validate their arguments in ``__init__`` and raise
     :class:`hardmix.errors.StrategyArgumentError` naming the argument.
 
@@ -119,10 +127,41 @@ class Strategy(ABC):
         """Whether this strategy asks for a two-direction loss (None: no preference)."""
         return None
 
-    @abstractmethod
     def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
-        """The definition: extra negative logits (B, M) for this direction (divided by tau, -inf where
-        excluded), or None. Written plainly, from the paper's equation; ``impl="plain"`` runs it."""
+        """The definition of an extra-column strategy: extra negative logits (B, M) for this direction
+        (divided by tau, -inf where excluded), or None. Written plainly, from the paper's equation;
+        ``impl="plain"`` runs it."""
+        return None
+
+    def excluded_negatives(self, ctx: ContrastContext) -> Tensor | None:
+        """Existing negatives to drop, (B, N) bool (True: drop), or None. Only valid negatives
+        (``ctx.negative_mask``) may be dropped; the loss removes them from the denominator and from what
+        the extra-column strategies see (their ``negative_mask`` and ``logits``)."""
+        return None
+
+    def negative_log_weights(self, ctx: ContrastContext) -> Tensor | None:
+        """(B, N) log-weights added to the logits of the existing negatives in the denominator (0 leaves
+        an entry as it is; the gradient flows through them unless detached), or None."""
+        return None
+
+    def negative_term(
+        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor
+    ) -> Tensor | None:
+        """An estimator: the (B,) per-anchor loss from the (B,) positive logits and the (B, C) negative
+        logits (the existing negatives, then every extra column; -inf where excluded), or None for
+        InfoNCE's ``logsumexp([p | negatives]) - p``. At most one strategy of a loss defines it."""
+        return None
+
+    @classmethod
+    def kinds(cls) -> tuple[str, ...]:
+        """Which of :data:`KINDS` this strategy acts by: the methods it overrides."""
+        methods = {
+            "exclude": "excluded_negatives",
+            "reweight": "negative_log_weights",
+            "extra": "extra_logits",
+            "estimator": "negative_term",
+        }
+        return tuple(k for k in KINDS if getattr(cls, methods[k]) is not getattr(Strategy, methods[k]))
 
     def fast_logits(self, ctx: ContrastContext) -> Tensor | DerivedLogits | None:
         """The same logits as :meth:`extra_logits`, faster; ``impl="fast"`` (the default) runs it.
@@ -179,6 +218,9 @@ def register_strategy(cls: type[Strategy]) -> type[Strategy]:
     """Class decorator: make ``cls`` buildable by its ``name``."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
+    if not cls.kinds() and cls.name != "none":
+        raise ValueError(f"{cls.__name__} overrides none of extra_logits, excluded_negatives, "
+                         "negative_log_weights, negative_term")
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"a strategy named {cls.name!r} is already registered")
     _REGISTRY[cls.name] = cls
@@ -253,6 +295,7 @@ def param_defaults(cls: type[Strategy]) -> dict[str, Any]:
 
 __all__ = [
     "ContrastContext",
+    "KINDS",
     "UnnormalizedViews",
     "ParamInfo",
     "Strategy",

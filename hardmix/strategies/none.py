@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from torch import Tensor
-
-from hardmix.strategies.base import ContrastContext, Strategy, register_strategy
+from hardmix.strategies.base import Strategy, register_strategy
 
 
 @register_strategy
@@ -13,6 +11,3 @@ class NoMixing(Strategy):
 
     name = "none"
     paper = "Gao et al., SimCSE, EMNLP 2021; Chen et al., MoCo-v2, arXiv:2003.04297"
-
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
-        return None

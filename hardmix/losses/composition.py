@@ -1,0 +1,121 @@
+"""How the strategies of one loss compose: exclusions, then weights, then extra columns, then the estimator.
+
+For one direction with anchors (B, D), the existing negatives' logits l (B, N) (``-inf`` where not a
+valid negative) and the positive logits p (B,):
+
+1. every strategy's exclusions are united: ``valid <- valid & ~(E_1 | E_2 | ...)``, and the excluded
+   entries of l become ``-inf``; the extra-column strategies of step 3 see this ``valid`` and these l
+   (MoCHi then never mixes an excluded negative, MixCSE never mixes with one);
+2. the log-weights are summed and added to the valid entries of l: ``l <- l + sum_s log w_s``;
+3. every strategy's extra columns X_s (B, M_s) are appended: ``C = [l | X_1 | X_2 | ...]``;
+4. the per-anchor loss is the estimator's ``negative_term(p, C)`` if a strategy defines one, else
+   InfoNCE's ``logsumexp([p | C]) - p``; the loss is its mean over the anchors.
+
+The order of the strategies in ``loss.strategies`` does not change the result (exclusions unite, weights
+add, columns concatenate). Refused, with an error naming the strategy: two estimators (each replaces the
+same term), and an estimator together with a reweighting strategy (the debiased estimators weight the
+negatives themselves; a second weighting of their terms is not defined by either paper).
+
+Every step here is the plain computation; a loss with an exclusion, a weight or an estimator computes
+each direction this way whichever ``impl`` it was given (those steps are elementwise over the (B, N)
+logits the loss already has: there is no product to save).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import torch
+from torch import Tensor
+
+from hardmix.errors import StrategyArgumentError
+from hardmix.strategies.base import ContrastContext, Strategy
+
+NEG_INF = float("-inf")
+
+
+def check_composition(strategies: Sequence[Strategy]) -> None:
+    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting.
+
+    Example:
+        >>> from hardmix.strategies import build_strategies
+        >>> check_composition(build_strategies([{"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 2}]))
+    """
+    estimators = [s.name for s in strategies if "estimator" in s.kinds()]
+    if len(estimators) > 1:
+        raise StrategyArgumentError(
+            "name", f"{' and '.join(estimators)} both replace the negative term of the loss; keep one"
+        )
+    weighting = [s.name for s in strategies if "reweight" in s.kinds()]
+    if estimators and weighting:
+        raise StrategyArgumentError(
+            "name",
+            f"{estimators[0]} is an estimator that weights the negatives itself; it does not compose with "
+            f"the reweighting of {', '.join(weighting)}",
+        )
+
+
+def needs_composition(strategies: Sequence[Strategy]) -> bool:
+    """Whether a strategy excludes, reweights or estimates (the loss then composes each direction here)."""
+    return any(set(s.kinds()) & {"exclude", "reweight", "estimator"} for s in strategies)
+
+
+def apply_exclusions(ctx: ContrastContext, strategies: Sequence[Strategy]) -> ContrastContext:
+    """Step 1: the context with every strategy's excluded negatives removed (mask False, logits -inf)."""
+    dropped = None
+    for strategy in strategies:
+        drop = strategy.excluded_negatives(ctx)
+        if drop is not None:
+            dropped = drop if dropped is None else dropped | drop
+    if dropped is None:
+        return ctx
+    dropped = dropped & ctx.negative_mask
+    return replace(
+        ctx,
+        negative_mask=ctx.negative_mask & ~dropped,
+        logits=ctx.logits.masked_fill(dropped, NEG_INF),
+        shortcuts=None,
+    )
+
+
+def info_nce_term(positive_logits: Tensor, negative_logits: Tensor) -> Tensor:
+    """InfoNCE's per-anchor loss ``logsumexp([p | C]) - p``: (B,) from (B,) and (B, C)."""
+    return torch.logsumexp(torch.cat([positive_logits.unsqueeze(1), negative_logits], dim=1), dim=1) - (
+        positive_logits
+    )
+
+
+def composed_direction(ctx: ContrastContext, strategies: Sequence[Strategy]) -> Tensor:
+    """One direction's mean loss, composed in the order of this module's docstring.
+
+    Args:
+        ctx: the direction; ``ctx.logits`` (B, N) over the candidates, ``ctx.negative_mask`` (B, N) which of
+            them are negatives (an in-batch positive's column is not), ``ctx.positive_logits`` (B,).
+        strategies: the loss's strategies.
+
+    Returns:
+        The scalar mean over the B anchors, reduced in float32 at least (float64 stays float64).
+    """
+    ctx = apply_exclusions(ctx, strategies)
+    negatives = ctx.logits.masked_fill(~ctx.negative_mask, NEG_INF)  # (B, N)
+    for strategy in strategies:
+        log_weights = strategy.negative_log_weights(ctx)
+        if log_weights is not None:
+            negatives = negatives + log_weights.masked_fill(~ctx.negative_mask, 0.0)
+    columns = [negatives]
+    for strategy in strategies:
+        extra = strategy.extra_logits(ctx)
+        if extra is not None:
+            columns.append(extra)
+    dtype = torch.promote_types(negatives.dtype, torch.float32)
+    all_negatives = torch.cat([c.to(dtype) for c in columns], dim=1)  # (B, N + sum M_s)
+    positives = ctx.positive_logits.to(dtype)
+    per_anchor = None
+    for strategy in strategies:
+        per_anchor = strategy.negative_term(ctx, positives, all_negatives)
+        if per_anchor is not None:
+            break
+    if per_anchor is None:
+        per_anchor = info_nce_term(positives, all_negatives)
+    return per_anchor.mean()
