@@ -195,6 +195,7 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
             overrides=[f"{k}={override_value(v)}" for k, v in sets.items()],
             score=str(t["score"]),
             strategy_args=args,
+            strategies=None if only is None else [str(n) for n in only],
         )
     jobs = data.get("jobs", 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:

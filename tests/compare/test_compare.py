@@ -119,11 +119,24 @@ def test_strategy_args_are_the_tasks_own(grid_spec, tmp_path):
     assert {c.config["train"]["seed"] for c in cells} == {1, 2} and len(cells) == 8
 
 
+def test_a_task_runs_only_the_strategies_it_names(grid_spec, tmp_path):
+    spec = copy.deepcopy(grid_spec)
+    spec["strategies"]["mochi"] = [{"name": "mochi", "n_hard": 4, "n_pair": 4, "n_query": 2}]
+    spec["tasks"]["vision"]["strategies"] = ["none", "mixcse"]
+    cells = build_grid(parse_spec(spec), tmp_path / "out")
+    per_task = {t: sorted({c.strategy for c in cells if c.task.name == t}) for t in ("text", "vision")}
+    assert per_task == {"text": ["mixcse", "mochi", "none"], "vision": ["mixcse", "none"]}
+    assert len(cells) == 2 * (3 + 2)
+
+
 def test_the_shipped_specs_are_valid(tmp_path, data_root):
     for path in sorted((Path(__file__).resolve().parents[2] / "configs" / "compare").glob("*.yaml")):
         # The papers' spec needs BERT-base and ImageNet, not here: its cells are validated, not its data.
         cells = build_grid(load_spec(path), tmp_path / path.stem, check_data="papers" not in path.name)
         assert {c.task.name for c in cells} >= {"text", "vision"}, path
+        named = {n: t.strategies for n, t in load_spec(path).tasks.items() if t.strategies}
+        for name, only in named.items():  # a task's own list of strategies is what runs
+            assert {c.strategy for c in cells if c.task.name == name} == set(only), path
         if path.name == "quickstart.yaml":
             spec = load_spec(path)
             assert set(spec.strategies) == {"none", "mixcse", "mochi"} and len(spec.seeds) >= 2
