@@ -1,6 +1,6 @@
 """Early training dynamics of SimCSE and MixCSE at CPU scale: STS-B dev and the diagnostics every few steps.
 
-The companion of ``text_quality.py``: on bert-mini-wiki-mlm every variant peaks on STS-B dev within the
+The companion of ``hardmix compare configs/compare/cpu_full.yaml --tasks text``: on bert-mini-wiki-mlm every variant peaks on STS-B dev within the
 first tens of steps and then declines, so an evaluation every 20 steps may compare points of different
 phases. This script evaluates every ``--eval-steps`` (5) for ``--steps`` (60) steps and logs the loss,
 the anchors' gradient norm (MixCSE's vanishing-gradient argument, Sec. 4.1), the positive, negative and

@@ -35,6 +35,11 @@ def register(top: argparse._SubParsersAction) -> None:
         "that is not finished, for any scheduler, and run nothing",
     )
     p.add_argument("--report-only", action="store_true", help="build the report from the finished cells")
+    p.add_argument(
+        "--tasks",
+        default=None,
+        help="comma list of the spec's tasks to run and report (default: all), e.g. --tasks text",
+    )
     p.set_defaults(func=main)
 
 
@@ -42,10 +47,10 @@ def main(args: argparse.Namespace) -> int:
     from hardmix.compare.grid import build_grid, print_commands, run_cells
     from hardmix.compare.plots import make_plots
     from hardmix.compare.report import write_csv, write_html, write_json, write_markdown
-    from hardmix.compare.spec import load_spec
+    from hardmix.compare.spec import load_spec, select_tasks
     from hardmix.compare.summary import cross_table, per_task_table, summarize, text_table
 
-    spec = load_spec(args.spec)
+    spec = select_tasks(load_spec(args.spec), args.tasks)
     out = Path(args.output or spec.output or Path("runs/compare") / Path(args.spec).stem)
     jobs = args.jobs if args.jobs is not None else spec.jobs
     if jobs < 1:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +210,18 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
         jobs=jobs,
         raw=copy.deepcopy(data),
     )
+
+
+def select_tasks(spec: CompareSpec, names: str | None) -> CompareSpec:
+    """The spec restricted to a comma list of its tasks (``--tasks``); None keeps them all."""
+    if names is None:
+        return spec
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in spec.tasks]
+    if not wanted or unknown:
+        bad = unknown[0] if unknown else names
+        raise ConfigError(f"--tasks: {bad!r} is not a task of the spec (tasks: {', '.join(spec.tasks)})")
+    return replace(spec, tasks={n: t for n, t in spec.tasks.items() if n in wanted})
 
 
 def load_spec(path: str | os.PathLike[str]) -> CompareSpec:

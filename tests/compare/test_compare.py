@@ -129,6 +129,21 @@ def test_a_task_runs_only_the_strategies_it_names(grid_spec, tmp_path):
     assert len(cells) == 2 * (3 + 2)
 
 
+def test_tasks_selects_the_spec_s_tasks(grid_spec, tmp_path, capsys):
+    from hardmix.cli import main as cli
+    from hardmix.compare.spec import select_tasks
+
+    spec = select_tasks(parse_spec(grid_spec), "vision")
+    assert {c.task.name for c in build_grid(spec, tmp_path / "out")} == {"vision"}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(grid_spec))
+    assert cli(["compare", str(path), "--tasks", "audio", "--print-commands"]) == 2
+    assert "--tasks: 'audio' is not a task of the spec (tasks: text, vision)" in capsys.readouterr().err
+    assert cli(["compare", str(path), "--tasks", "text", "--print-commands"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 4 and all(" train text " in line for line in printed)
+
+
 def test_the_shipped_specs_are_valid(tmp_path, data_root):
     for path in sorted((Path(__file__).resolve().parents[2] / "configs" / "compare").glob("*.yaml")):
         # The papers' spec needs BERT-base and ImageNet, not here: its cells are validated, not its data.
