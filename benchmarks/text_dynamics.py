@@ -1,8 +1,9 @@
 """Early training dynamics of SimCSE and MixCSE at CPU scale: STS-B dev and the diagnostics every few steps.
 
-The companion of ``hardmix compare configs/compare/cpu_full.yaml --tasks text``: on bert-mini-wiki-mlm every variant peaks on STS-B dev within the
-first tens of steps and then declines, so an evaluation every 20 steps may compare points of different
-phases. This script evaluates every ``--eval-steps`` (5) for ``--steps`` (60) steps and logs the loss,
+The companion of ``hardmix compare configs/compare/cpu_full.yaml --tasks text``: on bert-mini-wiki-mlm
+every variant peaks on STS-B dev within the first tens of steps and then declines, so an evaluation every
+20 steps may compare points of different phases. This script evaluates every ``--eval-steps`` (5) for
+``--steps`` (60) steps and logs the loss,
 the anchors' gradient norm (MixCSE's vanishing-gradient argument, Sec. 4.1), the positive, negative and
 mixed-negative similarities and the uniformity, for SimCSE and MixCSE, plus SimCSE at a lower learning rate
 (``--slow-lr``) as a control: if MixCSE only slowed training down, a slower SimCSE would match it.
