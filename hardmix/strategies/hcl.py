@@ -195,7 +195,7 @@ class HCL(Strategy):
         )
         if ctx.direction == 0:  # a new call of the loss; a second direction adds to it
             self._last = []
-        self._last.append(term)
+        self._last.append(term._replace(loss=term.loss.detach()))  # no graph kept past the step
         return term.loss
 
     def _stats(self) -> dict[str, Tensor] | None:
