@@ -22,6 +22,8 @@ from hardmix.strategies.hcl import debiased_negative_term
 
 from ._reference import hcl_anchor_np, hcl_in_batch_np, hcl_queue_np, hcl_rows_np
 
+# float() of a loss that requires grad: harmless here (read after or instead of its backward)
+pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True to a scalar")
 NEG_INF = float("-inf")
 CASES = [(0.0, 0.0), (0.0, 0.1), (0.5, 0.1), (1.0, 0.1), (1.0, 0.3), (3.0, 0.05)]  # (beta, tau_plus)
 
