@@ -3,9 +3,10 @@
 Shapes are the papers':
 
 - text (SimCSE / MixCSE, in-batch): D = 768, B = 64 (the paper's batch), 1024 and 4096 (as if gathered
-  over GPUs). ``none`` single-direction and symmetric; ``mixcse`` single-direction and bidirectional.
+  over GPUs). ``none`` single-direction and symmetric; ``mixcse`` single-direction and bidirectional;
+  the estimators ``hcl`` (beta 1.0, tau_plus 0.1) and ``dcl`` (tau_plus 0.1), single-direction.
 - vision (MoCo-v2 / MoCHi, queue): B = 256, D = 128, K = 16384 and 65536. ``none``; ``mochi`` with
-  N = 1024, s = 1024, s' = 256; and ``mixcse`` against the queue (for information).
+  N = 1024, s = 1024, s' = 256; ``mixcse`` against the queue (for information); ``hcl`` and ``dcl``.
 
 Only the loss is measured: the inputs are leaf tensors (the encoder outputs), and one run is
 ``loss_fn.in_batch(z1, z2).loss.backward()`` or ``loss_fn.queue(q, k, queue).loss.backward()``.
@@ -68,7 +69,8 @@ class Case:
 
     name: str  # e.g. "text-4096/mixcse-bi"
     family: str  # "text" (in-batch) or "vision" (queue)
-    method: str  # none-single, none-sym, mixcse-single, mixcse-bi, none, mochi, mixcse
+    method: str  # none-single, none-sym, mixcse-single, mixcse-bi, hcl-single, dcl-single; none, mochi,
+    # mixcse, hcl, dcl
     baseline: str | None  # the case this one is compared with
     batch: int
     dim: int
@@ -91,6 +93,8 @@ def all_cases() -> list[Case]:
             Case(f"{group}/none-sym", "text", "none-sym", None, b, 768),
             Case(f"{group}/mixcse-single", "text", "mixcse-single", f"{group}/none-single", b, 768),
             Case(f"{group}/mixcse-bi", "text", "mixcse-bi", f"{group}/none-sym", b, 768),
+            Case(f"{group}/hcl-single", "text", "hcl-single", f"{group}/none-single", b, 768),
+            Case(f"{group}/dcl-single", "text", "dcl-single", f"{group}/none-single", b, 768),
         ]
     for k in (16384, 65536):
         group = f"vision-{k}"
@@ -98,6 +102,8 @@ def all_cases() -> list[Case]:
             Case(f"{group}/none", "vision", "none", None, 256, 128, k),
             Case(f"{group}/mochi", "vision", "mochi", f"{group}/none", 256, 128, k),
             Case(f"{group}/mixcse", "vision", "mixcse", f"{group}/none", 256, 128, k),
+            Case(f"{group}/hcl", "vision", "hcl", f"{group}/none", 256, 128, k),
+            Case(f"{group}/dcl", "vision", "dcl", f"{group}/none", 256, 128, k),
         ]
     # With sample ids, as the vision trainer calls the loss (for information; not a target).
     cases += [
@@ -122,6 +128,12 @@ def loss_module(case: Case) -> ContrastiveLoss:
         return ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 1024, "n_pair": 1024, "n_query": 256})
     if case.method == "mixcse":
         return ContrastiveLoss(0.2, {"name": "mixcse", "lam": 0.2})
+    if case.method == "hcl-single":
+        return ContrastiveLoss(0.05, {"name": "hcl", "beta": 1.0, "tau_plus": 0.1})
+    if case.method == "dcl-single":
+        return ContrastiveLoss(0.05, {"name": "dcl", "tau_plus": 0.1})
+    if case.method in ("hcl", "dcl"):
+        return ContrastiveLoss(0.2, case.method)  # the defaults: beta 1.0, tau_plus 0.1
     raise ValueError(f"unknown method {case.method}")
 
 

@@ -1,9 +1,9 @@
-"""Mixing strategies, registered by name: ``none``, ``mixcse``, ``mochi``.
+"""Mixing strategies, registered by name: ``none``, ``mixcse``, ``mochi``, ``hcl``, ``dcl``.
 
 Example:
     >>> from hardmix.strategies import available_strategies
     >>> available_strategies()
-    ['mixcse', 'mochi', 'none']
+    ['dcl', 'hcl', 'mixcse', 'mochi', 'none']
 """
 
 from hardmix.strategies.base import (
@@ -18,12 +18,16 @@ from hardmix.strategies.base import (
     register_strategy,
     strategy_class,
 )
+from hardmix.strategies.dcl import DCL
+from hardmix.strategies.hcl import HCL
 from hardmix.strategies.mixcse import MixCSE
 from hardmix.strategies.mochi import MoCHi
 from hardmix.strategies.none import NoMixing
 
 __all__ = [
     "ContrastContext",
+    "DCL",
+    "HCL",
     "MixCSE",
     "MoCHi",
     "NoMixing",

@@ -165,3 +165,74 @@ def mixcse_reference_np(z1: np.ndarray, z2: np.ndarray, lam: float, tau: float) 
         s3[(i + 1) % b] = 0.0
         rows.append(s1 + s2 + s3)
     return cross_entropy(np.asarray(rows), np.arange(b))
+
+
+# ---- HCL (Robinson et al., ICLR 2021) and DCL (Chuang et al., NeurIPS 2020) ---------------------------
+
+
+def hcl_anchor_np(pos: float, negs, tau: float, beta: float, tau_plus: float) -> tuple[float, bool]:
+    """One anchor's HCL loss, literally in exp space (the papers' code, M = 1), and whether the floor is
+    active. ``negs`` are the logits l_j of its N valid negatives; beta = 0 is DCL.
+
+        imp_j = exp(beta l_j);  reweight = sum_j imp_j exp(l_j) / mean_j imp_j
+        Ng = max((-tau_plus N e^p + reweight) / (1 - tau_plus), N e^{-1/tau});  L = -log(e^p / (e^p + Ng))
+    """
+    import math
+
+    n = len(negs)
+    if n == 0:
+        return 0.0, False
+    e_pos = math.exp(pos)
+    imp = [math.exp(beta * float(l)) for l in negs]
+    mean_imp = sum(imp) / n
+    reweight = sum(w * math.exp(float(l)) for w, l in zip(imp, negs)) / mean_imp
+    ng = (-tau_plus * n * e_pos + reweight) / (1.0 - tau_plus)
+    floor = n * math.exp(-1.0 / tau)
+    clamped = ng < floor
+    ng = max(ng, floor)
+    return -math.log(e_pos / (e_pos + ng)), clamped
+
+
+def hcl_rows_np(pos, logits, tau: float, beta: float, tau_plus: float) -> float:
+    """Mean HCL loss over rows: ``pos`` (B,), ``logits`` (B, C) whose -inf entries are not negatives."""
+    losses = []
+    for i in range(len(pos)):
+        negs = [float(v) for v in logits[i] if v != -np.inf]
+        losses.append(hcl_anchor_np(float(pos[i]), negs, tau, beta, tau_plus)[0])
+    return float(np.mean(losses))
+
+
+def hcl_in_batch_np(z1, z2, tau: float, beta: float, tau_plus: float, symmetric: bool) -> float:
+    """HCL in hardmix's SimCSE layout: anchor h_i, positive h'_i, the B - 1 negatives h'_j (j != i);
+    with ``symmetric`` the mean with the second direction (anchors h'_i against h_j)."""
+
+    def direction(a, c):
+        b = len(a)
+        pos = [float(a[i] @ c[i]) / tau for i in range(b)]
+        rows = [[float(a[i] @ c[j]) / tau if j != i else -np.inf for j in range(b)] for i in range(b)]
+        return hcl_rows_np(pos, np.asarray(rows), tau, beta, tau_plus)
+
+    h1, h2 = normalize(z1), normalize(z2)
+    loss = direction(h1, h2)
+    if symmetric:
+        loss = 0.5 * (loss + direction(h2, h1))
+    return loss
+
+
+def hcl_queue_np(q, k, queue, tau: float, beta: float, tau_plus: float, valid=None,
+                 extra_points=None) -> float:
+    """HCL against a queue: anchor q_i, positive k_i, the valid queue entries n_j (``valid`` (B, K) bool);
+    ``extra_points`` (B, M, D) unit synthetic negatives (MoCHi's) whose logits q_i . h / tau join them."""
+    qn, kn, nn_ = normalize(q), normalize(k), normalize(queue)
+    pos, rows = [], []
+    for i in range(len(qn)):
+        pos.append(float(qn[i] @ kn[i]) / tau)
+        row = [float(qn[i] @ nn_[j]) / tau for j in range(len(nn_)) if valid is None or valid[i, j]]
+        if extra_points is not None:
+            row += [float(qn[i] @ h) / tau for h in extra_points[i]]
+        rows.append(row)
+    width = max(len(r) for r in rows)
+    padded = np.full((len(rows), width), -np.inf)
+    for i, r in enumerate(rows):
+        padded[i, : len(r)] = r
+    return hcl_rows_np(pos, padded, tau, beta, tau_plus)
