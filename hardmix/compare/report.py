@@ -51,14 +51,13 @@ def verdict_note(summary: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def write_markdown(summary: dict[str, Any], path: Path) -> Path:
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """The summary's tables in Markdown (``summary.md`` less its title; ``docs/results.md`` quotes it)."""
     lines = [
-        "# Comparison",
-        "",
         f"Baseline: `{summary['baseline']}`; seeds {summary['seeds']}; "
         f"{summary['finished']} of {summary['cells']} runs finished.",
         "",
-        "## Paired difference from the baseline, across modalities",
+        "### Paired difference from the baseline, across modalities",
         "",
         markdown_table(*cross_table(summary)),
         "",
@@ -66,11 +65,15 @@ def write_markdown(summary: dict[str, Any], path: Path) -> Path:
         "",
     ]
     for task in summary["tasks"]:
-        lines += [f"## {task}", "", markdown_table(*per_task_table(summary, task)), ""]
+        lines += [f"### {task}", "", markdown_table(*per_task_table(summary, task)), ""]
         head, rows = secondary_table(summary, task)
         if len(head) > 1:
             lines += ["Other final scores:", "", markdown_table(head, rows), ""]
-    return atomic_write_text("\n".join(lines), path)
+    return "\n".join(lines)
+
+
+def write_markdown(summary: dict[str, Any], path: Path) -> Path:
+    return atomic_write_text("# Comparison\n\n" + summary_markdown(summary), path)
 
 
 def write_csv(summary: dict[str, Any], path: Path) -> Path:

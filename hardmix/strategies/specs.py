@@ -58,7 +58,8 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
     """Normalize ``spec`` and build every strategy (``none`` included), errors naming the key path.
 
     Raises:
-        ConfigError: ``loss.strategies[i].<argument>: <message>`` for a bad argument or name.
+        ConfigError: ``loss.strategies[i].<argument>: <message>`` for a bad argument or name;
+            ``loss.strategies: <message>`` for strategies that do not compose (two estimators).
     """
     built = []
     for i, item in enumerate(normalize_strategy_specs(spec, key)):
@@ -69,6 +70,12 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
             raise ConfigError(f"{where}: {e.message}") from None
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{key}[{i}]: {e}") from None
+    from hardmix.losses.composition import check_composition
+
+    try:
+        check_composition(built)
+    except StrategyArgumentError as e:
+        raise ConfigError(f"{key}: {e.message}") from None
     return built
 
 

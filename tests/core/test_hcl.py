@@ -342,6 +342,17 @@ def test_a_second_estimator_is_refused() -> None:
         ContrastiveLoss(0.1, [{"name": "hcl", "beta": 0.5}, {"name": "hcl"}])
 
 
+def test_a_second_estimator_in_a_config_is_refused_before_training(tmp_path, capsys) -> None:
+    from hardmix.cli import main as cli
+
+    config = tmp_path / "bad.yaml"
+    config.write_text("loss:\n  strategies: [{name: hcl}, {name: dcl}]\n")
+    assert cli(["train", "text", str(config), "--output", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("loss.strategies: hcl and dcl both replace the negative term of the loss; keep one")
+    assert "Traceback" not in "".join(err) and not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(("spec", "argument"), [
     ({"name": "hcl", "beta": -0.5}, "beta"),
     ({"name": "hcl", "beta": float("inf")}, "beta"),
