@@ -349,7 +349,8 @@ def test_a_second_estimator_in_a_config_is_refused_before_training(tmp_path, cap
     config.write_text("loss:\n  strategies: [{name: hcl}, {name: dcl}]\n")
     assert cli(["train", "text", str(config), "--output", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].endswith("loss.strategies: hcl and dcl both replace the negative term of the loss; keep one")
+    assert err[-1].endswith("loss.strategies: hcl and dcl both replace the negative term of the loss; "
+                            "keep one")
     assert "Traceback" not in "".join(err) and not (tmp_path / "run").exists()
 
 
