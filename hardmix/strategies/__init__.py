@@ -1,9 +1,9 @@
-"""Mixing strategies, registered by name: ``none``, ``mixcse``, ``mochi``.
+"""Mixing strategies, registered by name: ``none``, ``mixcse``, ``mochi``, ``synco``.
 
 Example:
     >>> from hardmix.strategies import available_strategies
     >>> available_strategies()
-    ['mixcse', 'mochi', 'none']
+    ['mixcse', 'mochi', 'none', 'synco']
 """
 
 from hardmix.strategies.base import (
@@ -21,6 +21,7 @@ from hardmix.strategies.base import (
 from hardmix.strategies.mixcse import MixCSE
 from hardmix.strategies.mochi import MoCHi
 from hardmix.strategies.none import NoMixing
+from hardmix.strategies.synco import SynCo
 
 __all__ = [
     "ContrastContext",
@@ -35,5 +36,6 @@ __all__ = [
     "describe_strategies",
     "register_strategy",
     "strategy_class",
+    "SynCo",
     "UnnormalizedViews",
 ]
