@@ -311,7 +311,8 @@ class MoCHi(Strategy):
         if self.schedule == "constant":
             return (0, 0) if step < self.warmup_steps else (self.n_pair, self.n_query)
         r = self.ramp_at(step)
-        return math.floor(r * self.n_pair), math.floor(r * self.n_query)
+        # floor(r s), robust to r's rounding (the cosine's r(1/2) is 0.49999999999999994).
+        return math.floor(r * self.n_pair + 1e-9), math.floor(r * self.n_query + 1e-9)
 
     @property
     def required_negatives(self) -> int:
