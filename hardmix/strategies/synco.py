@@ -209,8 +209,8 @@ class SynCo(Strategy):
         ParamInfo("delta", 0.01, "perturbation step along grad_n(q.n) = q (official code --delta: 0.01)"),
         ParamInfo("n_adversarial", 64, "points n + eta sign(q) per query (official code --n6: 64)"),
         ParamInfo("eta", 0.01, "signed step size (official code --eta: 0.01)"),
-        ParamInfo("warmup_steps", 0, "optimizer steps of plain InfoNCE first (hardmix's default; paper: 10 "
-                                     "epochs)"),
+        ParamInfo("warmup_steps", 0,
+                  "optimizer steps of plain InfoNCE first (hardmix's default; official code: 10 epochs)"),
     )
 
     def __init__(
