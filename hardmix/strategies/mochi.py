@@ -325,7 +325,7 @@ class MoCHi(Strategy):
         if not self._mixing(ctx):
             return None
         self._check_available(int(count_true(ctx.negative_mask, dim=1).min()), ctx)
-        hard = hardest(_selection_similarities(ctx), self.n_hard, ctx.negative_mask)  # (B, N)
+        hard = hardest(selection_similarities(ctx), self.n_hard, ctx.negative_mask)  # (B, N)
         draws = self._draws(ctx, hard.shape[0])
         points = synthesize(ctx.anchors, ctx.candidates, hard, draws)  # (B, s + s', D), detached
         logits = (points @ ctx.anchors.unsqueeze(2)).squeeze(2) / ctx.temperature  # (B, s + s')
@@ -340,7 +340,7 @@ class MoCHi(Strategy):
         if not self._mixing(ctx):
             return None
         self._check_available(ctx.shortcuts.fewest_negatives(ctx.negative_mask), ctx)
-        similarities = _selection_similarities(ctx)
+        similarities = selection_similarities(ctx)
         # Cosines from the selection values: they are the logits (q.n / tau) unless recomputed in fp32.
         to_cosine = ctx.temperature if similarities is ctx.logits else 1.0
         # Queue mode: the logits are -inf at the excluded entries already, which the selection then never
@@ -418,7 +418,7 @@ class MoCHi(Strategy):
         return out
 
 
-def _selection_similarities(ctx: ContrastContext) -> Tensor:
+def selection_similarities(ctx: ContrastContext) -> Tensor:
     """The (B, K) values that rank each query's negatives: its logits q.n / tau when they are fp32 or
     fp64, else q.n recomputed in fp32 (under autocast: bf16 ties would change the selection)."""
     if ctx.logits.dtype in (torch.float32, torch.float64):

@@ -61,7 +61,7 @@ from torch import Tensor
 
 from hardmix.errors import StrategyArgumentError
 from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
-from hardmix.strategies.mochi import _selection_similarities, hardest
+from hardmix.strategies.mochi import hardest, selection_similarities
 from hardmix.utils.counting import count_true
 
 KINDS = ("extrapolated", "noise", "perturbed", "adversarial")  # the order of the columns
@@ -276,7 +276,7 @@ class SynCo(Strategy):
                 f"{self.n_hard} hardest negatives requested but only {available} are available "
                 f"({ctx.mode} negatives)",
             )
-        hard = hardest(_selection_similarities(ctx), self.n_hard, ctx.negative_mask)  # (B, N)
+        hard = hardest(selection_similarities(ctx), self.n_hard, ctx.negative_mask)  # (B, N)
         batch, dim = ctx.anchors.shape
         draws = synco_draws(batch, dim, self.n_hard, self.counts, self.extrapolation_max, ctx.generator,
                             ctx.anchors.device, ctx.anchors.dtype)
