@@ -27,7 +27,8 @@ Where the equations and defaults come from (read, not copied):
 
 - The paper (arXiv:2410.02401) describes the six strategies in its method section; the stored text I
   could read stopped before the equations, so each equation above was read from the official code,
-  ``giakoumoglou/synco``, file ``synco/builder.py`` (its last version, commit c2146371), whose docstrings state them:
+  ``giakoumoglou/synco``, file ``synco/builder.py`` (its last version, commit c2146371), whose
+  docstrings state them:
   ``hard_negatives_extrapolation`` ("s = n + b * (n - q)"; the code writes it q + beta (n - q) with
   beta ~ U(1, 1.5), i.e. b = beta - 1 ~ U(0, 0.5)), ``hard_negatives_noise_inject`` ("s = n + N(0, var)",
   noise ``randn * sigma``), ``hard_negatives_autograd_1`` ("s = n + d * grad(q, n)", the gradient of
