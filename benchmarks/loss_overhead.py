@@ -6,7 +6,9 @@ Shapes are the papers':
   over GPUs). ``none`` single-direction and symmetric; ``mixcse`` single-direction and bidirectional;
   the estimators ``hcl`` (beta 1.0, tau_plus 0.1) and ``dcl`` (tau_plus 0.1), single-direction.
 - vision (MoCo-v2 / MoCHi, queue): B = 256, D = 128, K = 16384 and 65536. ``none``; ``mochi`` with
-  N = 1024, s = 1024, s' = 256; ``mixcse`` against the queue (for information); ``hcl`` and ``dcl``.
+  N = 1024, s = 1024, s' = 256; ``synco`` (SynCo's four extra kinds, its official code's counts: N = 1024,
+  256 extrapolated and 64 each of noise, perturbed, adversarial); ``mixcse`` against the queue (for
+  information); ``hcl`` and ``dcl``.
 
 Only the loss is measured: the inputs are leaf tensors (the encoder outputs), and one run is
 ``loss_fn.in_batch(z1, z2).loss.backward()`` or ``loss_fn.queue(q, k, queue).loss.backward()``.
@@ -70,7 +72,7 @@ class Case:
     name: str  # e.g. "text-4096/mixcse-bi"
     family: str  # "text" (in-batch) or "vision" (queue)
     method: str  # none-single, none-sym, mixcse-single, mixcse-bi, hcl-single, dcl-single; none, mochi,
-    # mixcse, hcl, dcl
+    # mixcse, synco, hcl, dcl
     baseline: str | None  # the case this one is compared with
     batch: int
     dim: int
@@ -102,6 +104,7 @@ def all_cases() -> list[Case]:
             Case(f"{group}/none", "vision", "none", None, 256, 128, k),
             Case(f"{group}/mochi", "vision", "mochi", f"{group}/none", 256, 128, k),
             Case(f"{group}/mixcse", "vision", "mixcse", f"{group}/none", 256, 128, k),
+            Case(f"{group}/synco", "vision", "synco", f"{group}/none", 256, 128, k),
             Case(f"{group}/hcl", "vision", "hcl", f"{group}/none", 256, 128, k),
             Case(f"{group}/dcl", "vision", "dcl", f"{group}/none", 256, 128, k),
         ]
@@ -126,6 +129,8 @@ def loss_module(case: Case) -> ContrastiveLoss:
         return ContrastiveLoss(0.2)
     if case.method == "mochi":
         return ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 1024, "n_pair": 1024, "n_query": 256})
+    if case.method == "synco":  # the official code's counts: N = 1024, 256 + 64 + 64 + 64 points
+        return ContrastiveLoss(0.2, {"name": "synco"})
     if case.method == "mixcse":
         return ContrastiveLoss(0.2, {"name": "mixcse", "lam": 0.2})
     if case.method == "hcl-single":

@@ -165,8 +165,9 @@ class LossConfig(LossSection):
         symmetric: also contrast the second view's query with the first view's key and average
             (solo-learn's MoCo V2+); both views' keys enter the queue.
         strategies: a strategy name, a mapping ``{name: ..., **params}`` or a list of them (``none``,
-            ``mochi``, ``mixcse``; see ``hardmix strategies``). ``mochi`` takes ``warmup_epochs``
-            (converted to steps) besides its own parameters.
+            ``mochi``, ``mixcse``, ``synco``; see ``hardmix strategies``). ``mochi`` and ``synco`` take
+            ``warmup_epochs`` and ``mochi`` takes ``ramp_epochs`` (its schedule's ``ramp_steps``), both
+            converted to steps (``round(epochs * steps_per_epoch)``), besides their own parameters.
         mask_same_sample: give the loss the sample ids, so a queue entry of the query's own image (a
             queue larger than the dataset keeps earlier keys of it) is never a negative.
     """
@@ -179,8 +180,8 @@ class LossConfig(LossSection):
 
     def validate(self) -> None:
         super().validate()
-        # MoCHi's warm-up in epochs is this task's own key; the rest is the core's to validate.
-        build_strategy_specs([_without_warmup_epochs(i, spec) for i, spec in enumerate(self.strategies)])
+        # The warm-up and ramp in epochs are this task's own keys; the rest is the core's to validate.
+        build_strategy_specs([_without_epochs(i, spec) for i, spec in enumerate(self.strategies)])
 
 
 def strategy_list(strategies: Any) -> list[dict[str, Any]]:
@@ -188,18 +189,34 @@ def strategy_list(strategies: Any) -> list[dict[str, Any]]:
     return normalize_strategy_specs(strategies)
 
 
-def _without_warmup_epochs(i: int, spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` without MoCHi's ``warmup_epochs``, which is checked here (the key named)."""
+WARMUP_STRATEGIES = ("mochi", "synco")  # the strategies with a ``warmup_steps`` argument
+RAMP_STRATEGIES = ("mochi",)  # ... and with a ``ramp_steps`` argument
+
+
+def _without_epochs(i: int, spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` without ``warmup_epochs`` and ``ramp_epochs``, which are checked here (the key named);
+    a ramp given in epochs stands as ``ramp_steps: 1`` for the core's check of the other arguments."""
     key = f"loss.strategies[{i}]"
     params = dict(spec)
     epochs = params.pop("warmup_epochs", None)
     if epochs is not None:
-        if params.get("name") != "mochi":
-            raise ConfigError(f"{key}.warmup_epochs: only mochi has a warm-up")
+        if params.get("name") not in WARMUP_STRATEGIES:
+            raise ConfigError(f"{key}.warmup_epochs: only {' and '.join(WARMUP_STRATEGIES)} have a warm-up")
         if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs < 0:
             raise ConfigError(f"{key}.warmup_epochs: must be a non-negative number, got {epochs!r}")
         if "warmup_steps" in params:
             raise ConfigError(f"{key}: give warmup_epochs or warmup_steps, not both")
+    ramp = params.pop("ramp_epochs", None)
+    if ramp is not None:
+        if params.get("name") not in RAMP_STRATEGIES:
+            raise ConfigError(f"{key}.ramp_epochs: only {' and '.join(RAMP_STRATEGIES)} has a ramp")
+        if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not ramp > 0:
+            raise ConfigError(f"{key}.ramp_epochs: must be a positive number, got {ramp!r}")
+        if "ramp_steps" in params:
+            raise ConfigError(f"{key}: give ramp_epochs or ramp_steps, not both")
+        if params.get("schedule", "constant") == "constant":
+            raise ConfigError(f"{key}.ramp_epochs: a ramp needs schedule 'linear' or 'cosine'")
+        params["ramp_steps"] = 1
     return params
 
 
@@ -285,7 +302,8 @@ class VisionConfig(TaskConfig):
         return build_strategy_specs(self.strategy_specs(steps_per_epoch))
 
     def strategy_specs(self, steps_per_epoch: int) -> list[dict[str, Any]]:
-        """The strategies for the core, with MoCHi's ``warmup_epochs`` turned into ``warmup_steps``."""
+        """The strategies for the core, ``warmup_epochs`` turned into ``warmup_steps`` and ``ramp_epochs``
+        into ``ramp_steps`` (at least 1), each ``round(epochs * steps_per_epoch)``."""
         out = []
         for spec in strategy_list(self.loss.strategies):
             spec = dict(spec)
@@ -294,6 +312,9 @@ class VisionConfig(TaskConfig):
                 spec["warmup_steps"] = int(round(epochs * steps_per_epoch))
             elif spec["name"] == "mochi":
                 spec.setdefault("warmup_steps", 0)
+            ramp = spec.pop("ramp_epochs", None)
+            if ramp is not None:
+                spec["ramp_steps"] = max(1, int(round(ramp * steps_per_epoch)))
             out.append(spec)
         return out
 

@@ -29,31 +29,17 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError
-from hardmix.strategies.base import ContrastContext, Strategy
+from hardmix.strategies.base import ContrastContext, Strategy, check_composition
 
 NEG_INF = float("-inf")
 
-
-def check_composition(strategies: Sequence[Strategy]) -> None:
-    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting.
-
-    Example:
-        >>> from hardmix.strategies import build_strategies
-        >>> check_composition(build_strategies([{"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 2}]))
-    """
-    estimators = [s.name for s in strategies if "estimator" in s.kinds()]
-    if len(estimators) > 1:
-        raise StrategyArgumentError(
-            "name", f"{' and '.join(estimators)} both replace the negative term of the loss; keep one"
-        )
-    weighting = [s.name for s in strategies if "reweight" in s.kinds()]
-    if estimators and weighting:
-        raise StrategyArgumentError(
-            "name",
-            f"{estimators[0]} is an estimator that weights the negatives itself; it does not compose with "
-            f"the reweighting of {', '.join(weighting)}",
-        )
+__all__ = [
+    "apply_exclusions",
+    "check_composition",
+    "composed_direction",
+    "info_nce_term",
+    "needs_composition",
+]
 
 
 def needs_composition(strategies: Sequence[Strategy]) -> bool:

@@ -1,9 +1,9 @@
-"""Mixing strategies, registered by name: ``none``, ``mixcse``, ``mochi``, ``hcl``, ``dcl``.
+"""Strategies, registered by name: ``none``, ``mixcse``, ``mochi``, ``synco``, ``hcl``, ``dcl``.
 
 Example:
     >>> from hardmix.strategies import available_strategies
     >>> available_strategies()
-    ['dcl', 'hcl', 'mixcse', 'mochi', 'none']
+    ['dcl', 'hcl', 'mixcse', 'mochi', 'none', 'synco']
 """
 
 from hardmix.strategies.base import (
@@ -23,6 +23,7 @@ from hardmix.strategies.hcl import HCL
 from hardmix.strategies.mixcse import MixCSE
 from hardmix.strategies.mochi import MoCHi
 from hardmix.strategies.none import NoMixing
+from hardmix.strategies.synco import SynCo
 
 __all__ = [
     "ContrastContext",
@@ -39,5 +40,6 @@ __all__ = [
     "describe_strategies",
     "register_strategy",
     "strategy_class",
+    "SynCo",
     "UnnormalizedViews",
 ]

@@ -23,6 +23,7 @@ path, value and gradient.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -289,6 +290,26 @@ def describe_strategies() -> str:
     return "\n".join(lines).rstrip()
 
 
+def check_composition(strategies: Sequence[Strategy]) -> None:
+    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting.
+
+    Example:
+        >>> check_composition(build_strategies([{"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 2}]))
+    """
+    estimators = [s.name for s in strategies if "estimator" in s.kinds()]
+    if len(estimators) > 1:
+        raise StrategyArgumentError(
+            "name", f"{' and '.join(estimators)} both replace the negative term of the loss; keep one"
+        )
+    weighting = [s.name for s in strategies if "reweight" in s.kinds()]
+    if estimators and weighting:
+        raise StrategyArgumentError(
+            "name",
+            f"{estimators[0]} is an estimator that weights the negatives itself; it does not compose with "
+            f"the reweighting of {', '.join(weighting)}",
+        )
+
+
 def param_defaults(cls: type[Strategy]) -> dict[str, Any]:
     return {p.name: p.default for p in cls.params}
 
@@ -302,6 +323,7 @@ __all__ = [
     "available_strategies",
     "build_strategies",
     "build_strategy",
+    "check_composition",
     "describe_strategies",
     "register_strategy",
     "strategy_class",

@@ -17,10 +17,23 @@ one generator state they mix the same negatives with the same weights), the sele
 (B, s + s', D) points and takes their logits with a matrix product. :meth:`MoCHi.fast_logits` computes the
 same logits in closed form, as weighted sums of entries of the queue logits (:mod:`hardmix.kernels`);
 the tests check it against this file.
+
+**Schedule** (hardmix's, the paper leaves it open: it uses fixed s and s' after a warm-up of 10 epochs).
+With ``schedule`` ``"linear"`` or ``"cosine"`` the numbers of synthetic points ramp up after the warm-up:
+at optimizer step t, with w = ``warmup_steps`` and R = ``ramp_steps``,
+
+    p(t) = clamp((t - w) / R, 0, 1),   r(t) = p (linear)  or  (1 - cos(pi p)) / 2 (cosine),
+    s(t) = floor(r(t) s),   s'(t) = floor(r(t) s'),
+
+so a step t <= w adds no point (0 at t = w), and from t = w + R on every step adds the configured s and s'
+(beta_max stays fixed). :meth:`MoCHi.counts_at` gives (s(t), s'(t)). A step whose counts are both 0 adds
+no column, like the warm-up. ``"constant"`` (the default) is the paper's: s and s' from step w on, by the
+same code path as without a schedule.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -188,6 +201,9 @@ def mochi_synthesize(
     return synthesize(query, negatives, hard, draws)
 
 
+SCHEDULES = ("constant", "linear", "cosine")  # of the synthetic counts, see the module docstring
+
+
 @register_strategy
 class MoCHi(Strategy):
     """Hard negative mixing: s pair mixtures and s' query mixtures of each query's N hardest negatives.
@@ -199,6 +215,10 @@ class MoCHi(Strategy):
         beta_max: upper bound of the query's weight, <= 0.5 (Sec. 4.2). Paper: 0.5.
         warmup_steps: optimizer steps before mixing starts (the paper starts after 10 epochs for
             ImageNet-100, Sec. 5).
+        schedule: ``"constant"`` (the paper's fixed s and s'), ``"linear"`` or ``"cosine"``: s and s'
+            ramp from 0 to their values over ``ramp_steps`` steps after the warm-up (module docstring;
+            hardmix's, the paper leaves the schedule open).
+        ramp_steps: R, the length of the ramp (> 0 with a ramp, 0 with ``"constant"``).
 
     Example:
         >>> try:
@@ -220,6 +240,9 @@ class MoCHi(Strategy):
         ),
         ParamInfo("beta_max", 0.5, "query weight beta ~ U(0, beta_max), beta_max <= 0.5 (paper: 0.5)"),
         ParamInfo("warmup_steps", 0, "optimizer steps of plain InfoNCE before mixing starts"),
+        ParamInfo("schedule", "constant", "'constant' (paper), 'linear' or 'cosine' ramp of s and s' after "
+                                          "the warm-up (hardmix's; the paper leaves it open)"),
+        ParamInfo("ramp_steps", 0, "optimizer steps of the ramp from 0 to s and s' (hardmix's)"),
     )
     needs_anchor_logits = True  # the fast path gathers its logits from the anchor-only queue logits
 
@@ -230,7 +253,19 @@ class MoCHi(Strategy):
         n_query: int = 128,
         beta_max: float = 0.5,
         warmup_steps: int = 0,
+        schedule: str = "constant",
+        ramp_steps: int = 0,
     ) -> None:
+        if schedule not in SCHEDULES:
+            raise StrategyArgumentError(
+                "schedule", f"must be 'constant', 'linear' or 'cosine', got {schedule!r}"
+            )
+        if isinstance(ramp_steps, bool) or not isinstance(ramp_steps, int) or ramp_steps < 0:
+            raise StrategyArgumentError("ramp_steps", f"must be a non-negative integer, got {ramp_steps!r}")
+        if schedule == "constant" and ramp_steps > 0:
+            raise StrategyArgumentError("ramp_steps", "a ramp needs schedule 'linear' or 'cosine'")
+        if schedule != "constant" and ramp_steps == 0:
+            raise StrategyArgumentError("ramp_steps", f"schedule {schedule!r} needs ramp_steps > 0")
         if isinstance(beta_max, bool) or not isinstance(beta_max, (int, float)):
             raise StrategyArgumentError("beta_max", f"must be a number in (0, 0.5], got {beta_max!r}")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
@@ -246,9 +281,38 @@ class MoCHi(Strategy):
         self.n_query = n_query
         self.beta_max = float(beta_max)
         self.warmup_steps = warmup_steps
+        self.schedule = schedule
+        self.ramp_steps = ramp_steps
         self._last: tuple[Tensor, Tensor, float] | None = None
+        self._ramp: float | None = None  # r(t) of the last call, scheduled runs only
 
     negatives_argument = "n_hard"
+
+    def ramp_at(self, step: int) -> float:
+        """r(t) of the module docstring: the fraction of s and s' that step ``step`` adds (0 in the
+        warm-up; 1 from ``warmup_steps + ramp_steps`` on, and always 1 after the warm-up when constant).
+
+        Example:
+            >>> m = MoCHi(n_hard=8, n_pair=10, n_query=4, warmup_steps=2, schedule="linear", ramp_steps=4)
+            >>> [m.ramp_at(t) for t in (0, 2, 3, 6, 9)], m.counts_at(3), m.counts_at(5)
+            ([0.0, 0.0, 0.25, 1.0, 1.0], (2, 1), (7, 3))
+        """
+        if step < self.warmup_steps:
+            return 0.0
+        if self.schedule == "constant":
+            return 1.0
+        progress = min(max((step - self.warmup_steps) / self.ramp_steps, 0.0), 1.0)
+        if self.schedule == "linear":
+            return progress
+        return 0.5 * (1.0 - math.cos(math.pi * progress))
+
+    def counts_at(self, step: int) -> tuple[int, int]:
+        """(s(t), s'(t)): the pair and query mixtures step ``step`` adds (``(0, 0)`` in the warm-up)."""
+        if self.schedule == "constant":
+            return (0, 0) if step < self.warmup_steps else (self.n_pair, self.n_query)
+        r = self.ramp_at(step)
+        # floor(r s), robust to r's rounding (the cosine's r(1/2) is 0.49999999999999994).
+        return math.floor(r * self.n_pair + 1e-9), math.floor(r * self.n_query + 1e-9)
 
     @property
     def required_negatives(self) -> int:
@@ -261,7 +325,7 @@ class MoCHi(Strategy):
         if not self._mixing(ctx):
             return None
         self._check_available(int(count_true(ctx.negative_mask, dim=1).min()), ctx)
-        hard = hardest(_selection_similarities(ctx), self.n_hard, ctx.negative_mask)  # (B, N)
+        hard = hardest(selection_similarities(ctx), self.n_hard, ctx.negative_mask)  # (B, N)
         draws = self._draws(ctx, hard.shape[0])
         points = synthesize(ctx.anchors, ctx.candidates, hard, draws)  # (B, s + s', D), detached
         logits = (points @ ctx.anchors.unsqueeze(2)).squeeze(2) / ctx.temperature  # (B, s + s')
@@ -276,7 +340,7 @@ class MoCHi(Strategy):
         if not self._mixing(ctx):
             return None
         self._check_available(ctx.shortcuts.fewest_negatives(ctx.negative_mask), ctx)
-        similarities = _selection_similarities(ctx)
+        similarities = selection_similarities(ctx)
         # Cosines from the selection values: they are the logits (q.n / tau) unless recomputed in fp32.
         to_cosine = ctx.temperature if similarities is ctx.logits else 1.0
         # Queue mode: the logits are -inf at the excluded entries already, which the selection then never
@@ -303,6 +367,12 @@ class MoCHi(Strategy):
     def _mixing(self, ctx: ContrastContext) -> bool:
         """Whether this call mixes (after the warm-up, with points to build); if not, forget the last
         call's diagnostics."""
+        if self.schedule != "constant":
+            self._ramp = self.ramp_at(ctx.step)
+            if sum(self.counts_at(ctx.step)) == 0:
+                self._last = None
+                return False
+            return True
         if ctx.step < self.warmup_steps or self.n_pair + self.n_query == 0:
             self._last = None
             return False
@@ -317,11 +387,14 @@ class MoCHi(Strategy):
             )
 
     def _draws(self, ctx: ContrastContext, batch: int) -> MochiDraws:
+        n_pair, n_query = self.n_pair, self.n_query
+        if self.schedule != "constant":
+            n_pair, n_query = self.counts_at(ctx.step)
         return mochi_draws(
             batch,
             self.n_hard,
-            self.n_pair,
-            self.n_query,
+            n_pair,
+            n_query,
             self.beta_max,
             ctx.generator,
             ctx.anchors.device,
@@ -330,17 +403,22 @@ class MoCHi(Strategy):
 
     def diagnostics(self) -> dict[str, float]:
         """Mean cosine of the queries to their synthetic negatives, and the fraction of synthetic
-        negatives more similar to the query than its positive (from the last call)."""
+        negatives more similar to the query than its positive (from the last call); with a schedule, also
+        the ramp r(t) of the last call (``ramp``, at every step, 0 in the warm-up)."""
+        ramp = getattr(self, "_ramp", None)
         if getattr(self, "_last", None) is None:
-            return {}
+            return {} if ramp is None else {"ramp": ramp}
         logits, positive, tau = self._last
-        return {
+        out = {
             "synthetic_sim": float(logits.float().mean()) * tau,
             "synthetic_harder_than_positive": float((logits > positive.unsqueeze(1)).float().mean()),
         }
+        if ramp is not None:
+            out["ramp"] = ramp
+        return out
 
 
-def _selection_similarities(ctx: ContrastContext) -> Tensor:
+def selection_similarities(ctx: ContrastContext) -> Tensor:
     """The (B, K) values that rank each query's negatives: its logits q.n / tau when they are fp32 or
     fp64, else q.n recomputed in fp32 (under autocast: bf16 ties would change the selection)."""
     if ctx.logits.dtype in (torch.float32, torch.float64):

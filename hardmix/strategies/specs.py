@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from hardmix.errors import ConfigError, StrategyArgumentError
-from hardmix.strategies.base import Strategy, build_strategy
+from hardmix.strategies.base import Strategy, build_strategy, check_composition
 
 _YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
@@ -70,8 +70,6 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
             raise ConfigError(f"{where}: {e.message}") from None
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{key}[{i}]: {e}") from None
-    from hardmix.losses.composition import check_composition
-
     try:
         check_composition(built)
     except StrategyArgumentError as e:

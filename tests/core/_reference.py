@@ -236,3 +236,92 @@ def hcl_queue_np(q, k, queue, tau: float, beta: float, tau_plus: float, valid=No
     for i, r in enumerate(rows):
         padded[i, : len(r)] = r
     return hcl_rows_np(pos, padded, tau, beta, tau_plus)
+# ---- SynCo (issue 17): hardest negatives, synthetic points and InfoNCE with fixed extra points ------
+
+
+def hardest_np(similarities: np.ndarray, valid: np.ndarray, n: int) -> list[int]:
+    """One row: the indices of the n largest valid similarities (a full sort), listed in ascending index."""
+    allowed = [j for j in range(len(similarities)) if valid[j]]
+    top = sorted(allowed, key=lambda j: -float(similarities[j]))[:n]
+    return sorted(top)
+
+
+def synco_points_np(q, negatives, hard, extrapolated, extrapolation, noised, noise, perturbed, adversarial,
+                    sigma, delta, eta) -> list[np.ndarray]:
+    """SynCo's four extra kinds for one query q (D,), vector by vector, in the order extrapolated, noise,
+    perturbed, adversarial. ``hard`` lists the query's hardest negatives; the other arguments are that
+    query's draws (positions into ``hard``, b, the unscaled Gaussian e).
+
+    extrapolated: normalize(n + b (n - q)); noise: normalize(n + sigma e); perturbed: normalize(n + delta q)
+    (the gradient of q . n in n is q); adversarial: normalize(n + eta sign(q)).
+    """
+    q = np.asarray(q, np.float64)
+    points = []
+    for m, pos in enumerate(extrapolated):
+        n = negatives[hard[int(pos)]]
+        b = float(extrapolation[m])
+        points.append(normalize(n + b * (n - q)))
+    for m, pos in enumerate(noised):
+        n = negatives[hard[int(pos)]]
+        points.append(normalize(n + sigma * np.asarray(noise[m], np.float64)))
+    for pos in perturbed:
+        n = negatives[hard[int(pos)]]
+        points.append(normalize(n + delta * q))
+    for pos in adversarial:
+        n = negatives[hard[int(pos)]]
+        sign = np.array([1.0 if x > 0 else (-1.0 if x < 0 else 0.0) for x in q])
+        points.append(normalize(n + eta * sign))
+    return points
+
+
+def mochi_points_np(q, negatives, hard, first, second, alpha, pick, beta) -> list[np.ndarray]:
+    """MoCHi's points for one query: normalize(alpha n_a + (1 - alpha) n_b), then
+    normalize(beta q + (1 - beta) n_c), from that query's draws (positions into ``hard``)."""
+    points = []
+    for a, b, w in zip(first, second, alpha):
+        points.append(mix(negatives[hard[int(a)]], negatives[hard[int(b)]], float(w)))
+    for c, w in zip(pick, beta):
+        points.append(mix(np.asarray(q, np.float64), negatives[hard[int(c)]], float(w)))
+    return points
+
+
+def info_nce_with_points_np(anchors, candidates, valid, points, tau, positives=None, positive_index=None):
+    """InfoNCE of unit anchors against unit candidates (the valid ones) plus fixed extra points per anchor.
+
+    Row i: logits [a_i . p_i | a_i . c_j (valid j) | a_i . s_im] / tau, loss logsumexp(row) - a_i . p_i / tau,
+    with p_i = positives[i] (queue) or candidates[positive_index[i]] (in-batch). The points are constants
+    (stop-gradient). Returns (mean loss, gradient of it w.r.t. the unit anchors (B, D), w.r.t. the unit
+    candidates (N, D), the positive's column included).
+    """
+    anchors, candidates = np.asarray(anchors, np.float64), np.asarray(candidates, np.float64)
+    b, d = anchors.shape
+    g_a, g_c = np.zeros((b, d)), np.zeros_like(candidates)
+    losses = []
+    for i in range(b):
+        a = anchors[i]
+        if positive_index is not None:
+            p = candidates[positive_index[i]]
+        else:
+            p = np.asarray(positives[i], np.float64)
+        cols = [j for j in range(len(candidates)) if valid[i, j]]
+        vectors = [p] + [candidates[j] for j in cols] + list(points[i])
+        row = np.array([float(a @ v) / tau for v in vectors])
+        lse = logsumexp(row)
+        losses.append(lse - row[0])
+        w = np.exp(row - lse)  # softmax over the row
+        g = -p / tau
+        for weight, v in zip(w, vectors):
+            g = g + weight * v / tau
+        g_a[i] += g / b
+        if positive_index is not None:
+            g_c[positive_index[i]] += (w[0] - 1.0) * a / tau / b
+        for weight, j in zip(w[1 : 1 + len(cols)], cols):
+            g_c[j] += weight * a / tau / b
+    return float(np.mean(losses)), g_a, g_c
+
+
+def through_normalization(z: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """The gradient w.r.t. raw rows z of a function of h = z / ||z||, from its gradient g w.r.t. h."""
+    z = np.asarray(z, np.float64)
+    h = normalize(z)
+    return (g - np.sum(g * h, axis=1, keepdims=True) * h) / np.linalg.norm(z, axis=1, keepdims=True)

@@ -25,26 +25,38 @@ from ._reference import logsumexp, mixcse_loss_np, mixcse_queue_np, normalize
 F64 = {"rtol": 1e-10, "atol": 1e-12}
 MOCHI = {"name": "mochi", "n_hard": 6, "n_pair": 9, "n_query": 4}
 MIXCSE = {"name": "mixcse", "lam": 0.3}
+SYNCO = {"name": "synco", "n_hard": 5, "n_extrapolated": 3, "n_noise": 2, "n_perturbed": 2,
+         "n_adversarial": 2, "sigma": 0.2, "delta": 0.3, "eta": 0.1}
+# MoCHi's ramp (issue 17): warm-up 2, ramp over 4 steps; the steps below cover the warm-up, the ramp's
+# start (no points), its middle and its end.
+MOCHI_RAMPS = {
+    "linear": {**MOCHI, "warmup_steps": 2, "schedule": "linear", "ramp_steps": 4},
+    "cosine": {**MOCHI, "warmup_steps": 2, "schedule": "cosine", "ramp_steps": 4},
+}
+RAMP_STEPS = (0, 2, 3, 4, 5, 6, 9)
 
 
 def _randn(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
-def _in_batch(impl: str, strategies: Any, z1: torch.Tensor, z2: torch.Tensor, seed: int = 7, **kwargs: Any):
+def _in_batch(impl: str, strategies: Any, z1: torch.Tensor, z2: torch.Tensor, seed: int = 7, step: int = 0,
+              **kwargs: Any):
     """Loss, gradients of (z1, z2) and stats of one in-batch call (generator seeded with ``seed``)."""
     a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
     loss_fn = ContrastiveLoss(0.05, strategies, impl=impl, **kwargs)
-    out = loss_fn.in_batch(a, b, generator=torch.Generator().manual_seed(seed))
+    out = loss_fn.in_batch(a, b, step=step, generator=torch.Generator().manual_seed(seed))
     out.loss.backward()
     return out.loss.detach(), (a.grad, b.grad), out.stats()
 
 
-def _queue(impl: str, strategies: Any, q, k, queue, query_ids=None, queue_ids=None, seed: int = 7):
+def _queue(impl: str, strategies: Any, q, k, queue, query_ids=None, queue_ids=None, seed: int = 7,
+           step: int = 0):
     """Loss, gradient of q and stats of one queue call (generator seeded with ``seed``)."""
     a = q.clone().requires_grad_(True)
     loss_fn = ContrastiveLoss(0.2, strategies, impl=impl)
-    out = loss_fn.queue(a, k, queue, query_ids, queue_ids, generator=torch.Generator().manual_seed(seed))
+    gen = torch.Generator().manual_seed(seed)
+    out = loss_fn.queue(a, k, queue, query_ids, queue_ids, step=step, generator=gen)
     out.loss.backward()
     return out.loss.detach(), (a.grad,), out.stats()
 
@@ -72,6 +84,9 @@ IN_BATCH_CASES = {
     "mochi": (MOCHI, {}),
     "mochi-symmetric": (MOCHI, {"symmetric": True}),
     "mochi+mixcse": ([MOCHI, MIXCSE], {}),
+    "synco": (SYNCO, {}),
+    "synco-symmetric": (SYNCO, {"symmetric": True}),
+    "mochi+synco": ([MOCHI, SYNCO], {}),
 }
 
 
@@ -117,6 +132,8 @@ QUEUE_CASES = {
     "mochi-query-only": {**MOCHI, "n_pair": 0},
     "mochi-pairs-only": {**MOCHI, "n_query": 0},
     "mochi+mixcse": [MOCHI, MIXCSE],
+    "synco": SYNCO,
+    "mochi+synco": [MOCHI, SYNCO],
 }
 
 
@@ -215,3 +232,19 @@ def test_impl_is_validated() -> None:
     with pytest.raises(StrategyArgumentError, match=r"^impl: must be 'fast' or 'plain', got 'reference'$"):
         ContrastiveLoss(0.1, impl="reference")
     assert "impl='plain'" in repr(ContrastiveLoss(0.1, "mixcse", impl="plain"))
+
+
+@pytest.mark.parametrize("step", RAMP_STEPS)
+@pytest.mark.parametrize("schedule", sorted(MOCHI_RAMPS))
+def test_scheduled_mochi_fast_equals_plain_float64(schedule: str, step: int) -> None:
+    """Under a ramp the fast path draws and gathers the same (fewer) points as the plain one, in-batch
+    (one and both directions, with mixcse too) and against a queue with sample ids."""
+    spec = MOCHI_RAMPS[schedule]
+    z1, z2 = _randn(12, 8, seed=60), _randn(12, 8, seed=61)
+    for strategies, kwargs in ((spec, {}), (spec, {"symmetric": True}), ([spec, MIXCSE], {})):
+        fast = _in_batch("fast", strategies, z1, z2, step=step, **kwargs)
+        _assert_same(fast, _in_batch("plain", strategies, z1, z2, step=step, **kwargs))
+    q, key, queue, query_ids, queue_ids = _queue_inputs(seed=62)
+    for strategies in (spec, [spec, SYNCO]):
+        fast = _queue("fast", strategies, q, key, queue, query_ids, queue_ids, step=step)
+        _assert_same(fast, _queue("plain", strategies, q, key, queue, query_ids, queue_ids, step=step))
