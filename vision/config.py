@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hardmix.errors import ConfigError
+from hardmix.strategies.base import strategy_class
 from hardmix.strategies.specs import build_strategy_specs, check_negatives_available, normalize_strategy_specs
 from hardmix.training.config import EvalSection, LossSection, TaskConfig, TrainSection
 
@@ -165,8 +166,8 @@ class LossConfig(LossSection):
         symmetric: also contrast the second view's query with the first view's key and average
             (solo-learn's MoCo V2+); both views' keys enter the queue.
         strategies: a strategy name, a mapping ``{name: ..., **params}`` or a list of them (``none``,
-            ``mochi``, ``mixcse``; see ``hardmix strategies``). ``mochi`` takes ``warmup_epochs``
-            (converted to steps) besides its own parameters.
+            ``mochi``, ``mixcse``; see ``hardmix strategies``). A strategy with a ``warmup_steps``
+            parameter (``mochi``, ``hard_copies``) also takes ``warmup_epochs`` (converted to steps).
         mask_same_sample: give the loss the sample ids, so a queue entry of the query's own image (a
             queue larger than the dataset keeps earlier keys of it) is never a negative.
     """
@@ -194,13 +195,24 @@ def _without_warmup_epochs(i: int, spec: dict[str, Any]) -> dict[str, Any]:
     params = dict(spec)
     epochs = params.pop("warmup_epochs", None)
     if epochs is not None:
-        if params.get("name") != "mochi":
-            raise ConfigError(f"{key}.warmup_epochs: only mochi has a warm-up")
+        if not _has_warmup(params.get("name")):
+            raise ConfigError(f"{key}.warmup_epochs: only a strategy with warmup_steps (mochi, hard_copies) "
+                              "has a warm-up")
         if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs < 0:
             raise ConfigError(f"{key}.warmup_epochs: must be a non-negative number, got {epochs!r}")
         if "warmup_steps" in params:
             raise ConfigError(f"{key}: give warmup_epochs or warmup_steps, not both")
     return params
+
+
+def _has_warmup(name: Any) -> bool:
+    """Whether the strategy ``name`` has a ``warmup_steps`` parameter (True for an unknown name, which the
+    core's validation reports)."""
+    try:
+        cls = strategy_class(name)
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "warmup_steps" for p in cls.params)
 
 
 @dataclass

@@ -58,7 +58,9 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
     """Normalize ``spec`` and build every strategy (``none`` included), errors naming the key path.
 
     Raises:
-        ConfigError: ``loss.strategies[i].<argument>: <message>`` for a bad argument or name.
+        ConfigError: ``loss.strategies[i].<argument>: <message>`` for a bad argument or name;
+            ``loss.strategies: <message>`` for strategies that do not compose (two estimators, an estimator
+            with a reweighting; :func:`hardmix.losses.composition.check_composition`).
     """
     built = []
     for i, item in enumerate(normalize_strategy_specs(spec, key)):
@@ -69,6 +71,12 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
             raise ConfigError(f"{where}: {e.message}") from None
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{key}[{i}]: {e}") from None
+    from hardmix.losses.composition import check_composition  # the losses import this package
+
+    try:
+        check_composition(built)
+    except StrategyArgumentError as e:
+        raise ConfigError(f"{key}: {e.message}") from None
     return built
 
 
