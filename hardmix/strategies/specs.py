@@ -95,12 +95,12 @@ def check_negatives_available(strategy: Strategy, available: int, where: str, ke
         ...     check_negatives_available(s, 63, "63 in-batch negatives", "loss.strategies[0]")
         ... except ValueError as e:
         ...     print(e)
-        loss.strategies[0].n_hard: needs 64 negatives per anchor; the setup gives only 63 in-batch negatives
+        loss.strategies[0].n_hard: 64 negatives needed per anchor; the setup gives only 63 in-batch negatives
     """
     need = strategy.required_negatives
     if need > available:
         arg = strategy.negatives_argument or "name"
-        raise ConfigError(f"{key}.{arg}: needs {need} negatives per anchor; the setup gives only {where}")
+        raise ConfigError(f"{key}.{arg}: {need} negatives needed per anchor; the setup gives only {where}")
 
 
 __all__ = ["build_strategy_specs", "check_negatives_available", "normalize_strategy_specs"]

@@ -89,14 +89,11 @@ class OtherEstimator(NegativesOnlyEstimator):
 
 
 @pytest.fixture
-def registered_test_strategies():
-    """Register the test-local strategies by name (for configs), and remove them afterwards."""
-    classes = (ConstantLogWeight, SimilarityLogWeight, NegativesOnlyEstimator, OtherEstimator)
-    for cls in classes:
+def registered_test_strategies(monkeypatch: pytest.MonkeyPatch):
+    """Register the test-local strategies by name (for configs), in a copy of the registry for this test."""
+    monkeypatch.setattr(strategy_base, "_REGISTRY", dict(strategy_base._REGISTRY))
+    for cls in (ConstantLogWeight, SimilarityLogWeight, NegativesOnlyEstimator, OtherEstimator):
         strategy_base.register_strategy(cls)
-    yield
-    for cls in classes:
-        strategy_base._REGISTRY.pop(cls.name, None)
 
 
 # ---- helpers ------------------------------------------------------------------------------------------

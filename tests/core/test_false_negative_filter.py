@@ -169,10 +169,10 @@ def test_defaults_and_accepted_forms() -> None:
 def test_the_trainers_refuse_a_top_k_their_negatives_cannot_leave_one_of() -> None:
     spec = {"loss": {"strategies": [{"name": "false_negative_filter", "top_k": 15}]},
             "train": {"batch_size": 16}}
-    with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.top_k: needs 16 negatives per anchor"):
+    with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.top_k: 16 negatives needed per anchor"):
         build_text_config(spec)
     build_text_config({**spec, "loss": {"strategies": [{"name": "false_negative_filter", "top_k": 14}]}})
-    with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.top_k: needs 65 negatives"):
+    with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.top_k: 65 negatives needed"):
         build_task_config(VisionConfig, {"loss": {"queue_size": 64, "strategies": [
             {"name": "false_negative_filter", "top_k": 64}]}})
 

@@ -25,6 +25,7 @@ from ._reference import logsumexp, mixcse_loss_np, mixcse_queue_np, normalize
 F64 = {"rtol": 1e-10, "atol": 1e-12}
 MOCHI = {"name": "mochi", "n_hard": 6, "n_pair": 9, "n_query": 4}
 MIXCSE = {"name": "mixcse", "lam": 0.3}
+HARD_COPIES = {"name": "hard_copies", "n_hard": 6, "n_pair": 9, "n_query": 4}
 
 
 def _randn(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -72,6 +73,9 @@ IN_BATCH_CASES = {
     "mochi": (MOCHI, {}),
     "mochi-symmetric": (MOCHI, {"symmetric": True}),
     "mochi+mixcse": ([MOCHI, MIXCSE], {}),
+    "hard_copies": (HARD_COPIES, {}),
+    "hard_copies-symmetric": (HARD_COPIES, {"symmetric": True}),
+    "hard_copies+mixcse": ([HARD_COPIES, MIXCSE], {}),
 }
 
 
@@ -83,7 +87,8 @@ def test_in_batch_fast_equals_plain_float64(case: str) -> None:
     _assert_same(fast, _in_batch("plain", strategies, z1, z2, **kwargs))
 
 
-@pytest.mark.parametrize("case", ["none-symmetric", "mixcse", "mixcse-wo-sg", "mochi", "mochi+mixcse"])
+@pytest.mark.parametrize("case", ["none-symmetric", "mixcse", "mixcse-wo-sg", "mochi", "mochi+mixcse",
+                                  "hard_copies+mixcse"])
 def test_distributed_in_batch_fast_equals_plain_float64(case: str) -> None:
     """One rank's view of a gathered batch: local rows 4..8 of a global batch of 12."""
     strategies, kwargs = IN_BATCH_CASES[case]
@@ -117,6 +122,8 @@ QUEUE_CASES = {
     "mochi-query-only": {**MOCHI, "n_pair": 0},
     "mochi-pairs-only": {**MOCHI, "n_query": 0},
     "mochi+mixcse": [MOCHI, MIXCSE],
+    "hard_copies": HARD_COPIES,
+    "hard_copies+mochi": [HARD_COPIES, MOCHI],
 }
 
 
