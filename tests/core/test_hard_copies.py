@@ -32,6 +32,7 @@ from hardmix.vision.task import VisionTask
 
 from ._reference import (
     composed_direction_np,
+    false_negatives_np,
     finite_difference_np,
     hard_copy_points_np,
     hardest_np,
@@ -202,6 +203,23 @@ def test_queue_loss_and_gradient_equal_numpy_with_sample_ids(impl: str) -> None:
     assert float(out.loss.detach()) == pytest.approx(reference(q.numpy()), rel=REL)
     np.testing.assert_allclose(a.grad.numpy(), finite_difference_np(reference, q.numpy()), rtol=1e-6,
                                atol=1e-8)
+
+
+def test_with_a_filter_the_copies_come_from_the_kept_negatives() -> None:
+    """Composed with ``false_negative_filter``: the hardest are chosen among the kept negatives, so no
+    dropped negative is ever copied; the loss is NumPy's over the filtered denominator and pool."""
+    q, key, queue = _randn(5, 6, seed=44), _randn(5, 6, seed=45), _randn(30, 6, seed=46)
+    spec = [{"name": "false_negative_filter", "top_k": 2}, {"name": "hard_copies", **SPEC}]
+    out = ContrastiveLoss(0.2, spec).queue(q, key, queue, generator=torch.Generator().manual_seed(3))
+    h, hk, n = normalize(q.numpy()), normalize(key.numpy()), normalize(queue.numpy())
+    valid = np.ones((5, 30), dtype=bool)
+    dropped = false_negatives_np(h @ n.T, valid, 2, None)
+    frozen = _copies_np(h, n, valid & ~dropped, _draws(5, torch.Generator().manual_seed(3)))
+    extra = [[a @ p / 0.2 for p in row] for a, row in zip(h, frozen)]
+    for i, row in enumerate(frozen):
+        assert not any(np.array_equal(p, n[j]) for p in row for j in np.flatnonzero(dropped[i]))
+    want = composed_direction_np(h, hk, n, 0.2, valid, dropped, extra=extra)
+    assert float(out.loss) == pytest.approx(want, rel=REL)
 
 
 def test_the_gradient_reaches_the_anchors_only() -> None:
