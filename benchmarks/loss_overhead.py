@@ -4,11 +4,13 @@ Shapes are the papers':
 
 - text (SimCSE / MixCSE, in-batch): D = 768, B = 64 (the paper's batch), 1024 and 4096 (as if gathered
   over GPUs). ``none`` single-direction and symmetric; ``mixcse`` single-direction and bidirectional;
-  the estimators ``hcl`` (beta 1.0, tau_plus 0.1) and ``dcl`` (tau_plus 0.1), single-direction.
+  the estimators ``hcl`` (beta 1.0, tau_plus 0.1) and ``dcl`` (tau_plus 0.1), single-direction;
+  ``false_negative_filter`` (top-k 10, single-direction).
 - vision (MoCo-v2 / MoCHi, queue): B = 256, D = 128, K = 16384 and 65536. ``none``; ``mochi`` with
   N = 1024, s = 1024, s' = 256; ``synco`` (SynCo's four extra kinds, its official code's counts: N = 1024,
   256 extrapolated and 64 each of noise, perturbed, adversarial); ``mixcse`` against the queue (for
-  information); ``hcl`` and ``dcl``.
+  information); ``hard_copies`` with MoCHi's arguments; ``false_negative_filter`` (top-k 10); ``hcl``
+  and ``dcl``.
 
 Only the loss is measured: the inputs are leaf tensors (the encoder outputs), and one run is
 ``loss_fn.in_batch(z1, z2).loss.backward()`` or ``loss_fn.queue(q, k, queue).loss.backward()``.
@@ -71,8 +73,8 @@ class Case:
 
     name: str  # e.g. "text-4096/mixcse-bi"
     family: str  # "text" (in-batch) or "vision" (queue)
-    method: str  # none-single, none-sym, mixcse-single, mixcse-bi, hcl-single, dcl-single; none, mochi,
-    # mixcse, synco, hcl, dcl
+    method: str  # none-single, none-sym, mixcse-single, mixcse-bi, hcl-single, dcl-single, fnf-single;
+    # none, mochi, mixcse, synco, hcl, dcl, hard-copies, fnf
     baseline: str | None  # the case this one is compared with
     batch: int
     dim: int
@@ -97,6 +99,7 @@ def all_cases() -> list[Case]:
             Case(f"{group}/mixcse-bi", "text", "mixcse-bi", f"{group}/none-sym", b, 768),
             Case(f"{group}/hcl-single", "text", "hcl-single", f"{group}/none-single", b, 768),
             Case(f"{group}/dcl-single", "text", "dcl-single", f"{group}/none-single", b, 768),
+            Case(f"{group}/fnf-single", "text", "fnf-single", f"{group}/none-single", b, 768),
         ]
     for k in (16384, 65536):
         group = f"vision-{k}"
@@ -107,6 +110,8 @@ def all_cases() -> list[Case]:
             Case(f"{group}/synco", "vision", "synco", f"{group}/none", 256, 128, k),
             Case(f"{group}/hcl", "vision", "hcl", f"{group}/none", 256, 128, k),
             Case(f"{group}/dcl", "vision", "dcl", f"{group}/none", 256, 128, k),
+            Case(f"{group}/hard-copies", "vision", "hard-copies", f"{group}/none", 256, 128, k),
+            Case(f"{group}/fnf", "vision", "fnf", f"{group}/none", 256, 128, k),
         ]
     # With sample ids, as the vision trainer calls the loss (for information; not a target).
     cases += [
@@ -139,6 +144,12 @@ def loss_module(case: Case) -> ContrastiveLoss:
         return ContrastiveLoss(0.05, {"name": "dcl", "tau_plus": 0.1})
     if case.method in ("hcl", "dcl"):
         return ContrastiveLoss(0.2, case.method)  # the defaults: beta 1.0, tau_plus 0.1
+    if case.method == "fnf-single":
+        return ContrastiveLoss(0.05, {"name": "false_negative_filter", "top_k": 10}, symmetric=False)
+    if case.method == "fnf":
+        return ContrastiveLoss(0.2, {"name": "false_negative_filter", "top_k": 10})
+    if case.method == "hard-copies":
+        return ContrastiveLoss(0.2, {"name": "hard_copies", "n_hard": 1024, "n_pair": 1024, "n_query": 256})
     raise ValueError(f"unknown method {case.method}")
 
 

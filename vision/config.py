@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hardmix.errors import ConfigError
+from hardmix.strategies.base import strategy_class
 from hardmix.strategies.specs import build_strategy_specs, check_negatives_available, normalize_strategy_specs
 from hardmix.training.config import EvalSection, LossSection, TaskConfig, TrainSection
 
@@ -165,9 +166,10 @@ class LossConfig(LossSection):
         symmetric: also contrast the second view's query with the first view's key and average
             (solo-learn's MoCo V2+); both views' keys enter the queue.
         strategies: a strategy name, a mapping ``{name: ..., **params}`` or a list of them (``none``,
-            ``mochi``, ``mixcse``, ``synco``; see ``hardmix strategies``). ``mochi`` and ``synco`` take
-            ``warmup_epochs`` and ``mochi`` takes ``ramp_epochs`` (its schedule's ``ramp_steps``), both
-            converted to steps (``round(epochs * steps_per_epoch)``), besides their own parameters.
+            ``mochi``, ``mixcse``, ``synco``, ...; see ``hardmix strategies``). A strategy with a
+            ``warmup_steps`` parameter (``mochi``, ``synco``, ``hard_copies``) also takes ``warmup_epochs``,
+            and ``mochi`` takes ``ramp_epochs`` (its schedule's ``ramp_steps``), both converted to steps
+            (``round(epochs * steps_per_epoch)``), besides their own parameters.
         mask_same_sample: give the loss the sample ids, so a queue entry of the query's own image (a
             queue larger than the dataset keeps earlier keys of it) is never a negative.
     """
@@ -189,8 +191,6 @@ def strategy_list(strategies: Any) -> list[dict[str, Any]]:
     return normalize_strategy_specs(strategies)
 
 
-WARMUP_STRATEGIES = ("mochi", "synco")  # the strategies with a ``warmup_steps`` argument
-RAMP_STRATEGIES = ("mochi",)  # ... and with a ``ramp_steps`` argument
 
 
 def _without_epochs(i: int, spec: dict[str, Any]) -> dict[str, Any]:
@@ -200,16 +200,19 @@ def _without_epochs(i: int, spec: dict[str, Any]) -> dict[str, Any]:
     params = dict(spec)
     epochs = params.pop("warmup_epochs", None)
     if epochs is not None:
-        if params.get("name") not in WARMUP_STRATEGIES:
-            raise ConfigError(f"{key}.warmup_epochs: only {' and '.join(WARMUP_STRATEGIES)} have a warm-up")
+        if not _has_param(params.get("name"), "warmup_steps"):
+            raise ConfigError(f"{key}.warmup_epochs: only a strategy with warmup_steps "
+                              "(mochi, synco, hard_copies) has a warm-up")
         if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs < 0:
             raise ConfigError(f"{key}.warmup_epochs: must be a non-negative number, got {epochs!r}")
         if "warmup_steps" in params:
             raise ConfigError(f"{key}: give warmup_epochs or warmup_steps, not both")
     ramp = params.pop("ramp_epochs", None)
     if ramp is not None:
-        if params.get("name") not in RAMP_STRATEGIES:
-            raise ConfigError(f"{key}.ramp_epochs: only {' and '.join(RAMP_STRATEGIES)} has a ramp")
+        if not _has_param(params.get("name"), "ramp_steps"):
+            raise ConfigError(
+                f"{key}.ramp_epochs: only a strategy with ramp_steps (mochi, hard_copies) has a ramp"
+            )
         if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not ramp > 0:
             raise ConfigError(f"{key}.ramp_epochs: must be a positive number, got {ramp!r}")
         if "ramp_steps" in params:
@@ -218,6 +221,16 @@ def _without_epochs(i: int, spec: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"{key}.ramp_epochs: a ramp needs schedule 'linear' or 'cosine'")
         params["ramp_steps"] = 1
     return params
+
+
+def _has_param(name: Any, param: str) -> bool:
+    """Whether the strategy ``name`` has the parameter ``param`` (True for an unknown name, which the core's
+    validation reports)."""
+    try:
+        cls = strategy_class(name)
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == param for p in cls.params)
 
 
 @dataclass

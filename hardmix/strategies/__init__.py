@@ -1,9 +1,10 @@
-"""Strategies, registered by name: ``none``, ``mixcse``, ``mochi``, ``synco``, ``hcl``, ``dcl``.
+"""Strategies, registered by name: ``none``, ``mixcse``, ``mochi``, ``synco``, ``hcl``, ``dcl``,
+``false_negative_filter``, ``hard_copies``.
 
 Example:
     >>> from hardmix.strategies import available_strategies
     >>> available_strategies()
-    ['dcl', 'hcl', 'mixcse', 'mochi', 'none', 'synco']
+    ['dcl', 'false_negative_filter', 'hard_copies', 'hcl', 'mixcse', 'mochi', 'none', 'synco']
 """
 
 from hardmix.strategies.base import (
@@ -19,6 +20,8 @@ from hardmix.strategies.base import (
     strategy_class,
 )
 from hardmix.strategies.dcl import DCL
+from hardmix.strategies.false_negative_filter import FalseNegativeFilter
+from hardmix.strategies.hard_copies import HardCopies
 from hardmix.strategies.hcl import HCL
 from hardmix.strategies.mixcse import MixCSE
 from hardmix.strategies.mochi import MoCHi
@@ -29,6 +32,8 @@ __all__ = [
     "ContrastContext",
     "DCL",
     "HCL",
+    "FalseNegativeFilter",
+    "HardCopies",
     "MixCSE",
     "MoCHi",
     "NoMixing",

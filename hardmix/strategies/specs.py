@@ -59,7 +59,8 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
 
     Raises:
         ConfigError: ``loss.strategies[i].<argument>: <message>`` for a bad argument or name;
-            ``loss.strategies: <message>`` for strategies that do not compose (two estimators).
+            ``loss.strategies: <message>`` for strategies that do not compose (two estimators, an estimator
+            with a reweighting; :func:`hardmix.strategies.base.check_composition`).
     """
     built = []
     for i, item in enumerate(normalize_strategy_specs(spec, key)):
@@ -89,15 +90,15 @@ def check_negatives_available(strategy: Strategy, available: int, where: str, ke
     Example:
         >>> [s] = build_strategy_specs([{"name": "mochi", "n_hard": 64, "n_pair": 8, "n_query": 8}])
         >>> try:
-        ...     check_negatives_available(s, 63, "the 63 in-batch negatives", "loss.strategies[0]")
+        ...     check_negatives_available(s, 63, "63 in-batch negatives", "loss.strategies[0]")
         ... except ValueError as e:
         ...     print(e)
-        loss.strategies[0].n_hard: 64 hardest negatives, but the setup gives only the 63 in-batch negatives
+        loss.strategies[0].n_hard: 64 negatives needed per anchor; the setup gives only 63 in-batch negatives
     """
     need = strategy.required_negatives
     if need > available:
         arg = strategy.negatives_argument or "name"
-        raise ConfigError(f"{key}.{arg}: {need} hardest negatives, but the setup gives only {where}")
+        raise ConfigError(f"{key}.{arg}: {need} negatives needed per anchor; the setup gives only {where}")
 
 
 __all__ = ["build_strategy_specs", "check_negatives_available", "normalize_strategy_specs"]

@@ -325,3 +325,133 @@ def through_normalization(z: np.ndarray, g: np.ndarray) -> np.ndarray:
     z = np.asarray(z, np.float64)
     h = normalize(z)
     return (g - np.sum(g * h, axis=1, keepdims=True) * h) / np.linalg.norm(z, axis=1, keepdims=True)
+# ---- false-negative filtering, hard copies and the composition of strategies (issue 17) ----------------
+
+
+def false_negatives_np(cos: np.ndarray, valid: np.ndarray, top_k: int, threshold: float | None) -> np.ndarray:
+    """The suspected false negatives of each row, (B, N) bool, by a full sort of the row's valid negatives.
+
+    top_k > 0: the min(top_k, n_valid - 1) most similar; else the ones with cosine > threshold, less the
+    least similar one if that would drop all of them. A row always keeps one negative (if it has any).
+    """
+    b, n = cos.shape
+    dropped = np.zeros((b, n), dtype=bool)
+    for i in range(b):
+        idx = [j for j in range(n) if valid[i, j]]
+        ranked = sorted(idx, key=lambda j: -cos[i, j])  # most similar first
+        if top_k > 0:
+            chosen = ranked[: max(min(top_k, len(idx) - 1), 0)]
+        else:
+            chosen = [j for j in ranked if cos[i, j] > threshold]
+            if idx and len(chosen) == len(idx):
+                chosen = chosen[:-1]  # keep the least similar
+        for j in chosen:
+            dropped[i, j] = True
+    return dropped
+
+
+def composed_direction_np(
+    anchors: np.ndarray,
+    positives: np.ndarray,
+    candidates: np.ndarray,
+    tau: float,
+    valid: np.ndarray,
+    dropped: np.ndarray | None = None,
+    log_weights: np.ndarray | None = None,
+    mixcse_lam: float | None = None,
+    extra: list | None = None,
+) -> float:
+    """One direction's mean InfoNCE, term by term, from unit vectors (float64).
+
+    Row i: the positive a_i.p_i / tau; for each candidate j that is a valid negative and not dropped, the
+    term a_i.c_j / tau + log_weights[i, j] and (with ``mixcse_lam``) the mixture term
+    a_i.normalize(lam p_i + (1 - lam) c_j) / tau; then the logits ``extra[i]`` (a list per row).
+    """
+    losses = []
+    for i in range(len(anchors)):
+        pos = float(anchors[i] @ positives[i]) / tau
+        row = [pos]
+        for j in range(len(candidates)):
+            if not valid[i, j] or (dropped is not None and dropped[i, j]):
+                continue
+            term = float(anchors[i] @ candidates[j]) / tau
+            if log_weights is not None:
+                term += float(log_weights[i, j])
+            row.append(term)
+            if mixcse_lam is not None:
+                row.append(float(anchors[i] @ mix(positives[i], candidates[j], mixcse_lam)) / tau)
+        if extra is not None:
+            row.extend(float(x) for x in extra[i])
+        losses.append(logsumexp(np.asarray(row)) - pos)
+    return float(np.mean(losses))
+
+
+def in_batch_valid_np(b: int) -> np.ndarray:
+    """(B, B) bool: every column but the anchor's own positive."""
+    return ~np.eye(b, dtype=bool)
+
+
+def queue_valid_np(query_ids, queue_ids, b: int, k: int) -> np.ndarray:
+    """(B, K) bool valid queue negatives: no empty slot (id -1), none with the query's own id."""
+    valid = np.ones((b, k), dtype=bool)
+    if queue_ids is None:
+        return valid
+    for i in range(b):
+        for j in range(k):
+            if queue_ids[j] == -1 or (query_ids is not None and queue_ids[j] == query_ids[i]):
+                valid[i, j] = False
+    return valid
+
+
+def filtered_in_batch_np(z1, z2, tau: float, symmetric: bool, top_k: int, threshold: float | None) -> float:
+    """In-batch InfoNCE with each anchor's false negatives (chosen by cosine to the anchor) removed."""
+    h1, h2 = normalize(z1), normalize(z2)
+    valid = in_batch_valid_np(len(h1))
+    loss = composed_direction_np(h1, h2, h2, tau, valid,
+                                 false_negatives_np(h1 @ h2.T, valid, top_k, threshold))
+    if symmetric:
+        loss2 = composed_direction_np(h2, h1, h1, tau, valid,
+                                      false_negatives_np(h2 @ h1.T, valid, top_k, threshold))
+        loss = 0.5 * (loss + loss2)
+    return loss
+
+
+def filtered_queue_np(q, k, queue, tau: float, valid: np.ndarray, top_k: int,
+                      threshold: float | None) -> float:
+    """Queue InfoNCE [q.k | q.n] with the excluded entries (``~valid``) and the false negatives removed."""
+    h, key, n = normalize(q), normalize(k), normalize(queue)
+    return composed_direction_np(h, key, n, tau, valid, false_negatives_np(h @ n.T, valid, top_k, threshold))
+
+
+def hardest_row_np(cos_row: np.ndarray, valid_row: np.ndarray, n_hard: int) -> np.ndarray:
+    """The n_hard most similar valid negatives of one row, ascending index (a full sort)."""
+    idx = [j for j in range(len(cos_row)) if valid_row[j]]
+    return np.sort(np.asarray(sorted(idx, key=lambda j: -cos_row[j])[:n_hard], dtype=np.int64))
+
+
+def mochi_anchor_points_np(anchor: np.ndarray, negatives: np.ndarray, hard: np.ndarray, first, second, alpha,
+                           pick, beta) -> list:
+    """MoCHi's points of one anchor (Eq. 3 and 4), built vector by vector from its draws."""
+    points = []
+    for a, c, w in zip(first, second, alpha):
+        points.append(mix(negatives[hard[a]], negatives[hard[c]], float(w)))
+    for c, w in zip(pick, beta):
+        points.append(mix(anchor, negatives[hard[c]], float(w)))
+    return points
+
+
+def hard_copy_points_np(negatives: np.ndarray, hard: np.ndarray, first, pick) -> list:
+    """The hard_copies control's points of one anchor: n_a of every pair, then n_c of every query mixture."""
+    return [negatives[hard[a]] for a in first] + [negatives[hard[c]] for c in pick]
+
+
+def finite_difference_np(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar f at x (float64), entry by entry."""
+    x = np.array(x, dtype=np.float64)
+    grad = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += eps
+        down[index] -= eps
+        grad[index] = (f(up) - f(down)) / (2 * eps)
+    return grad

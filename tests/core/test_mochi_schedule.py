@@ -125,8 +125,10 @@ def test_vision_ramp_epochs_become_steps_like_warmup_epochs() -> None:
      ({"name": "mochi", "schedule": "linear", "ramp_epochs": 0},
       r"loss\.strategies\[0\]\.ramp_epochs: must be"),
      ({"name": "mochi", "schedule": "linear", "ramp_epochs": 1, "ramp_steps": 3}, r"not both"),
-     ({"name": "synco", "ramp_epochs": 1}, r"loss\.strategies\[0\]\.ramp_epochs: only mochi"),
-     ({"name": "mixcse", "warmup_epochs": 1}, r"loss\.strategies\[0\]\.warmup_epochs: only mochi and synco")],
+     ({"name": "synco", "ramp_epochs": 1},
+      r"loss\.strategies\[0\]\.ramp_epochs: only a strategy with ramp_steps"),
+     ({"name": "mixcse", "warmup_epochs": 1},
+      r"loss\.strategies\[0\]\.warmup_epochs: only a strategy with warmup_steps")],
 )
 def test_vision_epoch_keys_are_checked(spec, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -34,6 +34,7 @@ MOCHI_RAMPS = {
     "cosine": {**MOCHI, "warmup_steps": 2, "schedule": "cosine", "ramp_steps": 4},
 }
 RAMP_STEPS = (0, 2, 3, 4, 5, 6, 9)
+HARD_COPIES = {"name": "hard_copies", "n_hard": 6, "n_pair": 9, "n_query": 4}
 
 
 def _randn(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -87,6 +88,9 @@ IN_BATCH_CASES = {
     "synco": (SYNCO, {}),
     "synco-symmetric": (SYNCO, {"symmetric": True}),
     "mochi+synco": ([MOCHI, SYNCO], {}),
+    "hard_copies": (HARD_COPIES, {}),
+    "hard_copies-symmetric": (HARD_COPIES, {"symmetric": True}),
+    "hard_copies+mixcse": ([HARD_COPIES, MIXCSE], {}),
 }
 
 
@@ -98,7 +102,8 @@ def test_in_batch_fast_equals_plain_float64(case: str) -> None:
     _assert_same(fast, _in_batch("plain", strategies, z1, z2, **kwargs))
 
 
-@pytest.mark.parametrize("case", ["none-symmetric", "mixcse", "mixcse-wo-sg", "mochi", "mochi+mixcse"])
+@pytest.mark.parametrize("case", ["none-symmetric", "mixcse", "mixcse-wo-sg", "mochi", "mochi+mixcse",
+                                  "hard_copies+mixcse"])
 def test_distributed_in_batch_fast_equals_plain_float64(case: str) -> None:
     """One rank's view of a gathered batch: local rows 4..8 of a global batch of 12."""
     strategies, kwargs = IN_BATCH_CASES[case]
@@ -134,6 +139,8 @@ QUEUE_CASES = {
     "mochi+mixcse": [MOCHI, MIXCSE],
     "synco": SYNCO,
     "mochi+synco": [MOCHI, SYNCO],
+    "hard_copies": HARD_COPIES,
+    "hard_copies+mochi": [HARD_COPIES, MOCHI],
 }
 
 
