@@ -1,9 +1,9 @@
-"""Mixing strategies, registered by name: ``none``, ``mixcse``, ``mochi``.
+"""Mixing strategies, registered by name: ``none``, ``mixcse``, ``mixcse_adaptive``, ``mochi``.
 
 Example:
     >>> from hardmix.strategies import available_strategies
     >>> available_strategies()
-    ['mixcse', 'mochi', 'none']
+    ['mixcse', 'mixcse_adaptive', 'mochi', 'none']
 """
 
 from hardmix.strategies.base import (
@@ -19,12 +19,14 @@ from hardmix.strategies.base import (
     strategy_class,
 )
 from hardmix.strategies.mixcse import MixCSE
+from hardmix.strategies.mixcse_adaptive import MixCSEAdaptive
 from hardmix.strategies.mochi import MoCHi
 from hardmix.strategies.none import NoMixing
 
 __all__ = [
     "ContrastContext",
     "MixCSE",
+    "MixCSEAdaptive",
     "MoCHi",
     "NoMixing",
     "ParamInfo",
