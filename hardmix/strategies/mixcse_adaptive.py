@@ -262,5 +262,5 @@ class MixCSEAdaptive(Strategy):
         return {
             "lam_mean": float(lam.mean()),
             "lam_smallest": float(lam.min()),
-            "bound_bites": float(bites.float().mean()),
+            "bound_bites": int(bites.sum()) / max(bites.numel(), 1),
         }
