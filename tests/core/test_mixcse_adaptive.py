@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import hardmix.strategies.mixcse as mixcse_module
+from hardmix.cli import main
 from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import MixCSE, MixCSEAdaptive, build_strategy, describe_strategies
@@ -277,6 +278,14 @@ def test_bad_argument_through_a_config_names_its_key(tiny_text_config) -> None:
     data["loss"]["strategies"] = [{"name": "mixcse", "lam_end": 0.4}]
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.schedule_steps:"):
         build_text_config(data)
+
+
+def test_hardmix_strategies_lists_it_and_the_schedule(capsys) -> None:
+    assert main(["strategies"]) == 0
+    text = capsys.readouterr().out
+    for needle in ("mixcse_adaptive:", "margin = 0.1", "lam_max = 0.2", "lam_min = 0.0", "lam_end = None",
+                   "schedule_steps = None", "lam_schedule = 'linear'"):
+        assert needle in text, needle
 
 
 def test_registry_config_round_trip_and_listing() -> None:

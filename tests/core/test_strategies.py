@@ -27,7 +27,7 @@ from ._reference import cross_entropy, mix, normalize
 
 
 def test_registry_lists_and_builds_the_three_strategies() -> None:
-    assert available_strategies() == ["mixcse", "mochi", "none"]
+    assert available_strategies() == ["mixcse", "mixcse_adaptive", "mochi", "none"]
     assert isinstance(build_strategy("none"), NoMixing)
     s = build_strategy({"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2, "beta_max": 0.3})
     assert isinstance(s, MoCHi) and (s.n_hard, s.n_pair, s.n_query, s.beta_max) == (8, 4, 2, 0.3)
