@@ -3,9 +3,11 @@
 Shapes are the papers':
 
 - text (SimCSE / MixCSE, in-batch): D = 768, B = 64 (the paper's batch), 1024 and 4096 (as if gathered
-  over GPUs). ``none`` single-direction and symmetric; ``mixcse`` single-direction and bidirectional.
+  over GPUs). ``none`` single-direction and symmetric; ``mixcse`` single-direction and bidirectional;
+  ``mixcse_adaptive`` bidirectional (lam_max = 0.2, margin = 0.1) and ``mixcse`` bidirectional with a lambda
+  schedule (it takes the composed path: the fused kernel declines a schedule).
 - vision (MoCo-v2 / MoCHi, queue): B = 256, D = 128, K = 16384 and 65536. ``none``; ``mochi`` with
-  N = 1024, s = 1024, s' = 256; and ``mixcse`` against the queue (for information).
+  N = 1024, s = 1024, s' = 256; ``mixcse`` and ``mixcse_adaptive`` against the queue (for information).
 
 Only the loss is measured: the inputs are leaf tensors (the encoder outputs), and one run is
 ``loss_fn.in_batch(z1, z2).loss.backward()`` or ``loss_fn.queue(q, k, queue).loss.backward()``.
@@ -68,7 +70,8 @@ class Case:
 
     name: str  # e.g. "text-4096/mixcse-bi"
     family: str  # "text" (in-batch) or "vision" (queue)
-    method: str  # none-single, none-sym, mixcse-single, mixcse-bi, none, mochi, mixcse
+    method: str  # none-single, none-sym, mixcse-single, mixcse-bi, mixcse-adaptive-bi, mixcse-sched-bi,
+    # none, mochi, mixcse, mixcse-adaptive
     baseline: str | None  # the case this one is compared with
     batch: int
     dim: int
@@ -91,6 +94,8 @@ def all_cases() -> list[Case]:
             Case(f"{group}/none-sym", "text", "none-sym", None, b, 768),
             Case(f"{group}/mixcse-single", "text", "mixcse-single", f"{group}/none-single", b, 768),
             Case(f"{group}/mixcse-bi", "text", "mixcse-bi", f"{group}/none-sym", b, 768),
+            Case(f"{group}/mixcse-adaptive-bi", "text", "mixcse-adaptive-bi", f"{group}/none-sym", b, 768),
+            Case(f"{group}/mixcse-sched-bi", "text", "mixcse-sched-bi", f"{group}/none-sym", b, 768),
         ]
     for k in (16384, 65536):
         group = f"vision-{k}"
@@ -98,6 +103,7 @@ def all_cases() -> list[Case]:
             Case(f"{group}/none", "vision", "none", None, 256, 128, k),
             Case(f"{group}/mochi", "vision", "mochi", f"{group}/none", 256, 128, k),
             Case(f"{group}/mixcse", "vision", "mixcse", f"{group}/none", 256, 128, k),
+            Case(f"{group}/mixcse-adaptive", "vision", "mixcse-adaptive", f"{group}/none", 256, 128, k),
         ]
     # With sample ids, as the vision trainer calls the loss (for information; not a target).
     cases += [
@@ -116,12 +122,19 @@ def loss_module(case: Case) -> ContrastiveLoss:
         return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "bidirectional": False})
     if case.method == "mixcse-bi":
         return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "bidirectional": True})
+    if case.method == "mixcse-adaptive-bi":
+        return ContrastiveLoss(0.05, {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.2})
+    if case.method == "mixcse-sched-bi":
+        schedule = {"lam_end": 0.1, "schedule_steps": 1000}
+        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "bidirectional": True, **schedule})
     if case.method == "none":
         return ContrastiveLoss(0.2)
     if case.method == "mochi":
         return ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 1024, "n_pair": 1024, "n_query": 256})
     if case.method == "mixcse":
         return ContrastiveLoss(0.2, {"name": "mixcse", "lam": 0.2})
+    if case.method == "mixcse-adaptive":
+        return ContrastiveLoss(0.2, {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.2})
     raise ValueError(f"unknown method {case.method}")
 
 
