@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_check  # noqa: E402
 import gpu_steps  # noqa: E402
 import gpu_training  # noqa: E402
+import loss_overhead  # noqa: E402
 
 #: bf16 dense rate: an 8192^3 bf16 product through PyTorch on a one-GPU H200 machine of this workplace
 #: ran at 788 TFLOP/s (measured, /work/.library/device/KINDS.md, 2026-10-28; the datasheet says ~990)
@@ -88,7 +89,7 @@ def estimate() -> list[tuple[str, float, float, str]]:
     start = CPU_S["start_trainer"] + CUDA_INIT_S
     rows.append(("device_tests", start + 2 * CPU_S["device_tests_cpu"], start + 4 * CPU_S["device_tests_cpu"],
                  "start + CUDA + the CPU cases' measured time again for the CUDA cases (x2 to x4)"))
-    n_cases = 19
+    n_cases = len(loss_overhead.all_cases())
     rows.append(("loss_overhead", start + n_cases * 5 * 0.05, start + n_cases * (5 * 0.05 + 0.2),
                  f"{n_cases} cases x 5 reps x >= 50 ms (the benchmark's minimum repetition), + warm-up "
                  "and memory probes"))
