@@ -5,12 +5,14 @@ Shapes are the papers':
 - text (SimCSE / MixCSE, in-batch): D = 768, B = 64 (the paper's batch), 1024 and 4096 (as if gathered
   over GPUs). ``none`` single-direction and symmetric; ``mixcse`` single-direction and bidirectional;
   the estimators ``hcl`` (beta 1.0, tau_plus 0.1) and ``dcl`` (tau_plus 0.1), single-direction;
-  ``false_negative_filter`` (top-k 10, single-direction).
+  ``false_negative_filter`` (top-k 10, single-direction); ``mixcse_adaptive`` bidirectional (lam_max = 0.2,
+  margin = 0.1) and ``mixcse`` bidirectional with a lambda schedule (it takes the composed path: the fused
+  kernel declines a schedule).
 - vision (MoCo-v2 / MoCHi, queue): B = 256, D = 128, K = 16384 and 65536. ``none``; ``mochi`` with
   N = 1024, s = 1024, s' = 256; ``synco`` (SynCo's four extra kinds, its official code's counts: N = 1024,
-  256 extrapolated and 64 each of noise, perturbed, adversarial); ``mixcse`` against the queue (for
-  information); ``hard_copies`` with MoCHi's arguments; ``false_negative_filter`` (top-k 10); ``hcl``
-  and ``dcl``.
+  256 extrapolated and 64 each of noise, perturbed, adversarial); ``mixcse`` and ``mixcse_adaptive``
+  against the queue (for information); ``hard_copies`` with MoCHi's arguments; ``false_negative_filter``
+  (top-k 10); ``hcl`` and ``dcl``.
 
 Only the loss is measured: the inputs are leaf tensors (the encoder outputs), and one run is
 ``loss_fn.in_batch(z1, z2).loss.backward()`` or ``loss_fn.queue(q, k, queue).loss.backward()``.
@@ -73,8 +75,9 @@ class Case:
 
     name: str  # e.g. "text-4096/mixcse-bi"
     family: str  # "text" (in-batch) or "vision" (queue)
-    method: str  # none-single, none-sym, mixcse-single, mixcse-bi, hcl-single, dcl-single, fnf-single;
-    # none, mochi, mixcse, synco, hcl, dcl, hard-copies, fnf
+    method: str  # none-single, none-sym, mixcse-single, mixcse-bi, mixcse-adaptive-bi, mixcse-sched-bi,
+    # hcl-single, dcl-single, fnf-single; none, mochi, mixcse, mixcse-adaptive, synco, hcl, dcl,
+    # hard-copies, fnf
     baseline: str | None  # the case this one is compared with
     batch: int
     dim: int
@@ -97,6 +100,8 @@ def all_cases() -> list[Case]:
             Case(f"{group}/none-sym", "text", "none-sym", None, b, 768),
             Case(f"{group}/mixcse-single", "text", "mixcse-single", f"{group}/none-single", b, 768),
             Case(f"{group}/mixcse-bi", "text", "mixcse-bi", f"{group}/none-sym", b, 768),
+            Case(f"{group}/mixcse-adaptive-bi", "text", "mixcse-adaptive-bi", f"{group}/none-sym", b, 768),
+            Case(f"{group}/mixcse-sched-bi", "text", "mixcse-sched-bi", f"{group}/none-sym", b, 768),
             Case(f"{group}/hcl-single", "text", "hcl-single", f"{group}/none-single", b, 768),
             Case(f"{group}/dcl-single", "text", "dcl-single", f"{group}/none-single", b, 768),
             Case(f"{group}/fnf-single", "text", "fnf-single", f"{group}/none-single", b, 768),
@@ -107,6 +112,7 @@ def all_cases() -> list[Case]:
             Case(f"{group}/none", "vision", "none", None, 256, 128, k),
             Case(f"{group}/mochi", "vision", "mochi", f"{group}/none", 256, 128, k),
             Case(f"{group}/mixcse", "vision", "mixcse", f"{group}/none", 256, 128, k),
+            Case(f"{group}/mixcse-adaptive", "vision", "mixcse-adaptive", f"{group}/none", 256, 128, k),
             Case(f"{group}/synco", "vision", "synco", f"{group}/none", 256, 128, k),
             Case(f"{group}/hcl", "vision", "hcl", f"{group}/none", 256, 128, k),
             Case(f"{group}/dcl", "vision", "dcl", f"{group}/none", 256, 128, k),
@@ -130,6 +136,11 @@ def loss_module(case: Case) -> ContrastiveLoss:
         return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "bidirectional": False})
     if case.method == "mixcse-bi":
         return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "bidirectional": True})
+    if case.method == "mixcse-adaptive-bi":
+        return ContrastiveLoss(0.05, {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.2})
+    if case.method == "mixcse-sched-bi":
+        schedule = {"lam_end": 0.1, "schedule_steps": 1000}
+        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "bidirectional": True, **schedule})
     if case.method == "none":
         return ContrastiveLoss(0.2)
     if case.method == "mochi":
@@ -150,6 +161,8 @@ def loss_module(case: Case) -> ContrastiveLoss:
         return ContrastiveLoss(0.2, {"name": "false_negative_filter", "top_k": 10})
     if case.method == "hard-copies":
         return ContrastiveLoss(0.2, {"name": "hard_copies", "n_hard": 1024, "n_pair": 1024, "n_query": 256})
+    if case.method == "mixcse-adaptive":
+        return ContrastiveLoss(0.2, {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.2})
     raise ValueError(f"unknown method {case.method}")
 
 

@@ -67,8 +67,9 @@ def test_dry_mode_measures_the_loss_and_every_step_group(dry_run) -> None:
     _, out = dry_run
     loss = _load(out, "loss_overhead.json")
     cases = {c["case"]: c for c in loss["cases"]}
-    assert set(cases) == {f"text-64/{m}" for m in ("none-single", "none-sym", "mixcse-single", "mixcse-bi",
-                                                    "hcl-single", "dcl-single", "fnf-single")}
+    methods = ("none-single", "none-sym", "mixcse-single", "mixcse-bi", "mixcse-adaptive-bi",
+               "mixcse-sched-bi", "hcl-single", "dcl-single", "fnf-single")
+    assert set(cases) == {f"text-64/{m}" for m in methods}
     assert all(c["median_s"] > 0 for c in cases.values()) and cases["text-64/mixcse-bi"]["time_ratio"] > 0
 
     text = _load(out, "text_steps.json")

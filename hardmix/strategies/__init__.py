@@ -1,10 +1,11 @@
-"""Strategies, registered by name: ``none``, ``mixcse``, ``mochi``, ``synco``, ``hcl``, ``dcl``,
-``false_negative_filter``, ``hard_copies``.
+"""Strategies, registered by name: ``none``, ``mixcse``, ``mixcse_adaptive``, ``mochi``, ``synco``,
+``hcl``, ``dcl``, ``false_negative_filter``, ``hard_copies``.
 
 Example:
     >>> from hardmix.strategies import available_strategies
     >>> available_strategies()
-    ['dcl', 'false_negative_filter', 'hard_copies', 'hcl', 'mixcse', 'mochi', 'none', 'synco']
+    ['dcl', 'false_negative_filter', 'hard_copies', 'hcl', 'mixcse', 'mixcse_adaptive', 'mochi', 'none',
+     'synco']
 """
 
 from hardmix.strategies.base import (
@@ -24,6 +25,7 @@ from hardmix.strategies.false_negative_filter import FalseNegativeFilter
 from hardmix.strategies.hard_copies import HardCopies
 from hardmix.strategies.hcl import HCL
 from hardmix.strategies.mixcse import MixCSE
+from hardmix.strategies.mixcse_adaptive import MixCSEAdaptive
 from hardmix.strategies.mochi import MoCHi
 from hardmix.strategies.none import NoMixing
 from hardmix.strategies.synco import SynCo
@@ -35,6 +37,7 @@ __all__ = [
     "FalseNegativeFilter",
     "HardCopies",
     "MixCSE",
+    "MixCSEAdaptive",
     "MoCHi",
     "NoMixing",
     "ParamInfo",

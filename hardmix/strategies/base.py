@@ -244,8 +244,9 @@ def build_strategy(spec: str | dict[str, Any] | Strategy) -> Strategy:
     """Build a strategy from a name, a mapping ``{"name": ..., **params}`` or pass one through.
 
     Example:
-        >>> build_strategy({"name": "mixcse", "lam": 0.2})
-        MixCSE(lam=0.2, stop_grad=True, bidirectional=None, mode='clean')
+        >>> build_strategy({"name": "mixcse", "lam": 0.2})  # doctest: +NORMALIZE_WHITESPACE
+        MixCSE(lam=0.2, stop_grad=True, bidirectional=None, mode='clean', lam_end=None,
+               schedule_steps=None, lam_schedule='linear')
     """
     if isinstance(spec, Strategy):
         return spec

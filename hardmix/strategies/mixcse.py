@@ -15,6 +15,16 @@ stops their gradient, and takes their logits with a matrix product. :meth:`MixCS
 :meth:`MixCSE.fused_in_batch` compute the same numbers in closed form from the similarity matrices
 (:mod:`hardmix.kernels`); the tests check them against this file.
 
+A lambda schedule (hardmix's option, not the paper's: the paper keeps lam constant): with ``lam_end`` set,
+the mixtures of optimizer step t use
+
+    lam(t) = lam + (lam_end - lam) r(min(t, T) / T),   r(s) = s ("linear") or (1 - cos(pi s)) / 2 ("cosine")
+
+with T = ``schedule_steps``: lam at step 0, lam_end from step T on. Both paths read the step's lam from
+``ctx.step``; the fused in-batch loss, which is given no step, declines while a schedule is set (the loss
+then composes the same numbers from :meth:`MixCSE.fast_logits`). With ``lam_end`` None (the default) lam
+is the constant ``lam``, exactly as before.
+
 Reference mode: the logits of the official MixCSE code (BDBC-KG-NLP/MixCSE_AAAI2022, ``cl_forward``),
 described in ``docs/mixcse_modes.md``: un-normalized pooled features mixed with their roll-by-one neighbour,
 two shared B x B blocks, the false-negative entry zeroed (not masked), one direction.
@@ -22,6 +32,7 @@ two shared B x B blocks, the false-negative entry zeroed (not masked), one direc
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -37,15 +48,17 @@ from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, regist
 from hardmix.utils.counting import count_true
 
 NEG_INF = float("-inf")
+SCHEDULES = ("linear", "cosine")
 
 
-def mixtures(positives: Tensor, candidates: Tensor, lam: float) -> Tensor:
+def mixtures(positives: Tensor, candidates: Tensor, lam: float | Tensor) -> Tensor:
     """MixCSE's mixed negatives m_ij = normalize(lam p_i + (1 - lam) n_j) (Eq. 4), every pair (i, j).
 
     Args:
         positives: (B, D) unit positives p_i (the paper's h'_i).
         candidates: (N, D) unit negatives n_j (the paper's h'_j).
-        lam: the positive's weight, in (0, 1).
+        lam: the positive's weight, in (0, 1); or a (B, 1, 1) tensor, one weight per row i (the
+            ``mixcse_adaptive`` strategy's lam_i).
 
     Returns:
         (B, N, D) unit mixtures, with the gradient of their inputs (apply SG yourself).
@@ -58,6 +71,31 @@ def mixtures(positives: Tensor, candidates: Tensor, lam: float) -> Tensor:
     return F.normalize(lam * positives.unsqueeze(1) + (1.0 - lam) * candidates.unsqueeze(0), dim=-1)
 
 
+def scheduled_lam(step: int, lam: float, lam_end: float, schedule_steps: int, schedule: str) -> float:
+    """The lambda of optimizer step ``step``: from ``lam`` at step 0 to ``lam_end`` at ``schedule_steps``
+    (linearly or along a half cosine), then ``lam_end``.
+
+    Example:
+        >>> [scheduled_lam(t, 0.2, 0.4, 4, "linear") for t in (0, 2, 4, 9)]
+        [0.2, 0.30000000000000004, 0.4, 0.4]
+        >>> round(scheduled_lam(1, 0.2, 0.4, 4, "cosine"), 6)  # 0.2 + 0.2 (1 - cos(pi / 4)) / 2
+        0.229289
+    """
+    if step <= 0:
+        return lam
+    if step >= schedule_steps:
+        return lam_end
+    s = step / schedule_steps
+    ramp = s if schedule == "linear" else 0.5 * (1.0 - math.cos(math.pi * s))
+    return lam + (lam_end - lam) * ramp
+
+
+def _check_lam(argument: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
+        raise StrategyArgumentError(argument, f"must be in (0, 1), got {value}")
+    return float(value)
+
+
 @register_strategy
 class MixCSE(Strategy):
     """Positive-negative mixing: one stop-gradient mixture of the positive with each negative.
@@ -68,6 +106,10 @@ class MixCSE(Strategy):
         bidirectional: add the second direction (h' as anchor) and average the two; None means the mode's
             own (True for clean; the reference mode is one-directional). False is the "single" ablation.
         mode: ``"clean"`` (the paper's equation) or ``"reference"`` (the official code's logits).
+        lam_end: None (the default: lam is constant, as in the paper), or the lam a schedule reaches, in
+            (0, 1) (hardmix's option).
+        schedule_steps: the schedule's length in optimizer steps (a positive integer; only with lam_end).
+        lam_schedule: the ramp from lam to lam_end, ``"linear"`` or ``"cosine"`` (a half cosine).
 
     Example:
         >>> MixCSE(lam=1.5)
@@ -88,6 +130,12 @@ class MixCSE(Strategy):
             "bidirectional", None, "two directions averaged (None: true for clean mode); false is 'single'"
         ),
         ParamInfo("mode", "clean", "'clean' (paper's equation) or 'reference' (official code's logits)"),
+        ParamInfo(
+            "lam_end", None,
+            "lam reached after schedule_steps, in (0, 1); None: constant lam (the paper); hardmix's option",
+        ),
+        ParamInfo("schedule_steps", None, "schedule length in optimizer steps (with lam_end); hardmix's"),
+        ParamInfo("lam_schedule", "linear", "'linear' or 'cosine' ramp from lam to lam_end; hardmix's"),
     )
     needs_anchor_logits = True  # the fast path's stop-gradient logits
 
@@ -97,9 +145,25 @@ class MixCSE(Strategy):
         stop_grad: bool = True,
         bidirectional: bool | None = None,
         mode: Literal["clean", "reference"] = "clean",
+        lam_end: float | None = None,
+        schedule_steps: int | None = None,
+        lam_schedule: str = "linear",
     ) -> None:
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 < float(lam) < 1.0:
-            raise StrategyArgumentError("lam", f"must be in (0, 1), got {lam}")
+        lam = _check_lam("lam", lam)
+        if lam_end is not None:
+            lam_end = _check_lam("lam_end", lam_end)
+        if schedule_steps is not None and (
+            isinstance(schedule_steps, bool) or not isinstance(schedule_steps, int) or schedule_steps < 1
+        ):
+            raise StrategyArgumentError(
+                "schedule_steps", f"must be a positive integer, got {schedule_steps!r}"
+            )
+        if lam_end is not None and schedule_steps is None:
+            raise StrategyArgumentError("schedule_steps", "a schedule (lam_end) needs its length in steps")
+        if lam_end is None and schedule_steps is not None:
+            raise StrategyArgumentError("lam_end", "schedule_steps is set but no lam_end to ramp to")
+        if lam_schedule not in SCHEDULES:
+            raise StrategyArgumentError("lam_schedule", f"must be 'linear' or 'cosine', got {lam_schedule!r}")
         if not isinstance(stop_grad, bool):
             raise StrategyArgumentError("stop_grad", f"must be true or false, got {stop_grad!r}")
         if bidirectional is not None and not isinstance(bidirectional, bool):
@@ -116,11 +180,22 @@ class MixCSE(Strategy):
             raise StrategyArgumentError(
                 "stop_grad", "the reference mode always detaches its mixtures, as the official code"
             )
-        self.lam = float(lam)
+        self.lam = lam
         self.stop_grad = stop_grad
         self.bidirectional = bidirectional
         self.mode = mode
+        self.lam_end = lam_end
+        self.schedule_steps = schedule_steps
+        self.lam_schedule = lam_schedule
         self._last: tuple | None = None
+        self._last_lam = lam
+
+    def lam_at(self, step: int) -> float:
+        """The lam of optimizer step ``step``: ``lam`` itself without a schedule, else
+        :func:`scheduled_lam`."""
+        if self.lam_end is None:
+            return self.lam
+        return scheduled_lam(step, self.lam, self.lam_end, self.schedule_steps, self.lam_schedule)
 
     @property
     def symmetric(self) -> bool | None:
@@ -133,7 +208,7 @@ class MixCSE(Strategy):
         valid negative of anchor i (its own positive, an excluded queue entry). (B, N)."""
         if self.mode == "reference":
             return self._reference_logits(ctx)
-        m = mixtures(ctx.positives, ctx.candidates, self.lam)  # (B, N, D) m'_ij
+        m = mixtures(ctx.positives, ctx.candidates, self.lam_at(ctx.step))  # (B, N, D) m'_ij
         if self.stop_grad:
             m = m.detach()  # SG(m'_ij): the gradient reaches the anchor h_i only
         logits = (m @ ctx.anchors.unsqueeze(2)).squeeze(2) / ctx.temperature  # (B, N) h_i . m'_ij / tau
@@ -153,7 +228,7 @@ class MixCSE(Strategy):
             ctx.negative_mask,
             ctx.positive_index,
             ctx.shortcuts,
-            self.lam,
+            self.lam_at(ctx.step),
             self.stop_grad,
             queue_mode=ctx.mode == "queue",
         )
@@ -163,7 +238,11 @@ class MixCSE(Strategy):
     def fused_in_batch(
         self, h1: Tensor, h2: Tensor, temperature: float, symmetric: bool
     ) -> tuple[Tensor, Tensor] | None:
-        """The clean, stop-gradient loss in one autograd Function (:mod:`hardmix.kernels.fused_in_batch`)."""
+        """The clean, stop-gradient loss in one autograd Function (:mod:`hardmix.kernels.fused_in_batch`).
+
+        None with a lambda schedule: this call is given no step, so it cannot know the step's lam."""
+        if self.lam_end is not None:
+            return None
         if self.mode != "clean" or not self.stop_grad or not fused_in_batch_supported(h1, temperature):
             return None
         loss, positive_logits = fused_in_batch_loss(h1, h2, temperature, symmetric, lam=self.lam)
@@ -176,12 +255,15 @@ class MixCSE(Strategy):
         (the paper's h_i)."""
         if ctx.direction == 0:
             self._last = (mixed, ctx.positive_logits.detach(), ctx.negative_mask, ctx.temperature)
+            self._last_lam = self.lam_at(ctx.step)
 
     def diagnostics(self) -> dict[str, float]:
         """Mean cosine of the anchors to their mixed negatives, and the fraction of mixed negatives more
-        similar to the anchor than its positive (the paper's bound on lam, Sec. 4.3), from the last call."""
+        similar to the anchor than its positive (the paper's bound on lam, Sec. 4.3), from the last call;
+        with a schedule, also the lam of that call."""
         if getattr(self, "_last", None) is None:
             return {}
+        schedule = {} if self.lam_end is None else {"lam": self._last_lam}
         if len(self._last) == 3:  # from the fused path: the views (h1, h2) and tau
             h1, h2, tau = self._last
             with torch.no_grad():
@@ -195,6 +277,7 @@ class MixCSE(Strategy):
         return {
             "synthetic_sim": float(torch.where(valid, mixed, 0.0).sum() / n) * tau,
             "synthetic_harder_than_positive": float(((mixed > positive.unsqueeze(1)) & valid).sum() / n),
+            **schedule,
         }
 
     def _reference_logits(self, ctx: ContrastContext) -> Tensor:
@@ -204,7 +287,7 @@ class MixCSE(Strategy):
             )
         if ctx.direction != 0:
             raise StrategyArgumentError("bidirectional", "the reference mode is one-directional")
-        lam, tau = self.lam, ctx.temperature
+        lam, tau = self.lam_at(ctx.step), ctx.temperature
         z1_all = ctx.unnormalized.all_anchors  # (N, D) un-normalized first view of the whole batch
         z2_all = ctx.unnormalized.candidates  # (N, D) second view
         z1 = ctx.unnormalized.anchors  # (B, D) local rows

@@ -455,3 +455,109 @@ def finite_difference_np(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
         down[index] -= eps
         grad[index] = (f(up) - f(down)) / (2 * eps)
     return grad
+
+
+# ---- mixcse_adaptive (issue 17): MixCSE with a per-anchor lambda from the Sec. 4.3 bound ----------------
+
+
+def adaptive_lam_np(h, p, n, valid, margin, lam_max, lam_min=0.0, iterations=200):
+    """The per-anchor lambda of ``mixcse_adaptive``, pair by pair, on mixtures built as vectors.
+
+    h (B, D) anchors, p (B, D) positives, n (N, D) negatives, all unit; valid (B, N) bool. For anchor i,
+    t_i = h_i.p_i - margin; a valid j with h_i.n_j <= t_i is constrained; its lam*_ij is lam_max if
+    h_i.mix(p_i, n_j, lam_max) <= t_i, else found by bisection on [0, lam_max] (the feasible end kept);
+    lam_i = max(lam_min, min_j lam*_ij), lam_max if nothing constrains.
+
+    Returns (lam (B,), raw (B,) before the floor, constrained (B, N) bool, t (B,)).
+    """
+    b, k = len(h), len(n)
+    lam = np.full(b, float(lam_max))
+    constrained = np.zeros((b, k), dtype=bool)
+    t = np.array([float(h[i] @ p[i]) - margin for i in range(b)])
+    for i in range(b):
+        for j in range(k):
+            if not valid[i, j] or float(h[i] @ n[j]) > t[i]:
+                continue
+            constrained[i, j] = True
+            if float(h[i] @ mix(p[i], n[j], lam_max)) <= t[i]:
+                star = float(lam_max)
+            else:
+                lo, hi = 0.0, float(lam_max)
+                for _ in range(iterations):
+                    mid = 0.5 * (lo + hi)
+                    if float(h[i] @ mix(p[i], n[j], mid)) <= t[i]:
+                        lo = mid
+                    else:
+                        hi = mid
+                star = lo
+            lam[i] = min(lam[i], star)
+    return np.maximum(lam, lam_min), lam, constrained, t
+
+
+def mixcse_adaptive_rows_np(h, p, n, valid, lam, tau, positive_column, mixtures=None):
+    """Per anchor i the logits of one direction: the plain columns h_i.n_j / tau (all of them in-batch,
+    where column ``positive_column[i]`` is the positive; the valid ones against a queue, after the positive
+    h_i.p_i / tau in front), then h_i.m_ij / tau for every valid j, m_ij = mix(p_i, n_j, lam_i).
+
+    ``mixtures`` (from an earlier call) holds the m_ij fixed (stop-gradient in a finite difference).
+    Returns (rows, positive index of each row, mixtures).
+    """
+    rows, targets, used = [], [], {}
+    for i in range(len(h)):
+        if positive_column is None:  # queue: [positive | valid negatives]
+            row = [float(h[i] @ p[i]) / tau]
+            row += [float(h[i] @ n[j]) / tau for j in range(len(n)) if valid[i, j]]
+            targets.append(0)
+        else:
+            row = [float(h[i] @ n[j]) / tau for j in range(len(n))]
+            targets.append(positive_column[i])
+        for j in range(len(n)):
+            if not valid[i, j]:
+                continue
+            m = mix(p[i], n[j], lam[i]) if mixtures is None else mixtures[i, j]
+            used[i, j] = m
+            row.append(float(h[i] @ m) / tau)
+        rows.append(row)
+    return rows, targets, used
+
+
+def mixcse_adaptive_loss_np(z1, z2, margin, lam_max, lam_min, tau, bidirectional, frozen=None):
+    """The in-batch mixcse_adaptive loss: each direction computes its own lam_i (the views swapped in the
+    second). ``frozen`` (the second value returned) fixes the lambdas and mixtures of both directions.
+    Returns (loss, frozen)."""
+    h1, h2 = normalize(z1), normalize(z2)
+    b = len(h1)
+    valid = ~np.eye(b, dtype=bool)
+    losses, state = [], []
+    for d, (anchors, positives) in enumerate([(h1, h2), (h2, h1)][: 2 if bidirectional else 1]):
+        if frozen is None:
+            lam = adaptive_lam_np(anchors, positives, positives, valid, margin, lam_max, lam_min)[0]
+            mixtures = None
+        else:
+            lam, mixtures = frozen[d]
+        rows, targets, used = mixcse_adaptive_rows_np(
+            anchors, positives, positives, valid, lam, tau, list(range(b)), mixtures
+        )
+        losses.append(cross_entropy_rows(rows, targets))
+        state.append((lam, used))
+    return float(np.mean(losses)), state
+
+
+def mixcse_adaptive_queue_np(q, k, queue, valid, margin, lam_max, lam_min, tau, frozen=None):
+    """mixcse_adaptive against a queue: anchor q_i, positive k_i, valid queue entries n_j. Returns (loss,
+    frozen)."""
+    h, key, n = normalize(q), normalize(k), normalize(queue)
+    if frozen is None:
+        lam = adaptive_lam_np(h, key, n, valid, margin, lam_max, lam_min)[0]
+        mixtures = None
+    else:
+        lam, mixtures = frozen
+    rows, targets, used = mixcse_adaptive_rows_np(h, key, n, valid, lam, tau, None, mixtures)
+    return cross_entropy_rows(rows, targets), (lam, used)
+
+
+def cross_entropy_rows(rows, targets) -> float:
+    """Mean of logsumexp(row) - row[target] over rows of possibly different lengths."""
+    return float(np.mean([logsumexp(np.asarray(r)) - r[t] for r, t in zip(rows, targets)]))
+
+

@@ -41,6 +41,9 @@ IN_BATCH = [
     ("mixcse-single", {"name": "mixcse", "lam": 0.2, "bidirectional": False}, None),
     ("mixcse-no-sg", {"name": "mixcse", "lam": 0.2, "stop_grad": False}, None),
     ("mixcse-reference", {"name": "mixcse", "lam": 0.2, "mode": "reference"}, None),
+    # A schedule at step 0 (lam = 0.3): the composed path, the fused kernel declining.
+    ("mixcse-scheduled", {"name": "mixcse", "lam": 0.3, "lam_end": 0.2, "schedule_steps": 10}, None),
+    ("mixcse_adaptive-bi", {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.5}, None),
 ]
 
 
@@ -69,7 +72,11 @@ def _queue_inputs(seed: int = 1, b: int = 12, k: int = 64, d: int = 16):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("spec", [None, {"name": "mixcse", "lam": 0.2}], ids=["none", "mixcse"])
+@pytest.mark.parametrize(
+    "spec",
+    [None, {"name": "mixcse", "lam": 0.2}, {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.5}],
+    ids=["none", "mixcse", "mixcse_adaptive"],
+)
 def test_queue_loss_with_sample_ids_on_device_equals_float64_cpu(device: str, spec) -> None:
     q, key, queue, query_ids, queue_ids = _queue_inputs()
     loss_fn = ContrastiveLoss(0.2, spec)

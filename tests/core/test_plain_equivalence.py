@@ -35,6 +35,8 @@ MOCHI_RAMPS = {
 }
 RAMP_STEPS = (0, 2, 3, 4, 5, 6, 9)
 HARD_COPIES = {"name": "hard_copies", "n_hard": 6, "n_pair": 9, "n_query": 4}
+ADAPTIVE = {"name": "mixcse_adaptive", "margin": 0.05, "lam_max": 0.5}  # bites in some rows of these inputs
+SCHEDULED = {"name": "mixcse", "lam": 0.2, "lam_end": 0.4, "schedule_steps": 4}
 
 
 def _randn(*shape: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -91,6 +93,11 @@ IN_BATCH_CASES = {
     "hard_copies": (HARD_COPIES, {}),
     "hard_copies-symmetric": (HARD_COPIES, {"symmetric": True}),
     "hard_copies+mixcse": ([HARD_COPIES, MIXCSE], {}),
+    "mixcse_adaptive": (ADAPTIVE, {}),
+    "mixcse_adaptive-single": ({**ADAPTIVE, "bidirectional": False}, {}),
+    "mixcse_adaptive-wo-sg": ({**ADAPTIVE, "stop_grad": False}, {}),
+    "mixcse_adaptive-floor": ({**ADAPTIVE, "lam_min": 0.3}, {}),
+    "mochi+mixcse_adaptive": ([MOCHI, ADAPTIVE], {}),
 }
 
 
@@ -103,7 +110,7 @@ def test_in_batch_fast_equals_plain_float64(case: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["none-symmetric", "mixcse", "mixcse-wo-sg", "mochi", "mochi+mixcse",
-                                  "hard_copies+mixcse"])
+                                  "hard_copies+mixcse", "mixcse_adaptive"])
 def test_distributed_in_batch_fast_equals_plain_float64(case: str) -> None:
     """One rank's view of a gathered batch: local rows 4..8 of a global batch of 12."""
     strategies, kwargs = IN_BATCH_CASES[case]
@@ -141,6 +148,9 @@ QUEUE_CASES = {
     "mochi+synco": [MOCHI, SYNCO],
     "hard_copies": HARD_COPIES,
     "hard_copies+mochi": [HARD_COPIES, MOCHI],
+    "mixcse_adaptive": ADAPTIVE,
+    "mixcse_adaptive-wo-sg": {**ADAPTIVE, "stop_grad": False},
+    "mochi+mixcse_adaptive": [MOCHI, ADAPTIVE],
 }
 
 
@@ -154,6 +164,45 @@ def test_queue_fast_equals_plain_float64(case: str, with_ids: bool) -> None:
     _assert_same(fast, _queue("plain", strategies, q, key, queue, *ids))
 
 
+@pytest.mark.parametrize("step", [0, 1, 2, 4, 9])
+@pytest.mark.parametrize("case", ["scheduled", "scheduled-cosine", "scheduled-single", "scheduled+mochi"])
+def test_scheduled_mixcse_fast_equals_plain_at_each_step(case: str, step: int) -> None:
+    """A lambda schedule: the fast path (fast_logits, which reads ctx.step; the fused loss declines) and the
+    plain one use the step's lam, in-batch and against a queue with sample ids."""
+    spec = {
+        "scheduled": SCHEDULED,
+        "scheduled-cosine": {**SCHEDULED, "lam_schedule": "cosine"},
+        "scheduled-single": {**SCHEDULED, "bidirectional": False},
+        "scheduled+mochi": [MOCHI, SCHEDULED],
+    }[case]
+    z1, z2 = _randn(12, 8, seed=60), _randn(12, 8, seed=61)
+
+    def in_batch(impl: str):
+        a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
+        out = ContrastiveLoss(0.05, spec, impl=impl).in_batch(
+            a, b, step=step, generator=torch.Generator().manual_seed(7)
+        )
+        out.loss.backward()
+        return out.loss.detach(), (a.grad, b.grad), out.stats()
+
+    fast = in_batch("fast")
+    _assert_same(fast, in_batch("plain"))
+    assert fast[2]["mixcse/lam"] == mixcse_module.scheduled_lam(
+        step, 0.2, 0.4, 4, "cosine" if case == "scheduled-cosine" else "linear"
+    )
+    q, key, queue, query_ids, queue_ids = _queue_inputs(seed=62)
+
+    def queue_run(impl: str):
+        a = q.clone().requires_grad_(True)
+        out = ContrastiveLoss(0.2, spec, impl=impl).queue(
+            a, key, queue, query_ids, queue_ids, step=step, generator=torch.Generator().manual_seed(7)
+        )
+        out.loss.backward()
+        return out.loss.detach(), (a.grad,), out.stats()
+
+    _assert_same(queue_run("fast"), queue_run("plain"))
+
+
 def test_float32_fast_equals_plain_to_1e4_relative_with_mochi_draws() -> None:
     """The engine's end-to-end check runs in float32 at 1e-4 relative; the loss-level one is tighter."""
     q, key, queue, query_ids, queue_ids = _queue_inputs(seed=20, b=32, k=512, d=16, dtype=torch.float32)
@@ -163,7 +212,7 @@ def test_float32_fast_equals_plain_to_1e4_relative_with_mochi_draws() -> None:
         plain = _queue("plain", spec, q, key, queue, query_ids, queue_ids, seed=seed)
         _assert_same(fast, plain, rtol=1e-5, atol=1e-6)
     z1, z2 = _randn(32, 16, seed=21, dtype=torch.float32), _randn(32, 16, seed=22, dtype=torch.float32)
-    for strategies in (MIXCSE, {"name": "mochi", "n_hard": 16, "n_pair": 16, "n_query": 4}):
+    for strategies in (MIXCSE, ADAPTIVE, {"name": "mochi", "n_hard": 16, "n_pair": 16, "n_query": 4}):
         fast = _in_batch("fast", strategies, z1, z2)
         _assert_same(fast, _in_batch("plain", strategies, z1, z2), rtol=1e-5, atol=1e-6)
 

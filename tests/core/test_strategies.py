@@ -28,7 +28,8 @@ from ._reference import cross_entropy, mix, normalize
 
 def test_registry_lists_and_builds_the_strategies() -> None:
     assert available_strategies() == [
-        "dcl", "false_negative_filter", "hard_copies", "hcl", "mixcse", "mochi", "none", "synco"
+        "dcl", "false_negative_filter", "hard_copies", "hcl", "mixcse", "mixcse_adaptive", "mochi", "none",
+        "synco",
     ]
     assert isinstance(build_strategy("none"), NoMixing)
     s = build_strategy({"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2, "beta_max": 0.3})

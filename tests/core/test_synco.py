@@ -329,12 +329,12 @@ def test_configs_check_the_negatives_synco_needs() -> None:
     """Before any work: text's B - 1 in-batch negatives, vision's queue, the key named."""
     from hardmix.text.config import build_text_config
 
-    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 64 hardest negatives"):
+    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 64 negatives needed per anchor"):
         build_text_config({"train": {"batch_size": 32}, "loss": {"strategies": [{"name": "synco",
                                                                                  "n_hard": 64}]}})
     assert build_text_config({"loss": {"strategies": [{"name": "synco", "n_hard": 63}]}}).loss.strategies
     from hardmix.training.config import build_task_config
     from hardmix.vision.config import VisionConfig
 
-    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 1024 hardest negatives"):
+    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 1024 negatives needed per anchor"):
         build_task_config(VisionConfig, {"loss": {"strategies": "synco", "queue_size": 512}})
