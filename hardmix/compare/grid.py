@@ -83,8 +83,13 @@ def build_grid(spec: CompareSpec, output: Path, check_data: bool = True) -> list
         except ConfigError as e:
             raise ConfigError(f"tasks.{task.name}.task: {str(e).split(': ', 1)[-1]}") from None
         for name in task.strategy_args:
-            if not any(e["name"] == name for entries in spec.strategies.values() for e in entries):
-                raise ConfigError(f"tasks.{task.name}.strategy_args.{name}: no strategy list uses {name}")
+            used = name in spec.strategies or any(
+                e["name"] == name for entries in spec.strategies.values() for e in entries
+            )
+            if not used:
+                raise ConfigError(
+                    f"tasks.{task.name}.strategy_args.{name}: neither a strategy of the spec nor used by one"
+                )
         checked = False
         for strategy in task.strategies or spec.strategies:
             entries = spec.strategies_for(task, strategy)

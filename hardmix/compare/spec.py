@@ -77,10 +77,14 @@ class CompareSpec:
     raw: dict[str, Any] = field(default_factory=dict)
 
     def strategies_for(self, task: TaskSpec, strategy: str) -> list[dict[str, Any]]:
-        """The ``loss.strategies`` list of one cell: the strategy's entries with the task's arguments."""
+        """The ``loss.strategies`` list of one cell: the strategy's entries with the task's arguments,
+        first those given under the entry's registered name (``mochi``: every list that uses mochi), then
+        those given under the spec's name of this strategy (``mochi_ramp``: this list only)."""
         entries = copy.deepcopy(self.strategies[strategy])
         for entry in entries:
             entry.update(task.strategy_args.get(entry["name"], {}))
+            if strategy != entry["name"]:
+                entry.update(task.strategy_args.get(strategy, {}))
         return entries
 
 

@@ -97,7 +97,7 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
         ),
         (
             lambda s: s["tasks"]["vision"].update(strategy_args={"mochi": {"n_hard": 8}}),
-            r"strategy_args\.mochi: no strategy list uses mochi",
+            r"strategy_args\.mochi: neither a strategy of the spec nor used by one",
         ),
     ],
 )
@@ -117,6 +117,23 @@ def test_strategy_args_are_the_tasks_own(grid_spec, tmp_path):
     assert lams[("text", "mixcse")] == [{"name": "mixcse", "lam": 0.2}]
     assert lams[("vision", "mixcse")] == [{"name": "mixcse", "lam": 0.3}]
     assert {c.config["train"]["seed"] for c in cells} == {1, 2} and len(cells) == 8
+
+
+def test_arguments_under_a_spec_strategy_s_name_reach_that_list_only(grid_spec, tmp_path):
+    spec = copy.deepcopy(grid_spec)
+    spec["strategies"]["mixcse_ramp"] = [{"name": "mixcse", "lam": 0.1, "lam_end": 0.3}]
+    spec["tasks"]["vision"]["strategy_args"] = {"mixcse": {"lam": 0.25}, "mixcse_ramp": {"schedule_steps": 9}}
+    spec["tasks"]["text"]["strategies"] = ["none", "mixcse"]
+    cells = build_grid(parse_spec(spec), tmp_path / "out")
+    lists = {(c.task.name, c.strategy): c.config["loss"]["strategies"] for c in cells}
+    assert lists[("vision", "mixcse")] == [{"name": "mixcse", "lam": 0.25}]
+    assert lists[("vision", "mixcse_ramp")] == [{"name": "mixcse", "lam": 0.25, "lam_end": 0.3,
+                                                  "schedule_steps": 9}]
+    assert len(cells) == 2 * (2 + 3)
+    # text gives no schedule length: the spec is refused before any run, naming the task and strategy
+    del spec["tasks"]["text"]["strategies"]
+    with pytest.raises(ConfigError, match=r"tasks\.text with strategy mixcse_ramp: .*schedule_steps"):
+        build_grid(parse_spec(spec), tmp_path / "out3")
 
 
 def test_a_task_runs_only_the_strategies_it_names(grid_spec, tmp_path):
