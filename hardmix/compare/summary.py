@@ -107,7 +107,8 @@ def per_task_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[
     rows = []
     for strategy, row in t["strategies"].items():
         p = t["paired"].get(strategy)
-        diff = f"{p['mean']:+.2f} [{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}]" if p else "(baseline)"
+        mean = "n/a" if p is None or math.isnan(p["mean"]) else f"{p['mean']:+.2f}"
+        diff = f"{mean} [{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}]" if p else "(baseline)"
         rows.append(
             [
                 strategy,
