@@ -282,3 +282,24 @@ def test_printed_commands_run_as_printed(grid_spec, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == ""  # nothing left to run
     assert cli(["compare", str(path), "--output", str(out), "--report-only"]) == 0
     assert "missing" not in capsys.readouterr().out
+
+
+def test_the_strategies_beyond_the_papers_run_from_a_comparison(grid_spec, tmp_path, capsys):
+    """An exclusion, an estimator and the control, each one cell of a real (tiny) vision comparison."""
+    spec = copy.deepcopy(grid_spec)
+    del spec["tasks"]["text"]
+    spec["seeds"] = [1]
+    spec["strategies"] = {
+        "none": [{"name": "none"}],
+        "hcl_filtered": [{"name": "false_negative_filter", "top_k": 2}, {"name": "hcl"}],
+        "hard_copies": [{"name": "hard_copies", "n_hard": 8, "n_pair": 8, "n_query": 4}],
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert cli(["compare", str(path), "--output", str(tmp_path / "cmp"), "--threads", "1"]) == 0
+    summary = json.loads((tmp_path / "cmp" / "summary.json").read_text())
+    assert summary["finished"] == summary["cells"] == 3
+    rows = summary["tasks"]["vision"]["strategies"]
+    assert all(rows[s]["n"] == 1 and 0.0 <= rows[s]["mean"] <= 100.0 for s in spec["strategies"])
+    metrics = (tmp_path / "cmp" / "runs" / "vision" / "hcl_filtered" / "seed1" / "metrics.jsonl").read_text()
+    assert "false_negative_filter/excluded_fraction" in metrics and "hcl/clamped" in metrics
