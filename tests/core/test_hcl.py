@@ -20,24 +20,12 @@ from hardmix.mixing import mochi_synthesize
 from hardmix.strategies import DCL, HCL, available_strategies, build_strategy, describe_strategies
 from hardmix.strategies.hcl import debiased_negative_term
 
-from ._reference import hcl_anchor_np, hcl_in_batch_np, hcl_queue_np, hcl_rows_np
+from ._reference import finite_difference_np, hcl_anchor_np, hcl_in_batch_np, hcl_queue_np, hcl_rows_np
 
 # float() of a loss that requires grad: harmless here (read after or instead of its backward)
 pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True to a scalar")
 NEG_INF = float("-inf")
 CASES = [(0.0, 0.0), (0.0, 0.1), (0.5, 0.1), (1.0, 0.1), (1.0, 0.3), (3.0, 0.05)]  # (beta, tau_plus)
-
-
-def numeric_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Central finite differences of the scalar f at x (float64)."""
-    x = np.array(x, dtype=np.float64)
-    grad = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        plus, minus = x.copy(), x.copy()
-        plus[idx] += eps
-        minus[idx] -= eps
-        grad[idx] = (f(plus) - f(minus)) / (2 * eps)
-    return grad
 
 
 def _loss(strategy: str, beta: float, tau_plus: float, tau: float, **kwargs) -> ContrastiveLoss:
@@ -105,9 +93,11 @@ def test_estimator_matches_the_reference_values_and_gradients(beta: float, tau_p
         full[vmask] = x
         return hcl_rows_np(pos.numpy(), full, tau, beta, tau_plus)
 
-    np.testing.assert_allclose(p.grad.numpy(), numeric_gradient(of_pos, pos.numpy()), rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(
-        l_.grad.numpy()[vmask], numeric_gradient(of_logits, flat[vmask]), rtol=1e-6, atol=1e-9
+        p.grad.numpy(), finite_difference_np(of_pos, pos.numpy()), rtol=1e-6, atol=1e-9
+    )
+    np.testing.assert_allclose(
+        l_.grad.numpy()[vmask], finite_difference_np(of_logits, flat[vmask]), rtol=1e-6, atol=1e-9
     )
     assert (l_.grad[~valid] == 0).all()
     clamped = [hcl_anchor_np(float(pos[i]), list(logits[i][valid[i]].numpy()), tau, beta, tau_plus)[1]
@@ -184,8 +174,8 @@ def test_in_batch_matches_the_reference(beta: float, tau_plus: float, symmetric:
     expected = hcl_in_batch_np(a, b, tau, beta, tau_plus, symmetric)
     assert math.isclose(float(out.loss), expected, rel_tol=1e-10)
     out.loss.backward()
-    g1 = numeric_gradient(lambda x: hcl_in_batch_np(x, b, tau, beta, tau_plus, symmetric), a)
-    g2 = numeric_gradient(lambda x: hcl_in_batch_np(a, x, tau, beta, tau_plus, symmetric), b)
+    g1 = finite_difference_np(lambda x: hcl_in_batch_np(x, b, tau, beta, tau_plus, symmetric), a)
+    g2 = finite_difference_np(lambda x: hcl_in_batch_np(a, x, tau, beta, tau_plus, symmetric), b)
     np.testing.assert_allclose(z1.grad.numpy(), g1, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(z2.grad.numpy(), g2, rtol=1e-6, atol=1e-8)
     # the second direction alone is the first with the views swapped
@@ -207,7 +197,7 @@ def test_queue_with_exclusions_matches_the_reference(strategy: str) -> None:
     assert math.isclose(float(out.loss), expected, rel_tol=1e-10)
     assert expected != pytest.approx(hcl_queue_np(qa, ka, na, tau, beta, tau_plus), rel=1e-6)  # ids matter
     out.loss.backward()
-    grad = numeric_gradient(lambda x: hcl_queue_np(x, ka, na, tau, beta, tau_plus, valid=v), qa)
+    grad = finite_difference_np(lambda x: hcl_queue_np(x, ka, na, tau, beta, tau_plus, valid=v), qa)
     np.testing.assert_allclose(q.grad.numpy(), grad, rtol=1e-6, atol=1e-8)
     # without ids every queue entry is a negative
     plain = _loss(strategy, beta, tau_plus, tau).queue(q, key, queue)
@@ -277,7 +267,7 @@ def test_mochi_columns_join_the_negatives(strategy: str) -> None:
     assert math.isclose(float(out.loss), expected, rel_tol=1e-10)
     assert expected != pytest.approx(hcl_queue_np(qa, ka, na, tau, beta, tau_plus, valid=v), rel=1e-6)
     out.loss.backward()
-    grad = numeric_gradient(
+    grad = finite_difference_np(
         lambda x: hcl_queue_np(x, ka, na, tau, beta, tau_plus, valid=v, extra_points=points), qa
     )
     np.testing.assert_allclose(q.grad.numpy(), grad, rtol=1e-6, atol=1e-8)

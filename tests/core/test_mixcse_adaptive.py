@@ -31,18 +31,14 @@ from ._reference import (
     mixcse_loss_np,
     normalize,
 )
+from ._views import correlated_views
 
 TAU = 0.05
 
 
 def _views(b: int = 8, d: int = 4, seed: int = 0, shared: float = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two correlated float64 views with unequal norms; at d = 4 the bound bites in some rows, not all."""
-    g = torch.Generator().manual_seed(seed)
-    base = torch.randn(b, d, generator=g, dtype=torch.float64)
-    z1 = base + shared * torch.randn(b, d, generator=g, dtype=torch.float64)
-    z2 = base + shared * torch.randn(b, d, generator=g, dtype=torch.float64)
-    scale = torch.rand(b, 1, generator=g, dtype=torch.float64) * 3 + 0.5
-    return z1 * scale, z2 * scale.flip(0)
+    """Two correlated float64 views with unequal norms (at d = 4 the bound bites in some rows, not all)."""
+    return correlated_views(b, d, seed, shared)
 
 
 def _queue_inputs(seed: int = 3, b: int = 6, k: int = 30, d: int = 4):

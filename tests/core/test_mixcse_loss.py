@@ -21,16 +21,12 @@ from ._reference import (
     mixcse_stopgrad_grads_np,
     normalize,
 )
+from ._views import correlated_views
 
 
 def _views(b: int = 7, d: int = 5, seed: int = 0, shared: float = 0.6) -> tuple[torch.Tensor, torch.Tensor]:
     """Two correlated float64 views with unequal norms (so normalization matters)."""
-    g = torch.Generator().manual_seed(seed)
-    base = torch.randn(b, d, generator=g, dtype=torch.float64)
-    z1 = base + shared * torch.randn(b, d, generator=g, dtype=torch.float64)
-    z2 = base + shared * torch.randn(b, d, generator=g, dtype=torch.float64)
-    scale = torch.rand(b, 1, generator=g, dtype=torch.float64) * 3 + 0.5
-    return z1 * scale, z2 * scale.flip(0)
+    return correlated_views(b, d, seed, shared)
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])
