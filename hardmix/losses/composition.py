@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from hardmix.strategies.base import ContrastContext, Strategy, check_composition
@@ -76,32 +77,37 @@ def composed_direction(ctx: ContrastContext, strategies: Sequence[Strategy]) -> 
     """One direction's mean loss, composed in the order of this module's docstring.
 
     Args:
-        ctx: the direction; ``ctx.logits`` (B, N) over the candidates, ``ctx.negative_mask`` (B, N) which of
-            them are negatives (an in-batch positive's column is not), ``ctx.positive_logits`` (B,).
+        ctx: the direction; ``ctx.logits`` (B, N) over the candidates (in-batch: the positive's column
+            ``ctx.positive_index[i]`` included; queue: -inf at the excluded entries),
+            ``ctx.negative_mask`` (B, N) which of them are negatives, ``ctx.positive_logits`` (B,).
         strategies: the loss's strategies.
 
     Returns:
-        The scalar mean over the B anchors, reduced in float32 at least (float64 stays float64).
+        The scalar mean over the B anchors, reduced in float32 at least (float64 stays float64). Without an
+        estimator it is the cross-entropy of ``[logits | extra columns]`` (in-batch, target the positive's
+        column) or ``[p | logits | extra columns]`` (queue, target 0), the papers' own formulation.
     """
     ctx = apply_exclusions(ctx, strategies)
-    negatives = ctx.logits.masked_fill(~ctx.negative_mask, NEG_INF)  # (B, N)
+    logits = ctx.logits  # (B, N), the excluded negatives -inf
     for strategy in strategies:
         log_weights = strategy.negative_log_weights(ctx)
-        if log_weights is not None:
-            negatives = negatives + log_weights.masked_fill(~ctx.negative_mask, 0.0)
-    columns = [negatives]
-    for strategy in strategies:
-        extra = strategy.extra_logits(ctx)
-        if extra is not None:
-            columns.append(extra)
-    dtype = torch.promote_types(negatives.dtype, torch.float32)
-    all_negatives = torch.cat([c.to(dtype) for c in columns], dim=1)  # (B, N + sum M_s)
-    positives = ctx.positive_logits.to(dtype)
-    per_anchor = None
-    for strategy in strategies:
-        per_anchor = strategy.negative_term(ctx, positives, all_negatives)
-        if per_anchor is not None:
-            break
-    if per_anchor is None:
-        per_anchor = info_nce_term(positives, all_negatives)
-    return per_anchor.mean()
+        if log_weights is not None:  # on the negatives only (never the in-batch positive's column)
+            logits = logits + log_weights.masked_fill(~ctx.negative_mask, 0.0)
+    extras = [e for e in (s.extra_logits(ctx) for s in strategies) if e is not None]
+    dtype = torch.promote_types(logits.dtype, torch.float32)
+    estimators = [s for s in strategies if "estimator" in s.kinds()]
+    if estimators:
+        negatives = logits.masked_fill(~ctx.negative_mask, NEG_INF)  # (B, N)
+        all_negatives = torch.cat([c.to(dtype) for c in [negatives, *extras]], dim=1)  # (B, N + sum M_s)
+        positives = ctx.positive_logits.to(dtype)
+        per_anchor = estimators[0].negative_term(ctx, positives, all_negatives)
+        if per_anchor is None:
+            per_anchor = info_nce_term(positives, all_negatives)
+        return per_anchor.mean()
+    if ctx.mode == "in_batch":
+        blocks, targets = [logits, *extras], ctx.positive_index
+    else:
+        b = logits.shape[0]
+        blocks = [ctx.positive_logits.unsqueeze(1), logits, *extras]
+        targets = torch.zeros(b, dtype=torch.long, device=logits.device)
+    return F.cross_entropy(torch.cat([c.to(dtype) for c in blocks], dim=1), targets)
