@@ -3,9 +3,11 @@
 
 Example:
     >>> from hardmix.strategies import available_strategies
-    >>> available_strategies()
-    ['dcl', 'false_negative_filter', 'hard_copies', 'hcl', 'mixcse', 'mixcse_adaptive', 'mochi', 'none',
-     'synco']
+    >>> names = available_strategies()
+    >>> names[:5]
+    ['dcl', 'false_negative_filter', 'hard_copies', 'hcl', 'mixcse']
+    >>> names[5:]
+    ['mixcse_adaptive', 'mochi', 'none', 'synco']
 """
 
 from hardmix.strategies.base import (
