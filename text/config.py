@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hardmix.errors import ConfigError
-from hardmix.strategies.specs import build_strategy_specs, check_negatives_available
+from hardmix.strategies.specs import build_strategy_specs, check_negatives_available, excluded_by_others
 from hardmix.text.pooling import POOLINGS
 from hardmix.training.config import EvalSection as BaseEvalSection
 from hardmix.training.config import LossSection as BaseLossSection
@@ -167,7 +167,8 @@ class TextTrainConfig(TaskConfig):
             where = f"the {in_batch} in-batch negatives of train.batch_size={self.train.batch_size}"
             if self.loss.queue_size:
                 where += f" plus the {queued} queued by step warmup_steps"
-            check_negatives_available(s, in_batch + queued, where, f"loss.strategies[{i}]")
+            check_negatives_available(s, in_batch + queued, where, f"loss.strategies[{i}]",
+                                      excluded_by_others(strategies, i))
 
 
 def build_loss(loss: LossSection) -> Any:

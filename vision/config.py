@@ -21,7 +21,12 @@ from typing import Any, Literal
 
 from hardmix.errors import ConfigError
 from hardmix.strategies.base import strategy_class
-from hardmix.strategies.specs import build_strategy_specs, check_negatives_available, normalize_strategy_specs
+from hardmix.strategies.specs import (
+    build_strategy_specs,
+    check_negatives_available,
+    excluded_by_others,
+    normalize_strategy_specs,
+)
 from hardmix.training.config import EvalSection, LossSection, TaskConfig, TrainSection
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -296,9 +301,11 @@ class VisionConfig(TaskConfig):
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def validate(self) -> None:
-        for i, strategy in enumerate(self.strategies(steps_per_epoch=1)):
+        strategies = self.strategies(steps_per_epoch=1)
+        for i, strategy in enumerate(strategies):
             k = self.loss.queue_size
-            check_negatives_available(strategy, k, f"loss.queue_size={k}", f"loss.strategies[{i}]")
+            check_negatives_available(strategy, k, f"loss.queue_size={k}", f"loss.strategies[{i}]",
+                                      excluded_by_others(strategies, i))
         if self.model.bn_splits > 1 and self.train.batch_size % self.model.bn_splits:
             raise ConfigError(
                 f"model.bn_splits: train.batch_size={self.train.batch_size} is not divisible by "

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
-from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
+from hardmix.strategies.specs import check_negatives_available, excluded_by_others
 from hardmix.training import StepResult, Task
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import VisionConfig
@@ -34,12 +34,12 @@ def _check_negatives(cfg: VisionConfig, n: int) -> None:
     views = 2 if cfg.loss.symmetric else 1
     own = views * (math.ceil(k / (views * n)) + 1) if cfg.loss.mask_same_sample else 0
     available = k - min(own, k)
-    for i, s in enumerate(cfg.strategies(steps_per_epoch=1)):
-        if s.required_negatives > available:
-            raise ConfigError(
-                f"loss.strategies[{i}].{s.negatives_argument}: {s.required_negatives} exceeds the "
-                f"{available} negatives left when a queue of {k} over {n} images excludes each query's own "
-                f"keys (up to {own})")
+    strategies = cfg.strategies(steps_per_epoch=1)
+    where = (f"the {available} negatives left when a queue of {k} over {n} images excludes each query's "
+             f"own keys (up to {own})")
+    for i, s in enumerate(strategies):
+        key = f"loss.strategies[{i}]"
+        check_negatives_available(s, available, where, key, excluded_by_others(strategies, i))
 
 
 class VisionTask(Task):

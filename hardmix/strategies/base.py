@@ -199,6 +199,13 @@ class Strategy:
 
     negatives_argument: ClassVar[str | None] = None
 
+    @property
+    def excludes_at_most(self) -> int:
+        """The most negatives per anchor :meth:`excluded_negatives` can exclude, when it is known before
+        training (a top-k filter's k), else 0; a strategy that draws from the negatives left needs this
+        many more (:func:`hardmix.strategies.specs.check_negatives_available`)."""
+        return 0
+
     def diagnostics(self) -> dict[str, float]:
         """Scalars about the last call (e.g. mean similarity of synthetic negatives), for logging."""
         return {}

@@ -155,6 +155,11 @@ class FalseNegativeFilter(Strategy):
         """k + 1 with top-k (the k dropped and one left), else 0."""
         return self.top_k + 1 if self.top_k else 0
 
+    @property
+    def excludes_at_most(self) -> int:
+        """k with top-k; a threshold's count is known only per batch (0)."""
+        return self.top_k
+
     def excluded_negatives(self, ctx: ContrastContext) -> Tensor:
         """(B, N) bool, the suspected false negatives of each anchor among its valid negatives."""
         with torch.no_grad():

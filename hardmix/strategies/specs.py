@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from hardmix.errors import ConfigError, StrategyArgumentError
@@ -78,7 +79,16 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
     return built
 
 
-def check_negatives_available(strategy: Strategy, available: int, where: str, key: str) -> None:
+def excluded_by_others(strategies: Sequence[Strategy], i: int) -> int:
+    """How many of an anchor's negatives the strategies other than ``strategies[i]`` may exclude at most
+    (known before training: a top-k filter's k); the pool ``strategies[i]`` draws from is that much smaller
+    (exclusions come first, :mod:`hardmix.losses.composition`)."""
+    return sum(s.excludes_at_most for j, s in enumerate(strategies) if j != i)
+
+
+def check_negatives_available(
+    strategy: Strategy, available: int, where: str, key: str, excluded: int = 0
+) -> None:
     """Refuse, before training, a strategy that needs more valid negatives than the setup gives.
 
     Args:
@@ -86,6 +96,8 @@ def check_negatives_available(strategy: Strategy, available: int, where: str, ke
         available: the fewest valid negatives an anchor will have when the strategy is active.
         where: what gives them, for the message ("the 63 in-batch negatives").
         key: the strategy's key path (``loss.strategies[0]``).
+        excluded: negatives the other strategies exclude first (:func:`excluded_by_others`); a strategy
+            that needs negatives needs these on top.
 
     Example:
         >>> [s] = build_strategy_specs([{"name": "mochi", "n_hard": 64, "n_pair": 8, "n_query": 8}])
@@ -96,9 +108,19 @@ def check_negatives_available(strategy: Strategy, available: int, where: str, ke
         loss.strategies[0].n_hard: 64 negatives needed per anchor; the setup gives only 63 in-batch negatives
     """
     need = strategy.required_negatives
+    if need and excluded:
+        need += excluded
     if need > available:
         arg = strategy.negatives_argument or "name"
-        raise ConfigError(f"{key}.{arg}: {need} negatives needed per anchor; the setup gives only {where}")
+        also = (f" ({strategy.required_negatives} plus the {excluded} the other strategies exclude first)"
+                if need != strategy.required_negatives else "")
+        raise ConfigError(f"{key}.{arg}: {need} negatives needed per anchor{also}; the setup gives only "
+                          f"{where}")
 
 
-__all__ = ["build_strategy_specs", "check_negatives_available", "normalize_strategy_specs"]
+__all__ = [
+    "build_strategy_specs",
+    "check_negatives_available",
+    "excluded_by_others",
+    "normalize_strategy_specs",
+]

@@ -177,6 +177,36 @@ def test_the_trainers_refuse_a_top_k_their_negatives_cannot_leave_one_of() -> No
             {"name": "false_negative_filter", "top_k": 64}]}})
 
 
+def test_the_negatives_a_filter_excludes_count_against_what_mochi_draws_from() -> None:
+    # Exclusions come first, so MoCHi's n_hard must exist among the negatives the top-k filter leaves: the
+    # config check refuses exactly the sizes the loss itself would refuse at its first call.
+    mochi = {"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2}
+    for top_k in (7, 8):
+        strategies = [{"name": "false_negative_filter", "top_k": top_k}, mochi]
+        loss_fn = ContrastiveLoss(0.05, [build_strategy(s) for s in strategies])
+        h1, h2 = (torch.nn.functional.normalize(torch.randn(16, 8), dim=1) for _ in range(2))
+        spec = {"loss": {"strategies": strategies}, "train": {"batch_size": 16}}
+        if top_k == 7:  # 15 in-batch negatives: 7 excluded, 8 left for n_hard=8
+            build_text_config(spec)
+            assert torch.isfinite(loss_fn.in_batch(h1, h2).loss)
+        else:
+            with pytest.raises(ConfigError, match=r"^loss\.strategies\[1\]\.n_hard: 16 negatives needed per "
+                               r"anchor \(8 plus the 8 the other strategies exclude first\); the setup gives "
+                               r"only the 15 in-batch"):
+                build_text_config(spec)
+            with pytest.raises(StrategyArgumentError, match="only 7 are available"):
+                loss_fn.in_batch(h1, h2)
+    queue = {"queue_size": 64, "strategies": [{"name": "false_negative_filter", "top_k": 32},
+                                              {**mochi, "n_hard": 40}]}
+    with pytest.raises(ConfigError, match=r"^loss\.strategies\[1\]\.n_hard: 72 negatives needed"):
+        build_task_config(VisionConfig, {"loss": queue})
+    queue["strategies"][1]["n_hard"] = 32
+    build_task_config(VisionConfig, {"loss": queue})
+    # a threshold's count is known only per batch: the config check cannot add it
+    by_threshold = {"name": "false_negative_filter", "top_k": 0, "threshold": 0.5}
+    build_text_config({"loss": {"strategies": [by_threshold, mochi]}, "train": {"batch_size": 16}})
+
+
 def test_hardmix_strategies_lists_it(capsys) -> None:
     assert cli(["strategies"]) == 0
     text = capsys.readouterr().out
