@@ -215,6 +215,11 @@ def run_hardmix(model: str, pooling: str, protocol: str, threads: int | None) ->
 
 
 # ------------------------------------------------------------------------------------ report
+def _mean_load(record: dict) -> float:
+    """The mean of a timed record's 1-minute load average before and after it."""
+    return (record["load_before"][0] + record["load_after"][0]) / 2
+
+
 def report(paths: list[str]) -> str:
     """Markdown tables of one or more result files (one per pooling or one with several): scores side by
     side, and times, SentEval's unmeasured tasks estimated from its measured seconds per Adam step."""
@@ -285,6 +290,17 @@ def report(paths: list[str]) -> str:
                              f"{r['load_before'][0]} -> {r['load_after'][0]}); SentEval's classifiers "
                              f"alone / this: {tot['se_w'] / r['wall_s']:.1f}x wall, "
                              f"{tot['se_c'] / r['cpu_s']:.1f}x CPU")
+                # Wall time depends on the load: SentEval at the command's own load, from the tasks
+                # measured at a load within 1 of it, the others estimated from their Adam steps.
+                near = [t for t in measured if abs(_mean_load(se[t]) - _mean_load(r)) <= 1.0]
+                if near:
+                    rate = sum(se[t]["wall_s"] for t in near) / sum(same[t]["senteval_steps"] for t in near)
+                    est = sum(se[t]["wall_s"] if t in near else rate * same[t]["senteval_steps"]
+                              for t in tasks if t in same)
+                    lines.append(f"  - at the same load ({_mean_load(r):.1f}, the mean of the 1-minute load "
+                                 f"before and after): SentEval measured on {', '.join(near)} at loads within "
+                                 f"1 of it ({1000 * rate:.2f} ms wall per Adam step), the other tasks "
+                                 f"estimated from it: {est:.0f} s wall in all, {est / r['wall_s']:.1f}x")
             lines.append("")
     return "\n".join(lines)
 
