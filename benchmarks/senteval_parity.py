@@ -86,9 +86,20 @@ class Clock:
         self.load_after = _load()
 
     def record(self) -> dict:
-        """The block's timing as a JSON-able dict."""
+        """The block's timing as a JSON-able dict, with the processor it ran on."""
         return {"wall_s": self.wall, "cpu_s": self.cpu, "load_before": self.load_before,
-                "load_after": self.load_after}
+                "load_after": self.load_after, "cpu": cpu_model()}
+
+
+def cpu_model() -> str:
+    """The processor's name (``/proc/cpuinfo``'s model name; ``platform.processor()`` elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 # ------------------------------------------------------------------------------------ embeddings
@@ -220,7 +231,14 @@ def _mean_load(record: dict) -> float:
     return (record["load_before"][0] + record["load_after"][0]) / 2
 
 
-def report(paths: list[str]) -> str:
+def _comparable(senteval: dict, command: dict) -> bool:
+    """Whether a SentEval task ran under the whole command's conditions: a mean load within 1 of it, on
+    the same processor where both records name theirs."""
+    same_cpu = senteval.get("cpu", command.get("cpu")) == command.get("cpu", senteval.get("cpu"))
+    return same_cpu and abs(_mean_load(senteval) - _mean_load(command)) <= 1.0
+
+
+def report(paths: list[str], same_load_tasks: list[str] | None = None) -> str:
     """Markdown tables of one or more result files (one per pooling or one with several): scores side by
     side, and times, SentEval's unmeasured tasks estimated from its measured seconds per Adam step."""
     lines: list[str] = []
@@ -290,17 +308,27 @@ def report(paths: list[str]) -> str:
                              f"{r['load_before'][0]} -> {r['load_after'][0]}); SentEval's classifiers "
                              f"alone / this: {tot['se_w'] / r['wall_s']:.1f}x wall, "
                              f"{tot['se_c'] / r['cpu_s']:.1f}x CPU")
-                # Wall time depends on the load: SentEval at the command's own load, from the tasks
-                # measured at a load within 1 of it, the others estimated from their Adam steps.
-                near = [t for t in measured if abs(_mean_load(se[t]) - _mean_load(r)) <= 1.0]
+                # Wall time depends on the load: SentEval under the command's own conditions, from the
+                # tasks measured there (or the tasks given, e.g. those measured on the command's machine
+                # when older records do not name their processor), the others estimated from their
+                # Adam steps.
+                near = same_load_tasks or [t for t in measured if _comparable(se[t], r)]
+                near = [t for t in near if t in measured]
                 if near:
-                    rate = sum(se[t]["wall_s"] for t in near) / sum(same[t]["senteval_steps"] for t in near)
+                    steps = sum(same[t]["senteval_steps"] for t in near)
+                    rate = sum(se[t]["wall_s"] for t in near) / steps
                     est = sum(se[t]["wall_s"] if t in near else rate * same[t]["senteval_steps"]
                               for t in tasks if t in same)
+                    chosen = "as given" if same_load_tasks else "at loads within 1 of it"
+                    cpu_rate = sum(se[t]["cpu_s"] for t in near) / steps
+                    est_cpu = sum(se[t]["cpu_s"] if t in near else cpu_rate * same[t]["senteval_steps"]
+                                  for t in tasks if t in same)
                     lines.append(f"  - at the same load ({_mean_load(r):.1f}, the mean of the 1-minute load "
-                                 f"before and after): SentEval measured on {', '.join(near)} at loads within "
-                                 f"1 of it ({1000 * rate:.2f} ms wall per Adam step), the other tasks "
-                                 f"estimated from it: {est:.0f} s wall in all, {est / r['wall_s']:.1f}x")
+                                 f"before and after): SentEval measured on {', '.join(near)} ({chosen}; "
+                                 f"{1000 * rate:.2f} ms wall, {1000 * cpu_rate:.2f} ms CPU per Adam step), "
+                                 f"the other tasks estimated from them: {est:.0f} s wall and {est_cpu:.0f} "
+                                 f"CPU-seconds in all, {est / r['wall_s']:.1f}x wall and "
+                                 f"{est_cpu / r['cpu_s']:.1f}x CPU")
             lines.append("")
     return "\n".join(lines)
 
@@ -310,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--senteval", default=None, help="path of an official SentEval checkout")
     p.add_argument("--report", nargs="+", default=None, metavar="JSON",
                    help="print the Markdown tables of these result files and exit")
+    p.add_argument("--same-load-tasks", default="",
+                   help="with --report: the SentEval tasks whose time per Adam step stands for the whole "
+                   "command's conditions (default: those measured at a load within 1 of it, same processor)")
     p.add_argument("--model", default="models/bert-mini-wiki-mlm")
     p.add_argument("--pooling", nargs="+", default=["cls", "avg"])
     p.add_argument("--senteval-tasks", default=",".join(ev.TRANSFER_TASKS),
@@ -327,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(RESULTS / "senteval_parity.json"))
     args = p.parse_args(argv)
     if args.report:
-        print(report(args.report))
+        print(report(args.report, [t.strip() for t in args.same_load_tasks.split(",") if t.strip()] or None))
         return 0
     if not args.skip_senteval and not (Path(args.senteval or "") / "senteval" / "engine.py").is_file():
         p.error(f"--senteval: {args.senteval} is not a SentEval checkout (no senteval/engine.py)")
