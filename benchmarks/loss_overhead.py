@@ -64,6 +64,7 @@ import torch
 
 from hardmix.losses import ContrastiveLoss
 from hardmix.utils.faiss_backend import faiss_module
+from hardmix.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "loss_overhead.json"
 MIB = 1024 * 1024
@@ -319,17 +320,9 @@ def _probe_main(spec: str) -> None:
 
 
 def machine_info(device: torch.device) -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     info: dict[str, Any] = {
         "device": str(device),
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,

@@ -52,6 +52,7 @@ import torch
 from hardmix.paths import resolve_data_path
 from hardmix.text import evaluation as ev
 from hardmix.text import senteval_data as data
+from hardmix.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: hardmix's task names -> SentEval's.
@@ -89,17 +90,6 @@ class Clock:
         """The block's timing as a JSON-able dict, with the processor it ran on."""
         return {"wall_s": self.wall, "cpu_s": self.cpu, "load_before": self.load_before,
                 "load_after": self.load_after, "cpu": cpu_model()}
-
-
-def cpu_model() -> str:
-    """The processor's name (``/proc/cpuinfo``'s model name; ``platform.processor()`` elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 # ------------------------------------------------------------------------------------ embeddings

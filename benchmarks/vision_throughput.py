@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -30,6 +29,7 @@ import torch
 
 from hardmix.config import load_config
 from hardmix.losses import ContrastiveLoss
+from hardmix.utils.machine import cpu_model
 from hardmix.vision.augment import TensorAugment, pil_transform
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import VisionConfig
@@ -38,16 +38,6 @@ from hardmix.vision.moco import MoCo
 from hardmix.vision.pipeline import PilBatches, TensorBatches, train_image_list
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 class Floor:
@@ -219,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
     result = {
-        "machine": f"{_cpu_name()}, {torch.get_num_threads()} torch threads",
+        "machine": f"{cpu_model()}, {torch.get_num_threads()} torch threads",
         "config": str(args.config),
         "overrides": args.overrides,
         "batch_size": b,

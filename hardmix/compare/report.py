@@ -19,13 +19,14 @@ import yaml
 from hardmix.compare.summary import cross_table, markdown_table, per_task_table, secondary_table
 from hardmix.training.results import versions
 from hardmix.utils.checkpoint import atomic_write_text
+from hardmix.utils.machine import cpu_model
 
 
 def machine() -> dict[str, Any]:
     """What ran the comparison."""
     return {
         "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
+        "processor": cpu_model(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
     }
