@@ -359,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
-    model = str(resolve_data_path(args.model, must_exist=True))
+    try:
+        model = str(resolve_data_path(args.model, must_exist=True))
+    except FileNotFoundError as e:
+        p.error(f"--model: {e}")
     out = Path(args.out)
     result: dict = json.loads(out.read_text()) if args.resume and out.is_file() else {}
     result.setdefault("runs", {})
