@@ -228,6 +228,13 @@ def _comparable(senteval: dict, command: dict) -> bool:
     return same_cpu and abs(_mean_load(senteval) - _mean_load(command)) <= 1.0
 
 
+def _suite_estimate(se: dict, same: dict, near: list[str], key: str) -> tuple[float, float]:
+    """SentEval's seconds (``key``: ``wall_s`` or ``cpu_s``) per Adam step on the tasks ``near``, and the
+    suite's total: those tasks as measured, every other task at that rate times its Adam steps."""
+    rate = sum(se[t][key] for t in near) / sum(same[t]["senteval_steps"] for t in near)
+    return rate, sum(se[t][key] if t in near else rate * same[t]["senteval_steps"] for t in same)
+
+
 def report(paths: list[str], same_load_tasks: list[str] | None = None) -> str:
     """Markdown tables of one or more result files (one per pooling or one with several): scores side by
     side, and times, SentEval's unmeasured tasks estimated from its measured seconds per Adam step."""
@@ -305,14 +312,9 @@ def report(paths: list[str], same_load_tasks: list[str] | None = None) -> str:
                 near = same_load_tasks or [t for t in measured if _comparable(se[t], r)]
                 near = [t for t in near if t in measured]
                 if near:
-                    steps = sum(same[t]["senteval_steps"] for t in near)
-                    rate = sum(se[t]["wall_s"] for t in near) / steps
-                    est = sum(se[t]["wall_s"] if t in near else rate * same[t]["senteval_steps"]
-                              for t in tasks if t in same)
+                    rate, est = _suite_estimate(se, same, near, "wall_s")
+                    cpu_rate, est_cpu = _suite_estimate(se, same, near, "cpu_s")
                     chosen = "as given" if same_load_tasks else "at loads within 1 of it"
-                    cpu_rate = sum(se[t]["cpu_s"] for t in near) / steps
-                    est_cpu = sum(se[t]["cpu_s"] if t in near else cpu_rate * same[t]["senteval_steps"]
-                                  for t in tasks if t in same)
                     lines.append(f"  - at the same load ({_mean_load(r):.1f}, the mean of the 1-minute load "
                                  f"before and after): SentEval measured on {', '.join(near)} ({chosen}; "
                                  f"{1000 * rate:.2f} ms wall, {1000 * cpu_rate:.2f} ms CPU per Adam step), "

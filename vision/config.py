@@ -302,8 +302,8 @@ class VisionConfig(TaskConfig):
 
     def validate(self) -> None:
         strategies = self.strategies(steps_per_epoch=1)
+        k = self.loss.queue_size
         for i, strategy in enumerate(strategies):
-            k = self.loss.queue_size
             check_negatives_available(strategy, k, f"loss.queue_size={k}", f"loss.strategies[{i}]",
                                       excluded_by_others(strategies, i))
         if self.model.bn_splits > 1 and self.train.batch_size % self.model.bn_splits:
