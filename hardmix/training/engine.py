@@ -87,7 +87,9 @@ class _Run:
         self.best_eval: dict[str, float] | None = None
         self.window_loss = 0.0
         self.window_steps = 0
-        self.wall_seconds = 0.0
+        self.wall_seconds = 0.0  # training seconds of the sessions accounted so far (checkpointed)
+        self._session_start: float | None = None  # this session's training clock (None: stopped)
+        self._eval_seconds = 0.0
         self.nonfinite = 0
         self.samples = 0
 
@@ -210,13 +212,21 @@ class _Run:
         return None
 
     def _session_seconds(self) -> float:
-        """Training seconds of this session so far (evaluations excluded)."""
+        """Training seconds of this session not yet in ``wall_seconds`` (evaluations excluded)."""
+        if self._session_start is None:  # accounted: the training clock has stopped
+            return 0.0
         return time.perf_counter() - self._session_start - self._eval_seconds
 
     def _account(self, samples: int) -> None:
+        """Fold this session's training seconds into ``wall_seconds`` and stop the training clock."""
         seconds = self._session_seconds()
         self.wall_seconds += seconds
         self.samples_per_second = samples / seconds if seconds > 0 else None
+        self._session_start = None
+
+    def _training_seconds(self) -> float:
+        """Training seconds over every session so far, this one included."""
+        return self.wall_seconds + self._session_seconds()
 
     def _postfix(self, loss: float | None) -> str:
         parts = [f"loss={loss:.4f}" if loss is not None else "loss=skipped"]
@@ -297,7 +307,7 @@ class _Run:
             "epoch": round(task.epoch_at(self.step), 4),
             "loss": self.window_loss / max(1, self.window_steps),
             "lr": self._lr,
-            "wall_seconds": round(self.wall_seconds + self._session_seconds(), 3),
+            "wall_seconds": round(self._training_seconds(), 3),
         }
         record.update(diagnostics)
         self.window_loss, self.window_steps = 0.0, 0
@@ -349,7 +359,7 @@ class _Run:
                     "last_score": self.last_score, "last_score_step": self.last_score_step,
                     "last_eval": self.last_eval, "best_eval": self.best_eval,
                     "window_loss": self.window_loss,
-                    "window_steps": self.window_steps, "wall_seconds": self.wall_seconds,
+                    "window_steps": self.window_steps, "wall_seconds": self._training_seconds(),
                     "nonfinite": self.nonfinite,
                 },
             }, self.checkpoint_path, task=task.name)

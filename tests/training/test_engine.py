@@ -119,11 +119,16 @@ def test_sigkill_at_a_random_moment_then_resume_equals_an_uninterrupted_run(task
         assert proc.returncode == -signal.SIGKILL
         total = 24 if task == "text" else 30
         assert kill_after <= len(_losses(tmp_path / "killed")) < total  # killed mid-run
-        assert load_checkpoint(tmp_path / "killed" / "checkpoint.pt")["step"] % 4 == 0
+        killed = load_checkpoint(tmp_path / "killed" / "checkpoint.pt")
+        assert killed["step"] % 4 == 0
+        # the periodic checkpoint carries the killed session's training time, so the resumed total keeps it
+        logged = [r["wall_seconds"] for r in read_metrics(tmp_path / "killed")
+                  if "loss" in r and r["step"] <= killed["step"]]
+        assert killed["engine"]["wall_seconds"] >= logged[-1] > 0
         done = run_training(cls, build(cfg), tmp_path / "killed", resume=True)
     finally:
         torch.set_num_threads(before)
-    assert done["finished"]
+    assert done["finished"] and done["wall_seconds"] > killed["engine"]["wall_seconds"]
     straight, resumed = _losses(tmp_path / "straight"), _losses(tmp_path / "killed")
     assert len(straight) == done["steps"] and resumed == straight  # exactly, step for step
     a = load_checkpoint(tmp_path / "straight" / "checkpoint.pt")["model"]
