@@ -36,10 +36,22 @@ def _pyplot() -> Any:
 
 
 def colours(strategies: list[str]) -> dict[str, Any]:
-    """One colour per strategy (the spec's order), the same in every plot."""
+    """One distinct colour per strategy (the spec's order), the same in every plot: ``tab10`` up to 10
+    strategies, ``tab20`` up to 20 (its 10 dark shades first, then the light ones), beyond that evenly
+    spaced colours of ``turbo``.
+
+    >>> c = colours([f"s{i}" for i in range(11)])
+    >>> len(set(c.values())), c["s0"] != c["s10"]
+    (11, True)
+    """
     plt = _pyplot()
-    cycle = plt.get_cmap("tab10")
-    return {s: cycle(i % 10) for i, s in enumerate(strategies)}
+    n = len(strategies)
+    if n <= 10:
+        return {s: plt.get_cmap("tab10")(i) for i, s in enumerate(strategies)}
+    if n <= 20:
+        order = list(range(0, 20, 2)) + list(range(1, 20, 2))
+        return {s: plt.get_cmap("tab20")(order[i]) for i, s in enumerate(strategies)}
+    return {s: plt.get_cmap("turbo")(i / (n - 1)) for i, s in enumerate(strategies)}
 
 
 def _series(cells: list[Cell], key: str) -> dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]]:

@@ -303,3 +303,13 @@ def test_the_strategies_beyond_the_papers_run_from_a_comparison(grid_spec, tmp_p
     assert all(rows[s]["n"] == 1 and 0.0 <= rows[s]["mean"] <= 100.0 for s in spec["strategies"])
     metrics = (tmp_path / "cmp" / "runs" / "vision" / "hcl_filtered" / "seed1" / "metrics.jsonl").read_text()
     assert "false_negative_filter/excluded_fraction" in metrics and "hcl/clamped" in metrics
+
+
+@pytest.mark.parametrize("n", [1, 10, 11, 20, 21, 40])
+def test_every_strategy_of_a_spec_gets_its_own_colour(n):
+    from hardmix.compare.plots import colours
+
+    names = [f"s{i}" for i in range(n)]
+    first, again = colours(names), colours(names)
+    assert list(first) == names and first == again  # the spec's order, the same in every plot
+    assert len({tuple(c) for c in first.values()}) == n  # no two strategies share a colour
