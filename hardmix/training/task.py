@@ -51,7 +51,9 @@ class Task(ABC):
         name: the task's name on the command line (``hardmix train NAME``) and in ``results.json``.
         config_class: the task's config dataclass (sections ``model``, ``data``, ``train``, ``loss``,
             ``eval``, ``log``, ``output``; see :mod:`hardmix.training.config`).
-        selection_metric: the score that selects the model (``stsb_dev``, ``knn_top1``).
+        selection_metric: the score that selects the model and tunes it (``stsb_dev``; vision's
+            validation score): never a held-out score.
+        default_score: the held-out score ``hardmix compare`` compares when a spec names none.
         resumable_keys: config keys beyond the engine's that may change on ``--resume``.
         renamed_keys: the task's own old key names and their new names (errors name the new one).
         keeps_best: the task keeps the model of the best evaluation (text exports it), so the final
@@ -66,6 +68,7 @@ class Task(ABC):
     name: ClassVar[str] = ""
     config_class: ClassVar[type] = object
     selection_metric: ClassVar[str] = ""
+    default_score: ClassVar[str] = ""
     resumable_keys: ClassVar[tuple[str, ...]] = ()
     renamed_keys: ClassVar[dict[str, str]] = {}
     keeps_best: ClassVar[bool] = False
@@ -158,6 +161,18 @@ class Task(ABC):
     def score_names(cls, cfg: Any) -> list[str]:
         """The keys ``final_scores`` will hold for this config (what ``hardmix compare`` may compare)."""
         return [cls.selection_metric] if cfg.eval.at_end or cfg.eval.eval_steps else []
+
+    @classmethod
+    def held_out_scores(cls, cfg: Any) -> list[str]:
+        """The keys of ``final_scores`` for this config that no selection or tuning ever sees (test
+        scores): the scores a comparison may report without labelling them as selection scores."""
+        return []
+
+    @classmethod
+    def overrides_for_scores(cls, cfg: Any, scores: list[str]) -> list[str]:
+        """``key=value`` overrides that make ``final_scores`` hold ``scores`` for this config (e.g. an
+        evaluation a held-out score needs); empty when it holds them already."""
+        return []
 
     def describe(self) -> str:
         """One line that says what is trained, for the start of the run."""
