@@ -1,4 +1,5 @@
-"""``hardmix compare SPEC.yaml [--output DIR] [--jobs N] [--resume] [--print-commands] [--report-only]``."""
+"""``hardmix compare SPEC.yaml [--output DIR] [--jobs N] [--resume] [--keep WHAT] [--print-commands]
+[--report-only]``."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def register(top: argparse._SubParsersAction) -> None:
         help="continue the comparison in --output (finished cells are never rerun; interrupted ones resume)",
     )
     p.add_argument(
+        "--keep",
+        default="",
+        help="what a finished cell keeps beyond its record (config, metrics, results): a comma list of "
+        "checkpoints (the resume checkpoint), models (the task's exported model); default: neither",
+    )
+    p.add_argument(
         "--print-commands",
         action="store_true",
         help="print a hardmix train command per cell "
@@ -43,12 +50,36 @@ def register(top: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+def parse_keep(value: str) -> frozenset[str]:
+    """``--keep``'s comma list, checked against :data:`hardmix.compare.grid.KEEP_CHOICES`."""
+    from hardmix.compare.grid import KEEP_CHOICES
+
+    items = frozenset(v.strip() for v in value.split(",") if v.strip())
+    bad = sorted(items - set(KEEP_CHOICES))
+    if bad:
+        raise ConfigError(f"--keep: {bad[0]!r} is not one of {', '.join(KEEP_CHOICES)}")
+    return items
+
+
+def check_extension(saved: Path, raw: dict) -> None:
+    """Refuse a spec that differs from the comparison's saved one other than by added seeds or strategies
+    (naming what changed)."""
+    from hardmix.compare.spec import spec_differences
+    from hardmix.config import load_yaml
+
+    old = load_yaml(saved)
+    changed = spec_differences(old if isinstance(old, dict) else {}, raw)
+    if changed:
+        raise ConfigError(
+            f"--resume: the spec differs from the comparison's ({saved}) in {', '.join(changed)}; only seeds "
+            "and strategies may be added to a comparison: restore the rest, or choose another --output"
+        )
+
+
 def main(args: argparse.Namespace) -> int:
-    from hardmix.compare.grid import build_grid, print_commands, run_cells
-    from hardmix.compare.plots import make_plots
-    from hardmix.compare.report import write_csv, write_html, write_json, write_markdown
+    from hardmix.compare.grid import build_grid, print_commands
     from hardmix.compare.spec import load_spec, select_tasks
-    from hardmix.compare.summary import cross_table, per_task_table, summarize, text_table
+    from hardmix.compare.tuning import best_points, first_points, tuning_cells
 
     spec = select_tasks(load_spec(args.spec), args.tasks)
     out = Path(args.output or spec.output or Path("runs/compare") / Path(args.spec).stem)
@@ -57,30 +88,76 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--jobs: expected a positive number, got {jobs}")
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads: expected a positive number, got {args.threads}")
-    # Every cell validated before anything runs; the data is checked where the cells run (printed commands
-    # may run on other machines).
-    cells = build_grid(spec, out, check_data=not args.print_commands)
+    keep = parse_keep(args.keep)
     saved = out / SPEC_COPY
+    if saved.is_file() and (args.resume or args.report_only or args.print_commands):
+        check_extension(saved, spec.raw)
+    # Every cell validated before anything runs (every tuning point too); the data is checked where the
+    # cells run (printed commands may run on other machines).
+    check_data = not args.print_commands
+    tune = tuning_cells(spec, out, check_data=check_data) if spec.tune else []
+    best = best_points(spec, tune) if tune else {}
+    cells = build_grid(spec, out, check_data=check_data, points=best or first_points(spec),
+                       check_existing=best is not None)
     if args.print_commands:
-        print("\n".join(print_commands(cells)))
+        if best is None:
+            print("\n".join(print_commands(tune)))
+            print("hardmix: these are the tuning cells; the evaluation cells run each strategy's best point: "
+                  "print the commands again once these have finished", file=sys.stderr)
+        else:
+            print("\n".join(print_commands(cells)))
         return 0
+    if not args.report_only and saved.is_file() and not args.resume:
+        raise ConfigError(
+            f"--output: {out} holds a comparison already; pass --resume to finish it (finished "
+            "runs are never repeated) or choose another --output"
+        )
+    from hardmix.training.run_folder import RunLock
+
+    out.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(out)
+    lock.acquire()
+    try:
+        return _run_and_report(args, spec, out, cells, tune, jobs, keep)
+    finally:
+        lock.release()
+
+
+def _run_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa: ANN001
+    from hardmix.compare.grid import build_grid, run_cells
+    from hardmix.compare.plots import make_plots
+    from hardmix.compare.report import write_csv, write_html, write_json, write_markdown
+    from hardmix.compare.summary import cross_table, per_task_table, summarize, text_table
+    from hardmix.compare.tuning import best_points, tuning_table
+    from hardmix.utils.checkpoint import atomic_write_text
+
+    failed = []
     if not args.report_only:
-        if saved.is_file() and not args.resume:
-            raise ConfigError(
-                f"--output: {out} holds a comparison already; pass --resume to finish it (finished "
-                "runs are never repeated) or choose another --output"
-            )
-        out.mkdir(parents=True, exist_ok=True)
-        saved.write_text(yaml.safe_dump(spec.raw, sort_keys=False), encoding="utf-8")
-        failed = run_cells(cells, out, jobs=jobs, threads=args.threads)
-        if failed:
-            for cell, log in failed:
-                print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
-    else:
-        failed = []
-    summary = summarize(spec, cells)
+        atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
+        print(f"hardmix: each cell's output is in {out / 'logs'}/", file=sys.stderr)
+        if tune:
+            failed = run_cells(tune, out, jobs=jobs, threads=args.threads, keep=keep)
+            best = best_points(spec, tune)
+            if best is None:
+                for cell, log in failed:
+                    print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
+                raise RunError(f"{out}: tuning did not finish, so no strategy has its best point yet; fix "
+                               "the failed cells and rerun with --resume")
+            cells = build_grid(spec, out, check_data=False, points=best)
+        failed += run_cells(cells, out, jobs=jobs, threads=args.threads, keep=keep)
+        for cell, log in failed:
+            print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
+    corrupt = [c for c in cells if c.status() == "corrupt"]
+    for c in corrupt:
+        print(f"hardmix: {c.label}: corrupt results.json, left out (rerun with --resume to run it again)",
+              file=sys.stderr)
+    summary = summarize(spec, [c for c in cells if c not in corrupt])
+    summary["missing"] += [c.label for c in corrupt]  # a corrupt record counts as a missing cell
+    summary["cells"] += len(corrupt)
     if summary["finished"] == 0:
         raise RunError(f"{out}: no run of this comparison has finished yet; nothing to report")
+    if tune:
+        summary["tuning"] = tuning_table(spec, tune)
     plots = make_plots(cells, summary, out / "plots")
     write_markdown(summary, out / "summary.md")
     write_csv(summary, out / "summary.csv")

@@ -8,8 +8,11 @@ interrupted one (a ``checkpoint.pt`` without a finished record) resumes.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +29,12 @@ from hardmix.errors import ConfigError, RunError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.results import ResultsError, read_results
-from hardmix.training.run_folder import CHECKPOINT, CONFIG
+from hardmix.training.run_folder import CHECKPOINT, CONFIG, LOCK, METRICS, RESULTS, TENSORBOARD
+
+KEEP_CHOICES = ("checkpoints", "models")
+# What a finished comparison cell keeps whatever --keep says: its record (the rest is the resume checkpoint
+# and the task's exported model, kept only when asked).
+RECORD_FILES = frozenset({CONFIG, METRICS, RESULTS, TENSORBOARD, LOCK})
 
 
 @dataclass
@@ -38,6 +46,8 @@ class Cell:
         run_dir: its run folder.
         overrides: every ``--set`` of its command (the task's, the strategies, the seed).
         config: its validated config (plain, as ``config.yaml`` will hold it).
+        point: a tuning cell's grid point (key -> value), None for an evaluation cell.
+        point_index: the point's index in its strategy's grid (its folder ``point<i>``).
     """
 
     task: TaskSpec
@@ -46,18 +56,32 @@ class Cell:
     run_dir: Path
     overrides: list[str]
     config: dict[str, Any]
+    point: dict[str, Any] | None = None
+    point_index: int | None = None
 
     @property
     def label(self) -> str:
+        if self.point_index is not None:
+            return f"tune/{self.task.name}/{self.strategy}/point{self.point_index}/seed{self.seed}"
         return f"{self.task.name}/{self.strategy}/seed{self.seed}"
 
+    def record(self) -> dict[str, Any]:
+        """The cell's ``results.json``, its types checked (:func:`check_record`).
+
+        Raises:
+            ResultsError: missing, unreadable, or not a record of this cell.
+        """
+        return check_record(read_results(self.run_dir), self.run_dir / RESULTS, self.seed)
+
     def status(self) -> str:
-        """``finished``, ``partial`` (a checkpoint to resume) or ``pending``."""
-        try:
-            if read_results(self.run_dir).get("finished"):
-                return "finished"
-        except ResultsError:
-            pass
+        """``finished``, ``corrupt`` (a ``results.json`` that is not a record of this cell), ``partial``
+        (a checkpoint to resume) or ``pending``."""
+        if (self.run_dir / RESULTS).exists():
+            try:
+                if self.record()["finished"]:
+                    return "finished"
+            except ResultsError:
+                return "corrupt"
         return "partial" if (self.run_dir / CHECKPOINT).is_file() else "pending"
 
     def command(self, resume: bool = False, extra: list[str] | None = None) -> list[str]:
@@ -68,20 +92,159 @@ class Cell:
         return cmd + (["--resume"] if resume else [])
 
 
-def build_grid(spec: CompareSpec, output: Path, check_data: bool = True) -> list[Cell]:
-    """Every cell, its config built and validated, its score known to its task, its data there (the task's
-    own checks, with ``check_data``), and any finished run folder of another config refused; nothing is
-    run or written here.
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def check_record(record: dict[str, Any], path: Path, seed: int | None = None) -> dict[str, Any]:
+    """``record`` if its values have the schema's types (and its seed is ``seed``), else a ResultsError
+    naming the file and the key: a comparison never computes from a record it cannot trust.
+
+    >>> check_record({"finished": True, "final_scores": {"a": 1.5}, "steps": 3, "total_steps": 3,
+    ...               "wall_seconds": 2.0, "best_step": None, "seed": 1}, Path("r.json"), 1)["steps"]
+    3
+    >>> check_record({"finished": "yes"}, Path("r.json"))
+    Traceback (most recent call last):
+    ...
+    hardmix.training.results.ResultsError: r.json: corrupt results record: finished is 'yes', not ...
+    """
+    checks = (
+        ("finished", lambda v: isinstance(v, bool), "not true or false"),
+        ("final_scores", lambda v: isinstance(v, dict) and all(
+            isinstance(k, str) and (v[k] is None or _number(v[k])) for k in v), "not a mapping of numbers"),
+        ("steps", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "not a step count"),
+        ("total_steps", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+         "not a step count"),
+        ("wall_seconds", _number, "not a number"),
+        ("best_step", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)), "not a step"),
+        ("seed", lambda v: seed is None or v == seed, f"not this cell's seed {seed}"),
+    )
+    for key, ok, what in checks:
+        if key not in record or not ok(record[key]):
+            shown = repr(record.get(key))[:60]
+            raise ResultsError(f"{path}: corrupt results record: {key} is {shown}, {what}")
+    if record["finished"] and record["steps"] != record["total_steps"]:
+        raise ResultsError(f"{path}: corrupt results record: finished with {record['steps']} of "
+                           f"{record['total_steps']} steps")
+    return record
+
+
+def set_aside(cell: Cell) -> Path:
+    """Move a corrupt cell's folder to ``<run_dir>.corrupt`` (``.corrupt2``, ... when taken), so the cell
+    runs again and nothing is deleted; returns where it went."""
+    n, target = 1, cell.run_dir.with_name(cell.run_dir.name + ".corrupt")
+    while target.exists():
+        n += 1
+        target = cell.run_dir.with_name(f"{cell.run_dir.name}.corrupt{n}")
+    cell.run_dir.rename(target)
+    return target
+
+
+def make_cell(
+    spec: CompareSpec,
+    task: TaskSpec,
+    task_cls: type,
+    strategy: str,
+    seed: int,
+    run_dir: Path,
+    point: dict[str, Any] | None = None,
+    point_index: int | None = None,
+    score_overrides: list[str] | None = None,
+) -> tuple[Cell, Any]:
+    """One cell, its config built and validated: the task's overrides, the point's (a tuning point, or the
+    best one for an evaluation cell), ``loss.strategies``, ``train.seed``, then what the scores need.
+
+    Returns:
+        The cell and its config object (for the score checks).
+    """
+    from hardmix.compare.tuning import apply_point
+
+    entries, point_sets = apply_point(spec, task, strategy, point or {})
+    overrides = [
+        *task.overrides,
+        *point_sets,
+        f"loss.strategies={override_value(entries)}",
+        f"train.seed={seed}",
+        *(score_overrides or []),
+    ]
+    try:
+        cfg = load_config_for(task_cls, task.config, overrides)
+    except ConfigError as e:
+        where = f" at tune point {point}" if point_index is not None else ""
+        raise ConfigError(f"tasks.{task.name} with strategy {strategy}{where}: {e}") from None
+    cell = Cell(task, strategy, seed, run_dir, overrides, plain_config(cfg), point, point_index)
+    return cell, cfg
+
+
+def _resolve_scores(task: TaskSpec, task_cls: type, cfg: Any) -> list[str]:
+    """Fill in the task's compared score (its ``default_score`` when the spec names none), refuse the
+    selection score unless allowed, and return the overrides that make the cells' final scores hold the
+    compared and secondary scores."""
+    if not task.score:
+        if not task_cls.default_score:
+            raise ConfigError(
+                f"tasks.{task.name}.score: missing (task {task.task} declares no default score)"
+            )
+        task.score = task_cls.default_score
+    if task.score == task_cls.selection_metric and not task.allow_selection_score:
+        held = ", ".join(task_cls.held_out_scores(cfg)) or task_cls.default_score
+        raise ConfigError(
+            f"tasks.{task.name}.score: {task.score!r} is the task's selection score (it picks the "
+            f"model), not held out; compare a held-out score{f' ({held})' if held else ''} or set "
+            f"tasks.{task.name}.allow_selection_score: true"
+        )
+    extra = task_cls.overrides_for_scores(cfg, [task.score, *(task.secondary or [])])
+    if not isinstance(extra, list) or any(not isinstance(x, str) or "=" not in x for x in extra):
+        raise ConfigError(f"task {task.task}: overrides_for_scores returned {extra!r}, not key=value items")
+    return list(extra)
+
+
+def _check_scores(task: TaskSpec, task_cls: type, cfg: Any) -> None:
+    scores = task_cls.score_names(cfg)
+    if task.score not in scores:
+        raise ConfigError(
+            f"tasks.{task.name}.score: {task.score!r} is not a final score of this "
+            f"{task.task} config (it has: {', '.join(scores) or 'none'})"
+        )
+    if task.secondary is None:
+        task.secondary = [s for s in task_cls.held_out_scores(cfg) if s != task.score and s in scores]
+    for name in task.secondary:
+        if name not in scores:
+            raise ConfigError(
+                f"tasks.{task.name}.secondary: {name!r} is not a final score of this {task.task} config "
+                f"(it has: {', '.join(scores) or 'none'})"
+            )
+
+
+def task_class(task: TaskSpec) -> type:
+    """The registered task class of a spec's task (the error names ``tasks.<t>.task``)."""
+    try:
+        return resolve_task(task.task)
+    except ConfigError as e:
+        raise ConfigError(f"tasks.{task.name}.task: {str(e).split(': ', 1)[-1]}") from None
+
+
+def build_grid(
+    spec: CompareSpec,
+    output: Path,
+    check_data: bool = True,
+    points: dict[tuple[str, str], dict[str, Any]] | None = None,
+    check_existing: bool = True,
+) -> list[Cell]:
+    """Every evaluation cell, its config built and validated, its score known to its task and not the
+    selection score (unless allowed), its data there (the task's own checks, with ``check_data``), and any
+    run folder of another config refused (with ``check_existing``); nothing is run or written here.
+
+    Args:
+        points: (task, strategy) -> the tuned point its cells run (tuning's best; a task or strategy not
+            in it runs the spec's own arguments).
 
     Raises:
         ConfigError: naming the task, strategy or key at fault.
     """
     cells = []
     for task in spec.tasks.values():
-        try:
-            task_cls = resolve_task(task.task)
-        except ConfigError as e:
-            raise ConfigError(f"tasks.{task.name}.task: {str(e).split(': ', 1)[-1]}") from None
+        task_cls = task_class(task)
         for name in task.strategy_args:
             used = name in spec.strategies or any(
                 e["name"] == name for entries in spec.strategies.values() for e in entries
@@ -91,27 +254,22 @@ def build_grid(spec: CompareSpec, output: Path, check_data: bool = True) -> list
                     f"tasks.{task.name}.strategy_args.{name}: neither a strategy of the spec nor used by one"
                 )
         checked = False
+        score_sets: list[str] | None = None
         for strategy in task.strategies or spec.strategies:
-            entries = spec.strategies_for(task, strategy)
+            point = (points or {}).get((task.name, strategy))
             for seed in spec.seeds:
-                strategies = f"loss.strategies={override_value(entries)}"
-                overrides = [*task.overrides, strategies, f"train.seed={seed}"]
-                try:
-                    cfg = load_config_for(task_cls, task.config, overrides)
-                except ConfigError as e:
-                    raise ConfigError(f"tasks.{task.name} with strategy {strategy}: {e}") from None
-                scores = task_cls.score_names(cfg)
-                if task.score not in scores:
-                    raise ConfigError(
-                        f"tasks.{task.name}.score: {task.score!r} is not a final score of this "
-                        f"{task.task} config (it has: {', '.join(scores) or 'none'})"
-                    )
+                run_dir = output / "runs" / task.name / strategy / f"seed{seed}"
+                if score_sets is None:
+                    _, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point)
+                    score_sets = _resolve_scores(task, task_cls, cfg)
+                cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point,
+                                      score_overrides=score_sets)
+                _check_scores(task, task_cls, cfg)
                 if check_data and not checked:  # data, models, evaluation data (the same for every cell)
                     _check_task(task, task_cls, cfg)
                     checked = True
-                run_dir = output / "runs" / task.name / strategy / f"seed{seed}"
-                cell = Cell(task, strategy, seed, run_dir, overrides, plain_config(cfg))
-                _check_same_config(cell)
+                if check_existing:
+                    _check_same_config(cell)
                 cells.append(cell)
     return cells
 
@@ -144,7 +302,11 @@ def _check_same_config(cell: Cell) -> None:
 
 def print_commands(cells: list[Cell]) -> list[str]:
     """One shell line per cell that is not finished (``--resume`` for a partial one)."""
-    return [shlex.join(c.command(resume=c.status() == "partial")) for c in cells if c.status() != "finished"]
+    return [
+        shlex.join(c.command(resume=(c.run_dir / CHECKPOINT).is_file()))
+        for c in cells
+        if c.status() != "finished"
+    ]
 
 
 class _Running:
@@ -152,16 +314,188 @@ class _Running:
         self.cell, self.proc, self.log, self.started = cell, proc, log, time.time()
 
 
+def cell_log(cell: Cell, logs: Path) -> Path:
+    """The file a cell's output goes to (``DIR/logs/<task>-<strategy>-seed<k>.log``; tuning cells
+    ``tune-<task>-<strategy>-point<i>-seed<k>.log``)."""
+    return logs / (cell.label.replace("/", "-") + ".log")
+
+
+_PLANNED = re.compile(r"; (\d+) steps of batch ")
+
+
+class Progress:
+    """One bar for a whole set of cells, in training steps (every cell's steps summed), with its ETA, the
+    running cells and each one's latest selection score, read from the cells' ``metrics.jsonl`` and logs.
+
+    A cell's planned steps are its ``results.json``'s once it has one, else what its log says when it
+    starts, else those of a cell of the same task already known (the same data and budget), else its
+    ``train.max_steps``; the bar's total grows as they become known.
+    """
+
+    def __init__(self, cells: list[Cell], logs: Path, enabled: bool = True) -> None:
+        self.cells, self.logs = cells, logs
+        self.planned: dict[str, int] = {}
+        self.done: dict[str, int] = {}
+        self.score: dict[str, float] = {}
+        self._offsets: dict[str, int] = {}
+        for c in cells:
+            try:
+                record = c.record()
+                self.planned[c.label] = record["total_steps"]
+                self.done[c.label] = record["steps"]
+            except ResultsError:
+                self.done[c.label] = self._metrics_step(c)
+        self.bar = tqdm(total=self.total(), initial=self.steps(), desc="compare", unit="step",
+                        disable=not enabled, file=sys.stderr, dynamic_ncols=True)
+
+    def _estimate(self, cell: Cell) -> int:
+        if cell.label in self.planned:
+            return self.planned[cell.label]
+        same = [self.planned[c.label] for c in self.cells
+                if c.label in self.planned and c.task.name == cell.task.name and _budget(c) == _budget(cell)]
+        if same:
+            return same[0]
+        return int(cell.config.get("train", {}).get("max_steps") or 0)
+
+    def total(self) -> int:
+        return sum(max(self._estimate(c), self.done.get(c.label, 0)) for c in self.cells)
+
+    def steps(self) -> int:
+        return sum(self.done.values())
+
+    def _metrics_step(self, cell: Cell) -> int:
+        """The last step in the cell's ``metrics.jsonl`` (read on from where the last call stopped)."""
+        path = cell.run_dir / METRICS
+        step = self.done.get(cell.label, 0)
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._offsets.get(cell.label, 0))
+                data = f.read()
+        except OSError:
+            return step
+        end = data.rfind(b"\n") + 1  # a line being written is read next time
+        self._offsets[cell.label] = self._offsets.get(cell.label, 0) + end
+        metric = task_metric(cell)
+        for line in data[:end].splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and isinstance(row.get("step"), int):
+                step = row["step"]
+                if _number(row.get(metric)):
+                    self.score[cell.label] = float(row[metric])
+        return step
+
+    def _planned_from_log(self, cell: Cell) -> None:
+        try:
+            text = cell_log(cell, self.logs).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        found = _PLANNED.findall(text)
+        if found:
+            self.planned[cell.label] = int(found[-1])
+
+    def update(self, running: list[Cell], finished: list[Cell] = ()) -> None:
+        for c in running:
+            if c.label not in self.planned:
+                self._planned_from_log(c)
+            self.done[c.label] = self._metrics_step(c)
+        for c in finished:
+            try:
+                record = c.record()
+                self.planned[c.label], self.done[c.label] = record["total_steps"], record["steps"]
+            except ResultsError:
+                self.done[c.label] = self._metrics_step(c)
+        total, n = self.total(), self.steps()
+        if total != self.bar.total:
+            self.bar.total = total
+        if n > self.bar.n:
+            self.bar.update(n - self.bar.n)
+        parts = []
+        for c in running:
+            planned = self.planned.get(c.label)
+            at = f"{self.done.get(c.label, 0)}/{planned if planned is not None else '?'}"
+            score = self.score.get(c.label)
+            parts.append(f"{c.label} {at}" + (f" {task_metric(c)}={score:.2f}" if score is not None else ""))
+        self.bar.set_postfix_str(" | ".join(parts), refresh=True)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _budget(cell: Cell) -> tuple[Any, Any]:
+    """What a cell's step count depends on: its data and its train section but the seed and threads."""
+    train = {k: v for k, v in cell.config.get("train", {}).items() if k not in ("seed", "threads")}
+    return cell.config.get("data"), train
+
+
+def task_metric(cell: Cell) -> str:
+    """The selection metric of a cell's task (what its evaluation lines carry)."""
+    return task_class(cell.task).selection_metric
+
+
+def discard_unkept(cell: Cell, keep: frozenset[str] | set[str]) -> None:
+    """A finished cell's resume checkpoint and its task's exported files (``best/``, ...) go unless
+    ``keep`` names them (``checkpoints``, ``models``); its record (config, metrics, results) stays."""
+    for path in cell.run_dir.iterdir():
+        if path.name in RECORD_FILES:
+            continue
+        if path.name == CHECKPOINT:
+            if "checkpoints" not in keep:
+                path.unlink(missing_ok=True)
+        elif "models" not in keep:
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+
+
+def describe_stop(cells: list[Cell]) -> str:
+    """What is true of ``cells`` after a stop: how many finished, and of the others whether each has a
+    checkpoint to resume from (and at which step its record says it stopped) or starts over."""
+    states = {c.label: c.status() for c in cells}
+    finished = sum(s == "finished" for s in states.values())
+    parts = [f"{finished} of {len(cells)} cells finished"]
+    for c in cells:
+        state = states[c.label]
+        if state == "partial":
+            try:
+                step = f" at step {c.record()['steps']}"
+            except ResultsError:
+                step = ""
+            parts.append(f"{c.label} checkpointed{step}")
+        elif state == "pending" and c.run_dir.exists():
+            parts.append(f"{c.label} had no checkpoint yet (it starts over)")
+        elif state == "corrupt":
+            parts.append(f"{c.label} has a corrupt results.json")
+    return "; ".join(parts)
+
+
 def run_cells(
-    cells: list[Cell], output: Path, jobs: int = 1, threads: int | None = None, progress: bool = True
+    cells: list[Cell],
+    output: Path,
+    jobs: int = 1,
+    threads: int | None = None,
+    progress: bool = True,
+    keep: frozenset[str] | set[str] = frozenset(),
 ) -> list[tuple[Cell, Path]]:
     """Run every cell that is not finished, ``jobs`` at a time, each a ``hardmix train`` process with
     ``train.threads`` = ``threads // jobs`` (``threads``: the CPU count by default) and its output in
-    ``DIR/logs/``. SIGTERM or SIGINT is passed on to the running cells (they checkpoint) before this stops.
+    ``DIR/logs/``; one progress bar in steps over them all. A cell whose ``results.json`` is corrupt is said
+    so, set aside (:func:`set_aside`) and run again. A finished cell keeps no checkpoint and no exported
+    model unless ``keep`` names them. SIGTERM or SIGINT is passed on to the running cells (they checkpoint)
+    before this stops, saying what each cell's state is.
 
     Returns:
         The cells that failed, with their log files.
     """
+    for c in cells:
+        if c.status() == "corrupt":
+            try:
+                c.record()
+            except ResultsError as e:
+                reason = str(e)
+            moved = set_aside(c)
+            print(f"hardmix: {reason}; the cell runs again (its folder was moved to {moved})",
+                  file=sys.stderr)
     todo = [c for c in cells if c.status() != "finished"]
     per_job = max(1, (threads or os.cpu_count() or 1) // jobs)
     logs = output / "logs"
@@ -176,21 +510,14 @@ def run_cells(
             r.proc.send_signal(signal.SIGTERM)
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    bar = tqdm(
-        total=len(cells),
-        initial=len(cells) - len(todo),
-        desc="compare",
-        unit="run",
-        disable=not progress,
-        file=sys.stderr,
-        dynamic_ncols=True,
-    )
+    bar = Progress(cells, logs, enabled=progress)
     try:
         queue = list(todo)
+        last = 0.0
         while queue or running:
             while queue and len(running) < jobs and not stop:
                 cell = queue.pop(0)
-                log = logs / f"{cell.task.name}-{cell.strategy}-seed{cell.seed}.log"
+                log = cell_log(cell, logs)
                 cmd = cell.command(
                     resume=cell.status() == "partial",
                     extra=[f"train.threads={per_job}", "log.progress=false"],
@@ -206,15 +533,20 @@ def run_cells(
                         env={**os.environ, "OMP_NUM_THREADS": str(per_job)},
                     )
                 running.append(_Running(cell, proc, log))
-                bar.set_postfix_str(f"running {', '.join(r.cell.label for r in running)}", refresh=True)
             time.sleep(0.2)
+            ended = []
             for r in list(running):
                 if r.proc.poll() is None:
                     continue
                 running.remove(r)
+                ended.append(r.cell)
                 if r.proc.returncode != 0 and not stop:
                     failed.append((r.cell, r.log))
-                bar.update(1)
+                if r.proc.returncode == 0 and r.cell.status() == "finished":
+                    discard_unkept(r.cell, keep)
+            if ended or time.time() - last > 1.0:
+                bar.update([r.cell for r in running], ended)
+                last = time.time()
             if stop and not running:
                 break
     finally:
@@ -223,10 +555,13 @@ def run_cells(
             signal.signal(s, handler)
     if stop:
         raise RunError(
-            f"stopped by {signal.Signals(stop[0]).name}; the running cells checkpointed: rerun the "
-            "same command with --resume to finish the grid"
+            f"stopped by {signal.Signals(stop[0]).name}: {describe_stop(cells)}; rerun the same command "
+            "with --resume to finish the grid"
         )
     return failed
 
 
-__all__ = ["Cell", "build_grid", "print_commands", "run_cells"]
+__all__ = [
+    "KEEP_CHOICES", "Cell", "Progress", "build_grid", "check_record", "make_cell", "print_commands",
+    "run_cells", "set_aside",
+]

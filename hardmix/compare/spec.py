@@ -12,14 +12,20 @@
       text:                             # a name; `task:` the registered task (default: the name)
         config: configs/text/cpu_simcse.yaml
         set: {train.max_steps: 40}      # --set overrides of every cell of the task
-        score: stsb_dev                 # a key of the runs' results.json final_scores
+        score: sts_avg                  # optional: the task's held-out default_score
+        secondary: [stsb_test]          # optional: further reported scores (default: the other held-out)
         strategy_args:                  # this task's arguments for a strategy, merged into its entries
           mochi: {n_hard: 48, n_pair: 48, n_query: 16}
         strategies: [none, mixcse, mochi]   # optional: the task runs only these (default: all)
       vision:
         config: configs/vision/cpu_mocov2_cifar10.yaml
         set: {data.max_samples: 2000}
-        score: knn_top1
+    tune:                               # optional: equal tuning on the selection score before the seeds
+      seeds: [101]
+      grid:
+        none: {loss.temperature: [0.05, 0.1]}
+        mixcse: {mixcse.lam: [0.1, 0.4]}
+        mochi: {mochi.n_hard: [16, 32]}
 
 Every cell's full config is built and validated (the task's own validation, strategies included) before the
 first run, so a bad key, value, strategy, score or config file is an error naming it.
@@ -36,8 +42,14 @@ from typing import Any
 from hardmix.config import load_yaml
 from hardmix.errors import ConfigError
 
-SPEC_KEYS = ("seeds", "baseline", "strategies", "tasks", "output", "jobs")
-TASK_KEYS = ("task", "config", "set", "score", "strategy_args", "strategies")
+SPEC_KEYS = ("seeds", "baseline", "strategies", "tasks", "output", "jobs", "tune")
+TASK_KEYS = (
+    "task", "config", "set", "score", "allow_selection_score", "secondary", "strategy_args", "strategies",
+)
+# What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
+# new cells run), how many cells run at once and where the folder is.
+EXTENSIBLE_KEYS = ("seeds", "strategies", "tasks.*.strategies")
+FREE_KEYS = ("jobs", "output")
 
 
 @dataclass
@@ -49,7 +61,11 @@ class TaskSpec:
         task: the registered task (``text``, ``vision``, ...).
         config: the base config file.
         overrides: ``key=value`` items for every cell of the task.
-        score: the compared score (a key of ``results.json`` ``final_scores``).
+        score: the compared score (a key of ``results.json`` ``final_scores``); empty until
+            :func:`hardmix.compare.grid.build_grid` fills in the task's ``default_score``.
+        allow_selection_score: the spec allows comparing the task's selection score (the report labels it
+            as a selection score, not held out).
+        secondary: further reported scores (None: the task's other held-out scores).
         strategy_args: strategy name -> arguments merged into that strategy's entries for this task.
         strategies: the names of the strategies this task runs (None: every one).
     """
@@ -59,8 +75,30 @@ class TaskSpec:
     config: Path
     overrides: list[str] = field(default_factory=list)
     score: str = ""
+    allow_selection_score: bool = False
+    secondary: list[str] | None = None
     strategy_args: dict[str, dict[str, Any]] = field(default_factory=dict)
     strategies: list[str] | None = None
+
+
+@dataclass
+class TuneSpec:
+    """Equal tuning before the evaluation seeds: per strategy a grid, run on ``seeds``, scored on the task's
+    selection metric only (:mod:`hardmix.compare.tuning`).
+
+    Attributes:
+        seeds: the tuning seeds (never the evaluation seeds' results: their own runs).
+        grid: strategy -> key -> values; a key is ``<entry>.<argument>`` (an argument of the strategy's
+            entry of that registered name, e.g. ``mixcse.lam``) or a dotted config key (``loss.temperature``).
+        tasks: the tasks tuned (None: every one); the others run the spec's own arguments.
+        equal_budget: every strategy's grid must have as many points (the default), so each gets as many
+            runs of as many steps.
+    """
+
+    seeds: list[int]
+    grid: dict[str, dict[str, list[Any]]]
+    tasks: list[str] | None = None
+    equal_budget: bool = True
 
 
 @dataclass
@@ -75,6 +113,7 @@ class CompareSpec:
     output: str | None = None
     jobs: int = 1
     raw: dict[str, Any] = field(default_factory=dict)
+    tune: TuneSpec | None = None
 
     def strategies_for(self, task: TaskSpec, strategy: str) -> list[dict[str, Any]]:
         """The ``loss.strategies`` list of one cell: the strategy's entries with the task's arguments,
@@ -163,11 +202,11 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
     for name, t in tasks.items():
         key = f"tasks.{name}"
         if not isinstance(t, dict):
-            raise ConfigError(f"{where}{key}: expected a mapping with config and score")
+            raise ConfigError(f"{where}{key}: expected a mapping with config (and score, set, ...)")
         bad = sorted(set(t) - set(TASK_KEYS))
         if bad:
             raise ConfigError(f"{where}{key}: unknown key {bad[0]} (known keys: {', '.join(TASK_KEYS)})")
-        for required in ("config", "score"):
+        for required in ("config",):
             if required not in t:
                 raise ConfigError(f"{where}{key}.{required}: missing")
         sets = t.get("set") or {}
@@ -188,6 +227,17 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
                 )
             if baseline not in only:
                 raise ConfigError(f"{where}{key}.strategies: the baseline {baseline!r} must be among them")
+        score = t.get("score", "")
+        if not isinstance(score, str) or (score == "" and "score" in t):
+            raise ConfigError(f"{where}{key}.score: expected a score name, got {score!r}")
+        allow = t.get("allow_selection_score", False)
+        if not isinstance(allow, bool):
+            raise ConfigError(f"{where}{key}.allow_selection_score: expected true or false, got {allow!r}")
+        secondary = t.get("secondary")
+        if secondary is not None and (
+            not isinstance(secondary, list) or any(not isinstance(x, str) or not x for x in secondary)
+        ):
+            raise ConfigError(f"{where}{key}.secondary: expected a list of score names, got {secondary!r}")
         try:
             config = _resolve_config(str(t["config"]), spec_dir, f"{key}.config")
         except ConfigError as e:
@@ -197,14 +247,18 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
             task=str(t.get("task", name)),
             config=config,
             overrides=[f"{k}={override_value(v)}" for k, v in sets.items()],
-            score=str(t["score"]),
+            score=score,
+            allow_selection_score=allow,
+            secondary=None if secondary is None else list(secondary),
             strategy_args=args,
             strategies=None if only is None else [str(n) for n in only],
         )
     jobs = data.get("jobs", 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"{where}jobs: expected a positive integer, got {jobs!r}")
+    tune = _parse_tune(data.get("tune"), normalized, parsed, seeds, where)
     return CompareSpec(
+        tune=tune,
         seeds=list(seeds),
         baseline=baseline,
         strategies=normalized,
@@ -214,6 +268,148 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
         jobs=jobs,
         raw=copy.deepcopy(data),
     )
+
+
+def _parse_tune(
+    tune: Any, strategies: dict[str, Any], tasks: dict[str, TaskSpec], seeds: list[int], where: str
+) -> TuneSpec | None:
+    """Check the ``tune:`` block's structure; each point's config is validated with the cells."""
+    if tune is None:
+        return None
+    known = ("seeds", "grid", "tasks", "equal_budget")
+    if not isinstance(tune, dict):
+        raise ConfigError(f"{where}tune: expected a mapping with seeds and grid")
+    bad = sorted(set(tune) - set(known))
+    if bad:
+        raise ConfigError(f"{where}tune: unknown key {bad[0]} (known keys: {', '.join(known)})")
+    tseeds = tune.get("seeds")
+    if (
+        not isinstance(tseeds, list)
+        or not tseeds
+        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in tseeds)
+        or len(set(tseeds)) != len(tseeds)
+    ):
+        raise ConfigError(
+            f"{where}tune.seeds: expected a list of distinct non-negative integers, got {tseeds!r}"
+        )
+    grid = tune.get("grid")
+    if not isinstance(grid, dict) or not grid:
+        raise ConfigError(f"{where}tune.grid: expected strategy -> {{key: [values]}}")
+    parsed: dict[str, dict[str, list[Any]]] = {}
+    for name, axes in grid.items():
+        if name not in strategies:
+            raise ConfigError(
+                f"{where}tune.grid.{name}: not one of the strategies ({', '.join(strategies)})"
+            )
+        if axes is None:
+            axes = {}
+        if not isinstance(axes, dict):
+            raise ConfigError(f"{where}tune.grid.{name}: expected a mapping of keys to lists of values")
+        for k, values in axes.items():
+            if not isinstance(k, str) or "." not in k:
+                raise ConfigError(
+                    f"{where}tune.grid.{name}.{k}: expected <strategy>.<argument> or a dotted config key"
+                )
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"{where}tune.grid.{name}.{k}: expected a non-empty list of values")
+            entry = k.split(".", 1)[0]
+            names = [e["name"] for e in strategies[name]]
+            if entry in _strategy_names() and entry not in names:
+                raise ConfigError(
+                    f"{where}tune.grid.{name}.{k}: {name}'s entries are {', '.join(names)}, not {entry}"
+                )
+        parsed[name] = {str(k): list(v) for k, v in axes.items()}
+    missing = [s for s in strategies if s not in parsed]
+    if missing:
+        raise ConfigError(
+            f"{where}tune.grid: {missing[0]} has no grid; every strategy (the baseline too) is tuned, "
+            f"give it one ({missing[0]}: {{}} runs its own arguments)"
+        )
+    only = tune.get("tasks")
+    if only is not None:
+        if not isinstance(only, list) or not only or any(t not in tasks for t in only):
+            raise ConfigError(f"{where}tune.tasks: expected a list of the spec's tasks ({', '.join(tasks)})")
+    equal = tune.get("equal_budget", True)
+    if not isinstance(equal, bool):
+        raise ConfigError(f"{where}tune.equal_budget: expected true or false, got {equal!r}")
+    if equal:
+        sizes = {s: grid_size(axes) for s, axes in parsed.items()}
+        if len(set(sizes.values())) > 1:
+            shown = ", ".join(f"{s} {n}" for s, n in sizes.items())
+            raise ConfigError(
+                f"{where}tune.grid: the strategies' grids differ in size ({shown} points): give each as "
+                "many points, or set tune.equal_budget: false (the report then shows the unequal budgets)"
+            )
+    overlap = sorted(set(tseeds) & set(seeds))
+    if overlap:
+        raise ConfigError(
+            f"{where}tune.seeds: {overlap[0]} is also an evaluation seed; tuning seeds must be their own"
+        )
+    return TuneSpec(seeds=list(tseeds), grid=parsed, tasks=None if only is None else list(only),
+                    equal_budget=equal)
+
+
+def _strategy_names() -> list[str]:
+    from hardmix.strategies import available_strategies
+
+    return list(available_strategies())
+
+
+def grid_size(axes: dict[str, list[Any]]) -> int:
+    """The number of points of a grid (the product of its axes' lengths; 1 for no axis)."""
+    n = 1
+    for values in axes.values():
+        n *= len(values)
+    return n
+
+
+def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The keys of a comparison spec that changed in a way ``--resume`` cannot continue: everything except
+    added seeds, added strategies (a new name, or a new name in a task's ``strategies``), ``jobs`` and
+    ``output``.
+
+    >>> old = {"seeds": [1, 2], "strategies": {"none": ["n"]}, "tasks": {"t": {"score": "a"}}}
+    >>> spec_differences(old, {**old, "seeds": [1, 2, 3], "jobs": 2})
+    []
+    >>> spec_differences(old, {**old, "seeds": [1], "tasks": {"t": {"score": "b"}}})
+    ['seeds (seed 2 removed)', 'tasks.t.score']
+    """
+    changed: list[str] = []
+    for key in sorted(set(old) | set(new), key=lambda k: (SPEC_KEYS + (k,)).index(k)):
+        if key in FREE_KEYS:
+            continue
+        a, b = old.get(key), new.get(key)
+        if key == "seeds" and isinstance(a, list) and isinstance(b, list):
+            gone = [s for s in a if s not in b]
+            if gone:
+                changed.append(f"seeds (seed {gone[0]} removed)")
+        elif key == "strategies" and isinstance(a, dict) and isinstance(b, dict):
+            for name in a:
+                if name not in b:
+                    changed.append(f"strategies.{name} (removed)")
+                elif a[name] != b[name]:
+                    changed.append(f"strategies.{name}")
+        elif key == "tasks" and isinstance(a, dict) and isinstance(b, dict):
+            for name in sorted(set(a) | set(b), key=lambda n: list({**a, **b}).index(n)):
+                ta, tb = a.get(name), b.get(name)
+                if not isinstance(ta, dict) or not isinstance(tb, dict):
+                    changed.append(f"tasks.{name} ({'added' if ta is None else 'removed'})")
+                    continue
+                for k in sorted(set(ta) | set(tb)):
+                    va, vb = ta.get(k), tb.get(k)
+                    if k == "strategies" and isinstance(va, list) and isinstance(vb, list):
+                        if any(s not in vb for s in va):
+                            changed.append(f"tasks.{name}.strategies (a strategy removed)")
+                    elif va != vb:
+                        changed.append(f"tasks.{name}.{k}")
+        elif key == "tune" and isinstance(a, dict) and isinstance(b, dict):
+            grid_a, grid_b = a.get("grid") or {}, b.get("grid") or {}
+            added = {n for n in grid_b if n not in grid_a and n not in (old.get("strategies") or {})}
+            kept = {**b, "grid": {n: v for n, v in grid_b.items() if n not in added}}
+            changed += [f"tune.{k}" for k in sorted(set(a) | set(kept)) if a.get(k) != kept.get(k)]
+        elif a != b:
+            changed.append(key)
+    return changed
 
 
 def select_tasks(spec: CompareSpec, names: str | None) -> CompareSpec:
@@ -234,4 +430,4 @@ def load_spec(path: str | os.PathLike[str]) -> CompareSpec:
     return parse_spec(load_yaml(p), source=p.resolve())
 
 
-__all__ = ["CompareSpec", "TaskSpec", "load_spec", "parse_spec"]
+__all__ = ["CompareSpec", "TaskSpec", "TuneSpec", "grid_size", "load_spec", "parse_spec", "spec_differences"]

@@ -65,10 +65,16 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
         "baseline": "none",
         "strategies": {"none": [{"name": "none"}], "mixcse": [{"name": "mixcse", "lam": 0.2}]},
         "tasks": {
-            "text": {"config": str(tmp_path / "text.yaml"), "score": "stsb_dev"},
+            # The tiny runs score only what selects the model: allowed here, and said so.
+            "text": {
+                "config": str(tmp_path / "text.yaml"),
+                "score": "stsb_dev",
+                "allow_selection_score": True,
+            },
             "vision": {
                 "config": str(tmp_path / "vision.yaml"),
                 "score": "knn_top1",
+                "allow_selection_score": True,
                 "set": {"train.lr": 0.2},
             },
         },

@@ -1,0 +1,159 @@
+"""Equal tuning before a comparison's evaluation seeds (the spec's ``tune:`` block).
+
+Each strategy, the baseline included, runs every point of its grid on the tuning seeds; a point is scored
+by the mean over those seeds of the task's selection metric (``Task.selection_metric``: the score that
+selects the model, never a held-out score). The best point per task and strategy is what that strategy's
+evaluation cells run. Tuning cells are ordinary run folders, ``DIR/tune/<task>/<strategy>/point<i>/seed<k>``,
+finished once and resumed like the evaluation cells.
+
+::
+
+    tune:
+      seeds: [101, 102]
+      grid:                                # every strategy of the spec, the baseline too
+        none:   {loss.temperature: [0.05, 0.1]}
+        mixcse: {mixcse.lam: [0.1, 0.4]}   # <entry>.<argument>: an argument of the strategy's entry
+      tasks: [text]                        # optional: the tasks tuned (default: every one)
+      equal_budget: true                   # the default: every grid has as many points
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from typing import Any
+
+from hardmix.compare.grid import Cell, _check_same_config, _check_task, make_cell, task_class
+from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
+from hardmix.errors import ConfigError
+from hardmix.training.results import ResultsError
+
+
+def grid_points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every point of a grid, the first axis varying slowest.
+
+    >>> grid_points({"mixcse.lam": [0.1, 0.2], "loss.temperature": [0.05]})
+    [{'mixcse.lam': 0.1, 'loss.temperature': 0.05}, {'mixcse.lam': 0.2, 'loss.temperature': 0.05}]
+    >>> grid_points({})
+    [{}]
+    """
+    keys = list(axes)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*axes.values())]
+
+
+def apply_point(
+    spec: CompareSpec, task: TaskSpec, strategy: str, point: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """A cell's ``loss.strategies`` entries and extra ``--set`` items at a grid point: ``<entry>.<arg>``
+    sets the argument of the strategy's entries of that registered name, any other key is a config key.
+    """
+    entries = spec.strategies_for(task, strategy)
+    sets = []
+    for key, value in point.items():
+        prefix, arg = key.split(".", 1)
+        hits = [e for e in entries if e["name"] == prefix]
+        for e in hits:
+            e[arg] = value
+        if not hits:
+            sets.append(f"{key}={override_value(value)}")
+    return entries, sets
+
+
+def tuned_tasks(spec: CompareSpec) -> list[TaskSpec]:
+    """The spec's tasks that are tuned (none without a ``tune:`` block)."""
+    if spec.tune is None:
+        return []
+    return [t for t in spec.tasks.values() if spec.tune.tasks is None or t.name in spec.tune.tasks]
+
+
+def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True) -> list[Cell]:
+    """Every tuning cell, each point's config validated (and the selection metric among its final scores);
+    nothing is run or written.
+
+    Raises:
+        ConfigError: naming ``tune.grid.<strategy>`` or the task at fault.
+    """
+    cells: list[Cell] = []
+    assert spec.tune is not None or not tuned_tasks(spec)
+    for task in tuned_tasks(spec):
+        task_cls = task_class(task)
+        checked = False
+        for strategy in task.strategies or spec.strategies:
+            for i, point in enumerate(grid_points(spec.tune.grid[strategy])):
+                for seed in spec.tune.seeds:
+                    run_dir = output / "tune" / task.name / strategy / f"point{i}" / f"seed{seed}"
+                    cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point, i)
+                    if task_cls.selection_metric not in task_cls.score_names(cfg):
+                        raise ConfigError(
+                            f"tune: tasks.{task.name} scores no {task_cls.selection_metric} (its selection "
+                            "metric, what tuning compares); turn on eval.at_end or eval.eval_steps"
+                        )
+                    if check_data and not checked:
+                        _check_task(task, task_cls, cfg)
+                        checked = True
+                    _check_same_config(cell)
+                    cells.append(cell)
+    return cells
+
+
+def first_points(spec: CompareSpec) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each tuned (task, strategy)'s first grid point: what the evaluation cells are validated with before
+    tuning has chosen."""
+    return {
+        (t.name, s): grid_points(spec.tune.grid[s])[0]
+        for t in tuned_tasks(spec)
+        for s in t.strategies or spec.strategies
+    }
+
+
+def _score(cell: Cell, metric: str) -> float | None:
+    try:
+        record = cell.record()
+    except ResultsError:
+        return None
+    value = record["final_scores"].get(metric) if record["finished"] else None
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
+    """``summary["tuning"]``: per task and strategy the selection metric, the budget (steps per run, runs),
+    every point's score per tuning seed and mean, and the best point (None until every point has a score).
+    """
+    out: dict[str, Any] = {}
+    for task in tuned_tasks(spec):
+        metric = task_class(task).selection_metric
+        out[task.name] = {}
+        for strategy in task.strategies or spec.strategies:
+            mine = [c for c in cells if c.task.name == task.name and c.strategy == strategy]
+            grid, steps, runs = [], set(), 0
+            for i, point in enumerate(grid_points(spec.tune.grid[strategy])):
+                seeds = {}
+                for c in (c for c in mine if c.point_index == i):
+                    score = _score(c, metric)
+                    if score is not None:
+                        seeds[c.seed] = score
+                        runs += 1
+                        steps.add(c.record()["total_steps"])
+                mean = sum(seeds.values()) / len(seeds) if len(seeds) == len(spec.tune.seeds) else None
+                grid.append({"point": point, "seeds": seeds, "mean": mean})
+            complete = all(g["mean"] is not None for g in grid)
+            best = max(grid, key=lambda g: g["mean"])["point"] if complete else None  # ties: the first
+            out[task.name][strategy] = {
+                "score": metric,
+                "steps_per_run": max(steps) if steps else None,
+                "runs": runs,
+                "grid": grid,
+                "best": best,
+            }
+    return out
+
+
+def best_points(spec: CompareSpec, cells: list[Cell]) -> dict[tuple[str, str], dict[str, Any]] | None:
+    """The best point of every tuned (task, strategy), or None while a tuning cell lacks its score."""
+    table = tuning_table(spec, cells)
+    best = {(t, s): row["best"] for t, rows in table.items() for s, row in rows.items()}
+    return None if any(p is None for p in best.values()) else best
+
+
+__all__ = ["apply_point", "best_points", "first_points", "grid_points", "tuning_cells", "tuning_table"]

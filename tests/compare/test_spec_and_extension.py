@@ -1,0 +1,273 @@
+"""``hardmix compare``'s input side: held-out scores by construction, the ``tune:`` block's validation, a
+finished comparison extended by seeds and strategies with ``--resume`` (tiny real runs: only the new cells
+train, the finished cells' files stay byte for byte), what a finished cell keeps, corrupt records, the lock,
+and the progress bar in steps."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from hardmix.cli import main as cli
+from hardmix.compare.grid import build_grid
+from hardmix.compare.spec import parse_spec
+from hardmix.compare.tuning import tuning_cells
+from hardmix.errors import ConfigError
+from hardmix.training import read_results
+from hardmix.training.api import resolve_task
+
+
+@pytest.fixture
+def text_spec(tmp_path, tiny_text_config):
+    """A spec of tiny real text runs (4 steps, STS-B dev at the end): one strategy, one seed."""
+    text = copy.deepcopy(tiny_text_config)
+    text["train"].update(max_steps=4, save_steps=2)
+    text["eval"].update(at_end=True)
+    (tmp_path / "text.yaml").write_text(yaml.safe_dump(text))
+    return {
+        "seeds": [1],
+        "baseline": "none",
+        "strategies": {"none": [{"name": "none"}]},
+        "tasks": {"text": {"config": str(tmp_path / "text.yaml"), "score": "stsb_dev",
+                           "allow_selection_score": True}},
+    }
+
+
+def _write(tmp_path, spec, name="spec.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+# ---------------------------------------------------------------------------------- held-out scores
+def test_the_selection_score_is_refused_before_any_run_unless_allowed(text_spec, tmp_path, capsys):
+    spec = copy.deepcopy(text_spec)
+    del spec["tasks"]["text"]["allow_selection_score"]
+    with pytest.raises(ConfigError, match=r"^tasks\.text\.score: 'stsb_dev' is the task's selection score"):
+        build_grid(parse_spec(spec), tmp_path / "out")
+    path = _write(tmp_path, spec)
+    assert cli(["compare", str(path), "--output", str(tmp_path / "out"), "--print-commands"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "tasks.text.allow_selection_score: true" in err
+    assert not (tmp_path / "out").exists()
+    allowed = parse_spec(text_spec)
+    assert len(build_grid(allowed, tmp_path / "out")) == 1 and allowed.tasks["text"].allow_selection_score
+    spec["tasks"]["text"]["allow_selection_score"] = "yes"
+    with pytest.raises(ConfigError, match=r"tasks\.text\.allow_selection_score: expected true or false"):
+        parse_spec(spec)
+
+
+def test_the_compared_score_defaults_to_the_task_s_held_out_score(text_spec, tmp_path):
+    spec = copy.deepcopy(text_spec)
+    del spec["tasks"]["text"]["score"], spec["tasks"]["text"]["allow_selection_score"]
+    task_cls = resolve_task("text")
+    parsed = parse_spec(spec)
+    if not task_cls.default_score:
+        with pytest.raises(ConfigError, match=r"tasks\.text\.score: missing"):
+            build_grid(parsed, tmp_path / "out", check_data=False)
+        return
+    cells = build_grid(parsed, tmp_path / "out", check_data=False)
+    assert parsed.tasks["text"].score == task_cls.default_score != task_cls.selection_metric
+    from hardmix.training.api import load_config_for
+
+    for cell in cells:  # the evaluation the score needs is on in the cell's own command
+        cfg = load_config_for(task_cls, cell.task.config, cell.overrides)
+        assert task_cls.default_score in task_cls.score_names(cfg)
+        assert set(parsed.tasks["text"].secondary) <= set(task_cls.score_names(cfg))
+
+
+def test_secondary_scores_are_checked(text_spec, tmp_path):
+    spec = copy.deepcopy(text_spec)
+    spec["tasks"]["text"]["secondary"] = ["sts_avg"]
+    spec["tasks"]["text"]["set"] = {"eval.final_sts": True}
+    parsed = parse_spec(spec)
+    build_grid(parsed, tmp_path / "out", check_data=False)
+    assert parsed.tasks["text"].secondary == ["sts_avg"]
+    spec["tasks"]["text"]["secondary"] = ["sts_avgg"]
+    with pytest.raises(ConfigError, match=r"tasks\.text\.secondary: 'sts_avgg' is not a final score"):
+        build_grid(parse_spec(spec), tmp_path / "out", check_data=False)
+    spec["tasks"]["text"]["secondary"] = "sts_avg"
+    with pytest.raises(ConfigError, match=r"tasks\.text\.secondary: expected a list"):
+        parse_spec(spec)
+
+
+# ------------------------------------------------------------------------------------ the tune block
+@pytest.mark.parametrize(
+    "tune, message",
+    [
+        ({"seeds": [7], "grid": {"none": {}}, "budget": 3}, r"tune: unknown key budget"),
+        ({"seeds": [1], "grid": {"none": {}, "mixcse": {}}}, r"tune\.seeds: 1 is also an evaluation seed"),
+        ({"seeds": [7, 7], "grid": {"none": {}}}, r"tune\.seeds: expected a list of distinct"),
+        ({"seeds": [7], "grid": {"none": {}, "mochi": {}}}, r"tune\.grid\.mochi: not one of the strategies"),
+        ({"seeds": [7], "grid": {"none": {"loss.temperature": 0.1}, "mixcse": {}}},
+         r"tune\.grid\.none\.loss\.temperature: expected a non-empty list"),
+        ({"seeds": [7], "grid": {"none": {"mixcse.lam": [0.1]}, "mixcse": {}}},
+         r"tune\.grid\.none\.mixcse\.lam: none's entries are none, not mixcse"),
+        ({"seeds": [7], "grid": {"none": {"loss.temperature": [0.05, 0.1]}, "mixcse": {"mixcse.lam": [0.1]}}},
+         r"tune\.grid: the strategies' grids differ in size \(none 2, mixcse 1 points\)"),
+        ({"seeds": [7], "grid": {"mixcse": {"mixcse.lam": [0.1]}}}, r"tune\.grid: none has no grid"),
+        ({"seeds": [7], "grid": {"none": {}, "mixcse": {}}, "tasks": ["audio"]}, r"tune\.tasks: expected"),
+    ],
+)
+def test_the_tune_block_is_validated(text_spec, tune, message):
+    spec = copy.deepcopy(text_spec)
+    spec["strategies"]["mixcse"] = [{"name": "mixcse", "lam": 0.2}]
+    spec["tune"] = tune
+    with pytest.raises(ConfigError, match=message):
+        parse_spec(spec)
+
+
+def test_every_tuning_point_s_config_is_validated_before_any_run(text_spec, tmp_path):
+    spec = copy.deepcopy(text_spec)
+    spec["strategies"]["mixcse"] = [{"name": "mixcse", "lam": 0.2}]
+    spec["tune"] = {"seeds": [7, 8], "grid": {"none": {"loss.temperature": [0.05, 0.1]},
+                                                "mixcse": {"mixcse.lam": [0.1, 2.0]}}}
+    with pytest.raises(ConfigError, match=r"tasks\.text with strategy mixcse at tune point .*lam"):
+        tuning_cells(parse_spec(spec), tmp_path / "out")
+    spec["tune"]["grid"]["mixcse"] = {"mixcse.lam": [0.1, 0.4]}
+    spec["tune"]["equal_budget"] = False
+    spec["tune"]["grid"]["none"] = {"loss.temperature": [0.05, 0.1, 0.2]}
+    cells = tuning_cells(parse_spec(spec), tmp_path / "out")
+    assert len(cells) == (3 + 2) * 2 and not (tmp_path / "out").exists()
+    by = {(c.strategy, c.point_index, c.seed): c for c in cells}
+    assert by[("none", 2, 8)].config["loss"]["temperature"] == 0.2
+    assert by[("mixcse", 1, 7)].config["loss"]["strategies"] == [{"name": "mixcse", "lam": 0.4}]
+    assert by[("mixcse", 1, 7)].run_dir == tmp_path / "out" / "tune" / "text" / "mixcse" / "point1" / "seed7"
+
+
+# -------------------------------------------------------------------- extending a finished comparison
+def _files(root):
+    """Every file under root: its bytes and its modification time."""
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _steps_in(summary_cells):
+    return sum(read_results(c)["total_steps"] for c in summary_cells)
+
+
+def test_a_finished_comparison_takes_more_seeds_and_strategies(text_spec, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    path = _write(tmp_path, text_spec)
+    assert cli(["compare", str(path), "--output", str(out), "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    assert f"each cell's output is in {out / 'logs'}/" in err
+    assert "4/4" in err  # one bar in training steps: the cell's 4
+    first = out / "runs" / "text" / "none" / "seed1"
+    # A finished cell keeps its record only: no resume checkpoint, no exported model.
+    assert sorted(p.name for p in first.iterdir()) == ["config.yaml", "metrics.jsonl", "results.json"]
+    before = _files(out / "runs")
+
+    # More seeds and a new strategy: only the three new cells train; the finished one is untouched.
+    spec = copy.deepcopy(text_spec)
+    spec["seeds"] = [1, 2]
+    spec["strategies"]["mixcse"] = [{"name": "mixcse", "lam": 0.2}]
+    path = _write(tmp_path, spec)
+    assert cli(["compare", str(path), "--output", str(out), "--resume", "--jobs", "2", "--threads", "2",
+                "--keep", "checkpoints,models"]) == 0
+    err = capsys.readouterr().err
+    assert "16/16" in err  # every cell's steps, the finished one's included
+    assert {p: v for p, v in _files(out / "runs").items() if p in before} == before
+    logs = sorted(p.name for p in (out / "logs").iterdir())
+    assert logs == ["text-mixcse-seed1.log", "text-mixcse-seed2.log", "text-none-seed1.log",
+                    "text-none-seed2.log"]
+    assert (out / "logs" / "text-none-seed1.log").read_text().count("$ ") == 1  # never run again
+    kept = out / "runs" / "text" / "mixcse" / "seed2"
+    assert (kept / "checkpoint.pt").is_file() and (kept / "best").is_dir()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["finished"] == 4 and summary["tasks"]["text"]["paired"]["mixcse"]["n"] == 2
+    assert yaml.safe_load((out / "spec.yaml").read_text())["seeds"] == [1, 2]
+
+    # Anything else changed is refused, naming it, and nothing runs.
+    for change, named in [
+        (lambda s: s["strategies"]["mixcse"][0].update(lam=0.3), "strategies.mixcse"),
+        (lambda s: s.update(seeds=[2]), "seeds (seed 1 removed)"),
+        (lambda s: s["tasks"]["text"].update(set={"train.lr": 0.1}), "tasks.text.set"),
+    ]:
+        changed = copy.deepcopy(spec)
+        change(changed)
+        assert cli(["compare", str(_write(tmp_path, changed, "changed.yaml")), "--output", str(out),
+                    "--resume"]) == 2
+        err = capsys.readouterr().err
+        assert f"the spec differs from the comparison's ({out / 'spec.yaml'}) in {named};" in err, err
+    assert {p: v for p, v in _files(out / "runs").items() if p in before} == before
+
+    # A corrupt record is said to be corrupt, left out of a report, and run again with --resume.
+    corrupt = out / "runs" / "text" / "none" / "seed2" / "results.json"
+    record = json.loads(corrupt.read_text())
+    corrupt.write_text(json.dumps({**record, "final_scores": {"stsb_dev": "high"}}))
+    assert cli(["compare", str(path), "--output", str(out), "--report-only"]) == 0
+    captured = capsys.readouterr()
+    assert "text/none/seed2: corrupt results.json" in captured.err and "Traceback" not in captured.err
+    assert "missing (1): text/none/seed2" in captured.out
+    assert cli(["compare", str(path), "--output", str(out), "--resume", "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "final_scores is {'stsb_dev': 'high'}, not a mapping of numbers" in err
+    assert (out / "runs" / "text" / "none" / "seed2.corrupt" / "results.json").is_file()  # nothing deleted
+    assert read_results(corrupt.parent)["finished"]
+    assert {p: v for p, v in _files(out / "runs").items() if p in before} == before
+
+
+def test_a_comparison_folder_in_use_is_refused(text_spec, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / ".lock").write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname()}))
+        path = _write(tmp_path, text_spec)
+        assert cli(["compare", str(path), "--output", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"process {holder.pid}" in err and "in progress" in err
+        assert not (out / "runs").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert cli(["compare", str(path), "--output", str(out), "--keep", "weights"]) == 2
+    assert "--keep: 'weights' is not one of checkpoints, models" in capsys.readouterr().err
+
+
+def test_equal_tuning_picks_each_strategy_s_best_point_on_the_selection_score(text_spec, tmp_path, capsys):
+    spec = copy.deepcopy(text_spec)
+    spec["strategies"]["mixcse"] = [{"name": "mixcse", "lam": 0.2}]
+    del spec["strategies"]["mixcse"]  # one strategy: a mixing argument's point is checked above
+    spec["tune"] = {"seeds": [7], "grid": {"none": {"loss.temperature": [0.05, 0.5]}}}
+    out = tmp_path / "cmp"
+    path = _write(tmp_path, spec)
+    assert cli(["compare", str(path), "--output", str(out), "--print-commands"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2 and "tuning cells" in captured.err
+    assert cli(["compare", str(path), "--output", str(out), "--jobs", "2", "--threads", "2"]) == 0
+    capsys.readouterr()
+    summary = json.loads((out / "summary.json").read_text())
+    tuning = summary["tuning"]["text"]
+    for strategy, key in (("none", "loss.temperature"),):
+        scores = {}
+        for i, value in enumerate(spec["tune"]["grid"][strategy][key]):
+            record = read_results(out / "tune" / "text" / strategy / f"point{i}" / "seed7")
+            scores[value] = record["final_scores"]["stsb_dev"]
+            assert tuning[strategy]["grid"][i]["seeds"] == {"7": scores[value]}
+        best = max(scores, key=scores.get)
+        row = tuning[strategy]
+        assert row["best"] == {key: best} and row["score"] == "stsb_dev"
+        assert row["runs"] == 2 and row["steps_per_run"] == 4
+        config = yaml.safe_load((out / "runs" / "text" / strategy / "seed1" / "config.yaml").read_text())
+        assert config["loss"]["temperature"] == best
+    # Done: nothing is left to print or to run.
+    assert cli(["compare", str(path), "--output", str(out), "--print-commands"]) == 0
+    assert capsys.readouterr().out.strip() == ""
+
+
+def test_the_shipped_specs_do_not_compare_a_selection_score():
+    from hardmix.compare.spec import load_spec
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    for path in sorted((root / "configs" / "compare").glob("*.yaml")):
+        for task in load_spec(path).tasks.values():
+            assert not task.allow_selection_score, (path, task.name)
+    assert os.path.isdir(root / "configs" / "compare")
