@@ -176,7 +176,7 @@ def test_status_follows_failed_killed_and_preempted_cells_and_resume_finishes_th
     spec = copy.deepcopy(text_spec)
     spec["seeds"] = [1, 2, 3]
     spec["strategies"] = {"none": [{"name": "none"}]}
-    spec["tasks"]["text"]["set"] = {"train.max_steps": 400, "train.save_steps": 1}
+    spec["tasks"]["text"]["set"] = {"train.max_steps": 50, "train.epochs": 2, "train.save_steps": 1}
     path, out = _write(spec, tmp_path / "spec.yaml"), tmp_path / "cmp"
     runs = {s: out / "runs" / "text" / "none" / f"seed{s}" for s in (1, 2, 3)}
     assert _states(path, out, capsys) == {f"text/none/seed{s}": ("missing", "") for s in (1, 2, 3)}
@@ -203,7 +203,7 @@ def test_status_follows_failed_killed_and_preempted_cells_and_resume_finishes_th
     assert final["text/none/seed3"] == ("finished", "")
     log3 = (out / "logs" / "text-none-seed3.log").read_text()
     assert "stopped by SIGUSR1" in log3 and "resumed" in log3  # checkpointed, requeued, resumed
-    assert read_results(runs[3])["steps"] == 400
+    assert read_results(runs[3])["steps"] == 50
     # --resume submits only what failed (seed 1 once its cause is gone; seed 2 resumes from its checkpoint).
     (runs[1] / "checkpoint.pt").unlink()
     step2 = json.loads((runs[2] / "metrics.jsonl").read_text().splitlines()[-1])["step"]
@@ -213,6 +213,6 @@ def test_status_follows_failed_killed_and_preempted_cells_and_resume_finishes_th
     assert again["text/none/seed3"] == jobs["text/none/seed3"]
     assert all(again[f"text/none/seed{s}"] != jobs[f"text/none/seed{s}"] for s in (1, 2))
     assert f"resumed {runs[2]} at step" in (out / "logs" / "text-none-seed2.log").read_text()
-    assert 0 < step2 < 400 and all(read_results(r)["finished"] for r in runs.values())
+    assert 0 < step2 < 50 and all(read_results(r)["finished"] for r in runs.values())
     capsys.readouterr()
     assert {s[0] for s in _states(path, out, capsys).values()} == {"finished"}
