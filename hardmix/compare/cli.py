@@ -43,6 +43,17 @@ def register(top: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--report-only", action="store_true", help="build the report from the finished cells")
     p.add_argument(
+        "--launcher",
+        choices=("local", "slurm", "submitit-local"),
+        default="local",
+        help="where cells run: local processes (default), one SLURM job per cell (the spec's launcher: "
+        "block; needs hardmix[cluster]), or submitit's local executor",
+    )
+    p.add_argument("--status", action="store_true", help="list every cell: finished, running, queued, "
+                   "failed (its log's last line) or missing, and run nothing")
+    p.add_argument("--wait", action="store_true",
+                   help="with a submitit launcher: wait for the jobs, then report")
+    p.add_argument(
         "--tasks",
         default=None,
         help="comma list of the spec's tasks to run and report (default: all), e.g. --tasks text",
@@ -89,23 +100,34 @@ def main(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads: expected a positive number, got {args.threads}")
     keep = parse_keep(args.keep)
+    if args.launcher != "local" or args.status:  # the launcher: blocks, checked before anything runs
+        from hardmix.compare import launcher
+
+        for task in spec.tasks:
+            launcher.launcher_for(spec, task)
     saved = out / SPEC_COPY
     if saved.is_file() and (args.resume or args.report_only or args.print_commands):
         check_extension(saved, spec.raw)
     # Every cell validated before anything runs (every tuning point too); the data is checked where the
     # cells run (printed commands may run on other machines).
-    check_data = not args.print_commands
+    check_data = not (args.print_commands or args.status)
     tune = tuning_cells(spec, out, check_data=check_data) if spec.tune else []
     best = best_points(spec, tune) if tune else {}
     cells = build_grid(spec, out, check_data=check_data, points=best or first_points(spec),
                        check_existing=best is not None)
+    if args.status:
+        return launcher.print_status(tune + cells, out)
     if args.print_commands:
+        todo = tune if best is None else cells
+        if args.launcher == "slurm":  # the sbatch file of every job that would be submitted
+            for c in (c for c in todo if c.status() != "finished"):
+                settings = launcher.launcher_for(spec, c.task.name)
+                print(f"# {c.label}\n{launcher.sbatch_script(settings, c, out)}")
+        else:
+            print("\n".join(print_commands(todo)))
         if best is None:
-            print("\n".join(print_commands(tune)))
             print("hardmix: these are the tuning cells; the evaluation cells run each strategy's best point: "
                   "print the commands again once these have finished", file=sys.stderr)
-        else:
-            print("\n".join(print_commands(cells)))
         return 0
     if not args.report_only and saved.is_file() and not args.resume:
         raise ConfigError(
@@ -123,8 +145,20 @@ def main(args: argparse.Namespace) -> int:
         lock.release()
 
 
+def _launch(args, spec, cells, out, jobs, keep):  # noqa: ANN001, ANN202
+    """Run the cells here (:func:`hardmix.compare.grid.run_cells`) or submit them through the launcher;
+    the failed cells with their logs, or None when submitted jobs run on without ``--wait``."""
+    from hardmix.compare.grid import run_cells
+
+    if args.launcher == "local":
+        return run_cells(cells, out, jobs=jobs, threads=args.threads, keep=keep)
+    from hardmix.compare import launcher
+
+    return launcher.submit_cells(spec, cells, out, args.launcher, wait=args.wait)
+
+
 def _run_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa: ANN001
-    from hardmix.compare.grid import build_grid, run_cells
+    from hardmix.compare.grid import build_grid
     from hardmix.compare.plots import make_plots
     from hardmix.compare.report import write_csv, write_html, write_json, write_markdown
     from hardmix.compare.summary import cross_table, per_task_table, summarize, text_table
@@ -136,7 +170,9 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa: A
         atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
         print(f"hardmix: each cell's output is in {out / 'logs'}/", file=sys.stderr)
         if tune:
-            failed = run_cells(tune, out, jobs=jobs, threads=args.threads, keep=keep)
+            failed = _launch(args, spec, tune, out, jobs, keep)
+            if failed is None:
+                return 0  # the jobs run on: --status follows them, --resume then runs the evaluation cells
             best = best_points(spec, tune)
             if best is None:
                 for cell, log in failed:
@@ -144,7 +180,10 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa: A
                 raise RunError(f"{out}: tuning did not finish, so no strategy has its best point yet; fix "
                                "the failed cells and rerun with --resume")
             cells = build_grid(spec, out, check_data=False, points=best)
-        failed += run_cells(cells, out, jobs=jobs, threads=args.threads, keep=keep)
+        launched = _launch(args, spec, cells, out, jobs, keep)
+        if launched is None:
+            return 0  # the jobs run on: --status follows them, --report-only reports
+        failed += launched
         for cell, log in failed:
             print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
     corrupt = [c for c in cells if c.status() == "corrupt"]

@@ -42,14 +42,14 @@ from typing import Any
 from hardmix.config import load_yaml
 from hardmix.errors import ConfigError
 
-SPEC_KEYS = ("seeds", "baseline", "strategies", "tasks", "output", "jobs", "tune")
+SPEC_KEYS = ("seeds", "baseline", "strategies", "tasks", "output", "jobs", "tune", "launcher")
 TASK_KEYS = (
     "task", "config", "set", "score", "allow_selection_score", "secondary", "strategy_args", "strategies",
+    "launcher",
 )
 # What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
-# new cells run), how many cells run at once and where the folder is.
-EXTENSIBLE_KEYS = ("seeds", "strategies", "tasks.*.strategies")
-FREE_KEYS = ("jobs", "output")
+# new cells run), how many cells run at once, where the folder is and how cells are launched.
+FREE_KEYS = ("jobs", "output", "launcher")
 
 
 @dataclass
