@@ -168,7 +168,8 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa: A
     failed = []
     if not args.report_only:
         atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
-        print(f"hardmix: each cell's output is in {out / 'logs'}/", file=sys.stderr)
+        if args.launcher == "local":
+            print(f"hardmix: each cell's output is in {out / 'logs'}/", file=sys.stderr)
         if tune:
             failed = _launch(args, spec, tune, out, jobs, keep)
             if failed is None:
