@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from hardmix.compare.grid import Cell
 from hardmix.training.metrics import read_metrics
@@ -93,16 +94,17 @@ def _strategies(summary: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(s for t in summary["tasks"].values() for s in t["strategies"]))
 
 
-def score_unit(score: str) -> str:
-    """The unit of a score, from its name: accuracies (``*top1``, ``*acc*``) in %, STS scores (STS tasks,
-    their average, STS-B dev) as Spearman's rho x 100.
+def score_unit(score: str, difference: bool = False) -> str:
+    """The unit of a score (or of a ``difference`` of two), from its name: accuracies (``*top1``,
+    ``*acc*``) in % (differences in percentage points), STS scores (STS tasks, their average, STS-B dev) as
+    Spearman's rho x 100.
 
-    >>> score_unit("knn_top1"), score_unit("sts_avg"), score_unit("STS-B")
-    ('accuracy, %', 'Spearman ρ × 100', 'Spearman ρ × 100')
+    >>> score_unit("knn_top1"), score_unit("knn_top1", difference=True), score_unit("sts_avg")
+    ('accuracy, %', 'accuracy, percentage points', 'Spearman ρ × 100')
     """
     low = score.lower()
     if "top" in low or "acc" in low:
-        return "accuracy, %"
+        return "accuracy, percentage points" if difference else "accuracy, %"
     if low.startswith(("sts", "sick")):
         return "Spearman ρ × 100"
     return "score units"
@@ -151,7 +153,7 @@ def plot_forest(summary: dict[str, Any], path: Path) -> Path:
         ax.set_yticks(range(len(names)), names[::-1], fontsize=9)
         ax.set_ylim(-0.7, len(names) - 0.3)
         ax.grid(axis="x", alpha=0.3)
-        unit = score_unit(t["score"])
+        unit = score_unit(t["score"], difference=True)
         ax.set_xlabel(f"{t['score']} − {summary['baseline']} ({unit}); higher is better")
         ax.set_title(f"{task}: paired difference from {summary['baseline']}, 95% interval", fontsize=10)
     handles = [
@@ -231,9 +233,9 @@ def _lines(
     panels, empty = _panels(cells, summary, keys, per_task_key)
     if not panels:
         return None
-    ncols = min(len(panels), 4)
+    ncols = min(len(panels), 2)
     nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.0 * ncols, 3.4 * nrows), squeeze=False)
     shown: dict[str, Any] = {}
     for ax, (task, key, label, series) in zip(axes.flat, panels):
         for s in strategies:
@@ -245,8 +247,9 @@ def _lines(
             shown.setdefault(s, line)
             if len(runs) > 1 and len(steps) > 1:
                 ax.fill_between(steps, lo, hi, color=col[s], alpha=0.2)
-        ax.set_title(f"{task}: {key if per_task_key else label}", fontsize=9)
+        ax.set_title(f"{task}: {key if per_task_key else label}", fontsize=10)
         ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(f"{key} ({score_unit(key)})" if per_task_key else UNITS.get(key, key), fontsize=9)
     for ax in list(axes.flat)[len(panels):]:
         ax.remove()

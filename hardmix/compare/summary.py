@@ -4,7 +4,8 @@ The summary (``summary.json``) holds, per task: the compared score, per strategy
 (``strategies.<s>.seeds``: {seed: score}), mean, std, the mean training seconds and the evaluation's own
 sampling error; per strategy other than the baseline the paired difference from the baseline
 (``paired.<s>``: mean, 95% interval, ``p_value``, ``p_holm``, ``effect_size``,
-``min_detectable_difference``, ``verdict``; :mod:`hardmix.compare.stats`). Under ``cells``, one record per
+``min_detectable_difference``, ``verdict``; :mod:`hardmix.compare.stats`); ``cells`` and ``finished``
+count the cells and the finished ones, ``missing`` names the others. Under ``cell_records``, one record per
 finished cell: every final score, the best step, the training seconds (pauses and evaluations excluded)
 and each evaluation's scores with the diagnostics logged at that step, so anyone can recompute the tables.
 """
@@ -79,7 +80,7 @@ def evaluations(cell: Cell, selection_metric: str) -> list[dict[str, Any]]:
 def cell_records(
     cells: list[Cell], records: dict[tuple[str, str, int], dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """One record per finished cell, in the grid's order (the ``cells`` of ``summary.json``)."""
+    """One record per finished cell, in the grid's order (``summary.json``'s ``cell_records``)."""
     out = []
     for c in cells:
         r = records.get((c.task.name, c.strategy, c.seed))
@@ -134,7 +135,7 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
         "tasks": {},
         "missing": missing,
         "finished": len(records),
-        "n_cells": len(cells),
+        "cells": len(cells),
     }
     for task in spec.tasks.values():
         per: dict[str, Any] = {}
@@ -185,15 +186,14 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
             "score_is_selection": task.score == selection,
             "allow_selection_score": bool(getattr(task, "allow_selection_score", False)),
         }
-    out["cells"] = cell_records(cells, records)
+    out["cell_records"] = cell_records(cells, records)
     return out
 
 
 # ------------------------------------------------------------------------------------------ tables
 def cell_count(summary: dict[str, Any]) -> int:
-    """How many cells the comparison has (``n_cells``; a summary written before the per-cell records kept
-    the count under ``cells``)."""
-    return summary["n_cells"] if "n_cells" in summary else int(summary["cells"])
+    """How many cells the comparison has."""
+    return int(summary["cells"])
 
 
 def _fmt(x: Any, digits: int = 2) -> str:
@@ -328,11 +328,14 @@ def tuning_budget_table(summary: dict[str, Any]) -> tuple[list[str], list[list[s
     rows = []
     for task, per in summary["tuning"].items():
         for strategy, tu in per.items():
-            best = ", ".join(f"{k}={v}" for k, v in tu["best"].items()) or "(defaults)"
-            rows.append(
-                [task, strategy, str(len(tu["grid"])), str(tu["runs"]), str(tu["steps_per_run"]),
-                 str(tu["runs"] * tu["steps_per_run"]), best]
-            )
+            if tu["best"] is None:
+                best = "(not every point scored yet)"
+            else:
+                best = ", ".join(f"{k}={v}" for k, v in tu["best"].items()) or "(defaults)"
+            steps = tu["steps_per_run"]
+            total = "n/a" if steps is None else str(tu["runs"] * steps)
+            rows.append([task, strategy, str(len(tu["grid"])), str(tu["runs"]), str(steps or "n/a"), total,
+                         best])
     return head, rows
 
 

@@ -61,8 +61,8 @@ def _summary(out: Path) -> dict:
 # ------------------------------------------------------------------------------------ summary.json
 def test_summary_json_holds_every_cell_s_record(comparison):
     summary = _summary(comparison)
-    cells = summary["cells"]
-    assert summary["n_cells"] == summary["finished"] == len(cells) == len(SEEDS) * len(STRATEGIES)
+    cells = summary["cell_records"]
+    assert summary["cells"] == summary["finished"] == len(cells) == len(SEEDS) * len(STRATEGIES)
     assert {(c["strategy"], c["seed"]) for c in cells} == {(s, k) for s in STRATEGIES for k in SEEDS}
     for c in cells:
         run = comparison / "runs" / c["task"] / c["strategy"] / f"seed{c['seed']}"
@@ -122,7 +122,7 @@ def recompute(summary: dict, markdown: str) -> int:
     checked = 0
     base_name = summary["baseline"]
     for task, t in summary["tasks"].items():
-        cells = [c for c in summary["cells"] if c["task"] == task]
+        cells = [c for c in summary["cell_records"] if c["task"] == task]
         score = {(c["strategy"], str(c["seed"])): c["final_scores"].get(t["score"]) for c in cells}
         strategies = list(dict.fromkeys(c["strategy"] for c in cells))
         base = {k: v for (s, k), v in score.items() if s == base_name}

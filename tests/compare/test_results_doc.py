@@ -68,7 +68,7 @@ def test_results_md_quotes_the_comparisons_as_the_tool_wrote_them() -> None:
     assert blocks, "docs/results.md quotes no comparison"
     for block in blocks:
         summary = json.loads((ROOT / block["path"]).read_text(encoding="utf-8"))
-        count = summary.get("n_cells", summary["cells"])
+        count = summary["cells"]
         assert summary["finished"] == count, f"{block['path']}: not every run finished"
         body = block["body"].strip()
         if "### Verdicts" in body:  # the current format: exactly the tool's Markdown
