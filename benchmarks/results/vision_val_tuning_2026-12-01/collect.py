@@ -1,5 +1,10 @@
-"""Collect the grid's run folders into grid.json (results per point; no checkpoints)."""
-import json, re, sys
+"""Collect the grid's run folders into grid.json (results per point; no checkpoints).
+
+Usage: python3 collect.py OUT.json TUNE_DIR
+"""
+import json
+import re
+import sys
 from pathlib import Path
 
 runs = Path(sys.argv[2]) / "runs"
@@ -17,7 +22,8 @@ for name, change in points.items():
     losses = [json.loads(x) for x in (runs / name / "metrics.jsonl").read_text().splitlines()]
     losses = [x for x in losses if "loss" in x]
     start = re.search(rf"^(\S+) start {re.escape(name)}: .*\(load ([\d.]+) ([\d.]+) ([\d.]+)\)", log, re.M)
-    rec = {"name": name, "point": {**base, **change}, "seeds": {str(r["seed"]): r["final_scores"]["val_knn_top1"]},
+    score = r["final_scores"]["val_knn_top1"]
+    rec = {"name": name, "point": {**base, **change}, "seeds": {str(r["seed"]): score},
            "mean": r["final_scores"]["val_knn_top1"], "val_knn_top5": r["final_scores"]["val_knn_top5"],
            "steps": r["steps"], "training_seconds": r["wall_seconds"],
            "last_logged_loss": losses[-1]["loss"] if losses else None,

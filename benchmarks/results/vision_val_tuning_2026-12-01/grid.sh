@@ -1,8 +1,9 @@
 #!/bin/bash
-# usage: grid.sh NAME "overrides..." [NAME "overrides..."] ...
-source /work/venvs/modal26/bin/activate
-export HARDMIX_DATA=/work/shared/data HARDMIX_REQUIRE_DATA=1 OMP_NUM_THREADS=1
+# usage: grid.sh NAME "overrides..." [NAME "overrides..."] ...  (HARDMIX_DATA holds images/cifar10)
+# Runs each point of the CPU vision config after another, scored on the validation split only.
+export OMP_NUM_THREADS=1
 cd "$(git rev-parse --show-toplevel)"
+mkdir -p "${TUNE_DIR:-/tmp/vision_val_tuning}/runs"
 BASE="data.max_samples=10000 data.val_samples=5000 eval.knn_train_samples=5000 eval.final_scores=[] train.save_steps=0 log.progress=false"
 while [ $# -gt 0 ]; do
   name=$1; ov=$2; shift 2
