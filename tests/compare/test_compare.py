@@ -66,7 +66,7 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
         "baseline": "none",
         "strategies": {"none": [{"name": "none"}], "mixcse": [{"name": "mixcse", "lam": 0.2}]},
         "tasks": {
-            # The tiny runs score only what selects the model: allowed here, and said so.
+            # The tiny text runs score only what selects the model: allowed here, and said so.
             "text": {
                 "config": str(tmp_path / "text.yaml"),
                 "score": "stsb_dev",
@@ -75,7 +75,6 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
             "vision": {
                 "config": str(tmp_path / "vision.yaml"),
                 "score": "knn_top1",
-                "allow_selection_score": True,
                 "set": {"train.lr": 0.2},
             },
         },
@@ -91,7 +90,7 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
         (lambda s: s["strategies"].update(bad=[{"name": "mixup"}]), r"strategies\.bad\[0\]\.name"),
         (lambda s: s["strategies"].update(bad=[{"name": "mixcse", "lam": 2}]), r"strategies\[0\]\.lam"),
         (lambda s: s["tasks"]["text"].update(set={"train.max_stepz": 3}), r"tasks\.text .*train\.max_stepz"),
-        (lambda s: s["tasks"]["text"].update(score="sts_avg"), r"tasks\.text\.score: 'sts_avg' is not"),
+        (lambda s: s["tasks"]["text"].update(score="sts_avgg"), r"tasks\.text\.score: .sts_avgg. is not"),
         (lambda s: s["tasks"]["text"].update(config="nowhere.yaml"), r"tasks\.text\.config: .*nowhere\.yaml"),
         (lambda s: s["tasks"]["vision"].update(task="audio"), r"tasks\.vision\.task: unknown task 'audio'"),
         (
