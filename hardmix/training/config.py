@@ -213,14 +213,26 @@ def build_task_config(
         renamed: old key -> new key (default :data:`RENAMED`).
         source: the file it came from, to prefix errors with.
     """
+    renamed = RENAMED if renamed is None else renamed
     try:
         merged = apply_overrides(data or {}, overrides)
-        check_renamed(merged, RENAMED if renamed is None else renamed)
+        check_renamed(merged, renamed)
         return build_config(cls, merged)
     except ConfigError as e:
+        if overrides and not str(e).startswith("--set") and _valid(cls, data, renamed):
+            raise ConfigError(f"--set: {e}") from None  # the file alone is valid: the override is at fault
         if source is not None:
             raise ConfigError(f"{source}: {e}") from None
         raise
+
+
+def _valid(cls: type, data: dict[str, Any] | None, renamed: dict[str, str]) -> bool:
+    try:
+        check_renamed(data or {}, renamed)
+        build_config(cls, data or {})
+    except ConfigError:
+        return False
+    return True
 
 
 def load_task_config(cls: type, path: str | os.PathLike[str], overrides: list[str] | None = None,
