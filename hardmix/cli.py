@@ -139,13 +139,21 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from hardmix.errors import ConfigError, RunError
+    from hardmix.errors import ConfigError, RunError, RunInterrupted
 
     try:
         return int(args.func(args) or 0)
+    except RunInterrupted as e:  # stopped at once by a signal: 128 + its number, as the shell reports it
+        from hardmix.training.signals import exit_status
+
+        print(f"hardmix: error: {error_line(e)}", file=sys.stderr)
+        return exit_status(e.signal)
     except (ConfigError, OSError, ValueError, RunError) as e:  # OSError: permissions, a full disk, ...
         print(f"hardmix: error: {error_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C before any work was written
+        print("hardmix: error: interrupted by SIGINT before any work was saved", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -150,6 +150,11 @@ class TextTask(Task):
     def model(self) -> nn.Module:
         return self.net
 
+    def data_fingerprint(self) -> dict[str, Any]:
+        from hardmix.training.fingerprint import file_digest
+
+        return {"corpus sentences": len(self.corpus), "corpus sha256": file_digest(self.corpus_path)}
+
     def steps_for(self, epochs: int) -> int:
         schedule = self.order.schedule(epochs)
         self.epoch_starts = [sum(schedule[:e]) for e in range(len(schedule) + 1)]

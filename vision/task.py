@@ -81,6 +81,14 @@ class VisionTask(Task):
     def model(self) -> nn.Module:
         return self.moco
 
+    def data_fingerprint(self) -> dict[str, Any]:
+        from hardmix.training.fingerprint import listing_digest
+        from hardmix.vision.pipeline import train_image_list
+
+        images, idx = train_image_list(self.cfg)
+        return {"images": len(images.paths), "training images": int(idx.numel()),
+                "image list sha256": listing_digest(images.paths, images.folder)}
+
     def steps_for(self, epochs: int) -> int:
         return self.spe * epochs
 
