@@ -53,7 +53,7 @@ class TrainSection:
     epochs: int = field(default=1, metadata={"min": 1})
     max_steps: int | None = field(default=None, metadata={"min": 1})
     stop_after_steps: int | None = field(default=None, metadata={"min": 1})
-    seed: int = field(default=0, metadata={"min": 0})
+    seed: int = field(default=0, metadata={"min": 0, "max": 2**32 - 1})  # the generators' 32-bit seeds
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Precision = "fp32"
     threads: int | None = field(default=None, metadata={"min": 1})
