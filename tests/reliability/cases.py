@@ -799,6 +799,26 @@ values of every typed key of the text and vision configs (a valid config, or a `
 key) and random corpus bytes (sentences, or a one-line `CorpusError` naming the file and line).
 Resume after SIGKILL, SIGTERM, a non-finite loss, the run folder's lock and atomic checkpoints are tested in
 `tests/training/test_engine.py`.
+
+The rest of the suite, beyond this table:
+
+- `tests/reliability/test_signals.py` (fault injection): a real SIGTERM, SIGUSR1 or SIGINT delivered at
+  points drawn by a seeded generator (a training step, a periodic evaluation, the final evaluation, a
+  checkpoint write, two SIGINTs in a row), in both modalities: each run stops with a line saying how to
+  resume, exit 128 + the signal and no traceback, and its `--resume` equals an uninterrupted run (losses
+  step for step, weights exactly).
+- `tests/reliability/test_properties.py` (hypothesis, derandomized): a mapping given for a config section
+  equals its keys given one by one and keeps the keys it does not name; a YAML key given twice is refused
+  naming its line; a compare spec's `set` reads the same nested or dotted; any spec shape is a spec or one
+  `ConfigError` line; a checkpoint, results record or metrics file damaged anywhere (cut, a flipped byte,
+  zeroed bytes) is refused in one line (a checkpoint's CRC-32 is checked) or read whole.
+- `tests/reliability/test_images.py`: each pixel mode PIL opens (grey, bi-level, palette with and without
+  transparency, RGBA, LA, a PNG's transparent colour, CMYK, YCbCr, 16-bit grey, grey+alpha, RGB and RGBA,
+  EXIF orientation) decodes to the RGB a NumPy conversion of the stored values gives (alpha composited over
+  white, 16 bits by their high byte), and `I`, `F` and `LAB` are refused naming the file and mode; a folder
+  scan refuses a link into a loop, a folder link out of the data set and one file under two names, and
+  labels each image by the class folder it is listed under.
+- `tests/reliability/test_run_folder.py`: every file of a run follows the umask.
 """
 
 
