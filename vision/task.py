@@ -22,7 +22,7 @@ from hardmix.strategies.specs import check_negatives_available, excluded_by_othe
 from hardmix.training import StepResult, Task
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import VisionConfig
-from hardmix.vision.data import dataset_root, derive_seed, step_generator
+from hardmix.vision.data import EVAL_SPLITS, dataset_root, derive_seed, split_folder, step_generator
 from hardmix.vision.evaluation import LabelledImages, eval_geometry, training_classes
 from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
 from hardmix.vision.pipeline import build_train_data
@@ -56,7 +56,9 @@ class VisionTask(Task):
     def check(self) -> None:
         dataset_root(self.cfg.data.dataset)
         if self.cfg.eval.at_end or self.cfg.eval.eval_steps:
-            dataset_root(self.cfg.eval.dataset or self.cfg.data.dataset, key="eval.dataset")
+            root = dataset_root(self.cfg.eval.dataset or self.cfg.data.dataset, key="eval.dataset")
+            for splits in (["train"], list(EVAL_SPLITS)):  # the k-NN's bank and queries, before any step
+                split_folder(root, splits, key="eval.dataset")
 
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime

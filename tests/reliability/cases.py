@@ -555,6 +555,11 @@ CASES: list[Case] = [
          lab_image, ("odd.tif", "image mode LAB", "data.skip_corrupt: true"), check=no_step),
     Case("images-link-loop", "train vision", "a link in a class folder to that folder (a loop)",
          link_loop, ("c0/again links to", "a loop"), check=no_step),
+    Case("images-eval-no-test-split", "train vision",
+         "`eval.at_end: true` on a data set without `test/` or `val/`",
+         lambda c: (c.vars.update(images=str(c.tmp / "images")), train_vision(c, vision_config(
+             c, image_tree(c.tmp / "images", rgb_classes()), eval={"at_end": True})))[1],
+         ("eval.dataset", "{images}", "has no 'test' or 'val' folder"), check=no_step),
     Case("images-one-class", "train vision", "a single class folder",
          lambda c: vision_with(c, {"c0": ["rgb"] * 16}),
          ("accepted: contrastive training needs no labels; one step trains",), accepted=True,
