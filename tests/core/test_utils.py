@@ -53,7 +53,7 @@ def test_data_root_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
     assert data_root() == tmp_path
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "missing"))
-    with pytest.raises(DataRootError, match="not a directory"):
+    with pytest.raises(DataRootError, match="does not exist"):
         data_root()
     assert data_root(required=False) is None
     monkeypatch.delenv(ENV_VAR)  # unset: the per-user default root, ~/.cache/hardmix/data
