@@ -232,9 +232,10 @@ class _Run:
         self._session_start, self._eval_seconds = time.perf_counter(), 0.0
         session_samples = 0
         signals = self.signals
-        if runtime.any(signals.received is not None):  # before the first step: nothing new to save
+        if runtime.any(signals.received is not None):  # while building: stop before the first step
             bar.close()
             self._account(session_samples)
+            self._save(task)
             return signals.received or "SIGTERM"
         try:
             for batch in task.batches(self.step, self.stop_at):

@@ -26,7 +26,8 @@ from hardmix.training.metrics import read_metrics
 
 #: Where a signal is delivered: the n-th call of a method of the task (or of ``torch.save``).
 #: ``evaluate`` calls are the periodic evaluations and, last, the final one.
-HOOKS = {"train_step": "a training step", "evaluate": "an evaluation", "save": "a checkpoint write"}
+HOOKS = {"build": "building the model and data", "train_step": "a training step", "evaluate": "an evaluation",
+         "save": "a checkpoint write"}
 
 
 def _configs(task: str, tiny_text_config: dict, tiny_vision_config: Any) -> tuple[dict, int, int]:
@@ -76,11 +77,12 @@ def _losses(run: Path) -> list[float]:
 
 
 def _points(task: str, steps: int, evaluations: int) -> list[tuple[str, int, list[int]]]:
-    """The drawn points: one of each kind (a step, a periodic evaluation, the final evaluation, a checkpoint
-    write, two SIGINTs in a row in a step), with the signal drawn among SIGTERM, SIGUSR1 and SIGINT."""
+    """The drawn points: one of each kind (building, a step, a periodic evaluation, the final evaluation, a
+    checkpoint write, two SIGINTs in a row in a step), the signal drawn among SIGTERM, SIGUSR1 and SIGINT."""
     rng = random.Random(f"hardmix-signals-{task}")
     pick = lambda: rng.choice([signal.SIGTERM, signal.SIGUSR1, signal.SIGINT])  # noqa: E731
     return [
+        ("build", 1, [pick()]),
         ("train_step", rng.randint(1, steps), [pick()]),
         ("evaluate", rng.randint(1, evaluations - 1), [pick()]),
         ("evaluate", evaluations, [pick()]),
