@@ -132,7 +132,10 @@ def test_without_submitit_the_error_names_the_extra_and_help_works(text_spec, tm
 
 
 def test_submitit_s_local_executor_runs_a_comparison(text_spec, tmp_path, capsys):
-    path, out = _write(text_spec, tmp_path / "spec.yaml"), tmp_path / "cmp"
+    """Each cell a job of 2 processes (as 2 GPUs of a node): submitit's torchrun variables join them."""
+    spec = copy.deepcopy(text_spec)
+    spec["launcher"]["tasks_per_node"] = 2
+    path, out = _write(spec, tmp_path / "spec.yaml"), tmp_path / "cmp"
     assert cli(["compare", path, "--output", str(out), "--launcher", "submitit-local", "--wait"]) == 0
     printed = capsys.readouterr().out
     assert "mixcse" in printed and "report:" in printed
@@ -142,7 +145,7 @@ def test_submitit_s_local_executor_runs_a_comparison(text_spec, tmp_path, capsys
     summary = json.loads((out / "summary.json").read_text())
     for strategy in ("none", "mixcse"):
         record = read_results(out / "runs" / "text" / strategy / "seed1")
-        assert record["finished"] and record["steps"] == 4
+        assert record["finished"] and record["steps"] == 4 and record["world_size"] == 2
         seeds = summary["tasks"]["text"]["strategies"][strategy]["seeds"]
         assert seeds["1"] == record["final_scores"]["stsb_dev"]
     assert cli(["compare", path, "--output", str(out), "--status"]) == 0

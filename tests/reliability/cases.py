@@ -558,7 +558,8 @@ CASES: list[Case] = [
     Case("images-eval-no-test-split", "train vision",
          "`eval.at_end: true` on a data set without `test/` or `val/`",
          lambda c: (c.vars.update(images=str(c.tmp / "images")), train_vision(c, vision_config(
-             c, image_tree(c.tmp / "images", rgb_classes()), eval={"at_end": True})))[1],
+             c, image_tree(c.tmp / "images", rgb_classes()), eval={"at_end": True},
+             data={"num_workers": 0, "val_samples": 4})))[1],
          ("eval.dataset", "{images}", "has no 'test' or 'val' folder"), check=no_step),
     Case("images-one-class", "train vision", "a single class folder",
          lambda c: vision_with(c, {"c0": ["rgb"] * 16}),

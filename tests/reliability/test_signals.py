@@ -37,8 +37,9 @@ def _configs(task: str, tiny_text_config: dict, tiny_vision_config: Any) -> tupl
         cfg["train"] = {**cfg["train"], "max_steps": 10, "save_steps": 3, "threads": 1}
         cfg["eval"] = {"eval_steps": 4, "at_end": True}
         return cfg, 10, 3
-    cfg = tiny_vision_config(train={"epochs": 1, "save_steps": 3}, eval={"eval_steps": 4, "at_end": True},
-                             data={"num_workers": 0})
+    cfg = tiny_vision_config(train={"epochs": 2, "max_steps": 10, "save_steps": 3},
+                             eval={"eval_steps": 4, "at_end": True},
+                             data={"num_workers": 0, "val_samples": 32})
     return cfg, 10, 3
 
 
