@@ -114,6 +114,11 @@ class ContrastiveLoss(nn.Module):
     def extra_repr(self) -> str:
         return f"temperature={self.temperature}, symmetric={self.symmetric}, strategies={self.strategies}"
 
+    def resolve_epochs(self, steps_per_epoch: int) -> None:
+        """Turn the schedules given in epochs into optimizer steps (the engine calls it once the task
+        knows its steps per epoch)."""
+        self.strategies = [s.in_steps(steps_per_epoch) for s in self.strategies]
+
     def _active(self, step: int) -> tuple[list[Strategy], dict[str, Stats]]:
         """The strategies of this step and the scheduled arguments' values."""
         active = [s for s in (x.at(step) for x in self.strategies) if s is not None]
@@ -152,10 +157,13 @@ class ContrastiveLoss(nn.Module):
             raise ValueError("z1_all, z2_all: give both or neither")
         z1_all = z1 if z1_all is None else z1_all
         z2_all = z2 if z2_all is None else z2_all
-        if z1_all.shape != z2_all.shape or z1_all.dim() != 2 or z1_all.shape[1] != z1.shape[1]:
+        if z1_all.dim() != 2 or z2_all.dim() != 2 or {z1_all.shape[1], z2_all.shape[1]} != {z1.shape[1]}:
             raise ValueError(
-                f"z1_all, z2_all: must both be (N, D), got {tuple(z1_all.shape)}, {tuple(z2_all.shape)}"
+                f"z1_all, z2_all: must be (N, D) with D = {z1.shape[1]}, got {tuple(z1_all.shape)}, "
+                f"{tuple(z2_all.shape)}"
             )
+        if self.symmetric and z1_all.shape[0] != z2_all.shape[0]:
+            raise ValueError("z1_all, z2_all: a symmetric loss needs both views of the same rows")
         _check_same("z1, z2", [z1, z2, z1_all, z2_all])
         b, n = z1.shape[0], z2_all.shape[0]
         if b == 0:

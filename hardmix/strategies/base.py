@@ -171,6 +171,11 @@ class Strategy:
         return 0
 
     @property
+    def in_batch_only(self) -> str | None:
+        """The argument that makes this strategy need in-batch negatives (no queue), or None."""
+        return None
+
+    @property
     def excludes_at_most(self) -> int:
         """The most negatives per anchor :meth:`exclude` can drop, when known before training, else 0."""
         return 0

@@ -153,6 +153,10 @@ class MixCSE(Strategy):
             return False
         return True if self.bidirectional is None else self.bidirectional
 
+    @property
+    def in_batch_only(self) -> str | None:
+        return "mode" if self.mode == "reference" else None
+
     def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats]:
         """(B, N) h_i . SG(m'_ij) / tau (clean), or the official code's two blocks (reference)."""
         if self.mode == "reference":

@@ -158,6 +158,8 @@ class Scheduled:
 def scheduled(spec: Any) -> Strategy | Scheduled:
     """Build a strategy from a spec (:func:`~hardmix.strategies.base.build_strategy`), wrapped in
     :class:`Scheduled` when the spec has a warm-up or a ramp."""
+    if isinstance(spec, Scheduled):
+        return spec
     if not isinstance(spec, dict):
         return build_strategy(spec)
     spec = dict(spec)

@@ -26,10 +26,11 @@ from hardmix.strategies.schedule import Scheduled, scheduled
 _YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 
-def normalize_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[dict[str, Any]]:
+def normalize_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Any]:
     """A name, a mapping or a list of them -> a list of mappings, each with a string ``name``.
 
-    ``None`` is ``[{"name": "none"}]``; YAML 1.1's exponent strings (``2e-1``) become numbers.
+    ``None`` is ``[{"name": "none"}]``; YAML 1.1's exponent strings (``2e-1``) become numbers; strategies
+    built already pass through.
 
     Raises:
         ConfigError: naming ``key[i]`` or ``key[i].name``.
@@ -39,6 +40,9 @@ def normalize_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[di
     items = spec if isinstance(spec, (list, tuple)) else [spec]
     out = []
     for i, item in enumerate(items):
+        if isinstance(item, (Strategy, Scheduled)):  # built already
+            out.append(item)
+            continue
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict):
