@@ -105,8 +105,9 @@ class ContrastContext:
 
     def anchor_logits(self) -> Tensor:
         """(B, N) ``anchors @ SG(candidates).T / tau``: the logits with their gradient to the anchors only
-        (the queue's logits themselves; in-batch, one more product). Invalid entries are arbitrary."""
-        if self.mode == "queue":
+        (the logits themselves when the candidates carry no gradient, as a queue; else one more product).
+        Invalid entries are arbitrary."""
+        if not self.candidates.requires_grad:
             return self.logits
         return self.anchors @ self.candidates.detach().T / self.temperature
 
