@@ -266,7 +266,10 @@ class VisionConfig(TaskConfig):
 
 
 def to_plain(obj: Any) -> Any:
-    """A YAML- and JSON-safe copy of a config (dataclasses to dicts, tuples to lists)."""
+    """A YAML- and JSON-safe copy of a config (dataclasses to dicts, tuples to lists, strategies to their
+    specs)."""
+    if callable(getattr(obj, "config", None)) and hasattr(obj, "name"):
+        return to_plain(obj.config())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):

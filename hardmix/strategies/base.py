@@ -135,11 +135,13 @@ class Strategy:
         name: the registry name.
         paper: where the method and its defaults come from.
         negatives_argument: the argument that sets :attr:`required_negatives`, for errors.
+        small: arguments that fit a batch of 8 or a queue of 16 (the generic tests run every strategy so).
     """
 
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     negatives_argument: ClassVar[str | None] = None
+    small: ClassVar[dict[str, Any]] = {}  # arguments that fit a batch of 8 (tiny runs, the generic tests)
 
     def exclude(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
         """Existing negatives to drop, (B, N) bool (True: drop), only among ``ctx.negative_mask``."""

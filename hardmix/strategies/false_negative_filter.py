@@ -116,6 +116,7 @@ class FalseNegativeFilter(Strategy):
         "WACV 2022 (arXiv:2011.11765); elimination variant, ranked by similarity to the anchor itself"
     )
     negatives_argument = "top_k"
+    small = {"top_k": 1}
     top_k: int = arg(10, "drop each anchor's k most similar negatives, 0: off (FNC code's fn_topk)")
     threshold: float | None = arg(
         None, "drop negatives with cosine above it, in (-1, 1], null: off (FNC code's fn_threshold: 0.7; "

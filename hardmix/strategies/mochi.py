@@ -214,6 +214,7 @@ class MoCHi(Strategy):
         "Kalantidis et al., Hard Negative Mixing for Contrastive Learning, NeurIPS 2020 (arXiv:2010.01028)"
     )
     negatives_argument = "n_hard"
+    small = {"n_hard": 4, "n_pair": 4, "n_query": 2}
     n_hard: int = arg(1024, "N: hardest negatives per query (paper: 1024)")
     n_pair: int = arg(1024, "s: mixtures of two distinct hard negatives (paper: 1024 on ImageNet-100)")
     n_query: int = arg(128, "s': mixtures of the query with a hard negative (paper: 128 on ImageNet-100)")

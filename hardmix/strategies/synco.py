@@ -209,6 +209,7 @@ class SynCo(Strategy):
         "Learning, 2024 (arXiv:2410.02401; official code giakoumoglou/synco)"
     )
     negatives_argument = "n_hard"
+    small = {"n_hard": 4, "n_extrapolated": 2, "n_noise": 1, "n_perturbed": 1, "n_adversarial": 1}
     n_hard: int = arg(1024, "N: hardest negatives per query (official code --n-hard: 1024)")
     n_extrapolated: int = arg(256, "points n + b (n - q) per query (official code --n2: 256)")
     extrapolation_max: float = arg(0.5, "b ~ U(0, extrapolation_max) (official code: beta in (1, 1.5))")
