@@ -98,8 +98,9 @@ class MoCoStep:
             cfg.model.bn_splits,
             torch.Generator().manual_seed(0),
         )
-        spec = cfg.strategy_specs(steps_per_epoch) if strategies is None else strategies
-        self.loss = ContrastiveLoss(cfg.loss.temperature, spec)
+        strategies = cfg.loss.strategies if strategies is None else strategies
+        self.loss = ContrastiveLoss(cfg.loss.temperature, strategies)
+        self.loss.resolve_epochs(steps_per_epoch)
         self.opt = torch.optim.SGD(
             self.model.encoder_q.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4
         )
@@ -157,9 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     tensor_batches = TensorBatches(cache.images, aug, b, 0)
     v1, v2, _ = tensor_batches.batch(0)
     total = args.warmup + args.steps
-    mochi_specs = mochi_cfg.strategy_specs(spe)
-    for s in mochi_specs:
-        s["warmup_steps"] = 0  # measure mixing from the first step
+    mochi_specs = [getattr(s, "final", s) for s in mochi_cfg.loss.strategies]  # mixing from the first step
     variants = {
         "floor (backbone fwd+bwd, 2 views)": Floor(cfg, torch.cat([v1, v2])),
         "MoCo networks only (no aug/queue/loss)": NetworkOnly(cfg, torch.cat([v1, v2])),
