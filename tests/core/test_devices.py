@@ -1,9 +1,8 @@
 """The losses on every available device, in float32, against float64 on the CPU.
 
-The paths differ by device (on CUDA: one strip in the fused in-batch loss, plain Gram products, ``topk``
-for the selection, torch instead of faiss and NumPy for MoCHi's pair norms and repeated pairs), so each
-test runs on the CPU here and on CUDA where a GPU is present (``benchmarks/device_check.sh``). The float64
-CPU paths themselves are pinned to NumPy by the other test modules.
+Kernels differ by device (cuBLAS products, ``topk``, the generators), so each test runs on the CPU here
+and on CUDA where a GPU is present (``benchmarks/device_check.sh``). The float64 CPU values themselves
+are pinned to NumPy by the other test modules.
 """
 
 from __future__ import annotations
