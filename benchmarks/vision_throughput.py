@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--pil-workers", type=int, default=2)
     p.add_argument("--no-pil", action="store_true")
+    p.add_argument("--only", nargs="+", default=None, help="time only the variants whose names contain these")
     p.add_argument("--json", default=str(ROOT / "benchmarks/results/vision_throughput.json"))
     args = p.parse_args(argv)
     if args.threads:
@@ -171,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         paths = [images.paths[i] for i in idx.tolist()]
         pil = PilBatches(paths, pil_transform(cfg.augment), b, 0, workers=args.pil_workers)
         variants["none (MoCo-v2), PIL path"] = MoCoStep(cfg, "none", pil, spe, total)
+    if args.only:
+        variants = {k: v for k, v in variants.items() if any(w in k for w in args.only)}
     times: dict[str, list[float]] = {k: [] for k in variants}
     for step in range(total):
         for name, v in variants.items():
@@ -215,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         "model": f"{cfg.model.backbone} width {cfg.model.width} small_stem={cfg.model.small_stem}",
         "crop": cfg.augment.crop_size,
         "queue_size": cfg.loss.queue_size,
-        "mochi": mochi_specs,
+        "mochi": [m.config() for m in mochi_specs],
+        "times_s": times,
+        "load_average": os.getloadavg(),
         "steps": args.steps,
         "warmup": args.warmup,
         "rows": rows,
