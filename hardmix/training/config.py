@@ -85,6 +85,9 @@ class LossSection:
     strategies: Any = field(default_factory=lambda: [{"name": "none"}])
     queue_size: int = field(default=0, metadata={"min": 0})
 
+    def __post_init__(self) -> None:  # a default section too (build_config validates the given ones)
+        self.strategies = build_strategy_specs(self.strategies)
+
     def validate(self) -> None:
         self.strategies = build_strategy_specs(self.strategies)
 
