@@ -58,7 +58,8 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
     text = copy.deepcopy(tiny_text_config)
     text["train"].update(max_steps=4, save_steps=2)
     text["eval"].update(at_end=True)
-    vision = tiny_vision_config(train={"epochs": 1, "save_steps": 3}, eval={"at_end": True})
+    vision = tiny_vision_config(data={"val_samples": 20}, train={"epochs": 1, "save_steps": 3},
+                                eval={"at_end": True, "linear_epochs": 5})
     (tmp_path / "text.yaml").write_text(yaml.safe_dump(text))
     (tmp_path / "vision.yaml").write_text(yaml.safe_dump(vision))
     return {
