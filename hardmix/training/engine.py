@@ -196,6 +196,8 @@ class _Run:
     def _train(self, task: Task) -> dict[str, Any]:
         cfg, runtime = self.cfg, self.runtime
         task.build()
+        if task.loss_fn is not None:  # the strategies' schedules given in epochs, now in steps
+            task.loss_fn.resolve_epochs(task.steps_for(1))
         self.data_fingerprint = task.data_fingerprint()
         if self.state is not None:
             self._check_same_data(self.state.get("data"))
