@@ -9,8 +9,8 @@ Example:
     >>> from hardmix.training.config import build_task_config
     >>> cfg = build_task_config(VisionConfig, {"loss": {"strategies": "mochi"}},
     ...                         overrides=["train.epochs=2", "loss.queue_size=4096"])
-    >>> cfg.train.epochs, cfg.strategy_specs(steps_per_epoch=10)[0]["warmup_steps"]
-    (2, 0)
+    >>> cfg.train.epochs, cfg.loss.strategies[0].n_hard
+    (2, 1024)
 """
 
 from __future__ import annotations
@@ -20,13 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hardmix.errors import ConfigError
-from hardmix.strategies.base import strategy_class
-from hardmix.strategies.specs import (
-    build_strategy_specs,
-    check_negatives_available,
-    excluded_by_others,
-    normalize_strategy_specs,
-)
+from hardmix.strategies.specs import check_negatives_available, excluded_by_others
 from hardmix.training.config import EvalSection, LossSection, TaskConfig, TrainSection
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -45,8 +39,14 @@ class DataConfig:
         train_split: the training sub-folder.
         class_list: optional file of class folder names, one per line (ImageNet-100: the shared
             ``images/imagenet100-classes.txt`` over an ImageNet ``train`` folder).
-        max_samples: a class-balanced subset of this many training images.
-        subset_seed: the seed of that subset (fixed across training seeds, so seeds vary only training).
+        val_samples: a class-balanced validation set of this many images carved out of the training split
+            before ``max_samples``' subset is drawn, never trained on: every model selection and tuning
+            scores on it (``val_knn_top1``), so the test split stays held out. Needed whenever the run
+            evaluates (``eval.at_end`` or ``eval.eval_steps``); every class keeps a training image.
+        max_samples: a class-balanced subset of this many training images (from the images left after
+            ``val_samples``).
+        subset_seed: the seed of that subset and of the validation set (fixed across training seeds, so
+            seeds vary only training).
         pipeline: ``tensor`` decodes every image once into a uint8 tensor cache and augments batches as
             tensors (on the GPU when training there); ``pil`` is torchvision's per-image PIL path with
             DataLoader workers; ``auto`` picks ``tensor`` when the cache fits in ``cache_max_gb``.
@@ -63,6 +63,7 @@ class DataConfig:
     dataset: str = "cifar10"
     train_split: str = "train"
     class_list: str | None = None
+    val_samples: int | None = field(default=None, metadata={"min": 1})
     max_samples: int | None = field(default=None, metadata={"min": 1})
     subset_seed: int = 0
     pipeline: Literal["auto", "tensor", "pil"] = "auto"
@@ -171,10 +172,8 @@ class LossConfig(LossSection):
         symmetric: also contrast the second view's query with the first view's key and average
             (solo-learn's MoCo V2+); both views' keys enter the queue.
         strategies: a strategy name, a mapping ``{name: ..., **params}`` or a list of them (``none``,
-            ``mochi``, ``mixcse``, ``synco``, ...; see ``hardmix strategies``). A strategy with a
-            ``warmup_steps`` parameter (``mochi``, ``synco``, ``hard_copies``) also takes ``warmup_epochs``,
-            and ``mochi`` takes ``ramp_epochs`` (its schedule's ``ramp_steps``), both converted to steps
-            (``round(epochs * steps_per_epoch)``), besides their own parameters.
+            ``mochi``, ``mixcse``, ``synco``, ...; see ``hardmix strategies``), with a warm-up or ramps
+            in steps or epochs (:mod:`hardmix.strategies.schedule`).
         mask_same_sample: give the loss the sample ids, so a queue entry of the query's own image (a
             queue larger than the dataset keeps earlier keys of it) is never a negative.
     """
@@ -187,55 +186,10 @@ class LossConfig(LossSection):
 
     def validate(self) -> None:
         super().validate()
-        # The warm-up and ramp in epochs are this task's own keys; the rest is the core's to validate.
-        build_strategy_specs([_without_epochs(i, spec) for i, spec in enumerate(self.strategies)])
-
-
-def strategy_list(strategies: Any) -> list[dict[str, Any]]:
-    """Normalize ``loss.strategies`` into a list of mappings ``{"name": ..., **params}``."""
-    return normalize_strategy_specs(strategies)
-
-
-
-
-def _without_epochs(i: int, spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` without ``warmup_epochs`` and ``ramp_epochs``, which are checked here (the key named);
-    a ramp given in epochs stands as ``ramp_steps: 1`` for the core's check of the other arguments."""
-    key = f"loss.strategies[{i}]"
-    params = dict(spec)
-    epochs = params.pop("warmup_epochs", None)
-    if epochs is not None:
-        if not _has_param(params.get("name"), "warmup_steps"):
-            raise ConfigError(f"{key}.warmup_epochs: only a strategy with warmup_steps "
-                              "(mochi, synco, hard_copies) has a warm-up")
-        if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs < 0:
-            raise ConfigError(f"{key}.warmup_epochs: must be a non-negative number, got {epochs!r}")
-        if "warmup_steps" in params:
-            raise ConfigError(f"{key}: give warmup_epochs or warmup_steps, not both")
-    ramp = params.pop("ramp_epochs", None)
-    if ramp is not None:
-        if not _has_param(params.get("name"), "ramp_steps"):
-            raise ConfigError(
-                f"{key}.ramp_epochs: only a strategy with ramp_steps (mochi, hard_copies) has a ramp"
-            )
-        if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not ramp > 0:
-            raise ConfigError(f"{key}.ramp_epochs: must be a positive number, got {ramp!r}")
-        if "ramp_steps" in params:
-            raise ConfigError(f"{key}: give ramp_epochs or ramp_steps, not both")
-        if params.get("schedule", "constant") == "constant":
-            raise ConfigError(f"{key}.ramp_epochs: a ramp needs schedule 'linear' or 'cosine'")
-        params["ramp_steps"] = 1
-    return params
-
-
-def _has_param(name: Any, param: str) -> bool:
-    """Whether the strategy ``name`` has the parameter ``param`` (True for an unknown name, which the core's
-    validation reports)."""
-    try:
-        cls = strategy_class(name)
-    except (TypeError, ValueError):
-        return True
-    return any(p.name == param for p in cls.params)
+        for i, strategy in enumerate(self.strategies):
+            if strategy.in_batch_only:
+                raise ConfigError(f"loss.strategies[{i}].{strategy.in_batch_only}: this setting needs "
+                                  "in-batch negatives; the vision trainer contrasts against a queue")
 
 
 @dataclass
@@ -264,25 +218,46 @@ class TrainConfig(TrainSection):
     channels_last: bool = True
 
 
+#: The test scores of the final model ``eval.final_scores`` may ask for.
+TEST_SCORES = ("knn_top1", "knn_top5", "linear_top1")
+
+
 @dataclass
 class EvalConfig(EvalSection):
-    """The k-NN monitor (InstDisc's weighted k-NN, Wu et al. 2018; k 200, tau 0.1 as the lightly benchmarks).
+    """Model selection on the validation split and the final model's test scores (InstDisc's weighted
+    k-NN, Wu et al. 2018, k 200, tau 0.1 as the lightly benchmarks; a linear probe,
+    :mod:`hardmix.vision.linear_probe`).
 
     Attributes:
-        eval_steps: run it every this many steps during training (0: at the end only).
-        at_end: run it once training ends (the results' ``final_scores`` and the CLI print it).
-        dataset: the labelled dataset (train split as the bank, test/val as queries); None: ``data.dataset``.
+        eval_steps: score the selection metric ``val_knn_top1`` (the k-NN top-1 of ``data.val_samples``'
+            validation images against the bank of training images) every this many steps (0: at the end
+            only).
+        at_end: score it once training ends, then the final model's test scores ``final_scores``.
+        final_scores: the test scores of the final model (``results.json`` ``final_scores``, each with
+            ``<score>_se``, its binomial standard error in points): ``knn_top1``, ``knn_top5`` (the test
+            split against the bank) and ``linear_top1`` (a linear probe trained on the bank's features).
+        dataset: the labelled dataset of the test scores (train split as the bank, test/val as queries);
+            None: ``data.dataset``. The validation images always come from ``data.dataset``'s training
+            split, and are left out of the bank there.
         knn_k, knn_temperature: k and tau.
-        knn_train_samples, knn_test_samples: class-balanced subsets of the bank and the queries.
+        knn_train_samples, knn_test_samples: class-balanced subsets of the bank and the test queries.
+        linear_epochs: the probe's epochs (None: its recipe's, 100; the milestones scale with it).
+        linear_train_samples, linear_test_samples: the probe's own class-balanced subsets (None: the
+            k-NN's).
         batch_size: feature extraction batch.
         backend: ``auto`` (faiss when installed), ``faiss`` or ``torch``.
     """
 
+    final_scores: list[Literal["knn_top1", "knn_top5", "linear_top1"]] = field(
+        default_factory=lambda: list(TEST_SCORES))
     dataset: str | None = None
     knn_k: int = field(default=200, metadata={"min": 1})
     knn_temperature: float = field(default=0.1, metadata={"gt": 0.0})
     knn_train_samples: int | None = field(default=None, metadata={"min": 1})
     knn_test_samples: int | None = field(default=None, metadata={"min": 1})
+    linear_epochs: int | None = field(default=None, metadata={"min": 1})
+    linear_train_samples: int | None = field(default=None, metadata={"min": 1})
+    linear_test_samples: int | None = field(default=None, metadata={"min": 1})
     batch_size: int = field(default=256, metadata={"min": 1})
     backend: Literal["auto", "faiss", "torch"] = "auto"
 
@@ -301,7 +276,7 @@ class VisionConfig(TaskConfig):
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def validate(self) -> None:
-        strategies = self.strategies(steps_per_epoch=1)
+        strategies = self.loss.strategies
         k = self.loss.queue_size
         for i, strategy in enumerate(strategies):
             check_negatives_available(strategy, k, f"loss.queue_size={k}", f"loss.strategies[{i}]",
@@ -317,30 +292,12 @@ class VisionConfig(TaskConfig):
                 f"model.momentum={self.model.momentum}"
             )
 
-    def strategies(self, steps_per_epoch: int) -> list[Any]:
-        """The built strategies (``none`` included), MoCHi's warm-up in steps."""
-        return build_strategy_specs(self.strategy_specs(steps_per_epoch))
-
-    def strategy_specs(self, steps_per_epoch: int) -> list[dict[str, Any]]:
-        """The strategies for the core, ``warmup_epochs`` turned into ``warmup_steps`` and ``ramp_epochs``
-        into ``ramp_steps`` (at least 1), each ``round(epochs * steps_per_epoch)``."""
-        out = []
-        for spec in strategy_list(self.loss.strategies):
-            spec = dict(spec)
-            epochs = spec.pop("warmup_epochs", None)
-            if epochs is not None:
-                spec["warmup_steps"] = int(round(epochs * steps_per_epoch))
-            elif spec["name"] == "mochi":
-                spec.setdefault("warmup_steps", 0)
-            ramp = spec.pop("ramp_epochs", None)
-            if ramp is not None:
-                spec["ramp_steps"] = max(1, int(round(ramp * steps_per_epoch)))
-            out.append(spec)
-        return out
-
 
 def to_plain(obj: Any) -> Any:
-    """A YAML- and JSON-safe copy of a config (dataclasses to dicts, tuples to lists)."""
+    """A YAML- and JSON-safe copy of a config (dataclasses to dicts, tuples to lists, strategies to their
+    specs)."""
+    if callable(getattr(obj, "config", None)) and hasattr(obj, "name"):
+        return to_plain(obj.config())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):

@@ -27,12 +27,13 @@ import torch
 from torch import Tensor
 
 from hardmix.paths import data_root_path, missing_hint, resolve_data_path
+from hardmix.vision.folders import IMG_EXTENSIONS, FolderScanError, class_folders, list_images
+from hardmix.vision.images import ImageModeError, open_rgb
 
 KNOWN_DATASETS = {
     "cifar10": "images/cifar10", "imagenette-64": "images/imagenette-64", "imagenette": "images/imagenette",
 }
 EVAL_SPLITS = ("test", "val")
-IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
 class ImageDataError(ValueError):
@@ -110,15 +111,13 @@ def scan_image_folder(folder: Path, classes: list[str] | None = None, key: str =
         classes: restrict to these class folders, in this order (ImageNet-100); None: all, sorted.
         key: the config key named in errors.
     """
-    from torchvision.datasets.folder import find_classes, make_dataset
-
     if not folder.is_dir():
         raise FileNotFoundError(f"{key}: image folder {folder} does not exist")
     if classes is None:
-        try:
-            classes, _ = find_classes(str(folder))
-        except FileNotFoundError as e:
-            raise FileNotFoundError(f"{key}: {folder} has no class folders ({e})") from e
+        classes = class_folders(folder)
+        if not classes:
+            raise FileNotFoundError(f"{key}: {folder} has no class folders (Couldn't find any class folder "
+                                    f"in {folder}.)")
     else:
         missing = [c for c in classes if not (folder / c).is_dir()]
         if missing:
@@ -126,8 +125,10 @@ def scan_image_folder(folder: Path, classes: list[str] | None = None, key: str =
                 f"{key}: {len(missing)} class folder(s) of the class list are missing in {folder}: "
                 f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
             )
-    class_to_idx = {c: i for i, c in enumerate(classes)}
-    samples = make_dataset(str(folder), class_to_idx, extensions=IMG_EXTENSIONS, allow_empty=True)
+    try:
+        samples = list_images(folder, classes, key)
+    except FolderScanError as e:
+        raise ImageDataError(str(e)) from None
     counts = np.bincount([t for _, t in samples], minlength=len(classes))
     empty = [classes[i] for i in np.flatnonzero(counts == 0)]
     if empty:
@@ -167,16 +168,64 @@ def balanced_subset(labels: Tensor, n: int, seed: int = 0) -> Tensor:
     return torch.sort(torch.cat([p[:q] for p, q in zip(pools, quota)])).values
 
 
+def validation_split(
+    labels: Tensor, n: int, seed: int, max_samples: int | None = None, where: str = "the training split"
+) -> tuple[Tensor, Tensor]:
+    """Carve a class-balanced validation set of ``n`` images out of the training images.
+
+    The validation images are drawn first, with :func:`balanced_subset` (its seed derived from ``seed``, so
+    the draw does not repeat the ``max_samples`` subset's), and every class keeps at least one training
+    image; the training images (and ``data.max_samples``' subset of them) come from the rest, so no
+    validation image is ever trained on.
+
+    Args:
+        labels: (N,) class index of each usable training image.
+        n: validation images (``data.val_samples``).
+        seed: ``data.subset_seed`` (the split is the same for every training seed).
+        max_samples: ``data.max_samples``: the rest must hold that many images.
+        where: the folder, for errors.
+
+    Returns:
+        (validation positions (n,), remaining positions (N - n,)), both sorted, into ``labels``.
+
+    Raises:
+        ImageDataError: naming ``data.val_samples`` (and ``data.max_samples``) when the split cannot be
+            carved.
+
+    Example:
+        >>> val, rest = validation_split(torch.tensor([0, 0, 0, 1, 1, 1]), 2, seed=0)
+        >>> len(val), len(rest), sorted(torch.tensor([0, 0, 0, 1, 1, 1])[val].tolist())
+        (2, 4, [0, 1])
+    """
+    total = labels.numel()
+    counts = torch.bincount(labels)
+    smallest = int(counts[counts > 0].min()) if total else 0
+    classes = int((counts > 0).sum())
+    # balanced_subset gives each class n // C or one more; every class must keep one training image
+    if n >= total or -(-n // max(1, classes)) >= smallest:
+        raise ImageDataError(
+            f"data.val_samples: {n} validation images leave a class of {where} without a training image "
+            f"({total} images, {classes} classes, the smallest has {smallest}); lower data.val_samples"
+            + (f" or data.max_samples ({max_samples})" if max_samples is not None else "")
+        )
+    if max_samples is not None and total - n < max_samples:
+        raise ImageDataError(
+            f"data.val_samples: {n} validation images and data.max_samples: {max_samples} training images "
+            f"need {n + max_samples} images; {where} has {total}: lower one of them"
+        )
+    val = balanced_subset(labels, n, derive_seed(seed, 0x5A1))
+    keep = torch.ones(total, dtype=torch.bool)
+    keep[val] = False
+    return val, torch.nonzero(keep).squeeze(1)
+
+
 def _decode(path: str, resolution: int | None) -> np.ndarray:
-    from PIL import Image
+    im = open_rgb(path)
+    if resolution is not None:
+        from torchvision.transforms import functional as TF
 
-    with Image.open(path) as im:
-        im = im.convert("RGB")
-        if resolution is not None:
-            from torchvision.transforms import functional as TF
-
-            im = TF.center_crop(TF.resize(im, resolution), [resolution, resolution])
-        return np.asarray(im)
+        im = TF.center_crop(TF.resize(im, resolution), [resolution, resolution])
+    return np.asarray(im)
 
 
 def decode_images(
@@ -220,6 +269,9 @@ def decode_images(
     shape = None
     for i, (path, arr) in enumerate(zip(paths, arrays)):
         if isinstance(arr, Exception):
+            if isinstance(arr, ImageModeError) and not skip_corrupt:
+                raise ImageDataError(f"{arr} ({skip_hint or f'set {key}.skip_corrupt: true'} to skip such "
+                                     "files)")
             if not skip_corrupt:
                 raise ImageDataError(
                     f"cannot decode image {path}: {arr} ({skip_hint or f'set {key}.skip_corrupt: true'} to "
@@ -248,7 +300,7 @@ def default_cache_dir() -> Path:
 
 def _cache_key(paths: Sequence[str], resolution: int | None, skip_corrupt: bool) -> str:
     h = hashlib.sha1()
-    h.update(json.dumps([1, resolution, skip_corrupt]).encode())
+    h.update(json.dumps([2, resolution, skip_corrupt]).encode())  # 2: every mode decoded (vision.images)
     for p in paths:
         st = os.stat(p)
         h.update(f"{os.path.abspath(p)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())

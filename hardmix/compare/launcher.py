@@ -47,7 +47,7 @@ from typing import Any
 from hardmix.compare.grid import Cell
 from hardmix.compare.spec import CompareSpec
 from hardmix.errors import ConfigError, RunError
-from hardmix.training.run_folder import CHECKPOINT, LOCK
+from hardmix.training.run_folder import LOCK, run_files
 
 #: ``--launcher`` choices.
 LAUNCHERS = ("local", "slurm", "submitit-local")
@@ -260,7 +260,7 @@ class CellJob:
             # Every process of the job joins one process group (torch's env:// variables); all GPUs of a
             # node stay visible, the engine picks cuda:LOCAL_RANK.
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
-        resume = (Path(self.run_dir) / CHECKPOINT).is_file()  # the same answer on every process
+        resume = bool(run_files(Path(self.run_dir)))  # a checkpoint, or a run stopped before its first
         cmd = [sys.executable, "-m", "hardmix", *self.command[1:], *(["--resume"] if resume else [])]
         child_env = dict(os.environ)
         if self.threads:

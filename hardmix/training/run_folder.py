@@ -4,7 +4,7 @@
 
     RUN/config.yaml      the resolved config
     RUN/metrics.jsonl    one JSON object a line: step, epoch, loss, lr, wall_seconds, the diagnostics;
-                         evaluation lines carry the selection metric (stsb_dev, knn_top1, ...)
+                         evaluation lines carry the selection metric (stsb_dev, val_knn_top1, ...)
     RUN/checkpoint.pt    everything a resumed run needs (hardmix.training.checkpoint)
     RUN/results.json     the results record (hardmix.training.results)
     RUN/tensorboard/     TensorBoard events, when log.tensorboard is set
@@ -27,6 +27,16 @@ CHECKPOINT = "checkpoint.pt"
 RESULTS = "results.json"
 TENSORBOARD = "tensorboard"
 LOCK = ".lock"
+
+
+#: What a run writes at its top level: a folder holding any of them holds a run (its lock alone is the
+#: lock's business: a live process's is refused, a dead one's taken over).
+RUN_FILES = (CONFIG, METRICS, CHECKPOINT, RESULTS, TENSORBOARD)
+
+
+def run_files(folder: Path) -> list[str]:
+    """The files of a run that ``folder`` holds (names, in :data:`RUN_FILES` order; none: it holds no run)."""
+    return [name for name in RUN_FILES if os.path.lexists(folder / name)]
 
 
 class RunFolderError(ValueError):
@@ -59,7 +69,7 @@ class RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(2):
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
             except FileExistsError:
                 self._refuse_or_clear(me)
                 continue
@@ -87,4 +97,5 @@ class RunLock:
             self.held = False
 
 
-__all__ = ["CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "TENSORBOARD", "RunFolderError", "RunLock"]
+__all__ = ["CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "RUN_FILES", "TENSORBOARD", "RunFolderError",
+           "RunLock", "run_files"]

@@ -28,6 +28,7 @@ from hardmix.compare.grid import build_grid
 from hardmix.compare.spec import load_spec, parse_spec
 from hardmix.compare.stats import paired_difference
 from hardmix.errors import ConfigError
+from hardmix.strategies import MixCSE
 from hardmix.training import read_results
 
 
@@ -45,7 +46,7 @@ def test_paired_difference_equals_scipy_on_known_numbers():
     worse = paired_difference(y, x)
     assert worse.verdict == "worse" and worse.p_value == pytest.approx(d.p_value)
     noisy = paired_difference([50.0, 52.0, 49.0], [51.0, 50.5, 50.0])
-    assert noisy.verdict == "no significant difference" and noisy.ci_low < 0 < noisy.ci_high
+    assert noisy.verdict == "n.s." and noisy.ci_low < 0 < noisy.ci_high
     assert paired_difference([1.0], [0.0]).verdict == "too few seeds"
     assert math.isnan(paired_difference([1.0], [0.0]).p_value)
 
@@ -57,7 +58,8 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
     text = copy.deepcopy(tiny_text_config)
     text["train"].update(max_steps=4, save_steps=2)
     text["eval"].update(at_end=True)
-    vision = tiny_vision_config(train={"epochs": 1, "save_steps": 3}, eval={"at_end": True})
+    vision = tiny_vision_config(data={"val_samples": 20}, train={"epochs": 1, "save_steps": 3},
+                                eval={"at_end": True, "linear_epochs": 5})
     (tmp_path / "text.yaml").write_text(yaml.safe_dump(text))
     (tmp_path / "vision.yaml").write_text(yaml.safe_dump(vision))
     return {
@@ -114,25 +116,26 @@ def test_strategy_args_are_the_tasks_own(grid_spec, tmp_path):
     spec["tasks"]["vision"]["strategy_args"] = {"mixcse": {"lam": 0.3}}
     cells = build_grid(parse_spec(spec), tmp_path / "out")
     lams = {(c.task.name, c.strategy): c.config["loss"]["strategies"] for c in cells}
-    assert lams[("text", "mixcse")] == [{"name": "mixcse", "lam": 0.2}]
-    assert lams[("vision", "mixcse")] == [{"name": "mixcse", "lam": 0.3}]
+    assert lams[("text", "mixcse")] == [MixCSE(lam=0.2).config()]
+    assert lams[("vision", "mixcse")] == [MixCSE(lam=0.3).config()]
     assert {c.config["train"]["seed"] for c in cells} == {1, 2} and len(cells) == 8
 
 
 def test_arguments_under_a_spec_strategy_s_name_reach_that_list_only(grid_spec, tmp_path):
     spec = copy.deepcopy(grid_spec)
-    spec["strategies"]["mixcse_ramp"] = [{"name": "mixcse", "lam": 0.1, "lam_end": 0.3}]
-    spec["tasks"]["vision"]["strategy_args"] = {"mixcse": {"lam": 0.25}, "mixcse_ramp": {"schedule_steps": 9}}
+    spec["strategies"]["mixcse_ramp"] = [{"name": "mixcse", "lam": {"start": 0.1, "end": 0.3}}]
+    spec["tasks"]["vision"]["strategy_args"] = {"mixcse": {"stop_grad": False},
+                                               "mixcse_ramp": {"lam": {"start": 0.1, "end": 0.3, "steps": 9}}}
     spec["tasks"]["text"]["strategies"] = ["none", "mixcse"]
     cells = build_grid(parse_spec(spec), tmp_path / "out")
     lists = {(c.task.name, c.strategy): c.config["loss"]["strategies"] for c in cells}
-    assert lists[("vision", "mixcse")] == [{"name": "mixcse", "lam": 0.25}]
-    assert lists[("vision", "mixcse_ramp")] == [{"name": "mixcse", "lam": 0.25, "lam_end": 0.3,
-                                                  "schedule_steps": 9}]
+    assert lists[("vision", "mixcse")] == [MixCSE(stop_grad=False).config()]
+    ramp = {"start": 0.1, "end": 0.3, "steps": 9, "shape": "linear"}
+    assert lists[("vision", "mixcse_ramp")] == [{**MixCSE(lam=0.3, stop_grad=False).config(), "lam": ramp}]
     assert len(cells) == 2 * (2 + 3)
     # text gives no schedule length: the spec is refused before any run, naming the task and strategy
     del spec["tasks"]["text"]["strategies"]
-    with pytest.raises(ConfigError, match=r"tasks\.text with strategy mixcse_ramp: .*schedule_steps"):
+    with pytest.raises(ConfigError, match=r"tasks\.text with strategy mixcse_ramp: .*lam: a ramp needs"):
         build_grid(parse_spec(spec), tmp_path / "out3")
 
 
@@ -257,6 +260,7 @@ def test_a_grid_killed_mid_way_finishes_only_what_is_missing(grid_spec, tmp_path
         Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))).verify()
     assert (out / "summary.md").read_text().count("|") > 20 and (out / "summary.csv").is_file()
     assert {p.name for p in (out / "plots").iterdir()} >= {
+        "forest.png",
         "scores.png",
         "selection_curves.png",
         "dynamics.png",

@@ -125,8 +125,8 @@ def test_vision_on_two_nodes_equals_two_processes_of_one_node(tmp_path, tiny_vis
     cfg = tiny_vision_config(
         loss={"strategies": [{"name": "mochi", "n_hard": 16, "n_pair": 16, "n_query": 8}], "queue_size": 96},
         train={"epochs": 1, "batch_size": 32, "save_steps": 0, "threads": 1},
-        data={"max_samples": 128, "num_workers": 0},
-        eval={"at_end": True, "knn_train_samples": 64, "knn_test_samples": 40},
+        data={"max_samples": 128, "val_samples": 20, "num_workers": 0},
+        eval={"at_end": True, "knn_train_samples": 64, "knn_test_samples": 40, "linear_epochs": 5},
     )
     (tmp_path / "vision.yaml").write_text(yaml.safe_dump(cfg))
     runs = {}
