@@ -29,7 +29,7 @@ from hardmix.errors import ConfigError, RunError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.results import ResultsError, read_results
-from hardmix.training.run_folder import CHECKPOINT, CONFIG, LOCK, METRICS, RESULTS, TENSORBOARD
+from hardmix.training.run_folder import CHECKPOINT, CONFIG, LOCK, METRICS, RESULTS, TENSORBOARD, run_files
 
 KEEP_CHOICES = ("checkpoints", "models")
 # What a finished comparison cell keeps whatever --keep says: its record (the rest is the resume checkpoint
@@ -75,14 +75,16 @@ class Cell:
 
     def status(self) -> str:
         """``finished``, ``corrupt`` (a ``results.json`` that is not a record of this cell), ``partial``
-        (a checkpoint to resume) or ``pending``."""
+        (a run to resume: its checkpoint, or its files from before the first) or ``pending``."""
         if (self.run_dir / RESULTS).exists():
             try:
                 if self.record()["finished"]:
                     return "finished"
             except ResultsError:
                 return "corrupt"
-        return "partial" if (self.run_dir / CHECKPOINT).is_file() else "pending"
+        # a run folder stopped before its first checkpoint is resumed too (from step 0): a new run may not
+        # write over it
+        return "partial" if run_files(self.run_dir) else "pending"
 
     def command(self, resume: bool = False, extra: list[str] | None = None) -> list[str]:
         """The ``hardmix train`` command of this cell (``--resume`` for a partial one)."""
@@ -303,7 +305,7 @@ def _check_same_config(cell: Cell) -> None:
 def print_commands(cells: list[Cell]) -> list[str]:
     """One shell line per cell that is not finished (``--resume`` for a partial one)."""
     return [
-        shlex.join(c.command(resume=(c.run_dir / CHECKPOINT).is_file()))
+        shlex.join(c.command(resume=bool(run_files(c.run_dir))))
         for c in cells
         if c.status() != "finished"
     ]
@@ -456,14 +458,14 @@ def describe_stop(cells: list[Cell]) -> str:
     parts = [f"{finished} of {len(cells)} cells finished"]
     for c in cells:
         state = states[c.label]
-        if state == "partial":
+        if state == "partial" and (c.run_dir / CHECKPOINT).is_file():
             try:
                 step = f" at step {c.record()['steps']}"
             except ResultsError:
                 step = ""
             parts.append(f"{c.label} checkpointed{step}")
-        elif state == "pending" and c.run_dir.exists():
-            parts.append(f"{c.label} had no checkpoint yet (it starts over)")
+        elif state == "partial":
+            parts.append(f"{c.label} had no checkpoint yet (it starts over from step 0)")
         elif state == "corrupt":
             parts.append(f"{c.label} has a corrupt results.json")
     return "; ".join(parts)
