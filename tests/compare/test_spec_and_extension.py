@@ -138,7 +138,8 @@ def test_every_tuning_point_s_config_is_validated_before_any_run(text_spec, tmp_
     assert len(cells) == (3 + 2) * 2 and not (tmp_path / "out").exists()
     by = {(c.strategy, c.point_index, c.seed): c for c in cells}
     assert by[("none", 2, 8)].config["loss"]["temperature"] == 0.2
-    assert [(e["name"], e["lam"]) for e in by[("mixcse", 1, 7)].config["loss"]["strategies"]] == [("mixcse", 0.4)]
+    entries = by[("mixcse", 1, 7)].config["loss"]["strategies"]
+    assert [(e["name"], e["lam"]) for e in entries] == [("mixcse", 0.4)]
     assert by[("mixcse", 1, 7)].run_dir == tmp_path / "out" / "tune" / "text" / "mixcse" / "point1" / "seed7"
 
 
