@@ -226,7 +226,7 @@ class TextTask(Task):
         with quiet_transformers():
             export_model(self.net, run_dir / "best", {
                 "step": step, "stsb_dev": score, "model": self.cfg.model.name_or_path,
-                "strategies": self.cfg.loss.strategies,
+                "strategies": [s.config() for s in self.cfg.loss.strategies],
             })
 
     def on_new_best(self, run_dir: Path, step: int, scores: dict[str, float]) -> None:

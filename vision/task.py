@@ -42,7 +42,7 @@ def _check_negatives(cfg: VisionConfig, n: int) -> None:
     views = 2 if cfg.loss.symmetric else 1
     own = views * (math.ceil(k / (views * n)) + 1) if cfg.loss.mask_same_sample else 0
     available = k - min(own, k)
-    strategies = cfg.strategies(steps_per_epoch=1)
+    strategies = cfg.loss.strategies
     where = (f"the {available} negatives left when a queue of {k} over {n} images excludes each query's "
              f"own keys (up to {own})")
     for i, s in enumerate(strategies):
@@ -78,7 +78,7 @@ class VisionTask(Task):
         self.data = build_train_data(cfg, rt.device, rt.rank, rt.world)
         _check_negatives(cfg, self.data.num_samples)
         self.spe = self.data.batches.steps_per_epoch
-        self.loss_fn = ContrastiveLoss(cfg.loss.temperature, cfg.strategy_specs(self.spe), impl=cfg.loss.impl)
+        self.loss_fn = ContrastiveLoss(cfg.loss.temperature, cfg.loss.strategies)
         backbone, dim = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
         self.moco = MoCo(
             backbone, dim, cfg.model.proj_hidden, cfg.model.proj_dim, cfg.loss.queue_size,

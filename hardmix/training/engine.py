@@ -158,6 +158,8 @@ class _Run:
     def _train(self, task: Task) -> dict[str, Any]:
         cfg, runtime = self.cfg, self.runtime
         task.build()
+        if task.loss_fn is not None:  # the strategies' schedules given in epochs, now in steps
+            task.loss_fn.resolve_epochs(task.steps_for(1))
         total = task.steps_for(cfg.train.epochs)
         self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
         self.stop_at = min(self.total_steps, cfg.train.stop_after_steps or self.total_steps)

@@ -13,6 +13,7 @@ import torch
 
 from hardmix.cli import main
 from hardmix.config import ConfigError
+from hardmix.strategies import MixCSE
 from hardmix.text.config import build_text_config
 from hardmix.text.data import CorpusError
 from hardmix.text.model_source import ModelNotFoundError
@@ -154,7 +155,7 @@ def test_cli_with_overrides(tmp_path, tiny_text_config, capsys, one_torch_thread
     assert "model: " in capsys.readouterr().out
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["train"]["max_steps"] == 3 and saved["train"]["seed"] == 9
-    assert saved["loss"]["strategies"] == [{"name": "mixcse", "lam": 0.3, "bidirectional": False}]
+    assert saved["loss"]["strategies"] == [MixCSE(lam=0.3, bidirectional=False).config()]
     assert len(_losses(out)) == 3
     assert main(["train", "text", str(path), "--set", "loss.strategies=[{name: mixcse, lam: 0}]",
                  "--output", str(tmp_path / "bad")]) == 2
