@@ -95,6 +95,11 @@ class Task(ABC):
     def model(self) -> nn.Module:
         """The module whose state dict is the checkpoint's ``model`` (queue buffers included)."""
 
+    def data_fingerprint(self) -> dict[str, Any] | None:
+        """What identifies the training data (after :meth:`build`), kept in the checkpoint: ``--resume``
+        refuses other data, naming the entries that differ. None: not checked."""
+        return None
+
     @abstractmethod
     def steps_for(self, epochs: int) -> int:
         """Optimizer steps in ``epochs`` passes over the data."""
