@@ -72,8 +72,9 @@ class VisionTask(Task):
                     "split carved from the training images; set its size (e.g. 1000), or eval.at_end: false "
                     "and eval.eval_steps: 0 to train without evaluation")
             root = dataset_root(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
-            for splits in (["train"], list(EVAL_SPLITS)):  # the k-NN's bank and test images, before any step
-                split_folder(root, splits, key="eval.dataset")
+            if cfg.eval.at_end and cfg.eval.final_scores:  # the test scores' bank and images, before any step
+                for splits in (["train"], list(EVAL_SPLITS)):
+                    split_folder(root, splits, key="eval.dataset")
 
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
