@@ -148,6 +148,18 @@ class VisionTask(Task):
         return {"knn_top1": scores["top1"], "knn_top5": scores["top5"]}
 
     @classmethod
+    def data_needs(cls, cfg: VisionConfig) -> list[tuple[str, str]]:
+        from hardmix.vision.data import KNOWN_DATASETS
+
+        needs = [("data.dataset", KNOWN_DATASETS.get(cfg.data.dataset, cfg.data.dataset))]
+        if cfg.eval.at_end or cfg.eval.eval_steps:
+            dataset = cfg.eval.dataset or cfg.data.dataset
+            needs.append(("eval.dataset", KNOWN_DATASETS.get(dataset, dataset)))
+        if cfg.data.class_list:
+            needs.append(("data.class_list", cfg.data.class_list))
+        return needs
+
+    @classmethod
     def score_names(cls, cfg: VisionConfig) -> list[str]:
         return ["knn_top1", "knn_top5"] if cfg.eval.at_end else []
 

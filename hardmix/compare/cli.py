@@ -40,6 +40,8 @@ def register(top: argparse._SubParsersAction) -> None:
         default=None,
         help="comma list of the spec's tasks to run and report (default: all), e.g. --tasks text",
     )
+    p.add_argument("--no-download", action="store_true",
+                   help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=main)
 
 
@@ -59,6 +61,10 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--threads: expected a positive number, got {args.threads}")
     # Every cell validated before anything runs; the data is checked where the cells run (printed commands
     # may run on other machines).
+    if not (args.print_commands or args.report_only):  # missing data: fetched, or all listed at once
+        from hardmix.datasets.needs import ensure_for_spec
+
+        ensure_for_spec(spec, download_allowed=not args.no_download)
     cells = build_grid(spec, out, check_data=not args.print_commands)
     saved = out / SPEC_COPY
     if args.print_commands:

@@ -230,11 +230,11 @@ def test_commands_on_a_fresh_machine_stop_with_the_download_command(tmp_path, mo
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
     root = tmp_path / "cache" / "hardmix" / "data"
-    cases = [
+    cases = [  # (offline: tests set HARDMIX_OFFLINE=1) everything missing is listed at once
         (["train", "vision", str(repo / "configs/vision/cpu_mocov2_cifar10.yaml"), "--output", "r1"],
-         f"{root}/images/cifar10", "`hardmix data download cifar10`"),
+         f"{root}: cifar10 (images/cifar10)", "`hardmix data download cifar10`"),
         (["train", "text", str(repo / "configs/text/cpu_mixcse.yaml"), "--output", "r2"],
-         "models/bert-mini-wiki-mlm", "`hardmix data download bert-mini`"),
+         "models/bert-mini-wiki-mlm", "`hardmix data download bert-mini enwiki-100k senteval`"),
         (["eval", "text", str(bert)], f"{root}/senteval", "`hardmix data download senteval`"),
     ]
     for argv, path, command in cases:
