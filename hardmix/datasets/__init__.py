@@ -9,23 +9,9 @@ must hold), ``prepare_text``/``prepare_images``/``prepare_models`` and :mod:`~ha
 
 from __future__ import annotations
 
-from typing import Any
-
 from hardmix.data_sources import DATASETS, SOURCES, DataSet, Source
-
-#: Names imported on first use (the manager loads torch through the checkpoint writer: ``hardmix --help``
-#: imports this package and must stay light).
-_LAZY = {"DataDownloadError": "download", "download_file": "download", "DataCheckError": "manager",
-         "check": "manager", "download": "manager", "inventory": "manager"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"hardmix.datasets.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'hardmix.datasets' has no attribute {name!r}")
-
+from hardmix.datasets.download import DataDownloadError, download_file
+from hardmix.datasets.manager import DataCheckError, check, download, inventory
 
 __all__ = ["DATASETS", "SOURCES", "DataCheckError", "DataDownloadError", "DataSet", "Source", "check",
            "download", "download_file", "inventory"]
