@@ -10,6 +10,7 @@ set-up. Every constant below says whether it is measured, counted or assumed.
 
 Usage:
     python benchmarks/gpu_budget.py            # the table (Markdown) and the totals
+    python benchmarks/gpu_budget.py --papers   # GPU-hours of configs/compare/papers_gpu.yaml's cells
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ CPU_S = {
     "knn_per_1000_queries": 0.40,  # 1,000 x 20,000 x 512 product + top-200, one thread
     "device_tests_cpu": 3.4,  # tests/core/test_devices.py, the 14 CPU cases (pytest's own time)
 }
+#: SimCSE's wiki1m_for_simcse.txt: 10^6 sentences (one epoch of the papers' text recipe, docs/data.md)
+WIKI1M_SENTENCES = 1_000_000
+#: ImageNet-100's training set in batches of 256 (configs/vision/mocov2_imagenet100.yaml: 494 steps an epoch)
+IMAGENET100_STEPS_PER_EPOCH = 494
 #: cores of the GPU machine used for decoding (the training's data.num_workers) and the k-NN
 GPU_MACHINE_WORKERS = 8
 
@@ -125,7 +130,41 @@ def estimate() -> list[tuple[str, float, float, str]]:
     return rows
 
 
+def papers() -> list[tuple[str, int, float, float, float]]:
+    """(task, cells, training TFLOP a cell, low and high GPU-hours for all its cells) of papers_gpu.yaml.
+
+    Training steps only (forward and backward of the encoders at the configs' shapes, counted on the meta
+    device), at the bf16 rate and assumed utilization above: evaluations, data loading and start-up are
+    not counted, so these are lower bounds of the compute, not of the wall time.
+    """
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    spec = yaml.safe_load((root / "configs/compare/papers_gpu.yaml").read_text(encoding="utf-8"))
+    text = yaml.safe_load((root / spec["tasks"]["text"]["config"]).read_text(encoding="utf-8"))
+    vision = yaml.safe_load((root / spec["tasks"]["vision"]["config"]).read_text(encoding="utf-8"))
+    cells = len(spec["strategies"]) * len(spec["seeds"])
+    batch, length = text["train"]["batch_size"], text["data"]["max_length"]
+    text_flops = -(-WIKI1M_SENTENCES * text["train"]["epochs"] // batch) * bert_fwd_bwd(2 * batch, length)
+    model = vision["model"]
+    s = dict(backbone=model["backbone"], width=model.get("width", 64),
+             small_stem=model.get("small_stem", False), crop=vision["augment"]["crop_size"])
+    b = vision["train"]["batch_size"]
+    step = resnet(s, b, True) + resnet(s, b, False)  # query forward and backward, key forward
+    vision_flops = vision["train"]["epochs"] * IMAGENET100_STEPS_PER_EPOCH * step
+    lo_u, hi_u = UTILIZATION
+    return [(task, cells, f / 1e12, cells * f / (H200_BF16_FLOPS * hi_u) / 3600,
+             cells * f / (H200_BF16_FLOPS * lo_u) / 3600)
+            for task, f in (("text", text_flops), ("vision", vision_flops))]
+
+
 def main() -> int:
+    if "--papers" in sys.argv[1:]:
+        print("| task | cells | training TFLOP a cell | GPU-hours, all cells (50% to 20% of the bf16 rate) |")
+        print("|---|---:|---:|---|")
+        for task, cells, tflop, lo, hi in papers():
+            print(f"| {task} | {cells} | {tflop:,.0f} | {lo:.1f} to {hi:.1f} |")
+        return 0
     rows = estimate()
     print("| stage | estimate (s) | cap (s) | how |")
     print("|---|---:|---:|---|")

@@ -51,7 +51,7 @@ def bert_mini_path() -> Path:
 # ---- end data root ---------------------------------------------------------------------------------
 
 
-# ---- text trainer (issue 4) -----------------------------------------------------------------------
+# ---- text trainer ---------------------------------------------------------------------------------
 # A random-init tiny BERT with the real bert-base-uncased WordPiece tokenizer of bert-mini-wiki-mlm, and a
 # few hundred real sentences of the shared enwiki-100k corpus.
 
@@ -117,7 +117,7 @@ def tiny_text_config(tiny_bert_dir, tiny_corpus) -> dict:
 # ---- end text trainer ------------------------------------------------------------------------------
 
 
-# ---- text evaluation (issue 3) --------------------------------------------------------------------
+# ---- text evaluation ------------------------------------------------------------------------------
 # The SentEval data folder, and a cheap deterministic stand-in encoder for protocol tests.
 
 
@@ -159,7 +159,7 @@ def bow_encoder():
 # ---- end text evaluation ---------------------------------------------------------------------------
 
 
-# ---- vision trainer (issue 5) ---------------------------------------------------------------------
+# ---- vision trainer -------------------------------------------------------------------------------
 # Small ImageFolder trees of real CIFAR-10 images (symlinks into the shared data) and a config dict for a
 # tiny ResNet (ResNet-10 layout, width 8, small stem) that trains in seconds on one CPU thread.
 

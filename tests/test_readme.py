@@ -1,18 +1,63 @@
-"""The README's Python example of the core runs as written (so the README cannot drift from the API)."""
+"""The README cannot drift from the code: its Python examples run as written, every ``hardmix`` command
+it shows parses with the real command line and names files and data sets that exist, its test command is
+the one CI runs, and the budgets it states (steps, evaluation interval, batch, images) are the configs'."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
+import pytest
 import torch
+import yaml
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def _text() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def _config(path: str, overrides: dict | None = None) -> dict:
+    """A config as YAML, with a compare spec's ``set`` overrides (dotted keys) applied."""
+    cfg = yaml.safe_load((ROOT / path).read_text(encoding="utf-8"))
+    for key, value in (overrides or {}).items():
+        *parents, leaf = key.split(".")
+        node = cfg
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return cfg
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _stated(pattern: str) -> re.Match[str]:
+    """The README's sentence matching ``pattern`` (whitespace-insensitive: sentences wrap)."""
+    flat = re.sub(r"\s+", " ", _text())
+    match = re.search(pattern, flat)
+    assert match, f"README.md no longer states: {pattern}"
+    return match
+
+
+def _hardmix_commands() -> list[list[str]]:
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", _text(), flags=re.S):
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("hardmix "):
+                args = shlex.split(line)[1:]
+                cut = [i for i, a in enumerate(args) if a in {"<", ">"}]  # shell redirections
+                commands.append(args[: cut[0]] if cut else args)
+    return commands
 
 
 def test_readme_core_example_runs() -> None:
-    text = README.read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", _text(), flags=re.S)
     assert blocks, "README.md has no python example"
     namespace: dict[str, object] = {}
     exec(compile(blocks[0], str(README), "exec"), namespace)  # noqa: S102 - our own README
@@ -25,13 +70,77 @@ def test_readme_core_example_runs() -> None:
 
 def test_readme_python_training_example_runs(tmp_path, monkeypatch, data_root) -> None:
     """The README's ``hardmix.train`` example, as written (20 steps of the CPU MixCSE config)."""
-    text = README.read_text(encoding="utf-8")
-    block = next(b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "hardmix.train(" in b)
-    root = README.parent
+    block = next(b for b in re.findall(r"```python\n(.*?)```", _text(), flags=re.S) if "hardmix.train(" in b)
     monkeypatch.chdir(tmp_path)  # the run folder lands here; the config is the repository's
     namespace: dict[str, object] = {}
-    exec(compile(block.replace('"configs/', f'"{root}/configs/'), str(README), "exec"), namespace)  # noqa: S102
+    exec(compile(block.replace('"configs/', f'"{ROOT}/configs/'), str(README), "exec"), namespace)  # noqa: S102
     results = namespace["results"]
     assert results["steps"] == 20 and results["task"] == "text"
     assert (tmp_path / "runs" / "try" / "results.json").is_file()
     assert results["best_score"] is not None and "stsb_dev" in results["final_scores"]
+
+
+def test_readme_commands_parse_and_name_what_exists() -> None:
+    from hardmix.cli import build_parser
+    from hardmix.datasets import DATASETS
+
+    commands = _hardmix_commands()
+    assert {c[0] for c in commands} >= {"data", "compare", "train", "eval"}, commands
+    parser = build_parser()
+    for args in commands:
+        try:
+            parser.parse_args(args)
+        except SystemExit:
+            pytest.fail(f"README.md: `hardmix {' '.join(args)}` does not parse")
+        for arg in args:
+            if arg.startswith("configs/"):
+                assert (ROOT / arg).is_file(), f"README.md names {arg}, which does not exist"
+        if args[:2] == ["data", "download"]:
+            unknown = [name for name in args[2:] if not name.startswith("-") and name not in DATASETS]
+            assert not unknown, f"README.md downloads {unknown}: not in {sorted(DATASETS)}"
+
+
+def test_readme_test_command_is_the_one_ci_runs() -> None:
+    section = _text().split("## Tests", 1)[1]
+    [command] = re.findall(r"```bash\n(.*?)\n```", section, flags=re.S)
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert command.strip() in [line.strip() for line in ci], command
+
+
+def test_readme_states_the_quickstart_comparison_as_configured() -> None:
+    spec = _config("configs/compare/quickstart.yaml")
+    text, vision = spec["tasks"]["text"], spec["tasks"]["vision"]
+    cells = len(spec["strategies"]) * len(spec["tasks"]) * len(spec["seeds"])
+    assert _number(_stated(r"It trains (\d+) short runs")[1]) == cells
+    seeds = _stated(r"seeds (\d+) and (\d+) \(bert-mini")
+    assert [int(seeds[1]), int(seeds[2])] == spec["seeds"]
+    m = _stated(r"bert-mini for (\d+) steps of batch (\d+) with STS-B dev every (\d+) steps")
+    base = _config(text["config"], text["set"])
+    assert (int(m[1]), int(m[2]), int(m[3])) == (
+        base["train"]["max_steps"], base["train"]["batch_size"], base["eval"]["eval_steps"])
+    m = _stated(r"width-16 CIFAR ResNet-18 on one pass over ([\d,]+) images")
+    base = _config(vision["config"], vision["set"])
+    assert _number(m[1]) == base["data"]["max_samples"]
+    assert (base["train"]["epochs"], base["model"]["width"]) == (1, 16)
+
+
+def test_readme_states_the_training_configs_as_configured() -> None:
+    text = _config("configs/text/cpu_mixcse.yaml")
+    m = _stated(r"batch (\d+), lr ([\d.e-]+), max length (\d+), tau ([\d.]+), lam ([\d.]+)\) "
+                r"for (\d+) steps, scores STS-B dev every (\d+) steps")
+    [mixcse] = text["loss"]["strategies"]
+    assert (int(m[1]), float(m[2]), int(m[3]), float(m[4]), float(m[5]), int(m[6]), int(m[7])) == (
+        text["train"]["batch_size"], text["train"]["lr"], text["data"]["max_length"],
+        text["loss"]["temperature"], mixcse["lam"], text["train"]["max_steps"], text["eval"]["eval_steps"])
+
+    vision = _config("configs/vision/cpu_mocov2_cifar10.yaml")
+    images = _number(_stated(r"It decodes ([\d,]+) CIFAR-10 training images")[1])
+    m = _stated(r"one pass over them \((\d+) steps of batch (\d+), K (\d+), m ([\d.]+), tau ([\d.]+)\)")
+    assert images == vision["data"]["max_samples"] and vision["train"]["epochs"] == 1
+    batch = vision["train"]["batch_size"]
+    assert (int(m[1]), int(m[2]), int(m[3]), float(m[4]), float(m[5])) == (
+        images // batch, batch, vision["loss"]["queue_size"], vision["model"]["momentum"],
+        vision["loss"]["temperature"])
+    m = _stated(r"on ([\d,]+) test images against ([\d,]+) training images")
+    assert (_number(m[1]), _number(m[2])) == (
+        vision["eval"]["knn_test_samples"], vision["eval"]["knn_train_samples"])

@@ -87,8 +87,8 @@ class _Run:
         self.best_eval: dict[str, float] | None = None
         self.window_loss = 0.0
         self.window_steps = 0
-        self.wall_seconds = 0.0  # training seconds of the sessions accounted so far (checkpointed)
-        self._session_start: float | None = None  # this session's training clock (None: stopped)
+        self.wall_seconds = 0.0  # training seconds of the processes accounted so far (checkpointed)
+        self._session_start: float | None = None  # this process's training clock (None: stopped)
         self._eval_seconds = 0.0
         self.nonfinite = 0
         self.samples = 0
@@ -212,20 +212,20 @@ class _Run:
         return None
 
     def _session_seconds(self) -> float:
-        """Training seconds of this session not yet in ``wall_seconds`` (evaluations excluded)."""
+        """Training seconds of this process not yet in ``wall_seconds`` (evaluations excluded)."""
         if self._session_start is None:  # accounted: the training clock has stopped
             return 0.0
         return time.perf_counter() - self._session_start - self._eval_seconds
 
     def _account(self, samples: int) -> None:
-        """Fold this session's training seconds into ``wall_seconds`` and stop the training clock."""
+        """Fold this process's training seconds into ``wall_seconds`` and stop the training clock."""
         seconds = self._session_seconds()
         self.wall_seconds += seconds
         self.samples_per_second = samples / seconds if seconds > 0 else None
         self._session_start = None
 
     def _training_seconds(self) -> float:
-        """Training seconds over every session so far, this one included."""
+        """Training seconds over every process so far, this one included."""
         return self.wall_seconds + self._session_seconds()
 
     def _postfix(self, loss: float | None) -> str:

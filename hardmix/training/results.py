@@ -12,8 +12,8 @@ Keys (``version`` 1):
                      ``knn_top5``)
 ``steps``            optimizer steps done; ``total_steps`` the run's budget; ``finished`` whether done
 ``interrupted``      null, or the signal that stopped the run early (``SIGTERM``, ``SIGUSR1``)
-``wall_seconds``     training time over every session of the run, evaluations excluded
-``samples_per_second`` training throughput of the last session
+``wall_seconds``     training time over every process of the run (resumes included), evaluations excluded
+``samples_per_second`` training throughput of the last process
 ``seed``, ``strategies``, ``world_size``, ``versions`` (hardmix, torch, python)
 ``task_info``        the task's own facts (text: the exported model and its pooling; vision: images used)
 ===================  ====================================================================================

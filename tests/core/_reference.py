@@ -236,7 +236,7 @@ def hcl_queue_np(q, k, queue, tau: float, beta: float, tau_plus: float, valid=No
     for i, r in enumerate(rows):
         padded[i, : len(r)] = r
     return hcl_rows_np(pos, padded, tau, beta, tau_plus)
-# ---- SynCo (issue 17): hardest negatives, synthetic points and InfoNCE with fixed extra points ------
+# ---- SynCo: hardest negatives, synthetic points and InfoNCE with fixed extra points ------
 
 
 def hardest_np(similarities: np.ndarray, valid: np.ndarray, n: int) -> list[int]:
@@ -325,7 +325,7 @@ def through_normalization(z: np.ndarray, g: np.ndarray) -> np.ndarray:
     z = np.asarray(z, np.float64)
     h = normalize(z)
     return (g - np.sum(g * h, axis=1, keepdims=True) * h) / np.linalg.norm(z, axis=1, keepdims=True)
-# ---- false-negative filtering, hard copies and the composition of strategies (issue 17) ----------------
+# ---- false-negative filtering, hard copies and the composition of strategies ----------------
 
 
 def false_negatives_np(cos: np.ndarray, valid: np.ndarray, top_k: int, threshold: float | None) -> np.ndarray:
@@ -457,7 +457,7 @@ def finite_difference_np(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     return grad
 
 
-# ---- mixcse_adaptive (issue 17): MixCSE with a per-anchor lambda from the Sec. 4.3 bound ----------------
+# ---- mixcse_adaptive: MixCSE with a per-anchor lambda from the Sec. 4.3 bound ----------------
 
 
 def adaptive_lam_np(h, p, n, valid, margin, lam_max, lam_min=0.0, iterations=200):

@@ -272,8 +272,8 @@ def test_sample_distinct_pairs_rejection_path_redraws_duplicates() -> None:
 
 def test_sample_distinct_pairs_rejection_path_keeps_rows_apart() -> None:
     # Many rows, many re-draws (400 draws from 2016 pairs: about 40 repeats per row), and pair codes
-    # first * n + second up to n^2 > n (n - 1) / 2: the search for clashes must not mix rows up (an
-    # earlier version keyed the rows by n (n - 1) / 2 and let about 4 in 5 rows keep a repeated pair).
+    # first * n + second up to n^2 > n (n - 1) / 2: the search for clashes must not mix rows up (rows
+    # keyed by n (n - 1) / 2 would overlap and let about 4 in 5 rows keep a repeated pair).
     n, n_pairs, batch = 64, 400, 1024
     assert n * (n - 1) // 2 > 4 * n_pairs and batch * n * (n - 1) // 2 > 1 << 20  # the re-draw path
     first, second = sample_distinct_pairs(batch, n, n_pairs, torch.Generator().manual_seed(17))

@@ -1,4 +1,4 @@
-"""MoCHi's optional ramp of s and s' (issue 17): the counts at given steps, the loss at those steps, the
+"""MoCHi's optional ramp of s and s': the counts at given steps, the loss at those steps, the
 default constant path unchanged. (fast == plain under a ramp: tests/core/test_plain_equivalence.py.)"""
 
 from __future__ import annotations

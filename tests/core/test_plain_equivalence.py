@@ -27,7 +27,7 @@ MOCHI = {"name": "mochi", "n_hard": 6, "n_pair": 9, "n_query": 4}
 MIXCSE = {"name": "mixcse", "lam": 0.3}
 SYNCO = {"name": "synco", "n_hard": 5, "n_extrapolated": 3, "n_noise": 2, "n_perturbed": 2,
          "n_adversarial": 2, "sigma": 0.2, "delta": 0.3, "eta": 0.1}
-# MoCHi's ramp (issue 17): warm-up 2, ramp over 4 steps; the steps below cover the warm-up, the ramp's
+# MoCHi's ramp: warm-up 2, ramp over 4 steps; the steps below cover the warm-up, the ramp's
 # start (no points), its middle and its end.
 MOCHI_RAMPS = {
     "linear": {**MOCHI, "warmup_steps": 2, "schedule": "linear", "ramp_steps": 4},

@@ -92,12 +92,12 @@ def test_hardmix_loss_with_composed_strategies_equals_the_core(bert_mini_path, s
         loss([{}, {}, {}])
 
 
-def test_the_readme_example_trains(bert_mini_path, tmp_path, monkeypatch, one_torch_thread):
-    """The README's sentence-transformers example, as written, with the shared bert-mini for the Hub's."""
+def test_the_documented_example_trains(bert_mini_path, tmp_path, monkeypatch, one_torch_thread):
+    """docs/training.md's sentence-transformers example as written, the shared bert-mini for the Hub's."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
     [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "MixCSELoss" in b]
     assert "google/bert_uncased_L-4_H-256_A-4" in block
     monkeypatch.chdir(tmp_path)  # the trainer's default output folder

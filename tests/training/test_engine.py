@@ -121,7 +121,7 @@ def test_sigkill_at_a_random_moment_then_resume_equals_an_uninterrupted_run(task
         assert kill_after <= len(_losses(tmp_path / "killed")) < total  # killed mid-run
         killed = load_checkpoint(tmp_path / "killed" / "checkpoint.pt")
         assert killed["step"] % 4 == 0
-        # the periodic checkpoint carries the killed session's training time, so the resumed total keeps it
+        # the periodic checkpoint carries the killed process's training time, so the resumed total keeps it
         logged = [r["wall_seconds"] for r in read_metrics(tmp_path / "killed")
                   if "loss" in r and r["step"] <= killed["step"]]
         assert killed["engine"]["wall_seconds"] >= logged[-1] > 0

@@ -1,4 +1,4 @@
-"""``synco`` and a ramped ``mochi`` train in both modalities from a config (issue 17): short real runs of
+"""``synco`` and a ramped ``mochi`` train in both modalities from a config: short real runs of
 the tiny fixtures, finite losses, the strategies' diagnostics in metrics.jsonl, a finished results.json."""
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def _reference_probe(
     recipe: LinearRecipe,
     epochs: int,
 ) -> dict[str, float]:
-    """The frozen-features probe as it was before ``--augment`` (seed 0), verbatim."""
+    """The frozen-features probe without ``--augment`` (seed 0), written out as a reference."""
     g = torch.Generator().manual_seed(0)
     milestones = [round(m * epochs / recipe.epochs) for m in recipe.milestones]
     head = nn.Linear(train_x.shape[1], c)
@@ -143,7 +143,7 @@ def test_augmented_probe_trains_on_new_views_each_epoch_and_tests_on_center_feat
     api = data.linear(net, cfg, "cifar", epochs=2, augment=True)
     rec.calls.clear()
     assert linear_probe(rec, data.train.labels, test_x, data.test.labels, 10, RECIPES["cifar"], 2) == api
-    # Without augmentation: exactly the frozen-features probe as before.
+    # Without augmentation: exactly the reference frozen-features probe.
     train_x, test_x2 = data.features(net, cfg)
     assert torch.equal(test_x, test_x2)
     plain = data.linear(net, cfg, "cifar", epochs=3)
