@@ -124,14 +124,19 @@ class EvalSection(BaseEvalSection):
         at_end: also evaluate after the last step.
         batch_size: sentences per evaluation forward pass.
         max_length: truncation at evaluation (null: the model's limit, as SimCSE's evaluation).
-        final_sts: at the end, run the STS suite (STS12-16, STS-B, SICK-R) on the selected model; its
-            scores join ``results.json`` ``final_scores`` (``sts_avg``, ``STS12``, ...).
+        final_sts: at the end, run the STS suite (STS12-16, STS-B and SICK-R test) on the selected model:
+            the held-out scores, never used for selection; they join ``results.json`` ``final_scores``
+            (``sts_avg``, ``STS12``, ..., each with ``<score>_se``).
+        sts_bootstrap: resamples of the test pairs behind each ``<score>_se`` of the STS suite (the
+            bootstrap's standard error, :func:`hardmix.text.sts.bootstrap_se`, seed 0: the same resamples
+            for every model); 0 leaves the errors out.
     """
 
     eval_steps: int = field(default=125, metadata={"min": 0})
     batch_size: int = field(default=128, metadata={"min": 1})
     max_length: int | None = field(default=None, metadata={"min": 3})
     final_sts: bool = False
+    sts_bootstrap: int = field(default=1000, metadata={"min": 0})
 
 
 @dataclass
@@ -151,6 +156,8 @@ class TextTrainConfig(TaskConfig):
     output: str = "runs/text"
 
     def validate(self) -> None:
+        if self.eval.sts_bootstrap == 1:
+            raise ConfigError("eval.sts_bootstrap: a standard error needs at least 2 resamples (0: none)")
         loss_fn = build_loss(self.loss)
         if self.loss.queue_size > 0 and loss_fn.symmetric:
             raise ConfigError("loss.queue_size: a queue of negatives needs a one-direction loss; set "

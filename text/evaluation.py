@@ -141,7 +141,9 @@ def evaluate_sts(
         tasks: a subset of :data:`STS_TASKS`.
         root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
         show_progress: progress bar while encoding.
-        details: if a dict is given, per-subset correlations and timings are stored in it.
+        details: if a dict is given, per-subset correlations and timings are stored in it, and under
+            ``"pairs"`` each task's {subset: (system scores (n,), gold scores (n,))} (what
+            :func:`hardmix.text.sts.bootstrap_se` resamples).
 
     Returns:
         ``{"STS12": .., ..., "SICK-R": .., "avg": ..}`` (x 100, two decimals).
@@ -164,6 +166,8 @@ def evaluate_sts(
             scores[task] = _pct(rho)
             per_task[task] = {name: {"spearman": _pct(r), "n": n} for name, (r, n) in sub.items()}
     if details is not None:
+        details["pairs"] = {task: {name: (system_scores(embed, p), np.asarray(p.labels, dtype=np.float64))
+                                   for name, p in subsets.items()} for task, subsets in suite.items()}
         details.update({"subsets": per_task, "encode_seconds": t_enc, "task_encode_seconds": enc_seconds,
                         "n_sentences": len(set().union(*sentences.values())), "aggregation": aggregation})
     return _with_avg(scores)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
 
 from hardmix.text.senteval_data import SentencePairs
 
@@ -106,3 +106,71 @@ def score_year(embed: EncodeFn, subsets: Mapping[str, SentencePairs], how: str =
     per = {name: (system_scores(embed, p), p.labels) for name, p in subsets.items()}
     details = {name: (spearman(s, g), len(g)) for name, (s, g) in per.items()}
     return aggregate(per, how), details
+
+
+def _rowwise_spearman(system: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Spearman correlation of each row of ``system`` with the same row of ``gold`` (both (R, n)): the
+    Pearson correlation of their average ranks, as :func:`scipy.stats.spearmanr`."""
+    a, b = rankdata(system, axis=1), rankdata(gold, axis=1)
+    a -= a.mean(axis=1, keepdims=True)
+    b -= b.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (a * b).sum(axis=1) / np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
+
+
+def bootstrap_se(
+    per_task: Mapping[str, Mapping[str, tuple[np.ndarray, np.ndarray]]],
+    how: str = "all",
+    resamples: int = 1000,
+    seed: int = 0,
+    chunk: int = 250,
+) -> dict[str, float]:
+    """Bootstrap standard errors (x 100) of each task's Spearman correlation and of their mean: the test
+    pairs are resampled with replacement within each subset (``resamples`` times, a NumPy generator seeded
+    with ``seed``, so every model is judged on the same resamples), each task is re-aggregated as
+    :func:`aggregate` does, and the standard deviation of the replicates is the error.
+
+    Args:
+        per_task: task -> {subset: (system scores (n,), gold scores (n,))} (one subset for STS-B, SICK-R;
+            :func:`hardmix.text.evaluation.evaluate_sts`'s ``details["pairs"]``).
+        how: the STS12-16 aggregation (``"all"``, ``"mean"``, ``"wmean"``).
+        resamples: bootstrap replicates.
+        seed: the resampling's seed.
+        chunk: replicates computed at a time (bounds the memory).
+
+    Returns:
+        ``{task: se, ..., "avg": se}`` in Spearman x 100.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> gold = rng.normal(size=400)
+        >>> se = bootstrap_se({"A": {"a": (gold + rng.normal(size=400), gold)}}, resamples=200)
+        >>> 1.0 < se["A"] < 6.0 and se["avg"] == se["A"]
+        True
+    """
+    if how not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {how!r}; expected one of {AGGREGATIONS}")
+    if resamples < 2:
+        raise ValueError(f"resamples: need at least 2, got {resamples}")
+    rng = np.random.default_rng(seed)
+    replicates: dict[str, list[np.ndarray]] = {task: [] for task in per_task}
+    for start in range(0, resamples, chunk):
+        r = min(chunk, resamples - start)
+        for task, subsets in per_task.items():
+            drawn = []
+            for system, gold in subsets.values():
+                system, gold = np.asarray(system, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+                idx = rng.integers(0, len(gold), size=(r, len(gold)))
+                drawn.append((system[idx], gold[idx]))
+            if how == "all" or len(drawn) == 1:
+                rho = _rowwise_spearman(np.concatenate([s for s, _ in drawn], axis=1),
+                                        np.concatenate([g for _, g in drawn], axis=1))
+            else:
+                rhos = np.stack([_rowwise_spearman(s, g) for s, g in drawn], axis=1)
+                weights = np.array([g.shape[1] for _, g in drawn], dtype=np.float64)
+                rho = np.average(rhos, axis=1, weights=weights if how == "wmean" else None)
+            replicates[task].append(100.0 * rho)
+    reps = {task: np.concatenate(parts) for task, parts in replicates.items()}
+    out = {task: float(np.std(r, ddof=1)) for task, r in reps.items()}
+    out["avg"] = float(np.std(np.mean(np.stack(list(reps.values())), axis=0), ddof=1))
+    return out

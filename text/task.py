@@ -11,9 +11,11 @@ MixCSE, Zhang et al. 2022):
    task clips the gradients (AdamW with SimCSE's linear schedule, transformers'
    ``get_linear_schedule_with_warmup``).
 
-The selection metric is STS-B dev (:func:`hardmix.text.evaluation.stsb_dev_score`); the best model is
-exported to ``RUN/best/`` (:func:`hardmix.text.model.export_model`), the last one when nothing was
-evaluated.
+The selection metric is STS-B dev (:func:`hardmix.text.evaluation.stsb_dev_score`), as in SimCSE's and
+MixCSE's training scripts; the best model is exported to ``RUN/best/``
+(:func:`hardmix.text.model.export_model`), the last one when nothing was evaluated. Its held-out scores
+are the STS suite's (``eval.final_sts``): ``sts_avg`` (STS12-16, STS-B test, SICK-R), the papers'
+headline, and each task's, with bootstrap standard errors (``<score>_se``).
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ class TextTask(Task):
     name = "text"
     config_class = TextTrainConfig
     selection_metric = "stsb_dev"
+    default_score = "sts_avg"
     progress_label = "dev"
     keeps_best = True
 
@@ -244,8 +247,14 @@ class TextTask(Task):
             e = self.cfg.eval
             encoder = SentenceEncoder(run_dir / "best", batch_size=e.batch_size, max_length=e.max_length,
                                       device=self.runtime.device)
-            sts = evaluate_sts(encoder, show_progress=self.cfg.log.progress)
+            details: dict[str, Any] = {}
+            sts = evaluate_sts(encoder, show_progress=self.cfg.log.progress, details=details)
             scores.update({("sts_avg" if k == "avg" else k): v for k, v in sts.items()})
+            if e.sts_bootstrap:
+                from hardmix.text.sts import bootstrap_se
+
+                se = bootstrap_se(details["pairs"], details["aggregation"], e.sts_bootstrap)
+                scores.update({f"{'sts_avg' if k == 'avg' else k}_se": v for k, v in se.items()})
         return scores
 
     # ------------------------------------------------------------------------------------- state
@@ -271,12 +280,28 @@ class TextTask(Task):
 
     @classmethod
     def score_names(cls, cfg: TextTrainConfig) -> list[str]:
+        """``stsb_dev`` when the run evaluates, and with ``eval.final_sts`` the held-out STS suite (each
+        with ``<score>_se`` besides, when ``eval.sts_bootstrap``)."""
         names = ["stsb_dev"] if cfg.eval.at_end or cfg.eval.eval_steps else []
         if cfg.eval.final_sts:
-            from hardmix.text.evaluation import STS_TASKS
-
-            names += ["sts_avg", *STS_TASKS]
+            names += cls.held_out_scores(cfg)
         return names
+
+    @classmethod
+    def held_out_scores(cls, cfg: TextTrainConfig) -> list[str]:
+        """``sts_avg`` and each STS task (``STS12`` .. ``STS16``, ``STS-B``, ``SICK-R``: test pairs, never
+        selected on; whether this config computes them: :meth:`overrides_for_scores`)."""
+        from hardmix.text.evaluation import STS_TASKS
+
+        return ["sts_avg", *STS_TASKS]
+
+    @classmethod
+    def overrides_for_scores(cls, cfg: TextTrainConfig, scores: list[str]) -> list[str]:
+        """``eval.final_sts=true`` when ``scores`` holds an STS score (or its ``_se``) and the config does
+        not run the suite."""
+        held = set(cls.held_out_scores(cfg))
+        wanted = {s.removesuffix("_se") for s in scores}
+        return ["eval.final_sts=true"] if wanted & held and not cfg.eval.final_sts else []
 
     def describe(self) -> str:
         cfg = self.cfg

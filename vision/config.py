@@ -45,8 +45,14 @@ class DataConfig:
         train_split: the training sub-folder.
         class_list: optional file of class folder names, one per line (ImageNet-100: the shared
             ``images/imagenet100-classes.txt`` over an ImageNet ``train`` folder).
-        max_samples: a class-balanced subset of this many training images.
-        subset_seed: the seed of that subset (fixed across training seeds, so seeds vary only training).
+        val_samples: a class-balanced validation set of this many images carved out of the training split
+            before ``max_samples``' subset is drawn, never trained on: every model selection and tuning
+            scores on it (``val_knn_top1``), so the test split stays held out. Needed whenever the run
+            evaluates (``eval.at_end`` or ``eval.eval_steps``); every class keeps a training image.
+        max_samples: a class-balanced subset of this many training images (from the images left after
+            ``val_samples``).
+        subset_seed: the seed of that subset and of the validation set (fixed across training seeds, so
+            seeds vary only training).
         pipeline: ``tensor`` decodes every image once into a uint8 tensor cache and augments batches as
             tensors (on the GPU when training there); ``pil`` is torchvision's per-image PIL path with
             DataLoader workers; ``auto`` picks ``tensor`` when the cache fits in ``cache_max_gb``.
@@ -63,6 +69,7 @@ class DataConfig:
     dataset: str = "cifar10"
     train_split: str = "train"
     class_list: str | None = None
+    val_samples: int | None = field(default=None, metadata={"min": 1})
     max_samples: int | None = field(default=None, metadata={"min": 1})
     subset_seed: int = 0
     pipeline: Literal["auto", "tensor", "pil"] = "auto"
@@ -264,25 +271,46 @@ class TrainConfig(TrainSection):
     channels_last: bool = True
 
 
+#: The test scores of the final model ``eval.final_scores`` may ask for.
+TEST_SCORES = ("knn_top1", "knn_top5", "linear_top1")
+
+
 @dataclass
 class EvalConfig(EvalSection):
-    """The k-NN monitor (InstDisc's weighted k-NN, Wu et al. 2018; k 200, tau 0.1 as the lightly benchmarks).
+    """Model selection on the validation split and the final model's test scores (InstDisc's weighted
+    k-NN, Wu et al. 2018, k 200, tau 0.1 as the lightly benchmarks; a linear probe,
+    :mod:`hardmix.vision.linear_probe`).
 
     Attributes:
-        eval_steps: run it every this many steps during training (0: at the end only).
-        at_end: run it once training ends (the results' ``final_scores`` and the CLI print it).
-        dataset: the labelled dataset (train split as the bank, test/val as queries); None: ``data.dataset``.
+        eval_steps: score the selection metric ``val_knn_top1`` (the k-NN top-1 of ``data.val_samples``'
+            validation images against the bank of training images) every this many steps (0: at the end
+            only).
+        at_end: score it once training ends, then the final model's test scores ``final_scores``.
+        final_scores: the test scores of the final model (``results.json`` ``final_scores``, each with
+            ``<score>_se``, its binomial standard error in points): ``knn_top1``, ``knn_top5`` (the test
+            split against the bank) and ``linear_top1`` (a linear probe trained on the bank's features).
+        dataset: the labelled dataset of the test scores (train split as the bank, test/val as queries);
+            None: ``data.dataset``. The validation images always come from ``data.dataset``'s training
+            split, and are left out of the bank there.
         knn_k, knn_temperature: k and tau.
-        knn_train_samples, knn_test_samples: class-balanced subsets of the bank and the queries.
+        knn_train_samples, knn_test_samples: class-balanced subsets of the bank and the test queries.
+        linear_epochs: the probe's epochs (None: its recipe's, 100; the milestones scale with it).
+        linear_train_samples, linear_test_samples: the probe's own class-balanced subsets (None: the
+            k-NN's).
         batch_size: feature extraction batch.
         backend: ``auto`` (faiss when installed), ``faiss`` or ``torch``.
     """
 
+    final_scores: list[Literal["knn_top1", "knn_top5", "linear_top1"]] = field(
+        default_factory=lambda: list(TEST_SCORES))
     dataset: str | None = None
     knn_k: int = field(default=200, metadata={"min": 1})
     knn_temperature: float = field(default=0.1, metadata={"gt": 0.0})
     knn_train_samples: int | None = field(default=None, metadata={"min": 1})
     knn_test_samples: int | None = field(default=None, metadata={"min": 1})
+    linear_epochs: int | None = field(default=None, metadata={"min": 1})
+    linear_train_samples: int | None = field(default=None, metadata={"min": 1})
+    linear_test_samples: int | None = field(default=None, metadata={"min": 1})
     batch_size: int = field(default=256, metadata={"min": 1})
     backend: Literal["auto", "faiss", "torch"] = "auto"
 

@@ -167,6 +167,57 @@ def balanced_subset(labels: Tensor, n: int, seed: int = 0) -> Tensor:
     return torch.sort(torch.cat([p[:q] for p, q in zip(pools, quota)])).values
 
 
+def validation_split(
+    labels: Tensor, n: int, seed: int, max_samples: int | None = None, where: str = "the training split"
+) -> tuple[Tensor, Tensor]:
+    """Carve a class-balanced validation set of ``n`` images out of the training images.
+
+    The validation images are drawn first, with :func:`balanced_subset` (its seed derived from ``seed``, so
+    the draw does not repeat the ``max_samples`` subset's), and every class keeps at least one training
+    image; the training images (and ``data.max_samples``' subset of them) come from the rest, so no
+    validation image is ever trained on.
+
+    Args:
+        labels: (N,) class index of each usable training image.
+        n: validation images (``data.val_samples``).
+        seed: ``data.subset_seed`` (the split is the same for every training seed).
+        max_samples: ``data.max_samples``: the rest must hold that many images.
+        where: the folder, for errors.
+
+    Returns:
+        (validation positions (n,), remaining positions (N - n,)), both sorted, into ``labels``.
+
+    Raises:
+        ImageDataError: naming ``data.val_samples`` (and ``data.max_samples``) when the split cannot be
+            carved.
+
+    Example:
+        >>> val, rest = validation_split(torch.tensor([0, 0, 0, 1, 1, 1]), 2, seed=0)
+        >>> len(val), len(rest), sorted(torch.tensor([0, 0, 0, 1, 1, 1])[val].tolist())
+        (2, 4, [0, 1])
+    """
+    total = labels.numel()
+    counts = torch.bincount(labels)
+    smallest = int(counts[counts > 0].min()) if total else 0
+    classes = int((counts > 0).sum())
+    # balanced_subset gives each class n // C or one more; every class must keep one training image
+    if n >= total or -(-n // max(1, classes)) >= smallest:
+        raise ImageDataError(
+            f"data.val_samples: {n} validation images leave a class of {where} without a training image "
+            f"({total} images, {classes} classes, the smallest has {smallest}); lower data.val_samples"
+            + (f" or data.max_samples ({max_samples})" if max_samples is not None else "")
+        )
+    if max_samples is not None and total - n < max_samples:
+        raise ImageDataError(
+            f"data.val_samples: {n} validation images and data.max_samples: {max_samples} training images "
+            f"need {n + max_samples} images; {where} has {total}: lower one of them"
+        )
+    val = balanced_subset(labels, n, derive_seed(seed, 0x5A1))
+    keep = torch.ones(total, dtype=torch.bool)
+    keep[val] = False
+    return val, torch.nonzero(keep).squeeze(1)
+
+
 def _decode(path: str, resolution: int | None) -> np.ndarray:
     from PIL import Image
 

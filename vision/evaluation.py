@@ -1,5 +1,10 @@
 """Evaluating a trained backbone: weighted k-NN and a linear probe on frozen features.
 
+A training run scores itself with :class:`RunEvaluation`: the selection score ``val_knn_top1`` (the k-NN of
+the validation images carved from the training split, ``data.val_samples``, against a bank of the other
+training images) and, once at the end, the final model's held-out test scores (``knn_top1``, ``knn_top5``,
+``linear_top1``, each with its binomial standard error ``<score>_se``).
+
 ``hardmix eval knn|linear CHECKPOINT --dataset NAME`` take a run directory (its ``checkpoint.pt``) or a
 checkpoint file, loaded safely (``weights_only``: a crafted file cannot run code); the checkpoint stores
 the config, so the backbone is rebuilt from it. NAME is
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +36,14 @@ from hardmix.vision.augment import normalize_uint8
 from hardmix.vision.augmented_features import AugmentedFeatures, frozen_forward, linear_augment_config
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import VisionConfig
-from hardmix.vision.data import ImageTensors, balanced_subset, eval_splits, load_tensors, read_class_list
+from hardmix.vision.data import (
+    ImageList,
+    ImageTensors,
+    balanced_subset,
+    eval_splits,
+    load_tensors,
+    read_class_list,
+)
 from hardmix.vision.knn import knn_predict, topk_accuracy
 from hardmix.vision.linear_probe import RECIPES, linear_probe, recipe_for
 
@@ -231,6 +244,154 @@ class LabelledImages:
             seed,
             progress,
         )
+
+
+def binomial_se(accuracy: float, n: int) -> float:
+    """The sampling standard error, in points, of an accuracy in percent measured on ``n`` items:
+    ``100 sqrt(p (1 - p) / n)`` with ``p = accuracy / 100`` (the binomial's).
+
+    Example:
+        >>> round(binomial_se(50.0, 100), 6)
+        5.0
+    """
+    p = accuracy / 100.0
+    return 100.0 * math.sqrt(max(0.0, p * (1.0 - p)) / max(1, n))
+
+
+def _subset(labels: Tensor, pool: Tensor, n: int | None) -> Tensor:
+    """A class-balanced subset (seed 0) of ``n`` of the positions ``pool`` (all of them when n is None)."""
+    return pool if n is None else pool[balanced_subset(labels[pool], n, 0)]
+
+
+class RunEvaluation:
+    """What a training run scores: the selection score on the validation split, the final test scores.
+
+    - ``validation``: ``val_knn_top1`` / ``val_knn_top5``, the weighted k-NN of the validation images
+      (``val_indices`` of the training split ``split``) against a bank of ``eval.knn_train_samples``
+      (class-balanced, seed 0) of the split's other images: what selects the model and what tuning
+      compares. The test split is never read for it.
+    - ``test``: the final model's held-out scores of ``eval.final_scores``: ``knn_top1`` / ``knn_top5`` of
+      ``eval.knn_test_samples`` test images against the bank (the same bank when ``eval.dataset`` is the
+      training dataset, else that dataset's train split) and ``linear_top1`` of a linear probe trained on
+      the bank's features (or on ``eval.linear_train_samples``, scored on ``eval.linear_test_samples``),
+      each with ``<score>_se``, its binomial standard error in points (:func:`binomial_se`).
+
+    Images are decoded once, on first use, through the on-disk cache; features are kept per ``tag`` (the
+    caller's step), so the final evaluation and the test scores of the same model share the bank's.
+
+    Args:
+        cfg: the run's config.
+        split: the training split (:class:`~hardmix.vision.pipeline.TrainData` ``split``).
+        val_indices: the validation images' indices into ``split``.
+        device: the device of the feature extraction.
+    """
+
+    def __init__(
+        self, cfg: VisionConfig, split: ImageList, val_indices: Tensor, device: torch.device
+    ) -> None:
+        self.cfg, self.split, self.device = cfg, split, device
+        self.val_indices = val_indices
+        self.resolution, self.crop = eval_geometry(cfg)
+        self.dataset = cfg.eval.dataset or cfg.data.dataset
+        self.same_dataset = self.dataset == cfg.data.dataset
+        self._images: dict[str, ImageTensors] = {}
+        self._features: dict[str, tuple[int, Tensor]] = {}
+
+    # ------------------------------------------------------------------------------------- images
+    def _load(self, images: ImageList, idx: Tensor, key: str) -> ImageTensors:
+        d = self.cfg.data
+        return load_tensors(images, idx, self.resolution, d.cache_dir, d.skip_corrupt, d.num_workers, key=key,
+                            skip_hint="set data.skip_corrupt: true")
+
+    def _pool(self) -> Tensor:
+        """The training split's positions that may enter a bank: all but the validation images."""
+        keep = torch.ones(len(self.split.paths), dtype=torch.bool)
+        keep[self.val_indices] = False
+        return torch.nonzero(keep).squeeze(1)
+
+    def images(self, name: str) -> ImageTensors:
+        """The decoded images ``val``, ``bank``, ``test`` (and ``linear_train``, ``linear_test`` when
+        the probe has its own subsets)."""
+        if name not in self._images:
+            e, split = self.cfg.eval, self.split
+            if name == "val":
+                got = self._load(split, self.val_indices, "data")
+            elif name == "bank":
+                got = self._load(split, _subset(split.labels, self._pool(), e.knn_train_samples), "data")
+            elif name == "test_bank":  # eval.dataset is another dataset: its own train split
+                train, _ = eval_splits(self.dataset, "eval.dataset", training_classes(self.cfg, self.dataset))
+                pool = torch.arange(len(train.paths))
+                got = self._load(train, _subset(train.labels, pool, e.knn_train_samples), "eval")
+            elif name in ("test", "linear_test"):
+                n = e.knn_test_samples if name == "test" else e.linear_test_samples
+                _, test = self._splits()
+                got = self._load(test, _subset(test.labels, torch.arange(len(test.paths)), n), "eval")
+            elif name == "linear_train":
+                if self.same_dataset:
+                    idx = _subset(split.labels, self._pool(), e.linear_train_samples)
+                    got = self._load(split, idx, "data")
+                else:
+                    train, _ = self._splits()
+                    pool = torch.arange(len(train.paths))
+                    got = self._load(train, _subset(train.labels, pool, e.linear_train_samples), "eval")
+            else:
+                raise KeyError(name)
+            self._images[name] = got
+        return self._images[name]
+
+    def _splits(self) -> tuple[ImageList, ImageList]:
+        if not hasattr(self, "_eval_splits"):
+            classes = self.split.classes if self.same_dataset else training_classes(self.cfg, self.dataset)
+            self._eval_splits = eval_splits(self.dataset, "eval.dataset", classes)
+        return self._eval_splits
+
+    def features(self, name: str, backbone: nn.Module, tag: int) -> Tensor:
+        """(N, D) features of :meth:`images` ``name`` by ``backbone``, computed once per ``tag``."""
+        cached = self._features.get(name)
+        if cached is not None and cached[0] == tag:
+            return cached[1]
+        a, e = self.cfg.augment, self.cfg.eval
+        feats = extract_features(backbone, self.images(name).images, a.mean, a.std, e.batch_size, self.device,
+                                 self.crop, progress=self.cfg.log.progress, desc=f"features ({name})")
+        self._features[name] = (tag, feats)
+        return feats
+
+    def _knn(self, bank: str, queries: str, backbone: nn.Module, tag: int) -> dict[str, float]:
+        e = self.cfg.eval
+        ranked = knn_predict(self.features(bank, backbone, tag), self.images(bank).labels,
+                             self.features(queries, backbone, tag), e.knn_k, e.knn_temperature,
+                             len(self.split.classes if queries == "val" or self.same_dataset
+                                 else self._splits()[0].classes), e.backend)
+        return topk_accuracy(ranked, self.images(queries).labels)
+
+    # ------------------------------------------------------------------------------------- scores
+    def validation(self, backbone: nn.Module, tag: int) -> dict[str, float]:
+        """``val_knn_top1`` and ``val_knn_top5`` (percent) of the current backbone."""
+        scores = self._knn("bank", "val", backbone, tag)
+        return {"val_knn_top1": scores["top1"], "val_knn_top5": scores["top5"]}
+
+    def test(self, backbone: nn.Module, tag: int) -> dict[str, float]:
+        """The held-out test scores of ``eval.final_scores`` (percent), each with ``<score>_se``."""
+        e = self.cfg.eval
+        out: dict[str, float] = {}
+        bank = "bank" if self.same_dataset else "test_bank"
+        if "knn_top1" in e.final_scores or "knn_top5" in e.final_scores:
+            knn = self._knn(bank, "test", backbone, tag)
+            n_test = self.images("test").labels.numel()
+            for k in ("top1", "top5"):
+                if f"knn_{k}" in e.final_scores:
+                    out[f"knn_{k}"] = knn[k]
+                    out[f"knn_{k}_se"] = binomial_se(knn[k], n_test)
+        if "linear_top1" in e.final_scores:
+            train = "linear_train" if e.linear_train_samples is not None else bank
+            test = "linear_test" if e.linear_test_samples is not None else "test"
+            num_classes = len(self.split.classes if self.same_dataset else self._splits()[0].classes)
+            probe = linear_probe(self.features(train, backbone, tag), self.images(train).labels,
+                                 self.features(test, backbone, tag), self.images(test).labels, num_classes,
+                                 RECIPES[recipe_for(self.dataset)], e.linear_epochs)
+            out["linear_top1"] = probe["top1"]
+            out["linear_top1_se"] = binomial_se(probe["top1"], self.images(test).labels.numel())
+        return out
 
 
 def _device(name: str | None) -> torch.device:

@@ -27,6 +27,7 @@ from hardmix.vision.data import (
     scan_image_folder,
     split_folder,
     step_generator,
+    validation_split,
 )
 
 Batch = tuple[Tensor, Tensor, Tensor]  # view 1 (b, 3, S, S), view 2, sample ids (b,)
@@ -194,6 +195,10 @@ class TrainData:
         classes: class names (unused by training; kept for the record).
         pipeline: ``tensor`` or ``pil``.
         skipped: undecodable files left out.
+        split: the scanned training split.
+        val_indices: the sorted indices into ``split`` of the validation images (``data.val_samples``),
+            never trained on.
+        train_indices: the sorted indices into ``split`` of the images trained on.
     """
 
     batches: Batches
@@ -201,32 +206,53 @@ class TrainData:
     classes: list[str]
     pipeline: str
     skipped: list[str] = field(default_factory=list)
+    split: ImageList | None = None
+    val_indices: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    train_indices: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
 
 
 def train_image_list(cfg: VisionConfig, exclude: frozenset[int] = frozenset()) -> tuple[ImageList, Tensor]:
     """The training split and the indices of the (subset of) images used.
 
     Args:
-        cfg: the run's config (``data.dataset``, ``train_split``, ``class_list``, ``max_samples``,
-            ``subset_seed``).
+        cfg: the run's config (``data.dataset``, ``train_split``, ``class_list``, ``val_samples``,
+            ``max_samples``, ``subset_seed``).
         exclude: indices of the split left out before the subset is drawn (undecodable files).
 
     Returns:
-        (the whole split, the sorted indices (N,) of the images to train on).
+        (the whole split, the sorted indices (N,) of the images to train on; ``data.val_samples``'
+        validation images are never among them).
     """
+    images, train, _ = train_val_image_list(cfg, exclude)
+    return images, train
+
+
+def train_val_image_list(
+    cfg: VisionConfig, exclude: frozenset[int] = frozenset()
+) -> tuple[ImageList, Tensor, Tensor]:
+    """The training split, the sorted indices of its images to train on and of its validation images
+    (empty without ``data.val_samples``; see :func:`hardmix.vision.data.validation_split`)."""
     d = cfg.data
     root = dataset_root(d.dataset)
     folder = split_folder(root, d.train_split)
     classes = read_class_list(d.class_list) if d.class_list else None
     images = scan_image_folder(folder, classes)
-    return images, _draw_subset(cfg, images, exclude)
+    train, val = _draw_subset(cfg, images, exclude)
+    return images, train, val
 
 
-def _draw_subset(cfg: VisionConfig, images: ImageList, exclude: frozenset[int]) -> Tensor:
+def _draw_subset(cfg: VisionConfig, images: ImageList, exclude: frozenset[int]) -> tuple[Tensor, Tensor]:
+    """(training indices, validation indices) of the split, ``exclude`` left out of both."""
     usable = torch.tensor([i for i in range(len(images.paths)) if i not in exclude], dtype=torch.long)
-    if cfg.data.max_samples is None:
-        return usable
-    return usable[balanced_subset(images.labels[usable], cfg.data.max_samples, cfg.data.subset_seed)]
+    d = cfg.data
+    val = torch.zeros(0, dtype=torch.long)
+    if d.val_samples:
+        val_pos, rest = validation_split(images.labels[usable], d.val_samples, d.subset_seed, d.max_samples,
+                                         str(images.folder))
+        usable, val = usable[rest], usable[val_pos]
+    if d.max_samples is None:
+        return usable, val
+    return usable[balanced_subset(images.labels[usable], d.max_samples, d.subset_seed)], val
 
 
 def _choose_pipeline(cfg: VisionConfig, images: ImageList, idx: Tensor) -> str:
@@ -256,12 +282,12 @@ def build_train_data(cfg: VisionConfig, device: torch.device, rank: int = 0, wor
     b = cfg.train.batch_size
     if b % world:
         raise ImageDataError(f"train.batch_size: {b} is not divisible by the {world} processes")
-    images, idx = train_image_list(cfg)
+    images, idx, val = train_val_image_list(cfg)
     bad: list[str] = []
     if d.skip_corrupt and d.max_samples is not None:
         _, _, bad = decode_images(images.paths, 16, True, d.num_workers)
         position = {path: i for i, path in enumerate(images.paths)}
-        idx = _draw_subset(cfg, images, frozenset(position[path] for path in bad))
+        idx, val = _draw_subset(cfg, images, frozenset(position[path] for path in bad))
     pipeline = _choose_pipeline(cfg, images, idx)
     paths = [images.paths[i] for i in idx.tolist()]
     if pipeline == "tensor":
@@ -288,4 +314,4 @@ def build_train_data(cfg: VisionConfig, device: torch.device, rank: int = 0, wor
         raise ImageDataError(
             f"train.batch_size: {batches.n} training images do not fill one batch of {b} (data.max_samples?)"
         )
-    return TrainData(batches, batches.n, images.classes, pipeline, bad)
+    return TrainData(batches, batches.n, images.classes, pipeline, bad, images, val, idx)

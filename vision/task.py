@@ -4,7 +4,14 @@ The vision task of the training engine (:mod:`hardmix.training`). One process tr
 or a GPU, with split-BatchNorm); under ``torchrun`` every rank trains its slice of each global batch with
 DistributedDataParallel, keys are gathered before they enter the queue and shuffled across ranks for
 BatchNorm. Every random draw of a step derives from (seed, step, rank), so a resumed run draws what an
-uninterrupted one would. The selection metric is the weighted k-NN top-1 (:mod:`hardmix.vision.knn`).
+uninterrupted one would.
+
+The selection metric is ``val_knn_top1``: the weighted k-NN top-1 (:mod:`hardmix.vision.knn`) of a
+validation split carved from the training images (``data.val_samples``, never trained on) against a bank of
+the other training images. The test split is read once, at the end, for the final model's held-out scores
+(``knn_top1``, ``knn_top5``, ``linear_top1`` and their binomial standard errors): see
+:class:`hardmix.vision.evaluation.RunEvaluation`. The final model is the result (MoCo's protocol); the
+best validation step is recorded beside it.
 """
 
 from __future__ import annotations
@@ -17,13 +24,14 @@ import torch
 from torch import nn
 
 from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
+from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies.specs import check_negatives_available, excluded_by_others
 from hardmix.training import StepResult, Task
 from hardmix.vision.backbones import build_backbone
-from hardmix.vision.config import VisionConfig
+from hardmix.vision.config import TEST_SCORES, VisionConfig
 from hardmix.vision.data import dataset_root, derive_seed, step_generator
-from hardmix.vision.evaluation import LabelledImages, eval_geometry, training_classes
+from hardmix.vision.evaluation import RunEvaluation
 from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
 from hardmix.vision.pipeline import build_train_data
 
@@ -47,16 +55,23 @@ class VisionTask(Task):
 
     name = "vision"
     config_class = VisionConfig
-    selection_metric = "knn_top1"
-    progress_label = "knn"
+    selection_metric = "val_knn_top1"
+    default_score = "knn_top1"
+    progress_label = "val knn"
     resumable_keys = ("data.num_workers", "data.cache_dir")
 
     cfg: VisionConfig
 
     def check(self) -> None:
-        dataset_root(self.cfg.data.dataset)
-        if self.cfg.eval.at_end or self.cfg.eval.eval_steps:
-            dataset_root(self.cfg.eval.dataset or self.cfg.data.dataset, key="eval.dataset")
+        cfg = self.cfg
+        dataset_root(cfg.data.dataset)
+        if cfg.eval.at_end or cfg.eval.eval_steps:
+            if cfg.data.val_samples is None:
+                raise ConfigError(
+                    "data.val_samples: the evaluation (eval.at_end, eval.eval_steps) selects on a validation "
+                    "split carved from the training images; set its size (e.g. 1000), or eval.at_end: false "
+                    "and eval.eval_steps: 0 to train without evaluation")
+            dataset_root(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
 
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
@@ -76,7 +91,8 @@ class VisionTask(Task):
         if rt.world > 1:
             self.moco.set_query_wrapper(rt.ddp(self.moco.encoder_q))  # broadcasts rank 0's weights
             self.moco.encoder_k.load_state_dict(self.moco.encoder_q.state_dict())
-        self.knn_data: LabelledImages | None = None
+        self.evaluation = RunEvaluation(cfg, self.data.split, self.data.val_indices, rt.device)
+        self.model_version = 0  # the features of one model version are computed once
 
     def model(self) -> nn.Module:
         return self.moco
@@ -135,17 +151,19 @@ class VisionTask(Task):
         return out
 
     # ---------------------------------------------------------------------------------- evaluation
+    def after_optimizer_step(self, result: StepResult, step: int) -> None:
+        self.model_version = step + 1
+
     def evaluate(self) -> dict[str, float]:
-        cfg, e = self.cfg, self.cfg.eval
-        if self.knn_data is None:
-            dataset = e.dataset or cfg.data.dataset
-            self.knn_data = LabelledImages(
-                dataset, eval_geometry(cfg)[0], e.knn_train_samples, e.knn_test_samples, cfg.data.cache_dir,
-                cfg.data.num_workers, key="eval.dataset", classes=training_classes(cfg, dataset),
-                skip_corrupt=cfg.data.skip_corrupt, skip_hint="set data.skip_corrupt: true")
-        scores = self.knn_data.knn(self.moco.backbone, cfg, e.knn_k, e.knn_temperature, e.batch_size,
-                                   self.runtime.device, e.backend)
-        return {"knn_top1": scores["top1"], "knn_top5": scores["top5"]}
+        return self.evaluation.validation(self.moco.backbone, self.model_version)
+
+    def final_scores(self, run_dir: Any, evaluated: dict[str, float] | None) -> dict[str, float]:
+        """The validation scores of the final model (when evaluated at the last step) and, with
+        ``eval.at_end``, its held-out test scores (``eval.final_scores``, each with ``<score>_se``)."""
+        scores = dict(evaluated or {})
+        if self.cfg.eval.at_end:
+            scores.update(self.evaluation.test(self.moco.backbone, self.model_version))
+        return scores
 
     @classmethod
     def data_needs(cls, cfg: VisionConfig) -> list[tuple[str, str]]:
@@ -161,7 +179,32 @@ class VisionTask(Task):
 
     @classmethod
     def score_names(cls, cfg: VisionConfig) -> list[str]:
-        return ["knn_top1", "knn_top5"] if cfg.eval.at_end else []
+        """``val_knn_top1``, ``val_knn_top5`` and ``eval.final_scores`` with ``eval.at_end``, else none (the
+        ``<score>_se`` of each test score besides)."""
+        if not cfg.eval.at_end:
+            return []
+        return ["val_knn_top1", "val_knn_top5", *[s for s in TEST_SCORES if s in cfg.eval.final_scores]]
+
+    @classmethod
+    def held_out_scores(cls, cfg: VisionConfig) -> list[str]:
+        """The test scores of the final model, ``knn_top1``, ``knn_top5``, ``linear_top1``: never selected or
+        tuned on (whether this config computes them: :meth:`overrides_for_scores`)."""
+        return list(TEST_SCORES)
+
+    @classmethod
+    def overrides_for_scores(cls, cfg: VisionConfig, scores: list[str]) -> list[str]:
+        """``eval.at_end=true`` and the ``eval.final_scores`` list when ``scores`` asks for test scores the
+        config does not compute (besides those it does)."""
+        wanted = {s.removesuffix("_se") for s in scores}
+        out = []
+        if wanted & set(TEST_SCORES) or wanted & {"val_knn_top1", "val_knn_top5"}:
+            if not cfg.eval.at_end:
+                out.append("eval.at_end=true")
+        missing = [s for s in TEST_SCORES if s in wanted and s not in cfg.eval.final_scores]
+        if missing:
+            have = [s for s in TEST_SCORES if s in cfg.eval.final_scores or s in missing]
+            out.append(f"eval.final_scores=[{', '.join(have)}]")
+        return out
 
     def describe(self) -> str:
         d, cfg = self.data, self.cfg
@@ -175,16 +218,25 @@ class VisionTask(Task):
 
         cfg = self.cfg
         return {"dataset": cfg.data.dataset, "dataset_data": provenance(dataset_root(cfg.data.dataset)),
-                "num_samples": d.num_samples, "pipeline": d.pipeline,
+                "num_samples": d.num_samples, "val_samples": int(d.val_indices.numel()),
+                "pipeline": d.pipeline,
                 "skipped_images": len(d.skipped), "eval_dataset": cfg.eval.dataset or cfg.data.dataset}
 
     @classmethod
     def report(cls, results: dict[str, Any]) -> str:
         final, info = results["final_scores"], results["task_info"]
-        if "knn_top1" in final:
-            return (f"k-NN top-1 on {info['eval_dataset']}: {final['knn_top1']:.2f}% (top-5 "
-                    f"{final['knn_top5']:.2f}%) after {results['steps']} steps; run in {results['run_dir']}")
-        return f"trained {results['steps']} steps; run in {results['run_dir']}"
+        lines = []
+        if results.get("best_score") is not None:
+            lines.append(f"best validation k-NN top-1: {results['best_score']:.2f}% at step "
+                         f"{results['best_step']}")
+        test = [f"{name} {final[key]:.2f} ± {final[key + '_se']:.2f}" for key, name in
+                (("knn_top1", "k-NN top-1"), ("knn_top5", "k-NN top-5"), ("linear_top1", "linear top-1"))
+                if key in final]
+        if test:
+            lines.append(f"test scores of the final model on {info['eval_dataset']} (%, ± binomial SE): "
+                         + ", ".join(test))
+        lines.append(f"trained {results['steps']} steps; run in {results['run_dir']}")
+        return "\n".join(lines)
 
 
 __all__ = ["VisionTask"]

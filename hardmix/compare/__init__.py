@@ -3,7 +3,8 @@ the paired differences from a baseline with confidence intervals, plots and a se
 
 - :mod:`~hardmix.compare.spec`: the spec file and its validation;
 - :mod:`~hardmix.compare.grid`: the cells, their commands, running them (resumable, ``--jobs`` at once);
-- :mod:`~hardmix.compare.stats`: paired differences, confidence intervals, the paired t-test;
+- :mod:`~hardmix.compare.stats`: paired differences, confidence intervals, the paired t-test, Holm's
+  correction, effect sizes and minimum detectable differences;
 - :mod:`~hardmix.compare.summary`, :mod:`~hardmix.compare.plots`, :mod:`~hardmix.compare.report`: the
   tables, the plots and ``report.html``.
 """

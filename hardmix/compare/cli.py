@@ -36,6 +36,17 @@ def register(top: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--report-only", action="store_true", help="build the report from the finished cells")
     p.add_argument(
+        "--launcher",
+        choices=("local", "slurm", "submitit-local"),
+        default="local",
+        help="where cells run: local processes (default), one SLURM job per cell (the spec's launcher: "
+        "block; needs hardmix[cluster]), or submitit's local executor",
+    )
+    p.add_argument("--status", action="store_true", help="list every cell: finished, running, queued, "
+                   "failed (its log's last line) or missing, and run nothing")
+    p.add_argument("--wait", action="store_true",
+                   help="with a submitit launcher: wait for the jobs, then report")
+    p.add_argument(
         "--tasks",
         default=None,
         help="comma list of the spec's tasks to run and report (default: all), e.g. --tasks text",
@@ -61,13 +72,25 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--threads: expected a positive number, got {args.threads}")
     # Every cell validated before anything runs; the data is checked where the cells run (printed commands
     # may run on other machines).
-    if not (args.print_commands or args.report_only):  # missing data: fetched, or all listed at once
-        from hardmix.datasets.needs import ensure_for_spec
+    if args.launcher != "local" or args.status:  # the launcher: blocks, checked before anything runs
+        from hardmix.compare import launcher
+
+        for task in spec.tasks:
+            launcher.launcher_for(spec, task)
+    if args.status:
+        return launcher.print_status(build_grid(spec, out, check_data=False), out)
+    if args.launcher == "local" and not (args.print_commands or args.report_only):
+        from hardmix.datasets.needs import ensure_for_spec  # missing data: fetched, or all listed at once
 
         ensure_for_spec(spec, download_allowed=not args.no_download)
     cells = build_grid(spec, out, check_data=not args.print_commands)
     saved = out / SPEC_COPY
     if args.print_commands:
+        if args.launcher == "slurm":  # the sbatch file of every job that would be submitted
+            for c in (c for c in cells if c.status() != "finished"):
+                settings = launcher.launcher_for(spec, c.task.name)
+                print(f"# {c.label}\n{launcher.sbatch_script(settings, c, out)}")
+            return 0
         print("\n".join(print_commands(cells)))
         return 0
     if not args.report_only:
@@ -78,7 +101,13 @@ def main(args: argparse.Namespace) -> int:
             )
         out.mkdir(parents=True, exist_ok=True)
         saved.write_text(yaml.safe_dump(spec.raw, sort_keys=False), encoding="utf-8")
-        failed = run_cells(cells, out, jobs=jobs, threads=args.threads)
+        if args.launcher == "local":
+            failed = run_cells(cells, out, jobs=jobs, threads=args.threads)
+        else:
+            waited = launcher.submit_cells(spec, cells, out, args.launcher, wait=args.wait)
+            if waited is None:
+                return 0  # the jobs run on: --status follows them, --report-only reports
+            failed = waited
         if failed:
             for cell, log in failed:
                 print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)

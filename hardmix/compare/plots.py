@@ -1,6 +1,8 @@
 """The comparison's plots (matplotlib, PNG): one colour per strategy in every plot.
 
-- ``scores.png``: the compared score per strategy, each seed a point, the mean a bar;
+- ``forest.png``: the answer: per task, each strategy's paired difference from the baseline with its 95%
+  interval, significance after Holm's correction marked;
+- ``scores.png``: the compared score per strategy, each seed a point, the mean with its 95% interval;
 - ``selection_curves.png``: the selection score over training steps, mean and min-max band over seeds;
 - ``dynamics.png``: what explains a result (MixCSE's argument, Sec. 4.1): positive, negative and
   synthetic-negative similarity and the anchors' gradient norm over steps;
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from hardmix.compare.grid import Cell
 from hardmix.training.metrics import read_metrics
@@ -24,6 +27,12 @@ DYNAMICS = (
     ("synthetic_sim", "synthetic-negative similarity"),
     ("anchor_grad_norm", "anchors' gradient norm"),
 )
+UNITS = {
+    "pos_sim": "cosine similarity",
+    "neg_sim": "cosine similarity",
+    "synthetic_sim": "cosine similarity",
+    "anchor_grad_norm": "L2 norm of the gradient",
+}
 
 
 def _pyplot() -> Any:
@@ -85,33 +94,128 @@ def _strategies(summary: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(s for t in summary["tasks"].values() for s in t["strategies"]))
 
 
+def score_unit(score: str, difference: bool = False) -> str:
+    """The unit of a score (or of a ``difference`` of two), from its name: accuracies (``*top1``,
+    ``*acc*``) in % (differences in percentage points), STS scores (STS tasks, their average, STS-B dev) as
+    Spearman's rho x 100.
+
+    >>> score_unit("knn_top1"), score_unit("knn_top1", difference=True), score_unit("sts_avg")
+    ('accuracy, %', 'accuracy, percentage points', 'Spearman ρ × 100')
+    """
+    low = score.lower()
+    if "top" in low or "acc" in low:
+        return "accuracy, percentage points" if difference else "accuracy, %"
+    if low.startswith(("sts", "sick")):
+        return "Spearman ρ × 100"
+    return "score units"
+
+
+def _finite(v: Any) -> bool:
+    return v is not None and np.isfinite(v)
+
+
+def _save(fig: Any, path: Path, dpi: int = 110) -> Path:
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    _pyplot().close(fig)
+    return path
+
+
+def plot_forest(summary: dict[str, Any], path: Path) -> Path:
+    """The answer: per task, each strategy's paired difference from the baseline (point) with its 95%
+    interval (line), a zero line, filled points where significant after Holm's correction; on the right
+    each row's p_holm and verdict. Comparisons without an interval (too few seeds, no spread) are drawn
+    as a cross at their mean; NaN ones are named on the right only."""
+    plt = _pyplot()
+    tasks = list(summary["tasks"])
+    col = colours(_strategies(summary))
+    sizes = [max(1, len(summary["tasks"][t]["paired"])) for t in tasks]
+    fig, axes = plt.subplots(
+        len(tasks), 1, figsize=(8.5, 1.3 * len(tasks) + 0.38 * sum(sizes)), squeeze=False,
+        gridspec_kw={"height_ratios": sizes},
+    )
+    for ax, task in zip(axes[:, 0], tasks):
+        t = summary["tasks"][task]
+        names = list(t["paired"])
+        for i, s in enumerate(names):
+            p = t["paired"][s]
+            y = len(names) - 1 - i
+            significant = p["verdict"] in ("better", "worse")
+            if _finite(p.get("ci_low")):
+                ax.plot([p["ci_low"], p["ci_high"]], [y, y], color=col[s], lw=2)
+                ax.plot(p["mean"], y, "o", ms=8, color=col[s], mfc=col[s] if significant else "white", mew=2)
+            elif _finite(p.get("mean")):
+                ax.plot(p["mean"], y, "x", ms=8, color=col[s], mew=2)
+            holm = p.get("p_holm")
+            label = p["verdict"] if not _finite(holm) else f"p_holm {holm:.3f}  {p['verdict']}"
+            ax.text(1.02, y, label, transform=ax.get_yaxis_transform(), va="center", fontsize=9,
+                    fontweight="bold" if significant else "normal")
+        ax.axvline(0.0, color="black", lw=1, zorder=0)
+        ax.set_yticks(range(len(names)), names[::-1], fontsize=9)
+        ax.set_ylim(-0.7, len(names) - 0.3)
+        ax.grid(axis="x", alpha=0.3)
+        unit = score_unit(t["score"], difference=True)
+        ax.set_xlabel(f"{t['score']} − {summary['baseline']} ({unit}); higher is better")
+        ax.set_title(f"{task}: paired difference from {summary['baseline']}, 95% interval", fontsize=10)
+    handles = [
+        plt.Line2D([], [], marker="o", color="grey", mfc="grey", ls="-", label="significant (p_holm < 0.05)"),
+        plt.Line2D([], [], marker="o", color="grey", mfc="white", mew=2, ls="-", label="not significant"),
+        plt.Line2D([], [], marker="x", color="grey", ls="", mew=2, label="no interval (see verdict)"),
+    ]
+    fig.tight_layout()
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=9,
+               frameon=False)
+    return _save(fig, path)
+
+
 def plot_scores(summary: dict[str, Any], path: Path) -> Path:
+    """The compared score per strategy: each seed a small point, the mean a large point with its 95%
+    t-interval over seeds; strategies on the vertical axis (readable at any number)."""
+    from scipy import stats
+
     plt = _pyplot()
     tasks = list(summary["tasks"])
     strategies = _strategies(summary)
     col = colours(strategies)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
+    n = max(len(summary["tasks"][t]["strategies"]) for t in tasks)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 1.2 + 0.38 * n), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         t = summary["tasks"][task]
-        for i, s in enumerate(strategies):
-            row = t["strategies"].get(s)
-            if row is None:
+        names = [s for s in strategies if s in t["strategies"]]
+        for i, s in enumerate(names):
+            y = len(names) - 1 - i
+            values = np.asarray([v for v in t["strategies"][s]["seeds"].values() if _finite(v)], dtype=float)
+            if not values.size:
                 continue
-            values = list(row["seeds"].values())
-            if values:
-                ax.bar(i, np.mean(values), color=col[s], alpha=0.35, width=0.6)
-                ax.scatter(i + np.linspace(-0.12, 0.12, len(values)), values, color=col[s], zorder=3, s=18)
-        ax.set_xticks(range(len(strategies)), strategies, rotation=20)
-        ax.set_title(f"{task}: {t['score']}")
-        finite = [v for row in t["strategies"].values() for v in row["seeds"].values()]
-        if finite:
-            lo, hi = min(finite), max(finite)
-            pad = max(0.5, 0.15 * (hi - lo))
-            ax.set_ylim(lo - pad, hi + pad)
+            ax.scatter(values, np.full(values.size, y + 0.18), color=col[s], s=14, alpha=0.7, zorder=3)
+            mean = values.mean()
+            if values.size > 1:
+                half = stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / np.sqrt(values.size)
+                ax.plot([mean - half, mean + half], [y, y], color=col[s], lw=2)
+            ax.plot(mean, y, "o", ms=8, color=col[s], zorder=4)
+        ax.set_yticks(range(len(names)), names[::-1], fontsize=9)
+        ax.set_ylim(-0.7, len(names) - 0.3)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_xlabel(f"{t['score']} ({score_unit(t['score'])}); higher is better")
+        ax.set_title(f"{task}: {t['score']} per seed (small) and mean with 95% interval", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
+
+
+def _panels(
+    cells: list[Cell], summary: dict[str, Any], keys: list[tuple[str, str]], per_task_key: bool
+) -> tuple[list[tuple[str, str, str, dict]], list[str]]:
+    """The (task, key, label, series) panels that hold data, and a note for each one left out."""
+    panels, empty = [], []
+    for task in summary["tasks"]:
+        mine = [c for c in cells if c.task.name == task]
+        for key, label in keys:
+            key = summary["tasks"][task]["selection_metric"] if per_task_key else key
+            series = _series(mine, key)
+            if series:
+                panels.append((task, key, label, series))
+            else:
+                empty.append(f"{task}: {key if per_task_key else label}")
+    return panels, empty
 
 
 def _lines(
@@ -120,79 +224,95 @@ def _lines(
     keys: list[tuple[str, str]],
     path: Path,
     per_task_key: bool = False,
-) -> Path:
+) -> Path | None:
+    """One panel per task and key that some strategy logged (the others named in a note under the
+    figure); each point an evaluation or log step, so a single one shows; None when nothing was logged."""
     plt = _pyplot()
-    tasks = list(summary["tasks"])
     strategies = _strategies(summary)
     col = colours(strategies)
-    fig, axes = plt.subplots(
-        len(tasks), len(keys), figsize=(4.2 * len(keys), 3.2 * len(tasks)), squeeze=False
-    )
-    for i, task in enumerate(tasks):
-        for j, (key, title) in enumerate(keys):
-            ax = axes[i][j]
-            key = summary["tasks"][task]["selection_metric"] if per_task_key else key
-            series = _series([c for c in cells if c.task.name == task], key)
-            for s in strategies:
-                runs = series.get((task, s))
-                if not runs:
-                    continue
-                steps, mean, lo, hi = _band(runs)
-                ax.plot(steps, mean, color=col[s], label=s)
-                if len(runs) > 1:
-                    ax.fill_between(steps, lo, hi, color=col[s], alpha=0.2)
-            ax.set_title(f"{task}: {key if per_task_key else title}", fontsize=9)
-            ax.set_xlabel("step")
-            if i == 0 and j == 0:
-                ax.legend(fontsize=8)
+    panels, empty = _panels(cells, summary, keys, per_task_key)
+    if not panels:
+        return None
+    ncols = min(len(panels), 2)
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.0 * ncols, 3.4 * nrows), squeeze=False)
+    shown: dict[str, Any] = {}
+    for ax, (task, key, label, series) in zip(axes.flat, panels):
+        for s in strategies:
+            runs = series.get((task, s))
+            if not runs:
+                continue
+            steps, mean, lo, hi = _band(runs)
+            (line,) = ax.plot(steps, mean, "o-", ms=3, color=col[s], label=s)
+            shown.setdefault(s, line)
+            if len(runs) > 1 and len(steps) > 1:
+                ax.fill_between(steps, lo, hi, color=col[s], alpha=0.2)
+        ax.set_title(f"{task}: {key if per_task_key else label}", fontsize=10)
+        ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(f"{key} ({score_unit(key)})" if per_task_key else UNITS.get(key, key), fontsize=9)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.remove()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    fig.legend(list(shown.values()), list(shown), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
+               frameon=False)
+    if empty:
+        fig.text(0.0, -0.02, "Not logged by any strategy, left out: " + "; ".join(empty), fontsize=8,
+                 va="top")
+    return _save(fig, path, dpi=100)
 
 
-def plot_alignment_uniformity(cells: list[Cell], summary: dict[str, Any], path: Path) -> Path:
+def plot_alignment_uniformity(cells: list[Cell], summary: dict[str, Any], path: Path) -> Path | None:
+    """Each strategy's path in the alignment-uniformity plane over training (the dot its end); tasks that
+    logged neither are left out; None when none did."""
     plt = _pyplot()
-    tasks = list(summary["tasks"])
     strategies = _strategies(summary)
     col = colours(strategies)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.8), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
+    tasks = []
+    for task in summary["tasks"]:
         mine = [c for c in cells if c.task.name == task]
         align, unif = _series(mine, "alignment"), _series(mine, "uniformity")
+        if any(align.get((task, s)) and unif.get((task, s)) for s in strategies):
+            tasks.append((task, align, unif))
+    if not tasks:
+        return None
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.8 * len(tasks), 3.9), squeeze=False)
+    shown: dict[str, Any] = {}
+    for ax, (task, align, unif) in zip(axes[0], tasks):
         for s in strategies:
             if not align.get((task, s)) or not unif.get((task, s)):
                 continue
             _, a, _, _ = _band(align[(task, s)])
             _, u, _, _ = _band(unif[(task, s)])
             n = min(len(a), len(u))
-            ax.plot(u[:n], a[:n], color=col[s], label=s, alpha=0.8)
+            (line,) = ax.plot(u[:n], a[:n], "o-", ms=2, color=col[s], label=s, alpha=0.8)
             ax.scatter(u[n - 1 : n], a[n - 1 : n], color=col[s], s=30, zorder=3)
-        ax.set_xlabel("uniformity (lower: more uniform)")
-        ax.set_ylabel("alignment (lower: closer positives)")
+            shown.setdefault(s, line)
+        ax.set_xlabel("uniformity: log E exp(-2‖u-v‖²) (lower: more uniform)", fontsize=9)
+        ax.set_ylabel("alignment: E ‖u-u⁺‖² (lower: closer positives)", fontsize=9)
         ax.set_title(f"{task}: alignment and uniformity over training", fontsize=9)
-        ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    fig.legend(list(shown.values()), list(shown), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
+               frameon=False)
+    return _save(fig, path, dpi=100)
+
+
+PLOTS = ("forest", "scores", "selection_curves", "dynamics", "alignment_uniformity")
 
 
 def make_plots(cells: list[Cell], summary: dict[str, Any], folder: Path) -> list[Path]:
-    """Write every plot into ``folder`` (``DIR/plots``); returns their paths."""
+    """Write every plot that has data into ``folder`` (``DIR/plots``), the forest plot first; returns
+    their paths (a plot nothing was logged for is not drawn: :data:`PLOTS` names them all)."""
     folder.mkdir(parents=True, exist_ok=True)
-    return [
+    made = [
+        plot_forest(summary, folder / "forest.png"),
         plot_scores(summary, folder / "scores.png"),
-        _lines(
-            cells,
-            summary,
-            [("selection", "selection score")],
-            folder / "selection_curves.png",
-            per_task_key=True,
-        ),
+        _lines(cells, summary, [("selection", "selection score")], folder / "selection_curves.png",
+               per_task_key=True),
         _lines(cells, summary, list(DYNAMICS), folder / "dynamics.png"),
         plot_alignment_uniformity(cells, summary, folder / "alignment_uniformity.png"),
     ]
+    return [p for p in made if p is not None]
 
 
-__all__ = ["DYNAMICS", "colours", "make_plots"]
+__all__ = ["DYNAMICS", "PLOTS", "colours", "make_plots", "plot_forest", "plot_scores", "score_unit"]

@@ -9,6 +9,7 @@ import csv
 import html
 import io
 import json
+import math
 import os
 import platform
 from pathlib import Path
@@ -16,7 +17,16 @@ from typing import Any
 
 import yaml
 
-from hardmix.compare.summary import cross_table, markdown_table, per_task_table, secondary_table
+from hardmix.compare.stats import ALPHA, FEW_SEEDS, NAN_SCORE, NO_SPREAD, TOO_FEW
+from hardmix.compare.summary import (
+    cell_count,
+    markdown_table,
+    per_task_table,
+    secondary_table,
+    tuning_budget_table,
+    tuning_table,
+    verdict_table,
+)
 from hardmix.training.results import versions
 from hardmix.utils.checkpoint import atomic_write_text
 from hardmix.utils.machine import cpu_model
@@ -32,37 +42,71 @@ def machine() -> dict[str, Any]:
     }
 
 
-def verdict_note(summary: dict[str, Any]) -> str:
-    """One plain sentence on what is and is not significant."""
-    sig, nonsig = [], []
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def notes(summary: dict[str, Any]) -> list[str]:
+    """What the reader must know to read the verdicts, in words: the correction, few seeds, degenerate
+    comparisons, a compared score that is the selection score, missing runs."""
+    out = [
+        f"Verdicts: each strategy against `{summary['baseline']}`, paired by seed (paired t-test); p_holm is "
+        "Holm-adjusted over the comparisons of each task, and a difference is called better or worse only "
+        f"when p_holm < {ALPHA}, else n.s. (not significant)."
+    ]
+    ns = sorted({p["n"] for t in summary["tasks"].values() for p in t["paired"].values() if p["n"] >= 2})
+    few = [n for n in ns if n < FEW_SEEDS]
+    if few:
+        out.append(
+            f"Few seeds: comparisons over {' or '.join(map(str, few))} paired seeds (fewer than "
+            f"{FEW_SEEDS}). The t-test then has {' or '.join(str(n - 1) for n in few)} degrees of freedom "
+            "and little power: only differences above the minimum detectable difference (MDD: 80% power at "
+            "alpha 0.05, from the observed spread of the paired differences) would be found reliably, so "
+            "n.s. is not evidence of no difference, and a spread estimated from so few seeds is itself "
+            "uncertain."
+        )
+    meaning = {
+        TOO_FEW: "fewer than 2 paired seeds: no test",
+        NAN_SCORE: "a run scored NaN: no statistic is computed",
+        NO_SPREAD: "every paired difference is the same: the t-test is undefined (the difference is shown, "
+        "not tested)",
+    }
+    for verdict, what in meaning.items():
+        hit = [f"{s} on {task}" for task, t in summary["tasks"].items() for s, p in t["paired"].items()
+               if p["verdict"] == verdict]
+        if hit:
+            out.append(f"{verdict} ({what}): " + ", ".join(hit) + ".")
     for task, t in summary["tasks"].items():
-        for s, p in t["paired"].items():
-            (sig if p["verdict"] in ("better", "worse") else nonsig).append(f"{s} on {task} ({p['verdict']})")
-    parts = []
-    if sig:
-        parts.append("Significant at p < 0.05 (paired t-test over seeds): " + "; ".join(sig) + ".")
-    if nonsig:
-        parts.append("Not significant: " + "; ".join(nonsig) + ".")
+        if t["score"] == t.get("selection_metric"):
+            out.append(
+                f"{task}: the compared score {t['score']} is the selection score (the best step is chosen on "
+                "it), not held out" + (" (allowed by the spec)." if t.get("allow_selection_score") else ".")
+            )
+        elif t.get("selection_metric"):
+            out.append(
+                f"{task}: {t['score']} is held out; the best step is selected on {t['selection_metric']}."
+            )
     if summary["missing"]:
-        parts.append(
-            f"{len(summary['missing'])} of {summary['cells']} runs are missing: "
+        out.append(
+            f"{len(summary['missing'])} of {cell_count(summary)} runs are missing: "
             + ", ".join(summary["missing"])
             + "."
         )
-    return " ".join(parts)
+    return out
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
-    """The summary's tables in Markdown (``summary.md`` less its title; ``docs/results.md`` quotes it)."""
+    """The summary's tables in Markdown (``summary.md`` less its title): the verdict table, what to know
+    to read it, then per task its table and its other final scores, and the tuning when there was one."""
     lines = [
         f"Baseline: `{summary['baseline']}`; seeds {summary['seeds']}; "
-        f"{summary['finished']} of {summary['cells']} runs finished.",
+        f"{summary['finished']} of {cell_count(summary)} runs finished.",
         "",
-        "### Paired difference from the baseline, across modalities",
+        "### Verdicts",
         "",
-        markdown_table(*cross_table(summary)),
+        markdown_table(*verdict_table(summary)),
         "",
-        verdict_note(summary),
+        *(f"- {n}" for n in notes(summary)),
         "",
     ]
     for task in summary["tasks"]:
@@ -70,6 +114,12 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         head, rows = secondary_table(summary, task)
         if len(head) > 1:
             lines += ["Other final scores:", "", markdown_table(head, rows), ""]
+    if summary.get("tuning"):
+        lines += ["### Tuning", "", markdown_table(*tuning_budget_table(summary)), ""]
+        for task, per in summary["tuning"].items():
+            for strategy in per:
+                table = markdown_table(*tuning_table(summary, task, strategy))
+                lines += [f"{task}, {strategy}:", "", table, ""]
     return "\n".join(lines)
 
 
@@ -80,80 +130,107 @@ def write_markdown(summary: dict[str, Any], path: Path) -> Path:
 def write_csv(summary: dict[str, Any], path: Path) -> Path:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(
-        [
-            "task",
-            "score",
-            "strategy",
-            "n",
-            "mean",
-            "std",
-            "diff",
-            "ci_low",
-            "ci_high",
-            "p_value",
-            "verdict",
-            "wall_seconds_mean",
-        ]
-    )
+    keys = ["mean", "ci_low", "ci_high", "p_value", "p_holm", "effect_size", "min_detectable_difference",
+            "verdict"]
+    w.writerow(["task", "score", "strategy", "n", "mean", "std", "sampling_se", "diff", *keys[1:],
+                "wall_seconds_mean"])
     for task, t in summary["tasks"].items():
         for s, row in t["strategies"].items():
             p = t["paired"].get(s, {})
-            w.writerow(
-                [
-                    task,
-                    t["score"],
-                    s,
-                    row["n"],
-                    row["mean"],
-                    row["std"],
-                    p.get("mean", ""),
-                    p.get("ci_low", ""),
-                    p.get("ci_high", ""),
-                    p.get("p_value", ""),
-                    p.get("verdict", ""),
-                    row["wall_seconds_mean"],
-                ]
-            )
+            w.writerow([task, t["score"], s, row["n"], row["mean"], row["std"], row.get("sampling_se"),
+                        *(p.get(k, "") for k in keys), row["wall_seconds_mean"]])
     return atomic_write_text(buf.getvalue(), path)
 
 
+def _strict(value: Any) -> Any:
+    """``value`` with NaN and infinities as None (strict JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
 def write_json(summary: dict[str, Any], spec_raw: dict[str, Any], path: Path) -> Path:
+    """``summary.json``: the summary, the spec, the machine and the versions (NaN written as null)."""
     record = {**summary, "spec": spec_raw, "machine": machine(), "versions": versions()}
-    return atomic_write_text(json.dumps(record, indent=2, default=str) + "\n", path)
+    text = json.dumps(_strict(record), indent=2, default=str, allow_nan=False)
+    return atomic_write_text(text + "\n", path)
 
 
-def _html_table(head: list[str], rows: list[list[str]]) -> str:
+def _html_table(head: list[str], rows: list[list[str]], classes: str = "") -> str:
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    trs = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+    body = []
+    for r in rows:
+        cells = "".join(f"<td class='{_cell_class(c)}'>{html.escape(str(c))}</td>" for c in r)
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table class='{classes}'><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _cell_class(value: Any) -> str:
+    return {"better": "better", "worse": "worse"}.get(str(value), "")
+
+
+def _image(path: Path, caption: str) -> str:
+    """A plot embedded as the base64 of its file, byte for byte."""
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f"<figure><img alt='{html.escape(path.stem)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+CAPTIONS = {
+    "forest": "Each strategy minus the baseline, paired by seed: the mean difference (point) and its 95% "
+    "interval (line); filled points are significant after Holm's correction. Right of the zero line is "
+    "better.",
+    "scores": "The compared score per strategy: each seed a small point, the mean a large one with its 95% "
+    "interval.",
+    "selection_curves": "The selection score at each evaluation: mean over seeds, the band their range.",
+    "dynamics": "What explains a result: similarities and the anchors' gradient norm over training steps.",
+    "alignment_uniformity": "Each strategy's path in the alignment-uniformity plane (Wang and Isola), the "
+    "dot its end.",
+}
 
 
 def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Path], path: Path) -> Path:
+    """``report.html``: the forest plot of the paired differences first, then the verdict table and what to
+    know to read it, then per task its tables, the tuning, the other plots, the spec and the machine."""
+    forest = [p for p in plots if p.stem == "forest"]
+    rest = [p for p in plots if p.stem != "forest"]
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>hardmix compare</title><style>",
-        "body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
-        "margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px}th{background:#eee}"
-        "img{max-width:100%}pre{background:#f6f6f6;padding:1em}</style></head><body>",
+        "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}table{border-collapse:"
+        "collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left}"
+        "th{background:#eee}td.better{color:#1a7f37;font-weight:bold}td.worse{color:#c62828;font-weight:bold}"
+        "img{max-width:100%}figure{margin:1em 0}figcaption{font-size:13px;color:#444}"
+        "pre{background:#f6f6f6;padding:1em;overflow-x:auto}li{margin:.3em 0}</style></head><body>",
         "<h1>hardmix compare</h1>",
         f"<p>Baseline <code>{html.escape(summary['baseline'])}</code>, seeds {summary['seeds']}, "
-        f"{summary['finished']} of {summary['cells']} runs finished.</p>",
-        "<h2>Paired difference from the baseline, across modalities</h2>",
-        _html_table(*cross_table(summary)),
-        f"<p>{html.escape(verdict_note(summary))}</p>",
+        f"{summary['finished']} of {cell_count(summary)} runs finished.</p>",
+        "<h2>Paired difference from the baseline</h2>",
+        *(_image(p, CAPTIONS["forest"]) for p in forest),
+        "<h2>Verdicts</h2>",
+        _html_table(*verdict_table(summary), classes="verdicts"),
+        "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes(summary)) + "</ul>",
     ]
     for task in summary["tasks"]:
         parts += [f"<h2>{html.escape(task)}</h2>", _html_table(*per_task_table(summary, task))]
         head, rows = secondary_table(summary, task)
         if len(head) > 1:
-            parts += ["<p>Other final scores:</p>", _html_table(head, rows)]
+            parts += ["<p>Other final scores (mean ± std over seeds):</p>", _html_table(head, rows)]
+    if summary.get("tuning"):
+        parts += ["<h2>Tuning</h2>", "<p>Each strategy's grid, scored on the selection split only; the "
+                  "chosen point then ran on the evaluation seeds. The budget each strategy got:</p>",
+                  _html_table(*tuning_budget_table(summary))]
+        for task, per in summary["tuning"].items():
+            for strategy, tu in per.items():
+                title = f"{task}, {strategy} ({tu['score']})"
+                table = _html_table(*tuning_table(summary, task, strategy))
+                parts += [f"<h3>{html.escape(title)}</h3>", table]
     parts.append("<h2>Plots</h2>")
-    for p in plots:
-        data = base64.b64encode(p.read_bytes()).decode("ascii")
-        parts.append(
-            f"<h3>{html.escape(p.stem.replace('_', ' '))}</h3><img alt='{html.escape(p.stem)}' "
-            f"src='data:image/png;base64,{data}'>"
-        )
+    parts += [f"<h3>{html.escape(p.stem.replace('_', ' '))}</h3>" + _image(p, CAPTIONS.get(p.stem, ""))
+              for p in rest]
     walls = {
         t: {s: r["wall_seconds_total"] for s, r in v["strategies"].items()}
         for t, v in summary["tasks"].items()
@@ -163,11 +240,11 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
         f"<pre>{html.escape(yaml.safe_dump(spec_raw, sort_keys=False))}</pre>",
         "<h2>Machine and versions</h2>",
         f"<pre>{html.escape(json.dumps({**machine(), **versions()}, indent=2))}</pre>",
-        "<h2>Training seconds (all seeds)</h2>",
+        "<h2>Training seconds (all seeds; pauses and evaluations excluded)</h2>",
         f"<pre>{html.escape(json.dumps(walls, indent=2))}</pre>",
         "</body></html>",
     ]
     return atomic_write_text("".join(parts), path)
 
 
-__all__ = ["machine", "verdict_note", "write_csv", "write_html", "write_json", "write_markdown"]
+__all__ = ["machine", "notes", "summary_markdown", "write_csv", "write_html", "write_json", "write_markdown"]

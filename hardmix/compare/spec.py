@@ -36,8 +36,8 @@ from typing import Any
 from hardmix.config import load_yaml
 from hardmix.errors import ConfigError
 
-SPEC_KEYS = ("seeds", "baseline", "strategies", "tasks", "output", "jobs")
-TASK_KEYS = ("task", "config", "set", "score", "strategy_args", "strategies")
+SPEC_KEYS = ("seeds", "baseline", "strategies", "tasks", "output", "jobs", "launcher")
+TASK_KEYS = ("task", "config", "set", "score", "strategy_args", "strategies", "launcher")
 
 
 @dataclass

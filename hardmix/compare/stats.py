@@ -1,24 +1,55 @@
-"""Paired statistics of a strategy against the baseline, over the seeds both ran.
+"""Paired statistics of strategies against the baseline, over the seeds both ran.
 
-For seeds s = 1..n with scores x_s (strategy) and y_s (baseline), the differences d_s = x_s - y_s give the
-mean difference, its 95% confidence interval ``mean +- t_{0.975, n-1} * sd / sqrt(n)`` and the paired
-t-test's two-sided p-value (:func:`scipy.stats.ttest_rel`). The verdict is "better" or "worse" when
-p < ``alpha`` (the interval then excludes 0), else "no significant difference"; with fewer than 2 paired
-seeds there is no test ("too few seeds").
+For seeds s = 1..n with scores x_s (strategy) and y_s (baseline), the differences d_s = x_s - y_s give:
+
+- the mean difference and its 95% confidence interval ``mean +- t_{0.975, n-1} * sd / sqrt(n)``, where
+  ``sd`` is the sample standard deviation of the differences;
+- the paired t-test's two-sided p-value (:func:`scipy.stats.ttest_rel`);
+- ``p_holm``: the p-value adjusted by Holm's step-down method over the family of comparisons of one task
+  (every strategy against the same baseline; :func:`statsmodels.stats.multitest.multipletests`). A single
+  comparison is a family of one (``p_holm == p_value``); :func:`holm_adjusted` adjusts a family;
+- ``effect_size``: the paired (standardized) effect ``mean / sd`` (Cohen's d_z);
+- ``min_detectable_difference``: the difference the paired t-test would detect with 80% power at
+  alpha = 0.05 (two-sided, one comparison) with these n seeds, assuming the differences' standard deviation
+  is the observed ``sd``: the effect size solved by :class:`statsmodels.stats.power.TTestPower`, times
+  ``sd``. Holm's correction tests the smallest p-value at 0.05 / m, so within a family of m it is larger.
+
+The verdict is "better" or "worse" only when ``p_holm`` < ``alpha``, else "n.s." (not significant).
+Degenerate inputs are stated as what they are, never as significant: "too few seeds" (fewer than 2 pairs:
+no test), "NaN score" (a score is NaN or infinite: no statistic is computed), "no spread" (every
+difference is the same, up to floating-point rounding: the t-test is undefined; ``mean`` is still given).
 
 Example:
     >>> d = paired_difference([52.1, 52.6, 51.9], [50.5, 51.0, 50.7])
-    >>> round(d.mean, 3), d.n, d.verdict
-    (1.467, 3, 'better')
+    >>> round(d.mean, 3), d.n, d.verdict, d.p_holm == d.p_value
+    (1.467, 3, 'better', True)
+    >>> family = holm_adjusted({"a": d, "b": paired_difference([50.0, 52.0, 49.0], [51.0, 50.5, 50.0])})
+    >>> round(family["a"].p_holm / d.p_value, 6), family["b"].verdict
+    (2.0, 'n.s.')
+    >>> paired_difference([1.0, 2.0], [0.0, 1.0]).verdict
+    'no spread'
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
+
+ALPHA = 0.05
+POWER = 0.8
+SIGNIFICANT = ("better", "worse")
+NOT_SIGNIFICANT = "n.s."
+TOO_FEW = "too few seeds"
+NAN_SCORE = "NaN score"
+NO_SPREAD = "no spread"
+FEW_SEEDS = 5  # below this many seeds the report says in words what the test cannot see
+
+# Differences whose standard deviation is below this fraction of the scores' magnitude are rounding noise.
+_RELATIVE_SPREAD = 1e-9
 
 
 @dataclass(frozen=True)
@@ -26,10 +57,15 @@ class PairedDifference:
     """Strategy minus baseline over paired seeds.
 
     Attributes:
-        mean: the mean difference; ci_low, ci_high: its 95% confidence interval (NaN for n < 2).
-        p_value: the paired t-test's two-sided p-value (NaN for n < 2, or 1.0 when every difference is 0).
+        mean: the mean difference; ci_low, ci_high: its 95% confidence interval (NaN without a test).
+        p_value: the paired t-test's two-sided p-value (NaN without a test).
         n: the number of paired seeds.
-        verdict: "better", "worse", "no significant difference" or "too few seeds".
+        verdict: "better", "worse", "n.s.", "too few seeds", "NaN score" or "no spread".
+        sd: the sample standard deviation of the differences (NaN for n < 2).
+        effect_size: ``mean / sd`` (NaN without a test).
+        min_detectable_difference: the difference detected with 80% power at alpha 0.05 with n seeds and
+            this ``sd`` (NaN without a test).
+        p_holm: the Holm-adjusted p-value within the task's family of comparisons (NaN without a test).
     """
 
     mean: float
@@ -38,33 +74,80 @@ class PairedDifference:
     p_value: float
     n: int
     verdict: str
+    sd: float = math.nan
+    effect_size: float = math.nan
+    min_detectable_difference: float = math.nan
+    p_holm: float = math.nan
+
+    @property
+    def tested(self) -> bool:
+        """Whether a t-test was computed (the verdict is better, worse or n.s.)."""
+        return math.isfinite(self.p_value)
+
+
+def verdict_for(mean: float, p: float, alpha: float = ALPHA) -> str:
+    """"better"/"worse" when ``p`` < ``alpha``, else "n.s."."""
+    if p < alpha:
+        return "better" if mean > 0 else "worse"
+    return NOT_SIGNIFICANT
+
+
+@functools.lru_cache(maxsize=256)
+def min_detectable_effect(n: int, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The standardized effect (mean / sd of the differences) a two-sided paired t-test over ``n`` pairs
+    detects with ``power`` at ``alpha`` (:class:`statsmodels.stats.power.TTestPower`).
+
+    >>> round(min_detectable_effect(10), 3)
+    0.996
+    """
+    from statsmodels.stats.power import TTestPower
+
+    if n < 2:
+        return math.nan
+    return float(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
+                                          alternative="two-sided"))
 
 
 def paired_difference(
-    scores: list[float], baseline: list[float], alpha: float = 0.05, confidence: float = 0.95
+    scores: list[float], baseline: list[float], alpha: float = ALPHA, confidence: float = 0.95
 ) -> PairedDifference:
-    """Paired comparison of ``scores`` with ``baseline`` (the same seeds, in the same order)."""
+    """Paired comparison of ``scores`` with ``baseline`` (the same seeds, in the same order), as a family
+    of one (``p_holm == p_value``; :func:`holm_adjusted` adjusts a task's family)."""
     x, y = np.asarray(scores, dtype=np.float64), np.asarray(baseline, dtype=np.float64)
     if x.shape != y.shape:
         raise ValueError(f"paired scores need the same seeds: {x.shape[0]} against {y.shape[0]}")
+    n = int(x.size)
+    nan = math.nan
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return PairedDifference(nan, nan, nan, nan, n, NAN_SCORE)
     d = x - y
-    n = int(d.size)
-    if n == 0:
-        return PairedDifference(math.nan, math.nan, math.nan, math.nan, 0, "too few seeds")
-    mean = float(d.mean())
     if n < 2:
-        return PairedDifference(mean, math.nan, math.nan, math.nan, n, "too few seeds")
-    sd = float(d.std(ddof=1))
-    if sd == 0.0:
-        p = 1.0 if mean == 0.0 else 0.0
-        half = 0.0
-    else:
-        p = float(stats.ttest_rel(x, y).pvalue)
-        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
-    verdict = "no significant difference"
-    if p < alpha:
-        verdict = "better" if mean > 0 else "worse"
-    return PairedDifference(mean, mean - half, mean + half, p, n, verdict)
+        return PairedDifference(float(d.mean()) if n else nan, nan, nan, nan, n, TOO_FEW)
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    scale = max(1.0, float(np.abs(x).max()), float(np.abs(y).max()))
+    if sd <= _RELATIVE_SPREAD * scale:
+        return PairedDifference(mean, nan, nan, nan, n, NO_SPREAD, sd=sd)
+    p = float(stats.ttest_rel(x, y).pvalue)
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+    return PairedDifference(
+        mean, mean - half, mean + half, p, n, verdict_for(mean, p, alpha), sd=sd, effect_size=mean / sd,
+        min_detectable_difference=min_detectable_effect(n, alpha) * sd, p_holm=p,
+    )
+
+
+def holm_adjusted(family: dict[str, PairedDifference], alpha: float = ALPHA) -> dict[str, PairedDifference]:
+    """The family (e.g. every strategy of a task against the baseline) with ``p_holm`` adjusted by Holm's
+    method over the comparisons that have a test, and verdicts that follow it. Comparisons without a test
+    (too few seeds, a NaN score, no spread) keep their verdict and are not counted in the family."""
+    from statsmodels.stats.multitest import multipletests
+
+    tested = [k for k, d in family.items() if d.tested]
+    out = dict(family)
+    if tested:
+        adjusted = multipletests([family[k].p_value for k in tested], alpha=alpha, method="holm")[1]
+        for k, p in zip(tested, adjusted):
+            out[k] = replace(family[k], p_holm=float(p), verdict=verdict_for(family[k].mean, float(p), alpha))
+    return out
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -73,4 +156,18 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
 
 
-__all__ = ["PairedDifference", "mean_std", "paired_difference"]
+__all__ = [
+    "ALPHA",
+    "FEW_SEEDS",
+    "NAN_SCORE",
+    "NOT_SIGNIFICANT",
+    "NO_SPREAD",
+    "PairedDifference",
+    "SIGNIFICANT",
+    "TOO_FEW",
+    "holm_adjusted",
+    "mean_std",
+    "min_detectable_effect",
+    "paired_difference",
+    "verdict_for",
+]

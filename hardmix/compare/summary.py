@@ -1,5 +1,14 @@
-"""What a comparison measured: per task and strategy the score over seeds, and the paired differences
-from the baseline (the cross-modal table), read from the cells' ``results.json``."""
+"""What a comparison measured, read from the cells' ``results.json`` and ``metrics.jsonl``.
+
+The summary (``summary.json``) holds, per task: the compared score, per strategy its scores over seeds
+(``strategies.<s>.seeds``: {seed: score}), mean, std, the mean training seconds and the evaluation's own
+sampling error; per strategy other than the baseline the paired difference from the baseline
+(``paired.<s>``: mean, 95% interval, ``p_value``, ``p_holm``, ``effect_size``,
+``min_detectable_difference``, ``verdict``; :mod:`hardmix.compare.stats`); ``cells`` and ``finished``
+count the cells and the finished ones, ``missing`` names the others. Under ``cell_records``, one record per
+finished cell: every final score, the best step, the training seconds (pauses and evaluations excluded)
+and each evaluation's scores with the diagnostics logged at that step, so anyone can recompute the tables.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +18,11 @@ from typing import Any
 
 from hardmix.compare.grid import Cell
 from hardmix.compare.spec import CompareSpec
-from hardmix.compare.stats import mean_std, paired_difference
+from hardmix.compare.stats import holm_adjusted, mean_std, paired_difference
+from hardmix.training.metrics import read_metrics
 from hardmix.training.results import ResultsError, read_results
+
+SE_SUFFIX = "_se"  # final_scores["<score>_se"]: the evaluation's sampling standard error of <score>
 
 
 def collect(cells: list[Cell]) -> tuple[dict[tuple[str, str, int], dict[str, Any]], list[str]]:
@@ -28,13 +40,94 @@ def collect(cells: list[Cell]) -> tuple[dict[tuple[str, str, int], dict[str, Any
     return records, missing
 
 
-def _fmt(x: float, digits: int = 2) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+def _number(v: Any) -> float | None:
+    """A JSON value as a float (None for anything that is not a number, NaN for null scores)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+def evaluations(cell: Cell, selection_metric: str) -> list[dict[str, Any]]:
+    """Each evaluation of a cell (the ``metrics.jsonl`` lines holding the selection score): its step, every
+    score it measured and every number the training logged at that step (``loss``, ``proxy_acc``, ...).
+    Where no training line has that step, the last one before it is used and its step is recorded as
+    ``diagnostics_step``."""
+    path = cell.run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    lines = read_metrics(path)
+    evals = [r for r in lines if selection_metric in r]
+    logs = [r for r in lines if selection_metric not in r]
+    out = []
+    for e in evals:
+        step = e["step"]
+        record: dict[str, Any] = {"step": step}
+        for k, v in e.items():
+            if k not in ("step", "epoch") and not k.startswith("best_") and _number(v) is not None:
+                record[k] = v
+        before = [r for r in logs if r.get("step", math.inf) <= step]
+        if before:
+            log = before[-1]
+            if log["step"] != step:
+                record["diagnostics_step"] = log["step"]
+            for k, v in log.items():
+                if k not in record and k not in ("step", "epoch") and _number(v) is not None:
+                    record[k] = v
+        out.append(record)
+    return out
+
+
+def cell_records(
+    cells: list[Cell], records: dict[tuple[str, str, int], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One record per finished cell, in the grid's order (``summary.json``'s ``cell_records``)."""
+    out = []
+    for c in cells:
+        r = records.get((c.task.name, c.strategy, c.seed))
+        if r is None:
+            continue
+        out.append(
+            {
+                "task": c.task.name,
+                "strategy": c.strategy,
+                "seed": c.seed,
+                "final_scores": dict(r["final_scores"]),
+                "best_step": r["best_step"],
+                "training_seconds": r["wall_seconds"],
+                "selection_metric": r["selection_metric"],
+                "evaluations": evaluations(c, r["selection_metric"]),
+            }
+        )
+    return out
+
+
+def paired_table(
+    per: dict[str, dict[str, Any]], baseline: str, seeds: list[Any]
+) -> dict[str, dict[str, Any]]:
+    """Each strategy's paired difference from ``baseline`` over the seeds both have a score for (NaN
+    scores included: they are stated), Holm-adjusted over the task's family."""
+    base = per[baseline]["seeds"]
+    family, common = {}, {}
+    for strategy, row in per.items():
+        if strategy == baseline:
+            continue
+        common[strategy] = [s for s in seeds if s in row["seeds"] and s in base]
+        family[strategy] = paired_difference(
+            [_nan(row["seeds"][s]) for s in common[strategy]], [_nan(base[s]) for s in common[strategy]]
+        )
+    return {s: {**asdict(d), "seeds": common[s]} for s, d in holm_adjusted(family).items()}
+
+
+def _nan(v: Any) -> float:
+    return math.nan if v is None else float(v)
 
 
 def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
-    """The summary: per task, per strategy (mean, std, n, seeds, wall time, secondary scores) and the
-    paired difference of each strategy from the baseline; the finished and missing cells."""
+    """The summary: per task, per strategy (mean, std, n, seeds, training seconds, sampling error, other
+    scores) and the paired difference of each strategy from the baseline; the per-cell records; the
+    finished and missing cells."""
+    from hardmix.training.api import resolve_task
+
     records, missing = collect(cells)
     out: dict[str, Any] = {
         "baseline": spec.baseline,
@@ -46,54 +139,119 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
     }
     for task in spec.tasks.values():
         per: dict[str, Any] = {}
+        se_key = task.score + SE_SUFFIX
         for strategy in task.strategies or spec.strategies:
             recs = {
                 seed: records[(task.name, strategy, seed)]
                 for seed in spec.seeds
                 if (task.name, strategy, seed) in records
             }
-            scores = {seed: r["final_scores"].get(task.score) for seed, r in recs.items()}
-            scores = {s: v for s, v in scores.items() if v is not None}
+            # A score the run wrote as NaN (null) is kept as NaN and stated; one it never wrote is missing.
+            scores = {
+                seed: _nan(r["final_scores"][task.score])
+                for seed, r in recs.items()
+                if task.score in r["final_scores"]
+            }
+            finite = [v for v in scores.values() if math.isfinite(v)]
             secondary: dict[str, Any] = {}
-            keys = sorted({k for r in recs.values() for k in r["final_scores"]} - {task.score})
+            keys = sorted({k for r in recs.values() for k in r["final_scores"]} - {task.score, se_key})
             for k in keys:
-                vals = [r["final_scores"][k] for r in recs.values() if r["final_scores"].get(k) is not None]
+                vals = [_number(r["final_scores"].get(k)) for r in recs.values()]
+                vals = [v for v in vals if v is not None and math.isfinite(v)]
                 if vals:
                     m, sd = mean_std(vals)
                     secondary[k] = {"mean": m, "std": sd, "n": len(vals)}
-            m, sd = mean_std(list(scores.values())) if scores else (math.nan, math.nan)
+            m, sd = mean_std(finite) if finite else (math.nan, math.nan)
             walls = [r["wall_seconds"] for r in recs.values()]
+            ses = [_number(r["final_scores"].get(se_key)) for r in recs.values()]
+            ses = [v for v in ses if v is not None and math.isfinite(v)]
             per[strategy] = {
                 "mean": m,
                 "std": sd,
-                "n": len(scores),
+                "n": len(finite),
                 "seeds": scores,
+                "nan_seeds": [s for s, v in scores.items() if not math.isfinite(v)],
                 "wall_seconds_mean": sum(walls) / len(walls) if walls else None,
                 "wall_seconds_total": sum(walls),
+                "sampling_se": sum(ses) / len(ses) if ses else None,
                 "secondary": secondary,
             }
-        base = per[spec.baseline]["seeds"]
-        paired = {}
-        for strategy, row in per.items():
-            if strategy == spec.baseline:
-                continue
-            common = [s for s in spec.seeds if s in row["seeds"] and s in base]
-            d = paired_difference([row["seeds"][s] for s in common], [base[s] for s in common])
-            paired[strategy] = {**asdict(d), "seeds": common}
-        from hardmix.training.api import resolve_task
-
+        selection = resolve_task(task.task).selection_metric
         out["tasks"][task.name] = {
             "task": task.task,
             "score": task.score,
             "strategies": per,
-            "paired": paired,
-            "selection_metric": resolve_task(task.task).selection_metric,
+            "paired": paired_table(per, spec.baseline, spec.seeds),
+            "selection_metric": selection,
+            "score_is_selection": task.score == selection,
+            "allow_selection_score": bool(getattr(task, "allow_selection_score", False)),
         }
+    out["cell_records"] = cell_records(cells, records)
     return out
 
 
+# ------------------------------------------------------------------------------------------ tables
+def cell_count(summary: dict[str, Any]) -> int:
+    """How many cells the comparison has."""
+    return int(summary["cells"])
+
+
+def _fmt(x: Any, digits: int = 2) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _signed(x: Any) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.2f}"
+
+
+def _interval(p: dict[str, Any]) -> str:
+    if p.get("ci_low") is None or (isinstance(p["ci_low"], float) and math.isnan(p["ci_low"])):
+        return _signed(p.get("mean"))
+    return f"{_signed(p['mean'])} [{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}]"
+
+
+def _p(x: Any) -> str:
+    """A p-value: 3 decimals, or ``<0.001``."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def verdict_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The answer: one row per task and strategy: the paired difference from the baseline with its 95%
+    interval, the p-value, the Holm-adjusted p-value and the verdict (which follows ``p_holm``)."""
+    head = ["task", "score", "strategy", f"Δ vs {summary['baseline']} [95% CI]", "n", "p", "p_holm",
+            "verdict"]
+    rows = []
+    for task, t in summary["tasks"].items():
+        for strategy, p in t["paired"].items():
+            rows.append(
+                [task, t["score"], strategy, _interval(p), str(p["n"]), _p(p["p_value"]),
+                 _p(p.get("p_holm")), p["verdict"]]
+            )
+    return head, rows
+
+
+def cross_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Strategies by tasks, each cell the paired difference from the baseline, its 95% interval, the
+    Holm-adjusted p-value and the verdict (what ``hardmix compare`` prints first)."""
+    tasks = list(summary["tasks"])
+    head = ["strategy"] + [f"{t} ({summary['tasks'][t]['score']})" for t in tasks]
+    strategies = list(dict.fromkeys(s for t in summary["tasks"].values() for s in t["paired"]))
+    rows = []
+    for s in strategies:
+        cells = []
+        for t in tasks:
+            p = summary["tasks"][t]["paired"].get(s)
+            text = f"{_interval(p)} p_holm={_p(p.get('p_holm'))} {p['verdict']}" if p else "(not run)"
+            cells.append(text)
+        rows.append([s, *cells])
+    return head, rows
+
+
 def per_task_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of one task's table: score mean +- std (n), the paired difference and the verdict."""
+    """Header and rows of one task's table: score mean +- std (n), the paired difference and its
+    statistics, the evaluation's sampling error, the verdict and the training seconds per run."""
     t = summary["tasks"][task]
     head = [
         "strategy",
@@ -101,49 +259,31 @@ def per_task_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[
         "n",
         f"Δ vs {summary['baseline']} [95% CI]",
         "p",
+        "p_holm",
+        "effect size",
+        "MDD (80%)",
+        "eval SE",
         "verdict",
-        "wall s / run",
+        "train s / run",
     ]
     rows = []
     for strategy, row in t["strategies"].items():
         p = t["paired"].get(strategy)
-        mean = "n/a" if p is None or math.isnan(p["mean"]) else f"{p['mean']:+.2f}"
-        diff = f"{mean} [{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}]" if p else "(baseline)"
         rows.append(
             [
                 strategy,
                 f"{_fmt(row['mean'])} ± {_fmt(row['std'])}",
                 str(row["n"]),
-                diff,
-                _fmt(p["p_value"], 3) if p else "",
+                _interval(p) if p else "(baseline)",
+                _p(p["p_value"]) if p else "",
+                _p(p.get("p_holm")) if p else "",
+                _fmt(p.get("effect_size")) if p else "",
+                _fmt(p.get("min_detectable_difference")) if p else "",
+                _fmt(row.get("sampling_se")),
                 p["verdict"] if p else "",
-                _fmt(row["wall_seconds_mean"], 0) if row["wall_seconds_mean"] is not None else "n/a",
+                _fmt(row["wall_seconds_mean"], 0),
             ]
         )
-    return head, rows
-
-
-def cross_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The headline: rows are strategies, columns tasks, cells the paired difference from the baseline."""
-    tasks = list(summary["tasks"])
-    head = ["strategy"] + [f"{t} ({summary['tasks'][t]['score']})" for t in tasks]
-    strategies = list(dict.fromkeys(s for t in summary["tasks"].values() for s in t["strategies"]))
-    strategies = [s for s in strategies if s != summary["baseline"]]
-    rows = []
-    for s in strategies:
-        cells = []
-        for t in tasks:
-            p = summary["tasks"][t]["paired"].get(s)
-            if p is None:
-                cells.append("(not run)")
-                continue
-            cells.append(
-                f"{p['mean']:+.2f} [{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}] p={_fmt(p['p_value'], 3)} "
-                f"{p['verdict']}"
-                if p["n"]
-                else "n/a"
-            )
-        rows.append([s, *cells])
     return head, rows
 
 
@@ -167,6 +307,38 @@ def secondary_table(summary: dict[str, Any], task: str) -> tuple[list[str], list
     return head, rows
 
 
+def tuning_table(summary: dict[str, Any], task: str, strategy: str) -> tuple[list[str], list[list[str]]]:
+    """One strategy's tuning grid on a task (``summary["tuning"]``): each point, its selection score per
+    tuning seed and their mean; the chosen point marked."""
+    tu = summary["tuning"][task][strategy]
+    seeds = list(dict.fromkeys(str(s) for g in tu["grid"] for s in g["seeds"]))
+    head = ["point", *(f"seed {s}" for s in seeds), f"mean {tu['score']}", "chosen"]
+    rows = []
+    for g in tu["grid"]:
+        point = ", ".join(f"{k}={v}" for k, v in g["point"].items()) or "(defaults)"
+        by_seed = {str(k): v for k, v in g["seeds"].items()}
+        chosen = "✓" if g["point"] == tu["best"] else ""
+        rows.append([point, *(_fmt(by_seed.get(s)) for s in seeds), _fmt(g["mean"]), chosen])
+    return head, rows
+
+
+def tuning_budget_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The tuning budget each strategy got per task: grid points, runs, steps per run, steps in all."""
+    head = ["task", "strategy", "points", "runs", "steps / run", "steps in all", "chosen"]
+    rows = []
+    for task, per in summary["tuning"].items():
+        for strategy, tu in per.items():
+            if tu["best"] is None:
+                best = "(not every point scored yet)"
+            else:
+                best = ", ".join(f"{k}={v}" for k, v in tu["best"].items()) or "(defaults)"
+            steps = tu["steps_per_run"]
+            total = "n/a" if steps is None else str(tu["runs"] * steps)
+            rows.append([task, strategy, str(len(tu["grid"])), str(tu["runs"]), str(steps or "n/a"), total,
+                         best])
+    return head, rows
+
+
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
@@ -181,11 +353,19 @@ def text_table(head: list[str], rows: list[list[str]]) -> str:
 
 
 __all__ = [
+    "SE_SUFFIX",
+    "cell_count",
+    "cell_records",
     "collect",
     "cross_table",
+    "evaluations",
     "markdown_table",
+    "paired_table",
     "per_task_table",
     "secondary_table",
     "summarize",
     "text_table",
+    "tuning_budget_table",
+    "tuning_table",
+    "verdict_table",
 ]

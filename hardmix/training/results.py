@@ -4,12 +4,14 @@ Keys (``version`` 1):
 
 ===================  ====================================================================================
 ``task``             the task's name (``text``, ``vision``, ...)
-``selection_metric`` the score that selects the model (``stsb_dev`` for text, ``knn_top1`` for vision)
+``selection_metric`` the score that selects the model (``stsb_dev`` for text, ``val_knn_top1`` for vision)
 ``best_score``       the best selection score seen (None: never evaluated), at ``best_step``
 ``last_score``       the latest selection score, at ``last_score_step``
 ``final_scores``     a flat mapping of every score measured at the end (text: ``stsb_dev`` of the selected
-                     model, plus ``sts_avg`` and each STS task with ``eval.final_sts``; vision: ``knn_top1``,
-                     ``knn_top5``)
+                     model, plus the held-out ``sts_avg`` and each STS task with ``eval.final_sts``; vision:
+                     ``val_knn_top1``, ``val_knn_top5`` and the held-out ``knn_top1``, ``knn_top5``,
+                     ``linear_top1``); a held-out score may come with ``<score>_se``, its sampling
+                     standard error in the score's units
 ``steps``            optimizer steps done; ``total_steps`` the run's budget; ``finished`` whether done
 ``interrupted``      null, or the signal that stopped the run early (``SIGTERM``, ``SIGUSR1``)
 ``wall_seconds``     training time over every process of the run (resumes included), evaluations excluded

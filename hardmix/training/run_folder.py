@@ -4,7 +4,7 @@
 
     RUN/config.yaml      the resolved config
     RUN/metrics.jsonl    one JSON object a line: step, epoch, loss, lr, wall_seconds, the diagnostics;
-                         evaluation lines carry the selection metric (stsb_dev, knn_top1, ...)
+                         evaluation lines carry the selection metric (stsb_dev, val_knn_top1, ...)
     RUN/checkpoint.pt    everything a resumed run needs (hardmix.training.checkpoint)
     RUN/results.json     the results record (hardmix.training.results)
     RUN/tensorboard/     TensorBoard events, when log.tensorboard is set

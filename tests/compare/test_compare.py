@@ -45,7 +45,7 @@ def test_paired_difference_equals_scipy_on_known_numbers():
     worse = paired_difference(y, x)
     assert worse.verdict == "worse" and worse.p_value == pytest.approx(d.p_value)
     noisy = paired_difference([50.0, 52.0, 49.0], [51.0, 50.5, 50.0])
-    assert noisy.verdict == "no significant difference" and noisy.ci_low < 0 < noisy.ci_high
+    assert noisy.verdict == "n.s." and noisy.ci_low < 0 < noisy.ci_high
     assert paired_difference([1.0], [0.0]).verdict == "too few seeds"
     assert math.isnan(paired_difference([1.0], [0.0]).p_value)
 
@@ -57,7 +57,8 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
     text = copy.deepcopy(tiny_text_config)
     text["train"].update(max_steps=4, save_steps=2)
     text["eval"].update(at_end=True)
-    vision = tiny_vision_config(train={"epochs": 1, "save_steps": 3}, eval={"at_end": True})
+    vision = tiny_vision_config(data={"val_samples": 20}, train={"epochs": 1, "save_steps": 3},
+                                eval={"at_end": True, "linear_epochs": 5})
     (tmp_path / "text.yaml").write_text(yaml.safe_dump(text))
     (tmp_path / "vision.yaml").write_text(yaml.safe_dump(vision))
     return {
@@ -257,6 +258,7 @@ def test_a_grid_killed_mid_way_finishes_only_what_is_missing(grid_spec, tmp_path
         Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))).verify()
     assert (out / "summary.md").read_text().count("|") > 20 and (out / "summary.csv").is_file()
     assert {p.name for p in (out / "plots").iterdir()} >= {
+        "forest.png",
         "scores.png",
         "selection_curves.png",
         "dynamics.png",

@@ -1,5 +1,9 @@
-"""docs/results.md quotes the CPU comparison as ``hardmix compare`` wrote it: the block between the markers
-is the tool's own Markdown of the committed ``summary.json``, so the two cannot drift."""
+"""docs/results.md quotes the comparisons as ``hardmix compare`` wrote them: every number of the block between
+the markers is recomputed here from the committed ``summary.json`` (its per-seed scores), so the two cannot
+drift. A block in the tool's current format must equal the tool's Markdown of that summary exactly; a block
+written by an earlier format (before Holm's correction) is checked on what still applies: the scores, the
+differences, their intervals, the uncorrected p-values, the other final scores and the seconds (its verdict
+column followed the uncorrected p-value and is not checked)."""
 
 from __future__ import annotations
 
@@ -7,12 +11,55 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
+from scipy import stats
+
 from hardmix.compare.report import summary_markdown
+from tests.compare.markdown_tables import holm, parse_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(
     r"<!-- hardmix compare: (?P<path>\S+) -->\n(?P<body>.*?)<!-- end of hardmix compare -->", re.S
 )
+
+
+def _p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _check_task(summary: dict, task: str, table: dict) -> int:
+    t = summary["tasks"][task]
+    base_name = summary["baseline"]
+    base = t["strategies"][base_name]["seeds"]
+    pvals = {}
+    for s, row in t["strategies"].items():
+        if s != base_name:
+            common = [k for k in row["seeds"] if k in base]
+            pvals[s] = stats.ttest_rel([row["seeds"][k] for k in common], [base[k] for k in common]).pvalue
+    adjusted = dict(zip(pvals, holm(list(pvals.values()))))
+    checked = 0
+    for r in table["rows"]:
+        s = r["strategy"]
+        values = np.array(list(t["strategies"][s]["seeds"].values()), dtype=float)
+        assert r[f"{t['score']} (mean ± std)"] == f"{values.mean():.2f} ± {values.std(ddof=1):.2f}", s
+        assert r["n"] == str(values.size)
+        seconds = r.get("train s / run", r.get("wall s / run"))
+        assert seconds == f"{t['strategies'][s]['wall_seconds_mean']:.0f}", s
+        checked += 3
+        if s == base_name:
+            continue
+        common = [k for k in t["strategies"][s]["seeds"] if k in base]
+        d = np.array([t["strategies"][s]["seeds"][k] - base[k] for k in common])
+        lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
+        assert r[f"Δ vs {base_name} [95% CI]"] == f"{d.mean():+.2f} [{lo:.2f}, {hi:.2f}]", s
+        assert r["p"] in (f"{pvals[s]:.3f}", _p(pvals[s])), s
+        checked += 2
+        if "p_holm" in r:
+            assert r["p_holm"] == _p(adjusted[s])
+            expected = ("better" if d.mean() > 0 else "worse") if adjusted[s] < 0.05 else "n.s."
+            assert r["verdict"] == expected
+            checked += 2
+    return checked
 
 
 def test_results_md_quotes_the_comparisons_as_the_tool_wrote_them() -> None:
@@ -21,5 +68,23 @@ def test_results_md_quotes_the_comparisons_as_the_tool_wrote_them() -> None:
     assert blocks, "docs/results.md quotes no comparison"
     for block in blocks:
         summary = json.loads((ROOT / block["path"]).read_text(encoding="utf-8"))
-        assert summary["finished"] == summary["cells"], f"{block['path']}: not every run finished"
-        assert block["body"].strip() == summary_markdown(summary).strip(), block["path"]
+        count = summary["cells"]
+        assert summary["finished"] == count, f"{block['path']}: not every run finished"
+        body = block["body"].strip()
+        if "### Verdicts" in body:  # the current format: exactly the tool's Markdown
+            assert body == summary_markdown(summary).strip(), block["path"]
+        assert body.startswith(f"Baseline: `{summary['baseline']}`; seeds {summary['seeds']}; "
+                               f"{summary['finished']} of {count} runs finished."), block["path"]
+        tables = parse_tables(body)
+        checked = 0
+        for task in summary["tasks"]:
+            mine = [tb for tb in tables if tb["title"] == task]
+            assert mine, f"{block['path']}: no table of {task}"
+            checked += _check_task(summary, task, mine[0])
+            for other in mine[1:]:  # the other final scores: as the summary holds them
+                for r in other["rows"]:
+                    for key in other["head"][1:]:
+                        held = summary["tasks"][task]["strategies"][r["strategy"]]["secondary"][key]
+                        assert r[key] == f"{held['mean']:.2f} ± {held['std']:.2f}", (task, r["strategy"], key)
+                        checked += 1
+        assert checked > 20, block["path"]

@@ -69,7 +69,8 @@ def test_both_tasks_write_one_layout_and_one_results_schema(tmp_path, tiny_text_
                                                             data_root, one_torch_thread):
     text = run_training(TextTask, build_text_config(_text(tiny_text_config, train={"max_steps": 4},
                                                           eval={"at_end": True})), tmp_path / "text")
-    vision_cfg = tiny_vision_config(train={"epochs": 1}, eval={"at_end": True})
+    vision_cfg = tiny_vision_config(data={"val_samples": 20}, train={"epochs": 1},
+                                    eval={"at_end": True, "linear_epochs": 5})
     vision = run_training(VisionTask, build_task_config(VisionConfig, vision_cfg), tmp_path / "vision")
     top = {"config.yaml", "metrics.jsonl", "checkpoint.pt", "results.json"}
     assert top <= {p.name for p in (tmp_path / "text").iterdir()}
@@ -77,7 +78,9 @@ def test_both_tasks_write_one_layout_and_one_results_schema(tmp_path, tiny_text_
     assert not (tmp_path / "text" / ".lock").exists() and not (tmp_path / "vision" / ".lock").exists()
     for run, returned, task, metric, scores in (
         ("text", text, "text", "stsb_dev", {"stsb_dev"}),
-        ("vision", vision, "vision", "knn_top1", {"knn_top1", "knn_top5"}),
+        ("vision", vision, "vision", "val_knn_top1",
+         {"val_knn_top1", "val_knn_top5", "knn_top1", "knn_top1_se", "knn_top5", "knn_top5_se", "linear_top1",
+          "linear_top1_se"}),
     ):
         record = read_results(tmp_path / run)  # the same reader for both
         assert record == returned

@@ -121,7 +121,8 @@ def test_knn_from_a_checkpoint(long_run, tmp_path, capsys):
 
 
 def test_the_cli_trains_and_prints_the_knn_accuracy(tiny_vision_config, tmp_path, capsys):
-    d = tiny_vision_config(train={"epochs": 1}, eval={"at_end": True})
+    d = tiny_vision_config(data={"val_samples": 20}, train={"epochs": 1},
+                           eval={"at_end": True, "linear_epochs": 5})
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(d))
     code = cli(
@@ -138,10 +139,11 @@ def test_the_cli_trains_and_prints_the_knn_accuracy(tiny_vision_config, tmp_path
         ]
     )
     assert code == 0
-    assert "k-NN top-1 on" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "best validation k-NN top-1: " in printed and "test scores of the final model on" in printed
     summary = json.loads((tmp_path / "run" / "results.json").read_text())
     assert summary["task_info"]["num_samples"] == 160 and summary["steps"] == 5
-    assert summary["final_scores"]["knn_top1"] > 0 and summary["selection_metric"] == "knn_top1"
+    assert summary["final_scores"]["knn_top1"] > 0 and summary["selection_metric"] == "val_knn_top1"
     # A second run into the same directory without --resume is refused.
     assert cli(["train", "vision", str(config), "--output", str(tmp_path / "run")]) == 2
     assert "already holds a run" in capsys.readouterr().err
@@ -183,9 +185,10 @@ def test_corrupt_jpeg_fails_naming_the_file_or_is_skipped(tiny_vision_config, vi
         train(_cfg(d), tmp_path / "run")
     _assert_nothing_trained(tmp_path / "run")
     d["data"]["skip_corrupt"] = True
-    d["eval"]["at_end"] = True  # the final k-NN reads the same folder, corrupt file included
+    d["eval"].update(at_end=True, linear_epochs=5)  # the evaluation reads the corrupt file's folder too
+    d["data"].update(val_samples=10, max_samples=30)  # the 40 good images: 10 to validate, 30 to train on
     summary = train(_cfg(d), tmp_path / "run2")
-    assert summary["task_info"]["skipped_images"] == 1 and summary["task_info"]["num_samples"] == 40
+    assert summary["task_info"]["skipped_images"] == 1 and summary["task_info"]["num_samples"] == 30
     assert summary["finished"] and summary["final_scores"]["knn_top1"] >= 0.0
     # hardmix eval knn on the same folder names its own option, and takes it.
     knn = ["eval", "knn", str(tmp_path / "run2"), "--dataset", str(root), "--k", "5"]

@@ -1,0 +1,504 @@
+"""Where the cells of a comparison run: ``--launcher local`` (processes on this machine, the default),
+``slurm`` (one SLURM job per cell through submitit) or ``submitit-local`` (submitit's local executor: the
+same job path on this machine, for tests and a single workstation). ``--status`` reads every cell's state.
+
+The resources of a cell's job come from the spec's ``launcher:`` block, with a task's own ``launcher:``
+block merged over it::
+
+    launcher:
+      partition: gpu
+      nodes: 1
+      gpus_per_node: 8          # one process per GPU (tasks_per_node defaults to it)
+      cpus_per_task: 10
+      mem_gb: 400
+      time: "2-00:00:00"        # minutes, or [D-]HH:MM:SS
+      account: my_lab
+      sbatch: {qos: high, constraint: a100}   # any other sbatch option, as --key=value
+      setup: ["source ~/venvs/hardmix/bin/activate"]   # shell lines before srun
+    tasks:
+      vision:
+        launcher: {nodes: 2, time: "3-00:00:00"}
+
+A job runs ``hardmix train`` once per process of the cell (srun starts ``nodes x tasks_per_node`` of them;
+submitit exports the torchrun variables RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT, so the
+engine joins one process group across the nodes). SLURM's signal before the time limit (submitit's
+``USR2``, ``signal_delay_s`` seconds ahead) and a preemption's SIGTERM reach the engine as SIGUSR1: every
+process checkpoints at the end of the step, and submitit requeues the job, which resumes from
+``checkpoint.pt``. The records of the submitted jobs live in ``DIR/launcher/jobs.json`` and submitit's
+files in ``DIR/launcher/submitit/``.
+
+submitit is an optional dependency: ``pip install 'hardmix[cluster]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from hardmix.compare.grid import Cell
+from hardmix.compare.spec import CompareSpec
+from hardmix.errors import ConfigError, RunError
+from hardmix.training.run_folder import CHECKPOINT, LOCK
+
+#: ``--launcher`` choices.
+LAUNCHERS = ("local", "slurm", "submitit-local")
+#: The states ``--status`` reports.
+STATES = ("finished", "running", "queued", "failed", "missing")
+RECORDS = Path("launcher") / "jobs.json"
+SUBMITIT_FOLDER = Path("launcher") / "submitit"
+
+
+@dataclass
+class LauncherSpec:
+    """The resources of one cell's job (SLURM's ``sbatch`` options).
+
+    Attributes:
+        partition, account: SLURM's partition and account (None: the cluster's default).
+        nodes: nodes of the job.
+        gpus_per_node: GPUs per node (0: a CPU job).
+        tasks_per_node: processes per node (default: ``gpus_per_node``, at least 1).
+        cpus_per_task: CPU cores per process (also the run's ``train.threads``).
+        mem_gb: memory per node in GB.
+        time: the time limit in minutes.
+        signal_delay_s: seconds before the time limit at which SLURM signals the job to checkpoint.
+        max_requeue: how many times a job that reached its time limit is requeued.
+        sbatch: any other sbatch option (``{qos: high}`` is ``--qos=high``).
+        setup: shell lines run before ``srun`` (modules, a virtual environment).
+    """
+
+    partition: str | None = None
+    account: str | None = None
+    nodes: int = 1
+    gpus_per_node: int = 0
+    tasks_per_node: int | None = None
+    cpus_per_task: int | None = None
+    mem_gb: float | None = None
+    time: int = 60
+    signal_delay_s: int = 120
+    max_requeue: int = 3
+    sbatch: dict[str, Any] = field(default_factory=dict)
+    setup: list[str] = field(default_factory=list)
+
+    @property
+    def processes_per_node(self) -> int:
+        return self.tasks_per_node or max(1, self.gpus_per_node)
+
+
+LAUNCHER_KEYS = tuple(f.name for f in fields(LauncherSpec))
+
+
+def parse_time(value: Any, key: str) -> int:
+    """Minutes from an integer or a SLURM time ``[D-]HH:MM[:SS]``.
+
+    Example:
+        >>> parse_time("2-00:00:00", "launcher.time"), parse_time("1:30:00", "t"), parse_time(90, "t")
+        (2880, 90, 90)
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+):(\d\d)(?::(\d\d))?", str(value).strip())
+    if m is None:
+        raise ConfigError(f"{key}: expected minutes or [D-]HH:MM[:SS], got {value!r}")
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
+    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+    if total <= 0:
+        raise ConfigError(f"{key}: the time limit must be positive, got {value!r}")
+    return total
+
+
+def _merge(base: LauncherSpec, raw: Any, key: str) -> LauncherSpec:
+    if raw is None:
+        return base
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{key}: expected a mapping of {', '.join(LAUNCHER_KEYS)}")
+    changes: dict[str, Any] = {}
+    for k, v in raw.items():
+        where = f"{key}.{k}"
+        if k not in LAUNCHER_KEYS:
+            raise ConfigError(f"{where}: unknown key (known keys: {', '.join(LAUNCHER_KEYS)})")
+        if k in ("partition", "account"):
+            if v is not None and not isinstance(v, str):
+                raise ConfigError(f"{where}: expected a name, got {v!r}")
+        elif k == "time":
+            v = parse_time(v, where)
+        elif k == "mem_gb":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                raise ConfigError(f"{where}: expected a positive number of GB, got {v!r}")
+        elif k == "sbatch":
+            if not isinstance(v, dict) or any(not isinstance(o, str) for o in v):
+                raise ConfigError(f"{where}: expected a mapping of sbatch options to values")
+            v = {**base.sbatch, **v}
+        elif k == "setup":
+            if not isinstance(v, list) or any(not isinstance(line, str) for line in v):
+                raise ConfigError(f"{where}: expected a list of shell lines")
+        else:
+            low = 0 if k in ("gpus_per_node", "max_requeue", "signal_delay_s") else 1
+            if v is None and k in ("tasks_per_node", "cpus_per_task"):
+                pass
+            elif isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ConfigError(f"{where}: expected an integer >= {low}, got {v!r}")
+        changes[k] = v
+    return replace(base, **changes)
+
+
+def launcher_for(spec: CompareSpec, task: str) -> LauncherSpec:
+    """The resources of ``task``'s cells: the spec's ``launcher:`` block with the task's merged over it.
+
+    Raises:
+        ConfigError: naming the key at fault (``launcher.time``, ``tasks.vision.launcher.nodes``, ...).
+
+    Example:
+        >>> from hardmix.compare.spec import CompareSpec
+        >>> spec = CompareSpec([1], "none", {}, {}, raw={"launcher": {"gpus_per_node": 8, "time": "1:00:00"},
+        ...     "tasks": {"vision": {"launcher": {"nodes": 2}}}})
+        >>> ls = launcher_for(spec, "vision")
+        >>> ls.nodes, ls.gpus_per_node, ls.processes_per_node, ls.time
+        (2, 8, 8, 60)
+    """
+    where = f"{spec.source}: " if spec.source else ""
+    try:
+        base = _merge(LauncherSpec(), spec.raw.get("launcher"), "launcher")
+        task_raw = (spec.raw.get("tasks") or {}).get(task) or {}
+        return _merge(base, task_raw.get("launcher"), f"tasks.{task}.launcher")
+    except ConfigError as e:
+        raise ConfigError(f"{where}{e}") from None
+
+
+def require_submitit(launcher: str) -> Any:
+    """Import submitit, or a one-line error naming the extra that installs it."""
+    try:
+        import submitit
+    except ImportError:
+        raise ConfigError(f"--launcher {launcher} needs submitit: pip install 'hardmix[cluster]'") from None
+    return submitit
+
+
+def cell_log(out: Path, cell: Cell) -> Path:
+    """The cell's log (its ``hardmix train`` output, rank 0's under a launcher)."""
+    return out / "logs" / f"{cell.task.name}-{cell.strategy}-seed{cell.seed}.log"
+
+
+def _job_name(cell: Cell) -> str:
+    return f"hardmix-{cell.task.name}-{cell.strategy}-seed{cell.seed}"
+
+
+def train_overrides(ls: LauncherSpec) -> list[str]:
+    """``--set`` items a launched cell adds: no progress bar (a log file), its CPU threads if given."""
+    extra = ["log.progress=false"]
+    if ls.cpus_per_task:
+        extra.append(f"train.threads={ls.cpus_per_task}")
+    return extra
+
+
+# --------------------------------------------------------------------------------------- the job
+def _last_line(path: Path) -> str:
+    try:
+        lines = [x.strip() for x in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [x for x in lines if x and not x.startswith("$ ")]
+    return lines[-1] if lines else ""
+
+
+def _ignore(signum: int) -> Any:
+    def preexec() -> None:  # in the child, before exec: an ignored signal stays ignored across exec
+        signal.signal(signum, signal.SIG_IGN)
+
+    return preexec
+
+
+class CellJob:
+    """What a job runs in each of its processes: the cell's ``hardmix train`` (``--resume`` when a
+    checkpoint exists) under the torchrun variables, SLURM's signals passed on to it as SIGUSR1.
+
+    submitit calls :meth:`checkpoint` when the time limit nears: the job is requeued as itself and the
+    engine resumes from the checkpoint it wrote on the signal.
+    """
+
+    def __init__(self, label: str, command: list[str], run_dir: str, log: str, threads: int | None) -> None:
+        self.label, self.command, self.run_dir, self.log, self.threads = label, command, run_dir, log, threads
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self)
+
+    def __call__(self) -> dict[str, Any]:
+        import submitit
+
+        env = submitit.JobEnvironment()
+        if env.num_tasks > 1:
+            # Every process of the job joins one process group (torch's env:// variables); all GPUs of a
+            # node stay visible, the engine picks cuda:LOCAL_RANK.
+            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        resume = (Path(self.run_dir) / CHECKPOINT).is_file()  # the same answer on every process
+        cmd = [sys.executable, "-m", "hardmix", *self.command[1:], *(["--resume"] if resume else [])]
+        child_env = dict(os.environ)
+        if self.threads:
+            child_env["OMP_NUM_THREADS"] = str(self.threads)
+        usr = env._usr_sig()
+        submitit_handler = signal.getsignal(usr)
+        main = env.global_rank == 0
+        log = open(self.log, "a", encoding="utf-8") if main else None  # noqa: SIM115
+        try:
+            if log is not None:
+                log.write(f"$ {shlex.join(cmd)}\n")
+                log.flush()
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT if log else None, env=child_env,
+                                    preexec_fn=_ignore(usr))
+            received: list[int] = []
+
+            def forward(signum: int, frame: Any) -> None:
+                received.append(signum)
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGUSR1)  # the engine checkpoints at the end of the step
+
+            previous = {s: signal.signal(s, forward) for s in (usr, signal.SIGTERM)}
+            try:
+                rc = proc.wait()
+            finally:
+                for s, h in previous.items():
+                    signal.signal(s, h)
+        finally:
+            if log is not None:
+                log.close()
+        if rc == 0:
+            from hardmix.training.results import read_results
+
+            return read_results(Path(self.run_dir)) if main else {}
+        if received:
+            name = signal.Signals(received[0]).name
+            if received[0] == usr and callable(submitit_handler):
+                submitit_handler(usr, None)  # rank 0: requeue this job (it resumes) and exit
+            raise RunError(f"{self.label}: stopped by {name}; it resumes from its checkpoint when requeued")
+        last = _last_line(Path(self.log)) if main else ""
+        raise RunError(f"{self.label}: hardmix train exited with status {rc}" + (f": {last}" if last else ""))
+
+
+# -------------------------------------------------------------------------------- the executors
+def slurm_parameters(ls: LauncherSpec, cell: Cell) -> dict[str, Any]:
+    """submitit's ``SlurmExecutor`` parameters of a cell's job (sbatch options)."""
+    params: dict[str, Any] = {
+        "job_name": _job_name(cell),
+        "nodes": ls.nodes,
+        "ntasks_per_node": ls.processes_per_node,
+        "time": ls.time,
+        "signal_delay_s": ls.signal_delay_s,
+        "additional_parameters": {"requeue": True, **ls.sbatch},  # a preempted job goes back to the queue
+        "stderr_to_stdout": True,
+    }
+    for key, value in (("partition", ls.partition), ("account", ls.account),
+                       ("cpus_per_task", ls.cpus_per_task), ("setup", ls.setup or None)):
+        if value is not None:
+            params[key] = value
+    if ls.gpus_per_node:
+        params["gpus_per_node"] = ls.gpus_per_node
+    if ls.mem_gb is not None:
+        params["mem"] = f"{int(ls.mem_gb)}GB" if ls.mem_gb == int(ls.mem_gb) else f"{int(ls.mem_gb * 1024)}MB"
+    return params
+
+
+def sbatch_script(ls: LauncherSpec, cell: Cell, out: Path, python: str | None = None) -> str:
+    """The sbatch file submitit writes for a cell's job (no SLURM needed to build it)."""
+    submitit = require_submitit("slurm")
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    folder = (out / SUBMITIT_FOLDER).resolve() / "%j"
+    command = " ".join([python or shlex.quote(sys.executable), "-u -m submitit.core._submit",
+                        shlex.quote(str(folder))])
+    assert submitit  # imported for its error
+    script = _make_sbatch_string(command=command, folder=folder, **slurm_parameters(ls, cell))
+    train = shlex.join(cell.command(extra=train_overrides(ls)))
+    return script.replace("\n# command\n", f"\n# command: each process runs {train} (--resume once it "
+                          "has a checkpoint)\n", 1)
+
+
+def _executor(kind: str, ls: LauncherSpec, cell: Cell, out: Path) -> Any:
+    submitit = require_submitit(kind)
+    folder = out / SUBMITIT_FOLDER / "%j"
+    if kind == "slurm":
+        try:
+            ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=ls.max_requeue)
+        except RuntimeError as e:  # no srun here
+            raise ConfigError(f"--launcher slurm: {e} (run on the cluster's login node)") from None
+        ex.update_parameters(**slurm_parameters(ls, cell))
+        return ex
+    if ls.nodes > 1:
+        raise ConfigError(f"tasks.{cell.task.name}.launcher.nodes: submitit-local runs one node, "
+                          f"got {ls.nodes}")
+    ex = submitit.LocalExecutor(folder=folder, max_num_timeout=ls.max_requeue)
+    ex.update_parameters(timeout_min=ls.time, tasks_per_node=ls.processes_per_node,
+                         gpus_per_node=ls.gpus_per_node, signal_delay_s=ls.signal_delay_s,
+                         stderr_to_stdout=True)
+    return ex
+
+
+# ----------------------------------------------------------------------------------- the records
+def read_records(out: Path) -> dict[str, dict[str, Any]]:
+    """``DIR/launcher/jobs.json``: cell label -> its last job (launcher, job id, pid, host, time)."""
+    try:
+        return json.loads((out / RECORDS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_records(out: Path, records: dict[str, dict[str, Any]]) -> None:
+    from hardmix.utils.checkpoint import atomic_write_text
+
+    (out / RECORDS).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(json.dumps(records, indent=1, sort_keys=True), out / RECORDS)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A finished child of this process stays a zombie until reaped: reap it if it is ours.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == 0
+
+
+def _job_state(record: dict[str, Any] | None) -> str | None:
+    """``queued``, ``running``, ``ended`` or None (no job, or its state unknown)."""
+    if not record:
+        return None
+    if record.get("launcher") == "submitit-local":
+        import socket
+
+        if record.get("host") != socket.gethostname():
+            return None
+        return "running" if _alive(int(record["job_id"])) else "ended"
+    try:
+        from submitit.slurm.slurm import SlurmJob
+
+        state = SlurmJob(folder=record["folder"], job_id=str(record["job_id"])).state.upper()
+    except Exception:  # sacct is not reachable: the comparison folder decides
+        return None
+    if state.startswith(("PENDING", "REQUEUE", "CONFIGURING", "SUSPENDED", "RESIZING")):
+        return "queued"
+    if state.startswith(("RUNNING", "COMPLETING", "STAGE_OUT")):
+        return "running"
+    return None if state in ("UNKNOWN", "") else "ended"
+
+
+def _lock_holder_alive(run_dir: Path) -> bool | None:
+    """Whether the process holding the run's lock lives (None: held on another host, or no lock)."""
+    import socket
+
+    try:
+        held = json.loads((run_dir / LOCK).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if held.get("host") != socket.gethostname():
+        return None
+    return _alive(int(held.get("pid", -1)))
+
+
+@dataclass
+class CellState:
+    """One line of ``--status``."""
+
+    cell: Cell
+    state: str
+    detail: str = ""
+
+
+def cell_state(cell: Cell, out: Path, record: dict[str, Any] | None) -> CellState:
+    """A cell's state from its run folder, its log and its launcher's record."""
+    if cell.status() == "finished":
+        return CellState(cell, "finished")
+    job = _job_state(record)
+    lock = _lock_holder_alive(cell.run_dir)
+    where = f"job {record['job_id']}" if record else ""
+    if lock or job == "running" or (lock is None and job is None):  # None: a lock of another host
+        return CellState(cell, "running", where)
+    if job == "queued":
+        return CellState(cell, "queued", where)
+    log = cell_log(out, cell)
+    if record or log.is_file() or cell.run_dir.is_dir():
+        line = _last_line(log)
+        if not line and record and record.get("folder"):
+            from submitit.core.utils import JobPaths
+
+            line = _last_line(JobPaths(record["folder"], str(record["job_id"]), 0).stdout)
+        return CellState(cell, "failed", line or "no log line")
+    return CellState(cell, "missing")
+
+
+def states(cells: list[Cell], out: Path) -> list[CellState]:
+    records = read_records(out)
+    return [cell_state(c, out, records.get(c.label)) for c in cells]
+
+
+def print_status(cells: list[Cell], out: Path) -> int:
+    """``--status``: every cell's state, then the counts. Returns 0."""
+    rows = states(cells, out)
+    width = max(len(r.cell.label) for r in rows)
+    for r in rows:
+        print(f"{r.cell.label:<{width}}  {r.state:<8}  {r.detail}".rstrip())
+    counts = {s: sum(r.state == s for r in rows) for s in STATES}
+    print(", ".join(f"{s} {n}" for s, n in counts.items()) + f" (of {len(rows)}) in {out}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------ submitting
+def submit_cells(spec: CompareSpec, cells: list[Cell], out: Path, launcher: str,
+                 wait: bool = False, poll_s: float = 2.0) -> list[tuple[Cell, Path]] | None:
+    """Submit every cell that failed or is missing as a job (running, queued and finished ones are left
+    alone) and record it; with ``wait``, wait until no cell is queued or running.
+
+    Returns:
+        With ``wait``: the cells that failed, with their logs; without it None (the jobs run on).
+    """
+    require_submitit(launcher)
+    import socket
+    from datetime import datetime, timezone
+
+    settings = {t: launcher_for(spec, t) for t in spec.tasks}
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    records = read_records(out)
+    todo = [s.cell for s in states(cells, out) if s.state in ("failed", "missing")]
+    for cell in todo:
+        ls = settings[cell.task.name]
+        job = CellJob(cell.label, cell.command(extra=train_overrides(ls)), str(cell.run_dir),
+                      str(cell_log(out, cell)), ls.cpus_per_task)
+        submitted = _executor(launcher, ls, cell, out).submit(job)
+        records[cell.label] = {
+            "launcher": launcher, "job_id": str(submitted.job_id), "host": socket.gethostname(),
+            "folder": str((out / SUBMITIT_FOLDER).resolve() / "%j"),
+            "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        _write_records(out, records)
+        print(f"hardmix: {cell.label}: job {submitted.job_id} ({launcher})", file=sys.stderr)
+    print(f"hardmix: {len(todo)} job(s) submitted; follow them with: hardmix compare "
+          f"{shlex.quote(str(spec.source or 'SPEC'))} --output {shlex.quote(str(out))} --status",
+          file=sys.stderr)
+    if not wait:
+        return None
+    while True:
+        now = states(cells, out)
+        if not any(s.state in ("running", "queued") for s in now):
+            break
+        time.sleep(poll_s)
+    return [(s.cell, cell_log(out, s.cell)) for s in now if s.state == "failed"]
+
+
+__all__ = [
+    "LAUNCHERS", "CellJob", "CellState", "LauncherSpec", "cell_state", "launcher_for", "parse_time",
+    "print_status", "read_records", "require_submitit", "sbatch_script", "slurm_parameters", "submit_cells",
+]
