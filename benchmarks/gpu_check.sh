@@ -67,10 +67,9 @@
 #   channels-last           vision trainer train.channels_last (model and views) [5]; the steps [4];
 #                           SplitBatchNorm on channels-last input [4, 5]. The linear probe's augmented
 #                           features (vision/augmented_features.py: channels-last + autocast): NOT exercised.
-#   CUDA top-k              hardmix.utils.row_topk (topk off the CPU), mixing's pair selection [1, 2, 4, 5].
-#   CUDA loss paths         one strip of the fused in-batch loss, plain Gram products, torch instead of
-#                           faiss/NumPy for MoCHi's pair norms, CUDA generators [1, 2, 3]; the gathered-
-#                           logits path on CUDA (as one rank of 8) [3].
+#   CUDA top-k              MoCHi's selection (topk) and pair draws on the device [1, 2, 4, 5].
+#   CUDA loss paths         the loss's two paths, MoCHi's pair inner products in blocks of rows, CUDA
+#                           generators [1, 2, 3]; the gathered in-batch loss on CUDA (as one rank of 8) [3].
 #   tensor pipeline on GPU  TensorBatches/TensorAugment with the uint8 cache on the device [4, 5].
 #   k-NN features on CUDA   frozen_forward (channels-last + bf16 autocast in eval) of the final and the
 #                           untrained k-NN [5].

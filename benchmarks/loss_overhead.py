@@ -6,10 +6,9 @@ Shapes are the papers':
   over GPUs). ``none`` single-direction and symmetric; ``mixcse`` single-direction and bidirectional;
   the estimators ``hcl`` (beta 1.0, tau_plus 0.1) and ``dcl`` (tau_plus 0.1), single-direction;
   ``false_negative_filter`` (top-k 10, single-direction); ``mixcse_adaptive`` bidirectional (lam_max = 0.2,
-  margin = 0.1) and ``mixcse`` bidirectional with a lambda schedule (it takes the composed path: the fused
-  kernel declines a schedule).
+  margin = 0.1) and ``mixcse`` bidirectional with a ramp of lambda.
 - vision (MoCo-v2 / MoCHi, queue): B = 256, D = 128, K = 16384 and 65536. ``none``; ``mochi`` with
-  N = 1024, s = 1024, s' = 256; ``synco`` (SynCo's four extra kinds, its official code's counts: N = 1024,
+  N = 1024, s = 1024, s' = 128; ``synco`` (SynCo's four extra kinds, its official code's counts: N = 1024,
   256 extrapolated and 64 each of noise, perturbed, adversarial); ``mixcse`` and ``mixcse_adaptive``
   against the queue (for information); ``hard_copies`` with MoCHi's arguments; ``false_negative_filter``
   (top-k 10); ``hcl`` and ``dcl``.
@@ -38,10 +37,6 @@ Usage:
     python benchmarks/loss_overhead.py                      # CPU, all cases, JSON to benchmarks/results/
     python benchmarks/loss_overhead.py --device cuda
     python benchmarks/loss_overhead.py --only text-1024 --reps 5 --no-memory
-    python benchmarks/loss_overhead.py --only vision --no-faiss   # MoCHi's pair norms in torch
-
-MoCHi's pair norms use faiss on CPU when it is installed (``hardmix[faiss]``, in ``[dev]``); the JSON's
-``machine.faiss`` records its version (null: the torch path).
 """
 
 from __future__ import annotations
@@ -63,7 +58,6 @@ from typing import Any
 import torch
 
 from hardmix.losses import ContrastiveLoss
-from hardmix.utils.faiss_backend import faiss_module
 from hardmix.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "loss_overhead.json"
@@ -140,12 +134,12 @@ def loss_module(case: Case) -> ContrastiveLoss:
     if case.method == "mixcse-adaptive-bi":
         return ContrastiveLoss(0.05, {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.2})
     if case.method == "mixcse-sched-bi":
-        schedule = {"lam_end": 0.1, "schedule_steps": 1000}
-        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "bidirectional": True, **schedule})
+        ramp = {"start": 0.2, "end": 0.1, "steps": 1000}
+        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": ramp, "bidirectional": True})
     if case.method == "none":
         return ContrastiveLoss(0.2)
     if case.method == "mochi":
-        return ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 1024, "n_pair": 1024, "n_query": 256})
+        return ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 1024, "n_pair": 1024, "n_query": 128})
     if case.method == "synco":  # the official code's counts: N = 1024, 256 + 64 + 64 + 64 points
         return ContrastiveLoss(0.2, {"name": "synco"})
     if case.method == "mixcse":
@@ -161,7 +155,7 @@ def loss_module(case: Case) -> ContrastiveLoss:
     if case.method == "fnf":
         return ContrastiveLoss(0.2, {"name": "false_negative_filter", "top_k": 10})
     if case.method == "hard-copies":
-        return ContrastiveLoss(0.2, {"name": "hard_copies", "n_hard": 1024, "n_pair": 1024, "n_query": 256})
+        return ContrastiveLoss(0.2, {"name": "hard_copies", "n_hard": 1024, "n_pair": 1024, "n_query": 128})
     if case.method == "mixcse-adaptive":
         return ContrastiveLoss(0.2, {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.2})
     raise ValueError(f"unknown method {case.method}")
@@ -327,8 +321,6 @@ def machine_info(device: torch.device) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
-        # MoCHi's pair norms use faiss on CPU when it is installed (hardmix.utils.faiss_backend).
-        "faiss": getattr(faiss_module(), "__version__", None),
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
@@ -366,17 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma list of substrings selecting cases by name")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory probes")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
-    parser.add_argument(
-        "--no-faiss", action="store_true", help="ignore an installed faiss (sets HARDMIX_NO_FAISS=1)"
-    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument(
         "--markdown", type=Path, default=None, help="print a results JSON as a Markdown table"
     )
     parser.add_argument("--_probe", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.no_faiss:
-        os.environ["HARDMIX_NO_FAISS"] = "1"  # before the first faiss_module() call; probes inherit it
     if args.markdown:
         print(markdown_table(json.loads(args.markdown.read_text())))
         return 0

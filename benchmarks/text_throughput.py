@@ -174,6 +174,7 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default=str(RESULTS / "text_throughput.json"))
+    p.add_argument("--no-memory", action="store_true", help="time only (no memory probe per variant)")
     p.add_argument("--memory-only", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.threads:
@@ -185,7 +186,7 @@ def main() -> int:
 
     times = measure_times(args, device)
     memory = {}
-    for name in args.variants:
+    for name in [] if args.no_memory else args.variants:
         if device.type == "cuda":
             memory[name] = measure_memory(name, args, device)
         else:  # the process-wide peak RSS only grows: one process per variant
@@ -206,7 +207,7 @@ def main() -> int:
             "median_step_s": med,
             "sentences_per_s": args.batch_size / med,
             "vs_floor": med / floor if floor else None,
-            "peak_step_memory_mib": memory[name],
+            "peak_step_memory_mib": memory.get(name),
             "step_times_s": times[name],
         })
     machine = {

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -98,8 +99,9 @@ class MoCoStep:
             cfg.model.bn_splits,
             torch.Generator().manual_seed(0),
         )
-        spec = cfg.strategy_specs(steps_per_epoch) if strategies is None else strategies
-        self.loss = ContrastiveLoss(cfg.loss.temperature, spec)
+        strategies = cfg.loss.strategies if strategies is None else strategies
+        self.loss = ContrastiveLoss(cfg.loss.temperature, strategies)
+        self.loss.resolve_epochs(steps_per_epoch)
         self.opt = torch.optim.SGD(
             self.model.encoder_q.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4
         )
@@ -137,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--pil-workers", type=int, default=2)
     p.add_argument("--no-pil", action="store_true")
+    p.add_argument("--only", nargs="+", default=None, help="time only the variants whose names contain these")
     p.add_argument("--json", default=str(ROOT / "benchmarks/results/vision_throughput.json"))
     args = p.parse_args(argv)
     if args.threads:
@@ -157,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     tensor_batches = TensorBatches(cache.images, aug, b, 0)
     v1, v2, _ = tensor_batches.batch(0)
     total = args.warmup + args.steps
-    mochi_specs = mochi_cfg.strategy_specs(spe)
-    for s in mochi_specs:
-        s["warmup_steps"] = 0  # measure mixing from the first step
+    mochi_specs = [getattr(s, "final", s) for s in mochi_cfg.loss.strategies]  # mixing from the first step
     variants = {
         "floor (backbone fwd+bwd, 2 views)": Floor(cfg, torch.cat([v1, v2])),
         "MoCo networks only (no aug/queue/loss)": NetworkOnly(cfg, torch.cat([v1, v2])),
@@ -172,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         paths = [images.paths[i] for i in idx.tolist()]
         pil = PilBatches(paths, pil_transform(cfg.augment), b, 0, workers=args.pil_workers)
         variants["none (MoCo-v2), PIL path"] = MoCoStep(cfg, "none", pil, spe, total)
+    if args.only:
+        variants = {k: v for k, v in variants.items() if any(w in k for w in args.only)}
     times: dict[str, list[float]] = {k: [] for k in variants}
     for step in range(total):
         for name, v in variants.items():
@@ -216,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         "model": f"{cfg.model.backbone} width {cfg.model.width} small_stem={cfg.model.small_stem}",
         "crop": cfg.augment.crop_size,
         "queue_size": cfg.loss.queue_size,
-        "mochi": mochi_specs,
+        "mochi": [m.config() for m in mochi_specs],
+        "times_s": times,
+        "load_average": os.getloadavg(),
         "steps": args.steps,
         "warmup": args.warmup,
         "rows": rows,

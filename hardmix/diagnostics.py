@@ -2,7 +2,7 @@
 
 - :func:`alignment` and :func:`uniformity` (Wang and Isola, ICML 2020, Eq. 4 and 5);
 - :func:`similarity_stats`: mean similarity of anchor to positive and to random negatives (MixCSE Fig. 3);
-  the mean similarity to synthetic negatives comes from each strategy's ``diagnostics()``;
+  the mean similarity to synthetic negatives comes from each strategy's statistics (``LossOutput.stats()``);
 - :func:`anchor_gradient_norm`: the norm of the loss gradient with respect to the anchors (the
   vanishing-gradient argument of MixCSE, Sec. 4.1);
 - :func:`fraction_harder_than_positive`: synthetic negatives nearer to the anchor than its positive

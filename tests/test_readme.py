@@ -114,13 +114,13 @@ def test_readme_states_the_quickstart_comparison_as_configured() -> None:
     assert _number(_stated(r"It trains (\d+) short runs")[1]) == cells
     seeds = _stated(r"seeds (\d+) and (\d+) \(bert-mini")
     assert [int(seeds[1]), int(seeds[2])] == spec["seeds"]
-    m = _stated(r"bert-mini for (\d+) steps of batch (\d+) with STS-B dev every (\d+) steps")
+    m = _stated(r"bert-mini for (\d+) steps of batch (\d+), selected on STS-B dev every (\d+) steps")
     base = _config(text["config"], text["set"])
     assert (int(m[1]), int(m[2]), int(m[3])) == (
         base["train"]["max_steps"], base["train"]["batch_size"], base["eval"]["eval_steps"])
-    m = _stated(r"width-16 CIFAR ResNet-18 on one pass over ([\d,]+) images")
+    m = _stated(r"width-16 CIFAR ResNet-18 on one pass over ([\d,]+) images, selected on ([\d,]+) validation")
     base = _config(vision["config"], vision["set"])
-    assert _number(m[1]) == base["data"]["max_samples"]
+    assert (_number(m[1]), _number(m[2])) == (base["data"]["max_samples"], base["data"]["val_samples"])
     assert (base["train"]["epochs"], base["model"]["width"]) == (1, 16)
 
 
@@ -134,7 +134,10 @@ def test_readme_states_the_training_configs_as_configured() -> None:
         text["loss"]["temperature"], mixcse["lam"], text["train"]["max_steps"], text["eval"]["eval_steps"])
 
     vision = _config("configs/vision/cpu_mocov2_cifar10.yaml")
-    images = _number(_stated(r"It decodes ([\d,]+) CIFAR-10 training images")[1])
+    m = _stated(r"It holds ([\d,]+) class-balanced CIFAR-10 training images out as a validation split .* "
+                r"decodes ([\d,]+) of the other")
+    assert _number(m[1]) == vision["data"]["val_samples"]
+    images = _number(m[2])
     m = _stated(r"one pass over them \((\d+) steps of batch (\d+), K (\d+), m ([\d.]+), tau ([\d.]+)\)")
     assert images == vision["data"]["max_samples"] and vision["train"]["epochs"] == 1
     batch = vision["train"]["batch_size"]

@@ -10,7 +10,7 @@ loaded, before any work starts; errors are :class:`hardmix.config.ConfigError` n
 Example:
     >>> cfg = build_text_config({"loss": {"strategies": [{"name": "mixcse", "lam": 0.2}]}})
     >>> cfg.loss.strategies, cfg.train.batch_size
-    ([{'name': 'mixcse', 'lam': 0.2}], 64)
+    ([MixCSE(lam=0.2, stop_grad=True, bidirectional=None, mode='clean')], 64)
     >>> build_text_config({"loss": {"strategies": [{"name": "mixcse", "lam": 1.5}]}})
     Traceback (most recent call last):
     ...
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hardmix.errors import ConfigError
-from hardmix.strategies.specs import build_strategy_specs, check_negatives_available, excluded_by_others
+from hardmix.strategies.specs import check_negatives_available, excluded_by_others
 from hardmix.text.pooling import POOLINGS
 from hardmix.training.config import EvalSection as BaseEvalSection
 from hardmix.training.config import LossSection as BaseLossSection
@@ -104,7 +104,7 @@ class TrainSection(BaseTrainSection):
 
     batch_size: int = field(default=64, metadata={"min": 2})
     lr: float = field(default=3e-5, metadata={"gt": 0.0})
-    seed: int = field(default=42, metadata={"min": 0})
+    seed: int = field(default=42, metadata={"min": 0, "max": 2**32 - 1})
     warmup_steps: int = field(default=0, metadata={"min": 0})
     warmup_ratio: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     weight_decay: float = field(default=0.0, metadata={"min": 0.0})
@@ -162,15 +162,15 @@ class TextTrainConfig(TaskConfig):
         if self.loss.queue_size > 0 and loss_fn.symmetric:
             raise ConfigError("loss.queue_size: a queue of negatives needs a one-direction loss; set "
                               "loss.symmetric: false (and bidirectional: false for mixcse)")
-        strategies = build_strategy_specs(self.loss.strategies)
+        strategies = self.loss.strategies
         for i, s in enumerate(strategies):
-            if s.name == "mixcse" and s.mode == "reference" and self.loss.queue_size > 0:
-                raise ConfigError(f"loss.strategies[{i}].mode: the reference mode has no queue "
+            if self.loss.queue_size > 0 and s.in_batch_only:
+                raise ConfigError(f"loss.strategies[{i}].{s.in_batch_only}: this setting has no queue "
                                   "(set loss.queue_size: 0)")
             # The needed negatives exist when the strategy starts: the batch's B - 1, plus what the queue
-            # holds by then (MoCHi's warm-up).
+            # holds by then (a warm-up in steps).
             in_batch = self.train.batch_size - 1
-            queued = min(self.loss.queue_size, getattr(s, "warmup_steps", 0) * self.train.batch_size)
+            queued = min(self.loss.queue_size, (getattr(s, "warmup_steps", 0) or 0) * self.train.batch_size)
             where = f"the {in_batch} in-batch negatives of train.batch_size={self.train.batch_size}"
             if self.loss.queue_size:
                 where += f" plus the {queued} queued by step warmup_steps"
@@ -179,13 +179,12 @@ class TextTrainConfig(TaskConfig):
 
 
 def build_loss(loss: LossSection) -> Any:
-    """The core's :class:`~hardmix.losses.contrastive.ContrastiveLoss` of the loss section; the strategies
-    are validated by the core (:func:`hardmix.strategies.specs.build_strategy_specs`)."""
+    """The core's :class:`~hardmix.losses.contrastive.ContrastiveLoss` of the loss section, with the
+    strategies built when the section was validated."""
     from hardmix.losses.contrastive import ContrastiveLoss
 
-    built = [s for s in build_strategy_specs(loss.strategies) if s.name != "none"]
     try:
-        return ContrastiveLoss(loss.temperature, built or None, symmetric=loss.symmetric, impl=loss.impl)
+        return ContrastiveLoss(loss.temperature, loss.strategies, symmetric=loss.symmetric)
     except ValueError as e:
         raise ConfigError(f"loss.symmetric: {str(e).removeprefix('symmetric: ')}") from None
 

@@ -44,7 +44,7 @@ from hardmix.text.model import (
     load_backbone,
     quiet_transformers,
 )
-from hardmix.text.model_source import resolve_model
+from hardmix.text.model_source import model_positions, resolve_model
 from hardmix.training import StepResult, Task
 
 
@@ -121,6 +121,11 @@ class TextTask(Task):
     def check(self) -> None:
         cfg = self.cfg
         self.model_source, self.local_only = resolve_model(cfg.model.name_or_path)
+        positions = model_positions(self.model_source, self.local_only)
+        if positions is not None and cfg.data.max_length > positions:
+            raise ConfigError(f"data.max_length: {cfg.data.max_length} is beyond the {positions} token "
+                              f"positions of the model {cfg.model.name_or_path} (max_position_embeddings); "
+                              "lower it")
         try:
             self.corpus_path = resolve_data_path(cfg.data.train_file, must_exist=True)
         except FileNotFoundError as e:
@@ -152,6 +157,11 @@ class TextTask(Task):
 
     def model(self) -> nn.Module:
         return self.net
+
+    def data_fingerprint(self) -> dict[str, Any]:
+        from hardmix.training.fingerprint import file_digest
+
+        return {"corpus sentences": len(self.corpus), "corpus sha256": file_digest(self.corpus_path)}
 
     def steps_for(self, epochs: int) -> int:
         schedule = self.order.schedule(epochs)
@@ -226,7 +236,7 @@ class TextTask(Task):
         with quiet_transformers():
             export_model(self.net, run_dir / "best", {
                 "step": step, "stsb_dev": score, "model": self.cfg.model.name_or_path,
-                "strategies": self.cfg.loss.strategies,
+                "strategies": [s.config() for s in self.cfg.loss.strategies],
             })
 
     def on_new_best(self, run_dir: Path, step: int, scores: dict[str, float]) -> None:

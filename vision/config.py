@@ -9,8 +9,8 @@ Example:
     >>> from hardmix.training.config import build_task_config
     >>> cfg = build_task_config(VisionConfig, {"loss": {"strategies": "mochi"}},
     ...                         overrides=["train.epochs=2", "loss.queue_size=4096"])
-    >>> cfg.train.epochs, cfg.strategy_specs(steps_per_epoch=10)[0]["warmup_steps"]
-    (2, 0)
+    >>> cfg.train.epochs, cfg.loss.strategies[0].n_hard
+    (2, 1024)
 """
 
 from __future__ import annotations
@@ -20,13 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hardmix.errors import ConfigError
-from hardmix.strategies.base import strategy_class
-from hardmix.strategies.specs import (
-    build_strategy_specs,
-    check_negatives_available,
-    excluded_by_others,
-    normalize_strategy_specs,
-)
+from hardmix.strategies.specs import check_negatives_available, excluded_by_others
 from hardmix.training.config import EvalSection, LossSection, TaskConfig, TrainSection
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -178,10 +172,8 @@ class LossConfig(LossSection):
         symmetric: also contrast the second view's query with the first view's key and average
             (solo-learn's MoCo V2+); both views' keys enter the queue.
         strategies: a strategy name, a mapping ``{name: ..., **params}`` or a list of them (``none``,
-            ``mochi``, ``mixcse``, ``synco``, ...; see ``hardmix strategies``). A strategy with a
-            ``warmup_steps`` parameter (``mochi``, ``synco``, ``hard_copies``) also takes ``warmup_epochs``,
-            and ``mochi`` takes ``ramp_epochs`` (its schedule's ``ramp_steps``), both converted to steps
-            (``round(epochs * steps_per_epoch)``), besides their own parameters.
+            ``mochi``, ``mixcse``, ``synco``, ...; see ``hardmix strategies``), with a warm-up or ramps
+            in steps or epochs (:mod:`hardmix.strategies.schedule`).
         mask_same_sample: give the loss the sample ids, so a queue entry of the query's own image (a
             queue larger than the dataset keeps earlier keys of it) is never a negative.
     """
@@ -194,55 +186,10 @@ class LossConfig(LossSection):
 
     def validate(self) -> None:
         super().validate()
-        # The warm-up and ramp in epochs are this task's own keys; the rest is the core's to validate.
-        build_strategy_specs([_without_epochs(i, spec) for i, spec in enumerate(self.strategies)])
-
-
-def strategy_list(strategies: Any) -> list[dict[str, Any]]:
-    """Normalize ``loss.strategies`` into a list of mappings ``{"name": ..., **params}``."""
-    return normalize_strategy_specs(strategies)
-
-
-
-
-def _without_epochs(i: int, spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` without ``warmup_epochs`` and ``ramp_epochs``, which are checked here (the key named);
-    a ramp given in epochs stands as ``ramp_steps: 1`` for the core's check of the other arguments."""
-    key = f"loss.strategies[{i}]"
-    params = dict(spec)
-    epochs = params.pop("warmup_epochs", None)
-    if epochs is not None:
-        if not _has_param(params.get("name"), "warmup_steps"):
-            raise ConfigError(f"{key}.warmup_epochs: only a strategy with warmup_steps "
-                              "(mochi, synco, hard_copies) has a warm-up")
-        if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs < 0:
-            raise ConfigError(f"{key}.warmup_epochs: must be a non-negative number, got {epochs!r}")
-        if "warmup_steps" in params:
-            raise ConfigError(f"{key}: give warmup_epochs or warmup_steps, not both")
-    ramp = params.pop("ramp_epochs", None)
-    if ramp is not None:
-        if not _has_param(params.get("name"), "ramp_steps"):
-            raise ConfigError(
-                f"{key}.ramp_epochs: only a strategy with ramp_steps (mochi, hard_copies) has a ramp"
-            )
-        if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not ramp > 0:
-            raise ConfigError(f"{key}.ramp_epochs: must be a positive number, got {ramp!r}")
-        if "ramp_steps" in params:
-            raise ConfigError(f"{key}: give ramp_epochs or ramp_steps, not both")
-        if params.get("schedule", "constant") == "constant":
-            raise ConfigError(f"{key}.ramp_epochs: a ramp needs schedule 'linear' or 'cosine'")
-        params["ramp_steps"] = 1
-    return params
-
-
-def _has_param(name: Any, param: str) -> bool:
-    """Whether the strategy ``name`` has the parameter ``param`` (True for an unknown name, which the core's
-    validation reports)."""
-    try:
-        cls = strategy_class(name)
-    except (TypeError, ValueError):
-        return True
-    return any(p.name == param for p in cls.params)
+        for i, strategy in enumerate(self.strategies):
+            if strategy.in_batch_only:
+                raise ConfigError(f"loss.strategies[{i}].{strategy.in_batch_only}: this setting needs "
+                                  "in-batch negatives; the vision trainer contrasts against a queue")
 
 
 @dataclass
@@ -329,7 +276,7 @@ class VisionConfig(TaskConfig):
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def validate(self) -> None:
-        strategies = self.strategies(steps_per_epoch=1)
+        strategies = self.loss.strategies
         k = self.loss.queue_size
         for i, strategy in enumerate(strategies):
             check_negatives_available(strategy, k, f"loss.queue_size={k}", f"loss.strategies[{i}]",
@@ -345,30 +292,12 @@ class VisionConfig(TaskConfig):
                 f"model.momentum={self.model.momentum}"
             )
 
-    def strategies(self, steps_per_epoch: int) -> list[Any]:
-        """The built strategies (``none`` included), MoCHi's warm-up in steps."""
-        return build_strategy_specs(self.strategy_specs(steps_per_epoch))
-
-    def strategy_specs(self, steps_per_epoch: int) -> list[dict[str, Any]]:
-        """The strategies for the core, ``warmup_epochs`` turned into ``warmup_steps`` and ``ramp_epochs``
-        into ``ramp_steps`` (at least 1), each ``round(epochs * steps_per_epoch)``."""
-        out = []
-        for spec in strategy_list(self.loss.strategies):
-            spec = dict(spec)
-            epochs = spec.pop("warmup_epochs", None)
-            if epochs is not None:
-                spec["warmup_steps"] = int(round(epochs * steps_per_epoch))
-            elif spec["name"] == "mochi":
-                spec.setdefault("warmup_steps", 0)
-            ramp = spec.pop("ramp_epochs", None)
-            if ramp is not None:
-                spec["ramp_steps"] = max(1, int(round(ramp * steps_per_epoch)))
-            out.append(spec)
-        return out
-
 
 def to_plain(obj: Any) -> Any:
-    """A YAML- and JSON-safe copy of a config (dataclasses to dicts, tuples to lists)."""
+    """A YAML- and JSON-safe copy of a config (dataclasses to dicts, tuples to lists, strategies to their
+    specs)."""
+    if callable(getattr(obj, "config", None)) and hasattr(obj, "name"):
+        return to_plain(obj.config())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):

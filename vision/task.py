@@ -30,7 +30,7 @@ from hardmix.strategies.specs import check_negatives_available, excluded_by_othe
 from hardmix.training import StepResult, Task
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import TEST_SCORES, VisionConfig
-from hardmix.vision.data import dataset_root, derive_seed, step_generator
+from hardmix.vision.data import EVAL_SPLITS, dataset_root, derive_seed, split_folder, step_generator
 from hardmix.vision.evaluation import RunEvaluation
 from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
 from hardmix.vision.pipeline import build_train_data
@@ -42,7 +42,7 @@ def _check_negatives(cfg: VisionConfig, n: int) -> None:
     views = 2 if cfg.loss.symmetric else 1
     own = views * (math.ceil(k / (views * n)) + 1) if cfg.loss.mask_same_sample else 0
     available = k - min(own, k)
-    strategies = cfg.strategies(steps_per_epoch=1)
+    strategies = cfg.loss.strategies
     where = (f"the {available} negatives left when a queue of {k} over {n} images excludes each query's "
              f"own keys (up to {own})")
     for i, s in enumerate(strategies):
@@ -71,14 +71,16 @@ class VisionTask(Task):
                     "data.val_samples: the evaluation (eval.at_end, eval.eval_steps) selects on a validation "
                     "split carved from the training images; set its size (e.g. 1000), or eval.at_end: false "
                     "and eval.eval_steps: 0 to train without evaluation")
-            dataset_root(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
+            root = dataset_root(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
+            for splits in (["train"], list(EVAL_SPLITS)):  # the k-NN's bank and test images, before any step
+                split_folder(root, splits, key="eval.dataset")
 
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
         self.data = build_train_data(cfg, rt.device, rt.rank, rt.world)
         _check_negatives(cfg, self.data.num_samples)
         self.spe = self.data.batches.steps_per_epoch
-        self.loss_fn = ContrastiveLoss(cfg.loss.temperature, cfg.strategy_specs(self.spe), impl=cfg.loss.impl)
+        self.loss_fn = ContrastiveLoss(cfg.loss.temperature, cfg.loss.strategies)
         backbone, dim = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
         self.moco = MoCo(
             backbone, dim, cfg.model.proj_hidden, cfg.model.proj_dim, cfg.loss.queue_size,
@@ -96,6 +98,14 @@ class VisionTask(Task):
 
     def model(self) -> nn.Module:
         return self.moco
+
+    def data_fingerprint(self) -> dict[str, Any]:
+        from hardmix.training.fingerprint import listing_digest
+        from hardmix.vision.pipeline import train_image_list
+
+        images, idx = train_image_list(self.cfg)
+        return {"images": len(images.paths), "training images": int(idx.numel()),
+                "image list sha256": listing_digest(images.paths, images.folder)}
 
     def steps_for(self, epochs: int) -> int:
         return self.spe * epochs

@@ -1,18 +1,14 @@
-"""Strategies, registered by name: ``none``, ``mixcse``, ``mixcse_adaptive``, ``mochi``, ``synco``,
-``hcl``, ``dcl``, ``false_negative_filter``, ``hard_copies``.
+"""Strategies, registered by name (``hardmix strategies`` lists them; a package adds its own through the
+entry-point group ``hardmix.strategies``).
 
 Example:
     >>> from hardmix.strategies import available_strategies
-    >>> names = available_strategies()
-    >>> names[:5]
-    ['dcl', 'false_negative_filter', 'hard_copies', 'hcl', 'mixcse']
-    >>> names[5:]
-    ['mixcse_adaptive', 'mochi', 'none', 'synco']
+    >>> {"none", "mixcse", "mochi"} <= set(available_strategies())
+    True
 """
 
 from hardmix.strategies.base import (
     ContrastContext,
-    ParamInfo,
     Strategy,
     UnnormalizedViews,
     available_strategies,
@@ -30,6 +26,7 @@ from hardmix.strategies.mixcse import MixCSE
 from hardmix.strategies.mixcse_adaptive import MixCSEAdaptive
 from hardmix.strategies.mochi import MoCHi
 from hardmix.strategies.none import NoMixing
+from hardmix.strategies.schedule import Scheduled, scheduled
 from hardmix.strategies.synco import SynCo
 
 __all__ = [
@@ -42,14 +39,15 @@ __all__ = [
     "MixCSEAdaptive",
     "MoCHi",
     "NoMixing",
-    "ParamInfo",
+    "Scheduled",
     "Strategy",
+    "SynCo",
+    "UnnormalizedViews",
     "available_strategies",
     "build_strategies",
     "build_strategy",
     "describe_strategies",
     "register_strategy",
+    "scheduled",
     "strategy_class",
-    "SynCo",
-    "UnnormalizedViews",
 ]

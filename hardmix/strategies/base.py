@@ -1,49 +1,58 @@
-"""What a strategy is: a function of one contrastive direction that changes the InfoNCE denominator.
+"""What a strategy is: a frozen dataclass of its arguments whose methods change one direction's InfoNCE
+denominator, each returning its result and its statistics.
 
 A strategy never sees an encoder. It receives a :class:`ContrastContext` (unit-norm anchors, their
 positives, the candidate set with the logits already computed, and which candidates are valid negatives)
-and acts on the denominator in up to four ways, which the loss composes in this order:
+and acts on the denominator in up to four ways, which the loss composes in this order
+(:mod:`hardmix.losses.composition`):
 
-1. **exclude** (:meth:`Strategy.excluded_negatives`): (B, N) bool, existing negatives to drop (suspected
-   false negatives); they leave the denominator and the pool every later step draws from;
-2. **reweight** (:meth:`Strategy.negative_log_weights`): (B, N) log-weights added to the existing
-   negatives' logits;
-3. **extra columns** (:meth:`Strategy.extra_logits`): synthetic negative logits (B, M), already divided by
+1. **exclude** (:meth:`Strategy.exclude`): (B, N) bool, existing negatives to drop (suspected false
+   negatives); they leave the denominator and the pool every later step draws from;
+2. **reweight** (:meth:`Strategy.reweight`): (B, N) log-weights added to the existing negatives' logits;
+3. **extra logits** (:meth:`Strategy.extra_logits`): synthetic negative logits (B, M), already divided by
    the temperature, ``-inf`` where an entry is excluded (MixCSE, MoCHi);
-4. **estimator** (:meth:`Strategy.negative_term`): the per-anchor loss from the positive and all the
-   negative logits, replacing InfoNCE's log-sum-exp (the debiased family: DCL, HCL).
+4. **estimator** (:meth:`Strategy.estimator`): the per-anchor loss from the positive and all the negative
+   logits, replacing InfoNCE's log-sum-exp (the debiased family: DCL, HCL).
 
-:meth:`Strategy.extra_logits` is the strategy's definition: a plain implementation that builds the
-objects its paper names and returns their logits. ``ContrastiveLoss(impl="plain")`` uses it, end to end.
-A strategy may add a fast path, :meth:`Strategy.fast_logits` (and :meth:`Strategy.fused_in_batch`), built
-from :mod:`hardmix.kernels`; the default ``impl="fast"`` uses it, and the tests check it against the plain
-path, value and gradient.
+Each method returns ``None`` (it does not act on this call) or ``(result, stats)``: ``stats`` maps names to
+detached scalars (0-dim tensors or floats) describing this call. Nothing is kept between calls.
+
+Adding a strategy is one file in this package (or any module a package names under the entry-point group
+``hardmix.strategies``): a frozen dataclass decorated with :func:`register_strategy`, a class attribute
+``name``, its arguments as fields (``field(metadata={"help": ...})`` for ``hardmix strategies``), validated
+in ``__post_init__`` with :class:`~hardmix.errors.StrategyArgumentError`, and one of the four methods.
+
+Example:
+    >>> build_strategy({"name": "mixcse", "lam": 0.3}).lam
+    0.3
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from importlib.metadata import entry_points
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
 
 from hardmix.errors import StrategyArgumentError
 
-if TYPE_CHECKING:
-    from hardmix.kernels.derived_logits import DerivedLogits
-    from hardmix.kernels.shortcuts import LogitShortcuts
-
 Mode = Literal["in_batch", "queue"]
+Stats = dict[str, Any]
 KINDS = ("exclude", "reweight", "extra", "estimator")  # the ways a strategy acts, in composition order
+_METHODS = {"exclude": "exclude", "reweight": "reweight", "extra": "extra_logits", "estimator": "estimator"}
+ENTRY_POINT_GROUP = "hardmix.strategies"
 
 
 @dataclass(frozen=True)
 class UnnormalizedViews:
-    """The encoder outputs before normalization, in-batch (for MixCSE's ``reference`` mode, which mixes
-    un-normalized features as the official code does).
+    """The encoder outputs before normalization, in-batch (MixCSE's ``reference`` mode mixes un-normalized
+    features, as the official code does).
 
     Attributes:
         anchors: (B, D) the anchors' view, local rows.
@@ -56,7 +65,7 @@ class UnnormalizedViews:
     candidates: Tensor
 
 
-@dataclass
+@dataclass(frozen=True)
 class ContrastContext:
     """One direction of a contrastive loss, as the strategies see it.
 
@@ -65,20 +74,19 @@ class ContrastContext:
         positives: (B, D) unit-norm positive of each anchor (in-batch: the other view, with gradient;
             queue: the momentum key, detached).
         candidates: (N, D) unit-norm columns of ``logits``. In-batch: the positives of the whole (possibly
-            gathered) batch, so column ``positive_index[i]`` is anchor i's positive. Queue: the queue keys.
-        logits: (B, N) ``anchors @ candidates.T / temperature``; in queue mode the excluded entries
-            (``~negative_mask``) are -inf (they are the loss's own queue block).
+            gathered) batch, column ``positive_index[i]`` being anchor i's positive. Queue: the queue keys
+            (detached).
+        logits: (B, N) ``anchors @ candidates.T / temperature``, -inf at the entries that are not valid
+            negatives in queue mode and at every excluded one.
         positive_logits: (B,) ``anchor . positive / temperature``.
         negative_mask: (B, N) bool, True where candidate j is a valid negative of anchor i.
-        temperature: the InfoNCE temperature tau.
+        temperature: tau.
         mode: ``"in_batch"`` or ``"queue"``.
-        step: the optimizer step (for warm-ups).
-        positive_index: (B,) column of each anchor's positive in ``candidates`` (in-batch only).
+        step: the optimizer step.
+        positive_index: (B,) column of each anchor's positive (in-batch only).
         direction: 0 for the first view as anchor, 1 for the second.
         generator: optional torch.Generator for the strategies' random draws.
-        unnormalized: the un-normalized views (in-batch only), see :class:`UnnormalizedViews`.
-        shortcuts: what the fast kernels read besides this (stop-gradient views of the logits, what the
-            mask is); None on the plain path. A plain implementation never needs it.
+        unnormalized: the un-normalized views (in-batch only).
     """
 
     anchors: Tensor
@@ -94,132 +102,156 @@ class ContrastContext:
     direction: int = 0
     generator: torch.Generator | None = None
     unnormalized: UnnormalizedViews | None = None
-    shortcuts: LogitShortcuts | None = None
+
+    def anchor_logits(self) -> Tensor:
+        """(B, N) ``anchors @ SG(candidates).T / tau``: the logits with their gradient to the anchors only
+        (the logits themselves when the candidates carry no gradient, as a queue; else one more product).
+        Invalid entries are arbitrary."""
+        if not self.candidates.requires_grad:
+            return self.logits
+        return self.anchors @ self.candidates.detach().T / self.temperature
+
+    def selection_similarities(self) -> Tensor:
+        """(B, N) values that rank each anchor's negatives, without gradient: the logits when they are
+        fp32 or fp64, else ``anchors . candidates`` recomputed in fp32 (bf16 ties would change a choice)."""
+        with torch.no_grad():
+            if self.logits.dtype in (torch.float32, torch.float64):
+                return self.logits.detach()
+            with torch.autocast(self.anchors.device.type, enabled=False):
+                return self.anchors.detach().float() @ self.candidates.detach().float().T
+
+    def fewest_negatives(self) -> int:
+        """The fewest valid negatives any anchor has."""
+        if self.negative_mask.numel() == 0:
+            return 0
+        return int(self.negative_mask.sum(dim=1).min())
 
 
 @dataclass(frozen=True)
-class ParamInfo:
-    """A strategy parameter as ``hardmix strategies`` lists it."""
-
-    name: str
-    default: Any
-    help: str
-
-
 class Strategy:
-    """Base class of the mixing strategies. Subclasses validate their arguments in ``__init__`` and raise
-    :class:`hardmix.errors.StrategyArgumentError` naming the argument.
+    """Base class of the strategies (see the module docstring); subclasses are frozen dataclasses.
 
     Class attributes:
         name: the registry name.
         paper: where the method and its defaults come from.
-        params: the documented parameters.
-        needs_anchor_logits: whether :meth:`fast_logits` reads ``ctx.shortcuts.anchor_logits`` (the loss
-            then computes the stop-gradient view of the logits, at no extra matrix product).
+        negatives_argument: the argument that sets :attr:`required_negatives`, for errors.
+        small: arguments that fit a batch of 8 or a queue of 16 (the generic tests run every strategy so).
     """
 
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
-    params: ClassVar[tuple[ParamInfo, ...]] = ()
-    needs_anchor_logits: ClassVar[bool] = False
+    negatives_argument: ClassVar[str | None] = None
+    small: ClassVar[dict[str, Any]] = {}  # arguments that fit a batch of 8 (tiny runs, the generic tests)
+
+    def exclude(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
+        """Existing negatives to drop, (B, N) bool (True: drop), only among ``ctx.negative_mask``."""
+        return None
+
+    def reweight(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
+        """(B, N) log-weights added to the logits of the existing negatives (0 leaves an entry as is)."""
+        return None
+
+    def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
+        """Extra negative logits (B, M), divided by tau, -inf where excluded."""
+        return None
+
+    def estimator(
+        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor
+    ) -> tuple[Tensor, Stats] | None:
+        """The (B,) per-anchor loss from the (B,) positive logits and the (B, C) negative logits (the
+        existing negatives, then every extra column; -inf where excluded). At most one per loss."""
+        return None
 
     @property
     def symmetric(self) -> bool | None:
         """Whether this strategy asks for a two-direction loss (None: no preference)."""
         return None
 
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
-        """The definition of an extra-column strategy: extra negative logits (B, M) for this direction
-        (divided by tau, -inf where excluded), or None. Written plainly, from the paper's equation;
-        ``impl="plain"`` runs it."""
+    @property
+    def required_negatives(self) -> int:
+        """Valid negatives each anchor must have while the strategy acts (MoCHi: ``n_hard``); trainers
+        check their batch and queue sizes against it before training."""
+        return 0
+
+    @property
+    def in_batch_only(self) -> str | None:
+        """The argument that makes this strategy need in-batch negatives (no queue), or None."""
         return None
 
-    def excluded_negatives(self, ctx: ContrastContext) -> Tensor | None:
-        """Existing negatives to drop, (B, N) bool (True: drop), or None. Only valid negatives
-        (``ctx.negative_mask``) may be dropped; the loss removes them from the denominator and from what
-        the extra-column strategies see (their ``negative_mask`` and ``logits``)."""
-        return None
-
-    def negative_log_weights(self, ctx: ContrastContext) -> Tensor | None:
-        """(B, N) log-weights added to the logits of the existing negatives in the denominator (0 leaves
-        an entry as it is; the gradient flows through them unless detached), or None."""
-        return None
-
-    def negative_term(
-        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor
-    ) -> Tensor | None:
-        """An estimator: the (B,) per-anchor loss from the (B,) positive logits and the (B, C) negative
-        logits (the existing negatives, then every extra column; -inf where excluded), or None for
-        InfoNCE's ``logsumexp([p | negatives]) - p``. At most one strategy of a loss defines it."""
-        return None
+    @property
+    def excludes_at_most(self) -> int:
+        """The most negatives per anchor :meth:`exclude` can drop, when known before training, else 0."""
+        return 0
 
     @classmethod
     def kinds(cls) -> tuple[str, ...]:
         """Which of :data:`KINDS` this strategy acts by: the methods it overrides."""
-        methods = {
-            "exclude": "excluded_negatives",
-            "reweight": "negative_log_weights",
-            "extra": "extra_logits",
-            "estimator": "negative_term",
-        }
-        return tuple(k for k in KINDS if getattr(cls, methods[k]) is not getattr(Strategy, methods[k]))
+        return tuple(k for k in KINDS if getattr(cls, _METHODS[k]) is not getattr(Strategy, _METHODS[k]))
 
-    def fast_logits(self, ctx: ContrastContext) -> Tensor | DerivedLogits | None:
-        """The same logits as :meth:`extra_logits`, faster; ``impl="fast"`` (the default) runs it.
-
-        The default is :meth:`extra_logits` itself. Columns that are a fixed linear function of
-        ``ctx.shortcuts.anchor_logits`` may be returned as a :class:`hardmix.kernels.DerivedLogits` of
-        it (MoCHi's :class:`~hardmix.kernels.GatheredLogits`, MixCSE's
-        :class:`~hardmix.kernels.ScaledLogits` against a queue); the loss then adds their gradient into
-        the logits' gradient in place.
-        """
-        return self.extra_logits(ctx)
-
-    def fused_in_batch(
-        self, h1: Tensor, h2: Tensor, temperature: float, symmetric: bool
-    ) -> tuple[Tensor, Tensor] | None:
-        """Optional fast path: the whole one-process in-batch loss, when this is the only strategy.
-
-        Args:
-            h1: (B, D) unit-norm anchors (first view); h2: (B, D) unit-norm positives (second view).
-            temperature: tau. symmetric: whether the loss averages the second direction in.
-
-        Returns:
-            ``(loss, positive_logits)`` (a scalar and the (B,) ``h1_i . h2_i / tau``, detached), equal to
-            the composed path's, or None (the default) to compose the loss from :meth:`fast_logits`.
-        """
-        return None
-
-    @property
-    def required_negatives(self) -> int:
-        """How many valid negatives each anchor must have once this strategy is active (MoCHi: its
-        ``n_hard``); a trainer checks its batch and queue sizes against it before training.
-        ``negatives_argument`` names the argument that sets it, for the error."""
-        return 0
-
-    negatives_argument: ClassVar[str | None] = None
-
-    @property
-    def excludes_at_most(self) -> int:
-        """The most negatives per anchor :meth:`excluded_negatives` can exclude, when it is known before
-        training (a top-k filter's k), else 0; a strategy that draws from the negatives left needs this
-        many more (:func:`hardmix.strategies.specs.check_negatives_available`)."""
-        return 0
-
-    def diagnostics(self) -> dict[str, float]:
-        """Scalars about the last call (e.g. mean similarity of synthetic negatives), for logging."""
-        return {}
+    @classmethod
+    def params(cls) -> list[dataclasses.Field]:
+        """The strategy's arguments (dataclass fields; ``field.metadata["help"]`` describes each)."""
+        return list(dataclasses.fields(cls))
 
     def config(self) -> dict[str, Any]:
         """The arguments this strategy was built with (its registry name under ``name``)."""
-        return {"name": self.name, **{p.name: getattr(self, p.name) for p in self.params}}
+        return {"name": self.name, **{f.name: getattr(self, f.name) for f in self.params()}}
 
-    def __repr__(self) -> str:
-        args = ", ".join(f"{p.name}={getattr(self, p.name)!r}" for p in self.params)
-        return f"{type(self).__name__}({args})"
+    def at(self, step: int) -> Strategy | None:
+        """The strategy of optimizer step ``step``: itself (a schedule varies it,
+        :class:`hardmix.strategies.schedule.Scheduled`)."""
+        return self
+
+    def in_steps(self, steps_per_epoch: int) -> Strategy:
+        """Itself: nothing is given in epochs (see :meth:`Scheduled.in_steps`)."""
+        return self
+
+    def scheduled_values(self, step: int) -> dict[str, float]:
+        return {}
+
+
+def arg(default: Any, help: str) -> Any:
+    """A strategy argument: its default and the one line ``hardmix strategies`` shows."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def check_int(argument: str, value: object, low: int = 0) -> int:
+    """``value`` as an int >= ``low``, or a StrategyArgumentError naming ``argument``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        kind = "a positive" if low == 1 else "a non-negative" if low == 0 else f"an (>= {low})"
+        raise StrategyArgumentError(argument, f"must be {kind} integer, got {value!r}")
+    return value
+
+
+def check_number(argument: str, value: object, low: float, high: float, closed: str = "()") -> float:
+    """``value`` as a float in the interval ``closed`` (e.g. ``"[)"``) from low to high, or an error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise StrategyArgumentError(
+            argument, f"must be a number in {closed[0]}{low:g}, {high:g}{closed[1]}, got {value!r}"
+        )
+    ok_low = value >= low if closed[0] == "[" else value > low
+    ok_high = value <= high if closed[1] == "]" else value < high
+    if not (ok_low and ok_high):
+        raise StrategyArgumentError(
+            argument, f"must be in {closed[0]}{low:g}, {high:g}{closed[1]}, got {value}"
+        )
+    return float(value)
+
+
+def check_bool(argument: str, value: object, allow_none: bool = False) -> None:
+    if not (isinstance(value, bool) or (allow_none and value is None)):
+        raise StrategyArgumentError(
+            argument, f"must be true or false{' or null' if allow_none else ''}, got {value!r}"
+        )
+
+
+def set_field(obj: Any, name: str, value: Any) -> None:
+    """Set a field of a frozen dataclass in its ``__post_init__`` (the validated, normalized value)."""
+    object.__setattr__(obj, name, value)
 
 
 _REGISTRY: dict[str, type[Strategy]] = {}
+_ENTRY_POINTS_LOADED = False
 
 
 def register_strategy(cls: type[Strategy]) -> type[Strategy]:
@@ -227,20 +259,33 @@ def register_strategy(cls: type[Strategy]) -> type[Strategy]:
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
     if not cls.kinds() and cls.name != "none":
-        raise ValueError(f"{cls.__name__} overrides none of extra_logits, excluded_negatives, "
-                         "negative_log_weights, negative_term")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"{cls.__name__} overrides none of exclude, reweight, extra_logits, estimator")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name].__qualname__ != cls.__qualname__:
         raise ValueError(f"a strategy named {cls.name!r} is already registered")
     _REGISTRY[cls.name] = cls
     return cls
 
 
+def _load_entry_points() -> None:
+    """Import the modules that packages name under :data:`ENTRY_POINT_GROUP` (once)."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        loaded = ep.load()
+        if isinstance(loaded, type) and issubclass(loaded, Strategy):
+            register_strategy(loaded)
+
+
 def available_strategies() -> list[str]:
-    """Names of the registered strategies, sorted."""
+    """Names of the registered strategies (this package's and the entry points'), sorted."""
+    _load_entry_points()
     return sorted(_REGISTRY)
 
 
 def strategy_class(name: str) -> type[Strategy]:
+    _load_entry_points()
     if name not in _REGISTRY:
         registered = ", ".join(available_strategies())
         raise StrategyArgumentError("name", f"unknown strategy {name!r}; registered: {registered}")
@@ -248,12 +293,11 @@ def strategy_class(name: str) -> type[Strategy]:
 
 
 def build_strategy(spec: str | dict[str, Any] | Strategy) -> Strategy:
-    """Build a strategy from a name, a mapping ``{"name": ..., **params}`` or pass one through.
+    """Build a strategy from a name, a mapping ``{"name": ..., **arguments}`` or pass one through.
 
     Example:
-        >>> build_strategy({"name": "mixcse", "lam": 0.2})  # doctest: +NORMALIZE_WHITESPACE
-        MixCSE(lam=0.2, stop_grad=True, bidirectional=None, mode='clean', lam_end=None,
-               schedule_steps=None, lam_schedule='linear')
+        >>> build_strategy({"name": "mixcse", "lam": 0.2})
+        MixCSE(lam=0.2, stop_grad=True, bidirectional=None, mode='clean')
     """
     if isinstance(spec, Strategy):
         return spec
@@ -263,7 +307,7 @@ def build_strategy(spec: str | dict[str, Any] | Strategy) -> Strategy:
         raise ValueError(f"strategy: expected a name or a mapping with a 'name' key, got {spec!r}")
     params = {k: v for k, v in spec.items() if k != "name"}
     cls = strategy_class(spec["name"])
-    allowed = {p.name for p in cls.params}
+    allowed = {f.name for f in cls.params()}
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise StrategyArgumentError(
@@ -274,36 +318,31 @@ def build_strategy(spec: str | dict[str, Any] | Strategy) -> Strategy:
 
 
 def build_strategies(specs: Any) -> list[Strategy]:
-    """Build a list of strategies from a name, a mapping or a list of them; ``none`` entries are dropped."""
+    """A list of strategies from a name, a mapping, a Strategy or a list of them; ``none`` is dropped."""
     if specs is None:
         return []
     if isinstance(specs, (str, dict, Strategy)):
         specs = [specs]
-    built = [build_strategy(s) for s in specs]
-    return [s for s in built if s.name != "none"]
+    return [s for s in (build_strategy(s) for s in specs) if s.name != "none"]
 
 
 def describe_strategies() -> str:
-    """A human-readable listing of each registered strategy, its parameters, defaults and paper."""
+    """A human-readable listing of each registered strategy, its arguments, defaults and paper."""
     lines = []
     for name in available_strategies():
         cls = _REGISTRY[name]
         lines.append(f"{name}: {(inspect.getdoc(cls) or '').splitlines()[0]}")
         lines.append(f"  paper: {cls.paper}")
-        for p in cls.params:
-            lines.append(f"  {p.name} = {p.default!r}  ({p.help})")
-        if not cls.params:
+        for f in cls.params():
+            lines.append(f"  {f.name} = {f.default!r}  ({f.metadata.get('help', '')})")
+        if not cls.params():
             lines.append("  (no parameters)")
         lines.append("")
     return "\n".join(lines).rstrip()
 
 
 def check_composition(strategies: Sequence[Strategy]) -> None:
-    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting.
-
-    Example:
-        >>> check_composition(build_strategies([{"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 2}]))
-    """
+    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting."""
     estimators = [s.name for s in strategies if "estimator" in s.kinds()]
     if len(estimators) > 1:
         raise StrategyArgumentError(
@@ -318,16 +357,13 @@ def check_composition(strategies: Sequence[Strategy]) -> None:
         )
 
 
-def param_defaults(cls: type[Strategy]) -> dict[str, Any]:
-    return {p.name: p.default for p in cls.params}
-
-
 __all__ = [
     "ContrastContext",
+    "ENTRY_POINT_GROUP",
     "KINDS",
-    "UnnormalizedViews",
-    "ParamInfo",
     "Strategy",
+    "UnnormalizedViews",
+    "arg",
     "available_strategies",
     "build_strategies",
     "build_strategy",

@@ -15,12 +15,25 @@ strategy (MoCHi's synthetic negatives) included; in-batch it is B - 1 (the DCL c
 
 from __future__ import annotations
 
-from hardmix.strategies.base import ParamInfo, register_strategy
-from hardmix.strategies.hcl import HCL
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from hardmix.strategies.base import (
+    ContrastContext,
+    Stats,
+    Strategy,
+    arg,
+    check_number,
+    register_strategy,
+    set_field,
+)
+from hardmix.strategies.hcl import debiased_negative_term, debiased_stats
 
 
 @register_strategy
-class DCL(HCL):
+@dataclass(frozen=True)
+class DCL(Strategy):
     """Debiased negatives: the sum of exp(l) less the expected false negatives tau_plus N exp(p).
 
     Args:
@@ -31,7 +44,7 @@ class DCL(HCL):
         >>> DCL(tau_plus=1.0)
         Traceback (most recent call last):
         ...
-        hardmix.errors.StrategyArgumentError: tau_plus: must be in [0, 1) (a class prior), got 1.0
+        hardmix.errors.StrategyArgumentError: tau_plus: must be in [0, 1), got 1.0
     """
 
     name = "dcl"
@@ -39,17 +52,16 @@ class DCL(HCL):
         "Chuang, Robinson, Lin, Torralba, Jegelka, Debiased Contrastive Learning, NeurIPS 2020 "
         "(arXiv:2007.00224; code: github.com/chingyaoc/DCL)"
     )
-    params = (ParamInfo("tau_plus", 0.1, "class prior, in [0, 1) (DCL code default: 0.1)"),)
+    tau_plus: float = arg(0.1, "class prior, in [0, 1) (DCL code default: 0.1)")
 
-    def __init__(self, tau_plus: float = 0.1) -> None:
-        super().__init__(beta=0.0, tau_plus=tau_plus)
+    def __post_init__(self) -> None:
+        set_field(self, "tau_plus", check_number("tau_plus", self.tau_plus, 0.0, 1.0, "[)"))
 
-    def diagnostics(self) -> dict[str, float]:
-        """From the last call (both directions when symmetric), over the anchors with negatives:
-        ``clamped``, the fraction where the floor N exp(-1/tau) is active; ``negative_scale``, the mean
-        of Ng / sum_j exp(l_j), the factor by which the debiasing (and the floor) scaled the negatives'
-        term (1: unchanged)."""
-        stats = self._stats()
-        if stats is None:
-            return {}
-        return {"clamped": float(stats["clamped"]), "negative_scale": float(stats["negative_scale"])}
+    def estimator(
+        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor
+    ) -> tuple[Tensor, Stats]:
+        """The per-anchor loss (B,): HCL's debiased term with uniform weights (beta = 0)."""
+        term = debiased_negative_term(positive_logits, negative_logits, ctx.temperature, 0.0, self.tau_plus)
+        stats = debiased_stats(term)
+        stats.pop("hardest_weight", None)
+        return term.loss, stats

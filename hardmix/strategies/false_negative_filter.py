@@ -32,23 +32,23 @@ mixes the positive with one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
 from hardmix.errors import StrategyArgumentError
-from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
+from hardmix.strategies.base import (
+    ContrastContext,
+    Stats,
+    Strategy,
+    arg,
+    check_int,
+    check_number,
+    register_strategy,
+    set_field,
+)
 from hardmix.utils.counting import count_true
-
-
-def selection_cosines(ctx: ContrastContext) -> Tensor:
-    """(B, N) cosines h_i . n_j used to rank the negatives: from ``ctx.logits`` (times tau) when they are
-    float32 or float64, else recomputed in float32 with autocast off (bf16 logits tie near-equal
-    negatives). Without gradient. Entries that are not valid negatives are arbitrary (-inf in queue mode)."""
-    with torch.no_grad():
-        if ctx.logits.dtype in (torch.float32, torch.float64):
-            return ctx.logits.detach() * ctx.temperature
-        with torch.autocast(ctx.anchors.device.type, enabled=False):
-            return ctx.anchors.detach().float() @ ctx.candidates.detach().float().T
 
 
 def top_k_false_negatives(cosines: Tensor, valid: Tensor, k: int) -> Tensor:
@@ -92,6 +92,7 @@ def threshold_false_negatives(cosines: Tensor, valid: Tensor, threshold: float) 
 
 
 @register_strategy
+@dataclass(frozen=True)
 class FalseNegativeFilter(Strategy):
     """False-negative elimination: drop each anchor's most similar negatives (top-k or above a cosine).
 
@@ -114,41 +115,25 @@ class FalseNegativeFilter(Strategy):
         "Huynh et al., Boosting Contrastive Self-Supervised Learning with False Negative Cancellation, "
         "WACV 2022 (arXiv:2011.11765); elimination variant, ranked by similarity to the anchor itself"
     )
-    params = (
-        ParamInfo("top_k", 10, "drop each anchor's k most similar negatives, 0: off (FNC code's fn_topk)"),
-        ParamInfo(
-            "threshold",
-            None,
-            "drop negatives with cosine above it, in (-1, 1], null: off (FNC code's fn_threshold: 0.7; "
-            "needs top_k: 0)",
-        ),
-    )
     negatives_argument = "top_k"
+    small = {"top_k": 1}
+    top_k: int = arg(10, "drop each anchor's k most similar negatives, 0: off (FNC code's fn_topk)")
+    threshold: float | None = arg(
+        None, "drop negatives with cosine above it, in (-1, 1], null: off (FNC code's fn_threshold: 0.7; "
+              "needs top_k: 0)")
 
-    def __init__(self, top_k: int = 10, threshold: float | None = None) -> None:
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-            raise StrategyArgumentError("top_k", f"must be a non-negative integer, got {top_k!r}")
-        if threshold is not None:
-            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
-                raise StrategyArgumentError(
-                    "threshold", f"must be a number in (-1, 1] or null, got {threshold!r}"
-                )
-            if not -1.0 < float(threshold) <= 1.0:
-                raise StrategyArgumentError("threshold", f"must be a cosine in (-1, 1], got {threshold}")
-            threshold = float(threshold)
-        if top_k > 0 and threshold is not None:
+    def __post_init__(self) -> None:
+        check_int("top_k", self.top_k)
+        if self.threshold is not None:
+            set_field(self, "threshold", check_number("threshold", self.threshold, -1.0, 1.0, "(]"))
+        if self.top_k > 0 and self.threshold is not None:
             raise StrategyArgumentError(
                 "threshold",
-                f"exactly one of top_k and threshold selects the false negatives; got top_k={top_k} and "
-                f"threshold={threshold} (set top_k: 0 to filter by threshold)",
+                f"exactly one of top_k and threshold selects the false negatives; got top_k={self.top_k} and "
+                f"threshold={self.threshold} (set top_k: 0 to filter by threshold)",
             )
-        if top_k == 0 and threshold is None:
-            raise StrategyArgumentError(
-                "top_k", "0 and no threshold drop nothing; set one of them"
-            )
-        self.top_k = top_k
-        self.threshold = threshold
-        self._last: tuple[Tensor, Tensor, Tensor] | None = None
+        if self.top_k == 0 and self.threshold is None:
+            raise StrategyArgumentError("top_k", "0 and no threshold drop nothing; set one of them")
 
     @property
     def required_negatives(self) -> int:
@@ -160,28 +145,21 @@ class FalseNegativeFilter(Strategy):
         """k with top-k; a threshold's count is known only per batch (0)."""
         return self.top_k
 
-    def excluded_negatives(self, ctx: ContrastContext) -> Tensor:
-        """(B, N) bool, the suspected false negatives of each anchor among its valid negatives."""
+    def exclude(self, ctx: ContrastContext) -> tuple[Tensor, Stats]:
+        """(B, N) bool, the suspected false negatives of each anchor among its valid negatives; stats: the
+        fraction of the valid negatives dropped and, when any were, their mean cosine to the anchor."""
         with torch.no_grad():
-            cosines = selection_cosines(ctx)
+            cosines = ctx.selection_similarities()
+            if ctx.logits.dtype in (torch.float32, torch.float64):
+                cosines = cosines * ctx.temperature  # the logits: back to cosines
             valid = ctx.negative_mask
             if self.top_k:
                 dropped = top_k_false_negatives(cosines, valid, self.top_k)
             else:
                 dropped = threshold_false_negatives(cosines, valid, self.threshold)
             dropped = dropped & valid
-        if ctx.direction == 0:
-            self._last = (dropped, valid, cosines)
-        return dropped
-
-    def diagnostics(self) -> dict[str, float]:
-        """The fraction of the valid negatives dropped and, when any were, their mean cosine to the anchor
-        (the first direction's last call)."""
-        if getattr(self, "_last", None) is None:
-            return {}
-        dropped, valid, cosines = self._last
-        n_dropped = int(count_true(dropped))
-        out = {"excluded_fraction": n_dropped / max(int(count_true(valid)), 1)}
-        if n_dropped:
-            out["excluded_sim"] = float(cosines[dropped].double().mean())
-        return out
+            n_dropped = count_true(dropped)
+            stats: Stats = {"excluded_fraction": n_dropped / count_true(valid).clamp_min(1)}
+            if int(n_dropped):
+                stats["excluded_sim"] = cosines[dropped].double().mean()
+        return dropped, stats

@@ -35,13 +35,21 @@ InfoNCE.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError
-from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
+from hardmix.strategies.base import (
+    ContrastContext,
+    Stats,
+    Strategy,
+    arg,
+    check_number,
+    register_strategy,
+    set_field,
+)
 
 NEG_INF = float("-inf")
 
@@ -132,21 +140,20 @@ def debiased_negative_term(
     )
 
 
-def _check_number(argument: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise StrategyArgumentError(argument, f"must be a finite number, got {value!r}")
-    return float(value)
-
-
-def check_tau_plus(tau_plus: object) -> float:
-    """tau_plus as a float in [0, 1), or a StrategyArgumentError naming it."""
-    value = _check_number("tau_plus", tau_plus)
-    if not 0.0 <= value < 1.0:
-        raise StrategyArgumentError("tau_plus", f"must be in [0, 1) (a class prior), got {tau_plus!r}")
-    return value
+def debiased_stats(term: DebiasedTerm) -> Stats:
+    """Over the anchors with negatives: ``clamped``, the fraction where the floor N exp(-1/tau) is active;
+    ``hardest_weight``, the mean importance weight of each anchor's hardest negative (1: uniform);
+    ``negative_scale``, the mean of Ng / S, the factor by which the debiasing scaled the negatives' term."""
+    has = term.has_negatives
+    if not bool(has.any()):
+        return {}
+    return {"clamped": term.clamped[has].float().mean(),
+            "hardest_weight": term.log_hardest_weight[has].exp().mean(),
+            "negative_scale": term.log_scale[has].exp().mean()}
 
 
 @register_strategy
+@dataclass(frozen=True)
 class HCL(Strategy):
     """Hard negatives by importance weights exp(beta l) over a debiased negative term (an estimator).
 
@@ -164,7 +171,7 @@ class HCL(Strategy):
         >>> HCL(beta=-1.0)
         Traceback (most recent call last):
         ...
-        hardmix.errors.StrategyArgumentError: beta: must be >= 0, got -1.0
+        hardmix.errors.StrategyArgumentError: beta: must be in [0, inf), got -1.0
     """
 
     name = "hcl"
@@ -172,48 +179,19 @@ class HCL(Strategy):
         "Robinson, Chuang, Sra, Jegelka, Contrastive Learning with Hard Negative Samples, ICLR 2021 "
         "(arXiv:2010.04592; code: github.com/joshr17/HCL)"
     )
-    params = (
-        ParamInfo("beta", 1.0, "concentration on hard negatives, >= 0 (HCL code default and README "
-                  "example: 1.0)"),
-        ParamInfo("tau_plus", 0.1, "class prior, in [0, 1) (HCL code default: 0.1)"),
-    )
+    beta: float = arg(1.0, "concentration on hard negatives, >= 0 (HCL code default and README example: 1.0)")
+    tau_plus: float = arg(0.1, "class prior, in [0, 1) (HCL code default: 0.1)")
 
-    def __init__(self, beta: float = 1.0, tau_plus: float = 0.1) -> None:
-        beta_value = _check_number("beta", beta)
-        if beta_value < 0.0:
-            raise StrategyArgumentError("beta", f"must be >= 0, got {beta!r}")
-        self.beta = beta_value
-        self.tau_plus = check_tau_plus(tau_plus)
-        self._last: list[DebiasedTerm] = []
+    def __post_init__(self) -> None:
+        set_field(self, "beta", check_number("beta", self.beta, 0.0, float("inf"), "[)"))
+        set_field(self, "tau_plus", check_number("tau_plus", self.tau_plus, 0.0, 1.0, "[)"))
 
-    def negative_term(
+    def estimator(
         self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor
-    ) -> Tensor:
+    ) -> tuple[Tensor, Stats]:
         """The per-anchor loss (B,) of :func:`debiased_negative_term` over every negative column."""
-        term = debiased_negative_term(
-            positive_logits, negative_logits, ctx.temperature, self.beta, self.tau_plus
-        )
-        if ctx.direction == 0:  # a new call of the loss; a second direction adds to it
-            self._last = []
-        self._last.append(term._replace(loss=term.loss.detach()))  # no graph kept past the step
-        return term.loss
-
-    def _stats(self) -> dict[str, Tensor] | None:
-        terms = [t for t in getattr(self, "_last", []) if bool(t.has_negatives.any())]
-        if not terms:
-            return None
-        has = torch.cat([t.has_negatives for t in terms])
-        return {
-            "clamped": torch.cat([t.clamped for t in terms])[has].float().mean(),
-            "hardest_weight": torch.cat([t.log_hardest_weight for t in terms])[has].exp().mean(),
-            "negative_scale": torch.cat([t.log_scale for t in terms])[has].exp().mean(),
-        }
-
-    def diagnostics(self) -> dict[str, float]:
-        """From the last call (both directions when symmetric), over the anchors with negatives:
-        ``clamped``, the fraction where the floor N exp(-1/tau) is active; ``hardest_weight``, the mean
-        importance weight w of each anchor's hardest negative (1: uniform; at most N)."""
-        stats = self._stats()
-        if stats is None:
-            return {}
-        return {"clamped": float(stats["clamped"]), "hardest_weight": float(stats["hardest_weight"])}
+        term = debiased_negative_term(positive_logits, negative_logits, ctx.temperature, self.beta,
+                                      self.tau_plus)
+        stats = debiased_stats(term)
+        stats.pop("negative_scale", None)
+        return term.loss, stats

@@ -32,26 +32,31 @@ as MixCSE's second direction); against a queue the positive is the key and the n
 With ``lam_max`` = 0.2, the paper's constant, lam_i is 0.2 wherever the bound does not bite, and lower only
 where the paper's constant would make a mixture harder than the anchor's positive (less the margin).
 
-:meth:`MixCSEAdaptive.extra_logits` builds the (B, N, D) mixtures at the per-row lam (MixCSE's
-:func:`~hardmix.strategies.mixcse.mixtures` with a (B, 1, 1) weight); :meth:`MixCSEAdaptive.fast_logits`
-computes the same logits in closed form from the logits the loss has. Both take lam_i from the one
-function :func:`adaptive_lam`.
+:meth:`MixCSEAdaptive.extra_logits` takes MixCSE's mixed logits at the per-row lam_i
+(:func:`~hardmix.strategies.mixcse.mixed_negative_logits`, from the inner products), lam_i from
+:func:`adaptive_lam`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from hardmix.errors import StrategyArgumentError
-from hardmix.kernels.derived_logits import DerivedLogits
-from hardmix.kernels.scaled_logits import ScaledLogits
-from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
-from hardmix.strategies.mixcse import mixtures
-
-NEG_INF = float("-inf")
+from hardmix.strategies.base import (
+    ContrastContext,
+    Stats,
+    Strategy,
+    arg,
+    check_bool,
+    check_number,
+    register_strategy,
+    set_field,
+)
+from hardmix.strategies.mixcse import mixed_negative_logits, mixture_logits
 
 
 class AdaptiveLam(NamedTuple):
@@ -59,22 +64,6 @@ class AdaptiveLam(NamedTuple):
 
     lam: Tensor  # (B,) lam_i, floored at lam_min
     bites: Tensor  # (B,) bool: some constrained negative has lam*_ij < lam_max (before the floor)
-    pos_neg_cos: Tensor  # (B, N) h'_i . h'_j, the cosines the mixtures' norms need
-
-
-def mixture_similarity(
-    anchor_pos: Tensor, anchor_neg: Tensor, pos_neg: Tensor, lam: Tensor | float
-) -> Tensor:
-    """``h . normalize(lam p + (1 - lam) n)`` for unit h, p, n from ``h.p``, ``h.n`` and ``p.n`` (broadcast):
-    ``(lam h.p + (1 - lam) h.n) / sqrt(lam^2 + (1 - lam)^2 + 2 lam (1 - lam) p.n)``.
-
-    Example:
-        >>> one, zero = torch.tensor(1.0), torch.tensor(0.0)
-        >>> mixture_similarity(one, zero, zero, 0.5)  # h = p orthogonal to n: cos 45 degrees
-        tensor(0.7071)
-    """
-    sq = lam * lam + (1.0 - lam) ** 2 + 2.0 * lam * (1.0 - lam) * pos_neg
-    return (lam * anchor_pos + (1.0 - lam) * anchor_neg) / sq.clamp_min(1e-12).sqrt()
 
 
 @torch.no_grad()
@@ -98,7 +87,7 @@ def adaptive_lam(
         margin: t_i = h_i . h'_i - margin. lam_max, lam_min: lam_i's range.
 
     Returns:
-        :class:`AdaptiveLam`: lam_i, whether the bound bites in row i, and the cosines h'_i . h'_j.
+        :class:`AdaptiveLam`: lam_i and whether the bound bites in row i.
 
     Example:
         >>> h = torch.tensor([[1.0, 0.0, 0.0]])
@@ -107,7 +96,7 @@ def adaptive_lam(
         >>> out = adaptive_lam(h, p, n, torch.ones(1, 2, dtype=torch.bool), margin=0.1, lam_max=0.5)
         >>> out.lam, out.bites
         (tensor([0.1980]), tensor([True]))
-        >>> cos = mixture_similarity(torch.tensor(0.8), torch.tensor(0.6), torch.tensor(0.48), out.lam)
+        >>> cos = mixture_logits(torch.tensor(0.8), torch.tensor(0.6), torch.tensor(0.48), out.lam)
         >>> round(float(cos), 6)  # the binding mixture sits on the threshold
         0.7
     """
@@ -120,7 +109,7 @@ def adaptive_lam(
     t = (a - margin).unsqueeze(1)  # (B, 1)
     constrained = negative_mask & (b <= t)  # j in J_i
     # lam*_ij < lam_max exactly where lam_max itself is infeasible; bisect only those pairs.
-    binding = constrained & (mixture_similarity(a.unsqueeze(1), b, c, lam_max) > t)
+    binding = constrained & (mixture_logits(a.unsqueeze(1), b, c, lam_max) > t)
     lam = torch.full_like(a, lam_max)
     rows, cols = binding.nonzero(as_tuple=True)
     if rows.numel():
@@ -129,19 +118,16 @@ def adaptive_lam(
         hi = torch.full_like(b_r, lam_max)  # infeasible
         for _ in range(64 if dtype == torch.float64 else 32):  # to the dtype's resolution
             mid = 0.5 * (lo + hi)
-            ok = mixture_similarity(a_r, b_r, c_r, mid) <= t_r
+            ok = mixture_logits(a_r, b_r, c_r, mid) <= t_r
             lo = torch.where(ok, mid, lo)
             hi = torch.where(ok, hi, mid)
         lam.scatter_reduce_(0, rows, lo, reduce="amin")  # lam_i = min_j lam*_ij
     bites = lam < lam_max
-    return AdaptiveLam(lam.clamp_min(lam_min), bites, c)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return AdaptiveLam(lam.clamp_min(lam_min), bites)
 
 
 @register_strategy
+@dataclass(frozen=True)
 class MixCSEAdaptive(Strategy):
     """MixCSE with a per-anchor lambda: the largest up to lam_max whose mixtures stay below the positive.
 
@@ -168,99 +154,34 @@ class MixCSEAdaptive(Strategy):
         "hardmix's per-anchor lambda from the bound of Zhang et al., Unsupervised Sentence Representation "
         "via Contrastive Learning with Mixing Negatives, AAAI 2022 (Sec. 4.3)"
     )
-    params = (
-        ParamInfo(
-            "margin", 0.1,
-            "mixtures' cosine to the anchor <= h_i.h'_i - margin, in [0, 2]; 0.1 is hardmix's choice",
-        ),
-        ParamInfo("lam_max", 0.2, "largest lam, in (0, 1); the paper's constant 0.2 (only lowered)"),
-        ParamInfo("lam_min", 0.0, "floor on lam_i, in [0, lam_max]; 0.0 (no floor) is hardmix's choice"),
-        ParamInfo("stop_grad", True, "stop-gradient on the mixtures (paper); false is the 'wo sg' ablation"),
-        ParamInfo("bidirectional", None, "two directions (None: true, the paper's); false: 'single'"),
-    )
-    needs_anchor_logits = True  # the fast path's stop-gradient logits
+    margin: float = arg(
+        0.1, "mixtures' cosine to the anchor <= h_i.h'_i - margin, in [0, 2]; 0.1 is hardmix's choice")
+    lam_max: float = arg(0.2, "largest lam, in (0, 1); the paper's constant 0.2 (only lowered)")
+    lam_min: float = arg(0.0, "floor on lam_i, in [0, lam_max]; 0.0 (no floor) is hardmix's choice")
+    stop_grad: bool = arg(True, "stop-gradient on the mixtures (paper); false is the 'wo sg' ablation")
+    bidirectional: bool | None = arg(None, "two directions (None: true, the paper's); false: 'single'")
 
-    def __init__(
-        self,
-        margin: float = 0.1,
-        lam_max: float = 0.2,
-        lam_min: float = 0.0,
-        stop_grad: bool = True,
-        bidirectional: bool | None = None,
-    ) -> None:
-        if not _is_number(margin) or not 0.0 <= float(margin) <= 2.0:
-            raise StrategyArgumentError("margin", f"must be in [0, 2], got {margin!r}")
-        if not _is_number(lam_max) or not 0.0 < float(lam_max) < 1.0:
-            raise StrategyArgumentError("lam_max", f"must be in (0, 1), got {lam_max!r}")
-        lam_max = float(lam_max)
-        if not _is_number(lam_min) or not 0.0 <= float(lam_min) <= lam_max:
-            raise StrategyArgumentError("lam_min", f"must be in [0, lam_max={lam_max:g}], got {lam_min!r}")
-        if not isinstance(stop_grad, bool):
-            raise StrategyArgumentError("stop_grad", f"must be true or false, got {stop_grad!r}")
-        if bidirectional is not None and not isinstance(bidirectional, bool):
+    def __post_init__(self) -> None:
+        set_field(self, "margin", check_number("margin", self.margin, 0.0, 2.0, "[]"))
+        set_field(self, "lam_max", check_number("lam_max", self.lam_max, 0.0, 1.0))
+        try:
+            set_field(self, "lam_min", check_number("lam_min", self.lam_min, 0.0, self.lam_max, "[]"))
+        except StrategyArgumentError:
             raise StrategyArgumentError(
-                "bidirectional", f"must be true, false or null, got {bidirectional!r}"
-            )
-        self.margin = float(margin)
-        self.lam_max = lam_max
-        self.lam_min = float(lam_min)
-        self.stop_grad = stop_grad
-        self.bidirectional = bidirectional
-        self._last: tuple[Tensor, Tensor] | None = None
+                "lam_min", f"must be in [0, lam_max={self.lam_max:g}], got {self.lam_min!r}") from None
+        check_bool("stop_grad", self.stop_grad)
+        check_bool("bidirectional", self.bidirectional, allow_none=True)
 
     @property
     def symmetric(self) -> bool | None:
         return True if self.bidirectional is None else self.bidirectional
 
-    def _lam(self, ctx: ContrastContext) -> AdaptiveLam:
-        out = adaptive_lam(
-            ctx.anchors, ctx.positives, ctx.candidates, ctx.negative_mask, self.margin, self.lam_max,
-            self.lam_min,
-        )
-        if ctx.direction == 0:  # the diagnostics describe the first view's anchors (the paper's h_i)
-            self._last = (out.lam, out.bites)
-        return out
-
-    def extra_logits(self, ctx: ContrastContext) -> Tensor:
-        """The plain implementation: h_i . SG(m'_ij(lam_i)) / tau for every candidate j, -inf where j is not
-        a valid negative of anchor i. (B, N)."""
-        lam = self._lam(ctx).lam.to(ctx.positives.dtype).view(-1, 1, 1)  # (B, 1, 1) lam_i, detached
-        m = mixtures(ctx.positives, ctx.candidates, lam)  # (B, N, D) m'_ij(lam_i)
-        if self.stop_grad:
-            m = m.detach()  # SG(m'_ij): the gradient reaches the anchor h_i only
-        logits = (m @ ctx.anchors.unsqueeze(2)).squeeze(2) / ctx.temperature  # (B, N)
-        return logits.masked_fill(~ctx.negative_mask, NEG_INF)
-
-    def fast_logits(self, ctx: ContrastContext) -> Tensor | DerivedLogits:
-        """:meth:`extra_logits` in closed form, with stop-gradient: (h_i.h'_j / tau + lam_i / (1 - lam_i)
-        h_i.h'_i / tau) (1 - lam_i) / ||lam_i h'_i + (1 - lam_i) h'_j||, from the anchor-only views of the
-        logits and the cosines :func:`adaptive_lam` computed (no (B, N, D) mixtures). Without stop-gradient
-        (the ablation), the plain implementation."""
-        if not self.stop_grad or ctx.shortcuts is None:
-            return self.extra_logits(ctx)
-        out = self._lam(ctx)
-        source = ctx.shortcuts.anchor_logits
-        with torch.no_grad():
-            lam = out.lam.to(source.dtype).unsqueeze(1)  # (B, 1)
-            keep = 1.0 - lam
-            sq = lam * lam + keep * keep + 2.0 * lam * keep * out.pos_neg_cos.to(source.dtype)
-            scale = keep * sq.clamp_min(1e-12).rsqrt()  # (B, N) (1 - lam_i) / ||m_ij||, constant
-        shift = ctx.shortcuts.positive_anchor_logits * (lam / keep).squeeze(1)  # (B,), gradient to h_i
-        if ctx.mode == "queue":
-            # The queue block shifted and rescaled: its gradient is added into the block's in place. The
-            # block is -inf at the excluded entries, so these logits are too.
-            return ScaledLogits(source, scale, shift, 1.0)
-        mixed = (source + shift.unsqueeze(1)) * scale
-        return mixed.masked_fill(~ctx.negative_mask, NEG_INF)
-
-    def diagnostics(self) -> dict[str, float]:
-        """The mean and the smallest lam_i of the last call (first direction), and the fraction of anchors
-        where the bound bites (lam_i < lam_max before the floor)."""
-        if self._last is None:
-            return {}
-        lam, bites = self._last
-        return {
-            "lam_mean": float(lam.mean()),
-            "lam_smallest": float(lam.min()),
-            "bound_bites": int(bites.sum()) / max(bites.numel(), 1),
-        }
+    def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats]:
+        """(B, N) h_i . SG(m'_ij(lam_i)) / tau for every candidate j, -inf where j is not a valid negative of
+        i; stats: the mean and smallest lam_i and the fraction of anchors where the bound bites."""
+        out = adaptive_lam(ctx.anchors, ctx.positives, ctx.candidates, ctx.negative_mask, self.margin,
+                           self.lam_max, self.lam_min)
+        lam = out.lam.to(ctx.logits.dtype).unsqueeze(1)  # (B, 1) lam_i, detached
+        stats = {"lam_mean": out.lam.mean(), "lam_smallest": out.lam.min(),
+                 "bound_bites": out.bites.float().mean()}
+        return mixed_negative_logits(ctx, lam, self.stop_grad), stats

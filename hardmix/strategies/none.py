@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hardmix.strategies.base import Strategy, register_strategy
 
 
 @register_strategy
+@dataclass(frozen=True)
 class NoMixing(Strategy):
     """Plain InfoNCE: no synthetic negatives (SimCSE, MoCo-v2)."""
 

@@ -20,15 +20,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from hardmix.errors import ConfigError, StrategyArgumentError
-from hardmix.strategies.base import Strategy, build_strategy, check_composition
+from hardmix.strategies.base import Strategy, check_composition
+from hardmix.strategies.schedule import Scheduled, scheduled
 
 _YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 
-def normalize_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[dict[str, Any]]:
+def normalize_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Any]:
     """A name, a mapping or a list of them -> a list of mappings, each with a string ``name``.
 
-    ``None`` is ``[{"name": "none"}]``; YAML 1.1's exponent strings (``2e-1``) become numbers.
+    ``None`` is ``[{"name": "none"}]``; YAML 1.1's exponent strings (``2e-1``) become numbers; strategies
+    built already pass through.
 
     Raises:
         ConfigError: naming ``key[i]`` or ``key[i].name``.
@@ -38,6 +40,9 @@ def normalize_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[di
     items = spec if isinstance(spec, (list, tuple)) else [spec]
     out = []
     for i, item in enumerate(items):
+        if isinstance(item, (Strategy, Scheduled)):  # built already
+            out.append(item)
+            continue
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict):
@@ -55,7 +60,7 @@ def normalize_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[di
     return out
 
 
-def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
+def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strategy | Scheduled]:
     """Normalize ``spec`` and build every strategy (``none`` included), errors naming the key path.
 
     Raises:
@@ -66,7 +71,7 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
     built = []
     for i, item in enumerate(normalize_strategy_specs(spec, key)):
         try:
-            built.append(build_strategy(item))
+            built.append(scheduled(item))
         except StrategyArgumentError as e:
             where = f"{key}[{i}].{e.argument}" if e.argument else f"{key}[{i}]"
             raise ConfigError(f"{where}: {e.message}") from None
@@ -79,7 +84,7 @@ def build_strategy_specs(spec: Any, key: str = "loss.strategies") -> list[Strate
     return built
 
 
-def excluded_by_others(strategies: Sequence[Strategy], i: int) -> int:
+def excluded_by_others(strategies: Sequence[Strategy | Scheduled], i: int) -> int:
     """How many of an anchor's negatives the strategies other than ``strategies[i]`` may exclude at most
     (known before training: a top-k filter's k); the pool ``strategies[i]`` draws from is that much smaller
     (exclusions come first, :mod:`hardmix.losses.composition`)."""
@@ -87,7 +92,7 @@ def excluded_by_others(strategies: Sequence[Strategy], i: int) -> int:
 
 
 def check_negatives_available(
-    strategy: Strategy, available: int, where: str, key: str, excluded: int = 0
+    strategy: Strategy | Scheduled, available: int, where: str, key: str, excluded: int = 0
 ) -> None:
     """Refuse, before training, a strategy that needs more valid negatives than the setup gives.
 

@@ -54,16 +54,25 @@ types 1 and 3, then these four), which is SynCo's full set of six kinds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError
-from hardmix.strategies.base import ContrastContext, ParamInfo, Strategy, register_strategy
-from hardmix.strategies.mochi import hardest, selection_similarities
-from hardmix.utils.counting import count_true
+from hardmix.strategies.base import (
+    ContrastContext,
+    Stats,
+    Strategy,
+    arg,
+    check_int,
+    check_number,
+    register_strategy,
+    set_field,
+)
+from hardmix.strategies.mixcse import synthetic_stats
+from hardmix.strategies.mochi import MoCHi, hardest
 
 KINDS = ("extrapolated", "noise", "perturbed", "adversarial")  # the order of the columns
 
@@ -165,11 +174,8 @@ def synco_synthesize(
     return F.normalize(points, dim=-1).detach()
 
 
-def _is_number(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float))
-
-
 @register_strategy
+@dataclass(frozen=True)
 class SynCo(Strategy):
     """SynCo's extra synthetic hard negatives: extrapolated, noise-injected, perturbed, adversarial.
 
@@ -184,7 +190,9 @@ class SynCo(Strategy):
         delta: step along the gradient of the similarity (q). Official code (``--delta``): 0.01.
         n_adversarial: adversarial points per query. Official code (``--n6``): 64.
         eta: size of the signed step. Official code (``--eta``): 0.01.
-        warmup_steps: optimizer steps before the points are added (the official code waits 10 epochs).
+
+    The official code waits 10 epochs before adding the points: ``warmup_epochs`` in the spec
+    (:mod:`hardmix.strategies.schedule`).
 
     Example:
         >>> SynCo(n_hard=8, n_extrapolated=4, n_noise=2, n_perturbed=2, n_adversarial=0).counts
@@ -192,7 +200,7 @@ class SynCo(Strategy):
         >>> SynCo(sigma=-1.0)
         Traceback (most recent call last):
         ...
-        hardmix.errors.StrategyArgumentError: sigma: must be a positive number, got -1.0
+        hardmix.errors.StrategyArgumentError: sigma: must be in (0, inf), got -1.0
     """
 
     name = "synco"
@@ -200,57 +208,24 @@ class SynCo(Strategy):
         "Giakoumoglou and Stathaki, SynCo: Synthetic Hard Negatives for Contrastive Visual Representation "
         "Learning, 2024 (arXiv:2410.02401; official code giakoumoglou/synco)"
     )
-    params = (
-        ParamInfo("n_hard", 1024, "N: hardest negatives per query (official code --n-hard: 1024)"),
-        ParamInfo("n_extrapolated", 256, "points n + b (n - q) per query (official code --n2: 256)"),
-        ParamInfo("extrapolation_max", 0.5, "b ~ U(0, extrapolation_max) (official code: beta in (1, 1.5))"),
-        ParamInfo("n_noise", 64, "points n + sigma e per query (official code --n4: 64)"),
-        ParamInfo("sigma", 0.01, "noise standard deviation (official code --sigma: 0.01)"),
-        ParamInfo("n_perturbed", 64, "points n + delta q per query (official code --n5: 64)"),
-        ParamInfo("delta", 0.01, "perturbation step along grad_n(q.n) = q (official code --delta: 0.01)"),
-        ParamInfo("n_adversarial", 64, "points n + eta sign(q) per query (official code --n6: 64)"),
-        ParamInfo("eta", 0.01, "signed step size (official code --eta: 0.01)"),
-        ParamInfo("warmup_steps", 0,
-                  "optimizer steps of plain InfoNCE first (hardmix's default; official code: 10 epochs)"),
-    )
-
-    def __init__(
-        self,
-        n_hard: int = 1024,
-        n_extrapolated: int = 256,
-        extrapolation_max: float = 0.5,
-        n_noise: int = 64,
-        sigma: float = 0.01,
-        n_perturbed: int = 64,
-        delta: float = 0.01,
-        n_adversarial: int = 64,
-        eta: float = 0.01,
-        warmup_steps: int = 0,
-    ) -> None:
-        if isinstance(n_hard, bool) or not isinstance(n_hard, int) or n_hard < 1:
-            raise StrategyArgumentError("n_hard", f"must be a positive integer, got {n_hard!r}")
-        counts = (("n_extrapolated", n_extrapolated), ("n_noise", n_noise), ("n_perturbed", n_perturbed),
-                  ("n_adversarial", n_adversarial), ("warmup_steps", warmup_steps))
-        for arg, value in counts:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise StrategyArgumentError(arg, f"must be a non-negative integer, got {value!r}")
-        for arg, value in (("extrapolation_max", extrapolation_max), ("sigma", sigma), ("delta", delta),
-                           ("eta", eta)):
-            if not _is_number(value) or not 0.0 < float(value) < float("inf"):
-                raise StrategyArgumentError(arg, f"must be a positive number, got {value!r}")
-        self.n_hard = n_hard
-        self.n_extrapolated = n_extrapolated
-        self.extrapolation_max = float(extrapolation_max)
-        self.n_noise = n_noise
-        self.sigma = float(sigma)
-        self.n_perturbed = n_perturbed
-        self.delta = float(delta)
-        self.n_adversarial = n_adversarial
-        self.eta = float(eta)
-        self.warmup_steps = warmup_steps
-        self._last: tuple[Tensor, Tensor, float] | None = None
-
     negatives_argument = "n_hard"
+    small = {"n_hard": 4, "n_extrapolated": 2, "n_noise": 1, "n_perturbed": 1, "n_adversarial": 1}
+    n_hard: int = arg(1024, "N: hardest negatives per query (official code --n-hard: 1024)")
+    n_extrapolated: int = arg(256, "points n + b (n - q) per query (official code --n2: 256)")
+    extrapolation_max: float = arg(0.5, "b ~ U(0, extrapolation_max) (official code: beta in (1, 1.5))")
+    n_noise: int = arg(64, "points n + sigma e per query (official code --n4: 64)")
+    sigma: float = arg(0.01, "noise standard deviation (official code --sigma: 0.01)")
+    n_perturbed: int = arg(64, "points n + delta q per query (official code --n5: 64)")
+    delta: float = arg(0.01, "perturbation step along grad_n(q.n) = q (official code --delta: 0.01)")
+    n_adversarial: int = arg(64, "points n + eta sign(q) per query (official code --n6: 64)")
+    eta: float = arg(0.01, "signed step size (official code --eta: 0.01)")
+
+    def __post_init__(self) -> None:
+        check_int("n_hard", self.n_hard, 1)
+        for name in ("n_extrapolated", "n_noise", "n_perturbed", "n_adversarial"):
+            check_int(name, getattr(self, name))
+        for name in ("extrapolation_max", "sigma", "delta", "eta"):
+            set_field(self, name, check_number(name, getattr(self, name), 0.0, float("inf")))
 
     @property
     def required_negatives(self) -> int:
@@ -261,38 +236,16 @@ class SynCo(Strategy):
         """The points per query of each kind, in the order of :data:`KINDS`."""
         return (self.n_extrapolated, self.n_noise, self.n_perturbed, self.n_adversarial)
 
-    def extra_logits(self, ctx: ContrastContext) -> Tensor | None:
-        """Select, draw, build the (B, M, D) points, take their logits q . SG(s) / tau with a matrix
-        product: (B, M), the kinds in the order of :data:`KINDS`; None before the warm-up ends."""
-        if ctx.step < self.warmup_steps or sum(self.counts) == 0:
-            self._last = None
+    def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
+        """Select, draw, build the (B, M, D) points, take their logits q . SG(s) / tau: (B, M), the kinds
+        in the order of :data:`KINDS`."""
+        if sum(self.counts) == 0:
             return None
-        if ctx.shortcuts is not None:
-            available = ctx.shortcuts.fewest_negatives(ctx.negative_mask)
-        else:
-            available = int(count_true(ctx.negative_mask, dim=1).min())
-        if self.n_hard > available:
-            raise StrategyArgumentError(
-                "n_hard",
-                f"{self.n_hard} hardest negatives requested but only {available} are available "
-                f"({ctx.mode} negatives)",
-            )
-        hard = hardest(selection_similarities(ctx), self.n_hard, ctx.negative_mask)  # (B, N)
+        MoCHi.check_available(self, ctx)  # type: ignore[arg-type]
+        hard = hardest(ctx.selection_similarities(), self.n_hard, ctx.negative_mask)  # (B, N)
         batch, dim = ctx.anchors.shape
         draws = synco_draws(batch, dim, self.n_hard, self.counts, self.extrapolation_max, ctx.generator,
                             ctx.anchors.device, ctx.anchors.dtype)
         points = synco_synthesize(ctx.anchors, ctx.candidates, hard, draws, self.sigma, self.delta, self.eta)
         logits = (points @ ctx.anchors.unsqueeze(2)).squeeze(2) / ctx.temperature  # (B, M)
-        self._last = (logits.detach(), ctx.positive_logits.detach(), ctx.temperature)
-        return logits
-
-    def diagnostics(self) -> dict[str, float]:
-        """Mean cosine of the queries to their synthetic negatives, and the fraction of them more similar
-        to the query than its positive (from the last call)."""
-        if self._last is None:
-            return {}
-        logits, positive, tau = self._last
-        return {
-            "synthetic_sim": float(logits.float().mean()) * tau,
-            "synthetic_harder_than_positive": float((logits > positive.unsqueeze(1)).float().mean()),
-        }
+        return logits, synthetic_stats(ctx, logits)

@@ -16,13 +16,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hardmix.config import apply_overrides, build_config, config_to_dict, load_yaml
+from hardmix.config import apply_overrides, build_config, load_yaml
 from hardmix.errors import ConfigError
-from hardmix.strategies.specs import normalize_strategy_specs
+from hardmix.strategies.specs import build_strategy_specs
 
 Precision = Literal["fp32", "bf16", "fp16"]
 
@@ -53,7 +54,7 @@ class TrainSection:
     epochs: int = field(default=1, metadata={"min": 1})
     max_steps: int | None = field(default=None, metadata={"min": 1})
     stop_after_steps: int | None = field(default=None, metadata={"min": 1})
-    seed: int = field(default=0, metadata={"min": 0})
+    seed: int = field(default=0, metadata={"min": 0, "max": 2**32 - 1})  # the generators' 32-bit seeds
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Precision = "fp32"
     threads: int | None = field(default=None, metadata={"min": 1})
@@ -73,22 +74,22 @@ class LossSection:
 
     Attributes:
         temperature: tau.
-        strategies: a list of mappings ``{name: ..., **arguments}`` (a single name or mapping is accepted);
-            ``none`` is plain InfoNCE. Normalized and validated by the core, errors naming
-            ``loss.strategies[i].<argument>``.
+        strategies: a list of mappings ``{name: ..., **arguments}`` (a single name or mapping is accepted;
+            a warm-up or a ramp of an argument, :mod:`hardmix.strategies.schedule`); ``none`` is plain
+            InfoNCE. Built here, once, into the strategy objects the loss uses (errors naming
+            ``loss.strategies[i].<argument>``); schedules in epochs are resolved by the engine.
         queue_size: K, the queue of detached keys that join the negatives (0: none).
-        impl: ``fast`` (the kernels, the default) or ``plain`` (every strategy through its paper-shaped
-            implementation, the definition the kernels are tested equal to: for a user who suspects the
-            fast path).
     """
 
     temperature: float = field(default=0.05, metadata={"gt": 0.0})
     strategies: Any = field(default_factory=lambda: [{"name": "none"}])
     queue_size: int = field(default=0, metadata={"min": 0})
-    impl: Literal["fast", "plain"] = "fast"
+
+    def __post_init__(self) -> None:  # a default section too (build_config validates the given ones)
+        self.strategies = build_strategy_specs(self.strategies)
 
     def validate(self) -> None:
-        self.strategies = normalize_strategy_specs(self.strategies)
+        self.strategies = build_strategy_specs(self.strategies)
 
 
 @dataclass
@@ -145,6 +146,11 @@ RENAMED: dict[str, str] = {
     "eval.knn_final": "eval.at_end",
 }
 
+#: Keys that no longer exist, and why.
+REMOVED: dict[str, str] = {
+    "loss.impl": "is gone: every strategy has one implementation",
+}
+
 #: Keys that may differ between a run and its ``--resume``: they change neither the model, the data, the
 #: loss nor the seed (the budget split, checkpoint cadence, machine, evaluation and logging). A key ending
 #: in "." stands for its whole section. Tasks add their own (:attr:`hardmix.training.Task.resumable_keys`).
@@ -166,10 +172,13 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def check_renamed(data: dict[str, Any], renamed: dict[str, str]) -> None:
-    """Refuse a key of an older vocabulary, naming its new name (before any other check)."""
+    """Refuse a key of an older vocabulary, naming its new name (before any other check), or a removed key
+    (:data:`REMOVED`), saying why."""
     for key in _flatten(data):
         if key in renamed:
             raise ConfigError(f"{key} was renamed to {renamed[key]}")
+        if key in REMOVED:
+            raise ConfigError(f"{key} {REMOVED[key]}")
 
 
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
@@ -213,14 +222,26 @@ def build_task_config(
         renamed: old key -> new key (default :data:`RENAMED`).
         source: the file it came from, to prefix errors with.
     """
+    renamed = RENAMED if renamed is None else renamed
     try:
         merged = apply_overrides(data or {}, overrides)
-        check_renamed(merged, RENAMED if renamed is None else renamed)
+        check_renamed(merged, renamed)
         return build_config(cls, merged)
     except ConfigError as e:
+        if overrides and not str(e).startswith("--set") and _valid(cls, data, renamed):
+            raise ConfigError(f"--set: {e}") from None  # the file alone is valid: the override is at fault
         if source is not None:
             raise ConfigError(f"{source}: {e}") from None
         raise
+
+
+def _valid(cls: type, data: dict[str, Any] | None, renamed: dict[str, str]) -> bool:
+    try:
+        check_renamed(data or {}, renamed)
+        build_config(cls, data or {})
+    except ConfigError:
+        return False
+    return True
 
 
 def load_task_config(cls: type, path: str | os.PathLike[str], overrides: list[str] | None = None,
@@ -236,12 +257,16 @@ SECTION_ORDER = ("model", "data", "augment", "loss", "train", "eval", "log", "ou
 def plain_config(cfg: Any) -> dict[str, Any]:
     """The config as plain data (dicts, lists, numbers, strings), as saved in ``config.yaml``, its sections
     in :data:`SECTION_ORDER`."""
-    plain = _plain(config_to_dict(cfg))
+    plain = _plain(cfg)
     rank = {k: i for i, k in enumerate(SECTION_ORDER)}
     return dict(sorted(plain.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
 
 def _plain(obj: Any) -> Any:
+    if callable(getattr(obj, "config", None)) and hasattr(obj, "name"):  # a strategy: its spec
+        return _plain(obj.config())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
         return {k: _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -250,6 +275,7 @@ def _plain(obj: Any) -> Any:
 
 
 __all__ = [
+    "REMOVED",
     "RENAMED",
     "RESUMABLE",
     "EvalSection",

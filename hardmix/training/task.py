@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from hardmix.losses.contrastive import ContrastiveLoss
 from hardmix.training.runtime import Runtime
 
 
@@ -60,6 +61,9 @@ class Task(ABC):
             scores are that model's; otherwise the final model is the result.
         progress_label: the selection metric's short name on the progress bar.
 
+    Attributes:
+        loss_fn: the core's loss, set by :meth:`build` (the engine resolves its schedules in epochs).
+
     Args:
         cfg: the validated config.
         runtime: the device and processes.
@@ -73,6 +77,7 @@ class Task(ABC):
     renamed_keys: ClassVar[dict[str, str]] = {}
     keeps_best: ClassVar[bool] = False
     progress_label: ClassVar[str] = "score"
+    loss_fn: ContrastiveLoss | None = None
 
     def __init__(self, cfg: Any, runtime: Runtime) -> None:
         self.cfg = cfg
@@ -89,6 +94,11 @@ class Task(ABC):
     @abstractmethod
     def model(self) -> nn.Module:
         """The module whose state dict is the checkpoint's ``model`` (queue buffers included)."""
+
+    def data_fingerprint(self) -> dict[str, Any] | None:
+        """What identifies the training data (after :meth:`build`), kept in the checkpoint: ``--resume``
+        refuses other data, naming the entries that differ. None: not checked."""
+        return None
 
     @abstractmethod
     def steps_for(self, epochs: int) -> int:

@@ -1,7 +1,7 @@
 """faiss as an optional backend (``pip install "hardmix[faiss]"``): found once, used where it is faster.
 
 The core never requires faiss. Callers ask :func:`faiss_module` and fall back to torch when it is None
-(the loss kernel :mod:`hardmix.kernels.faiss_inner_products`, the vision trainer's k-NN evaluation).
+(the vision trainer's k-NN evaluation).
 Setting the environment variable ``HARDMIX_NO_FAISS=1`` (read once, at the first call) makes hardmix
 ignore an installed faiss: for comparisons, or where faiss's OpenMP runtime conflicts with torch's.
 """

@@ -28,6 +28,7 @@ from hardmix.compare.grid import build_grid
 from hardmix.compare.spec import load_spec, parse_spec
 from hardmix.compare.stats import paired_difference
 from hardmix.errors import ConfigError
+from hardmix.strategies import MixCSE
 from hardmix.training import read_results
 
 
@@ -115,25 +116,26 @@ def test_strategy_args_are_the_tasks_own(grid_spec, tmp_path):
     spec["tasks"]["vision"]["strategy_args"] = {"mixcse": {"lam": 0.3}}
     cells = build_grid(parse_spec(spec), tmp_path / "out")
     lams = {(c.task.name, c.strategy): c.config["loss"]["strategies"] for c in cells}
-    assert lams[("text", "mixcse")] == [{"name": "mixcse", "lam": 0.2}]
-    assert lams[("vision", "mixcse")] == [{"name": "mixcse", "lam": 0.3}]
+    assert lams[("text", "mixcse")] == [MixCSE(lam=0.2).config()]
+    assert lams[("vision", "mixcse")] == [MixCSE(lam=0.3).config()]
     assert {c.config["train"]["seed"] for c in cells} == {1, 2} and len(cells) == 8
 
 
 def test_arguments_under_a_spec_strategy_s_name_reach_that_list_only(grid_spec, tmp_path):
     spec = copy.deepcopy(grid_spec)
-    spec["strategies"]["mixcse_ramp"] = [{"name": "mixcse", "lam": 0.1, "lam_end": 0.3}]
-    spec["tasks"]["vision"]["strategy_args"] = {"mixcse": {"lam": 0.25}, "mixcse_ramp": {"schedule_steps": 9}}
+    spec["strategies"]["mixcse_ramp"] = [{"name": "mixcse", "lam": {"start": 0.1, "end": 0.3}}]
+    spec["tasks"]["vision"]["strategy_args"] = {"mixcse": {"stop_grad": False},
+                                               "mixcse_ramp": {"lam": {"start": 0.1, "end": 0.3, "steps": 9}}}
     spec["tasks"]["text"]["strategies"] = ["none", "mixcse"]
     cells = build_grid(parse_spec(spec), tmp_path / "out")
     lists = {(c.task.name, c.strategy): c.config["loss"]["strategies"] for c in cells}
-    assert lists[("vision", "mixcse")] == [{"name": "mixcse", "lam": 0.25}]
-    assert lists[("vision", "mixcse_ramp")] == [{"name": "mixcse", "lam": 0.25, "lam_end": 0.3,
-                                                  "schedule_steps": 9}]
+    assert lists[("vision", "mixcse")] == [MixCSE(stop_grad=False).config()]
+    ramp = {"start": 0.1, "end": 0.3, "steps": 9, "shape": "linear"}
+    assert lists[("vision", "mixcse_ramp")] == [{**MixCSE(lam=0.3, stop_grad=False).config(), "lam": ramp}]
     assert len(cells) == 2 * (2 + 3)
     # text gives no schedule length: the spec is refused before any run, naming the task and strategy
     del spec["tasks"]["text"]["strategies"]
-    with pytest.raises(ConfigError, match=r"tasks\.text with strategy mixcse_ramp: .*schedule_steps"):
+    with pytest.raises(ConfigError, match=r"tasks\.text with strategy mixcse_ramp: .*lam: a ramp needs"):
         build_grid(parse_spec(spec), tmp_path / "out3")
 
 

@@ -33,7 +33,6 @@ def test_strategies_lists_every_strategy_with_its_parameters(capsys: pytest.Capt
         "n_pair = 1024",
         "n_query = 128",
         "beta_max = 0.5",
-        "warmup_steps = 0",
     ):
         assert needle in text, needle
 

@@ -1,9 +1,8 @@
 """The losses on every available device, in float32, against float64 on the CPU.
 
-The paths differ by device (on CUDA: one strip in the fused in-batch loss, plain Gram products, ``topk``
-for the selection, torch instead of faiss and NumPy for MoCHi's pair norms and repeated pairs), so each
-test runs on the CPU here and on CUDA where a GPU is present (``benchmarks/device_check.sh``). The float64
-CPU paths themselves are pinned to NumPy by the other test modules.
+Kernels differ by device (cuBLAS products, ``topk``, the generators), so each test runs on the CPU here
+and on CUDA where a GPU is present (``benchmarks/device_check.sh``). The float64 CPU values themselves
+are pinned to NumPy by the other test modules.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from hardmix.losses import ContrastiveLoss
-from hardmix.mixing import hardest_negatives, mochi_synthesize
+from hardmix.mixing import hardest, mochi_synthesize
 
 from ._reference import cross_entropy, normalize
 
@@ -41,8 +40,8 @@ IN_BATCH = [
     ("mixcse-single", {"name": "mixcse", "lam": 0.2, "bidirectional": False}, None),
     ("mixcse-no-sg", {"name": "mixcse", "lam": 0.2, "stop_grad": False}, None),
     ("mixcse-reference", {"name": "mixcse", "lam": 0.2, "mode": "reference"}, None),
-    # A schedule at step 0 (lam = 0.3): the composed path, the fused kernel declining.
-    ("mixcse-scheduled", {"name": "mixcse", "lam": 0.3, "lam_end": 0.2, "schedule_steps": 10}, None),
+    # A ramp at step 0 (lam = 0.3).
+    ("mixcse-scheduled", {"name": "mixcse", "lam": {"start": 0.3, "end": 0.2, "steps": 10}}, None),
     ("mixcse_adaptive-bi", {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.5}, None),
 ]
 
@@ -53,7 +52,7 @@ def test_in_batch_loss_on_device_equals_float64_cpu(device: str, name: str, spec
     g = torch.Generator().manual_seed(0)
     z1 = torch.randn(48, 24, generator=g, dtype=torch.float64)
     z2 = z1 + 0.8 * torch.randn(48, 24, generator=g, dtype=torch.float64)
-    reference = ContrastiveLoss(0.05, spec, symmetric=symmetric, fused=False)
+    reference = ContrastiveLoss(0.05, spec, symmetric=symmetric)
     want = _loss_and_grads(reference.in_batch, z1, z2)
     loss_fn = ContrastiveLoss(0.05, spec, symmetric=symmetric)
     got = _loss_and_grads(loss_fn.in_batch, z1.float().to(device), z2.float().to(device))
@@ -139,12 +138,12 @@ def test_mochi_queue_loss_on_device_equals_its_detached_synthetic_points(device:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_hardest_negatives_on_device_equal_brute_force(device: str) -> None:
+def test_hardest_on_device_equal_brute_force(device: str) -> None:
     g = torch.Generator().manual_seed(3)
     sims = torch.randn(9, 300, generator=g)
     sims[2, :50] = float("-inf")
     valid = torch.rand(9, 300, generator=g) > 0.2
-    hard = hardest_negatives(sims.to(device), 17, valid.to(device)).cpu()
+    hard = hardest(sims.to(device), 17, valid.to(device)).cpu()
     masked = sims.masked_fill(~valid, float("-inf")).numpy()
     for row in range(9):
         want = set(np.argsort(-masked[row], kind="stable")[:17].tolist())

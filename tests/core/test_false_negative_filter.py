@@ -7,6 +7,7 @@ it composes with the other strategies are tested in ``test_composition.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -62,7 +63,7 @@ def _masks(b: int, n: int, seed: int) -> torch.Tensor:
 def test_top_k_drops_the_k_most_similar_valid_negatives_keeping_one(top_k: int) -> None:
     a, c = _unit(9, 6, seed=1), _unit(20, 6, seed=2)
     valid = _masks(9, 20, seed=3)
-    got = FalseNegativeFilter(top_k=top_k).excluded_negatives(_context(a, c, valid))
+    got = FalseNegativeFilter(top_k=top_k).exclude(_context(a, c, valid))[0]
     want = false_negatives_np(a.numpy() @ c.numpy().T, valid.numpy(), top_k, None)
     np.testing.assert_array_equal(got.numpy(), want)
     counts = valid.sum(1).numpy()
@@ -76,7 +77,7 @@ def test_top_k_drops_the_k_most_similar_valid_negatives_keeping_one(top_k: int) 
 def test_threshold_drops_the_negatives_above_it_keeping_the_least_similar(threshold: float) -> None:
     a, c = _unit(9, 6, seed=4), _unit(20, 6, seed=5)
     valid = _masks(9, 20, seed=6)
-    got = FalseNegativeFilter(top_k=0, threshold=threshold).excluded_negatives(_context(a, c, valid))
+    got = FalseNegativeFilter(top_k=0, threshold=threshold).exclude(_context(a, c, valid))[0]
     cos = a.numpy() @ c.numpy().T
     np.testing.assert_array_equal(got.numpy(), false_negatives_np(cos, valid.numpy(), 0, threshold))
     if threshold == -0.999:  # everything is above: each row keeps exactly its least similar
@@ -105,8 +106,8 @@ def test_selection_is_float32_when_the_logits_are_bfloat16() -> None:
     c = torch.nn.functional.normalize(base + 1e-3 * _unit(12, 16, seed=9, dtype=torch.float32), dim=-1)
     valid = torch.ones(4, 12, dtype=torch.bool)
     ctx = _context(a, c, valid)
-    ctx.logits = ctx.logits.bfloat16()
-    got = FalseNegativeFilter(top_k=3).excluded_negatives(ctx)
+    ctx = dataclasses.replace(ctx, logits=ctx.logits.bfloat16())
+    got = FalseNegativeFilter(top_k=3).exclude(ctx)[0]
     want = false_negatives_np(a.double().numpy() @ c.double().numpy().T, valid.numpy(), 3, None)
     np.testing.assert_array_equal(got.numpy(), want)
     with torch.autocast("cpu", dtype=torch.bfloat16):  # and the loss runs under autocast

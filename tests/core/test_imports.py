@@ -1,7 +1,7 @@
 """The core's import structure, read from the source of every module under ``hardmix/``: no import cycle
-between its parts, the kernels import no strategy or loss, no private name crosses a module.
+between its parts, the strategies import no loss or trainer, no private name crosses a module.
 
-A part is a subpackage (``hardmix.kernels``) or a top-level module (``hardmix.mixing``). The package root
+A part is a subpackage (``hardmix.strategies``) or a top-level module (``hardmix.mixing``). The package root
 (``hardmix/__init__.py``: ``__version__`` and the lazy ``hardmix.train`` facade) is not a part: Python
 imports it before any of its submodules, and its imports are not counted. Every import statement counts:
 at module level, inside functions, under ``if TYPE_CHECKING``. The walk is generic: parts added later
@@ -104,23 +104,23 @@ def test_cycle_finder_finds_a_cycle_and_accepts_a_tree() -> None:
 def test_import_reader_sees_imports_inside_functions_and_relative_ones(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from hardmix.losses import x\n\nfrom . import sibling\n")
-    found = _imports("hardmix.kernels.m", module)
+    found = _imports("hardmix.strategies.m", module)
     assert ("hardmix.losses", ["x"], 2) in found
-    assert ("hardmix.kernels", ["sibling"], 4) in found
+    assert ("hardmix.strategies", ["sibling"], 4) in found
 
 
 def test_no_import_cycle_between_the_parts_of_the_core() -> None:
     graph = _part_graph()
-    assert {"hardmix.kernels", "hardmix.losses", "hardmix.strategies", "hardmix.mixing"} <= set(graph)
+    assert {"hardmix.losses", "hardmix.strategies", "hardmix.mixing"} <= set(graph)
     cycle = _find_cycle(graph)
     if cycle:
         where = [f"{a} -> {b} ({', '.join(graph[a][b])})" for a, b in zip(cycle, cycle[1:])]
         raise AssertionError("import cycle between parts of the core: " + "; ".join(where))
 
 
-def test_kernels_import_no_strategy_and_no_loss() -> None:
-    imported = _part_graph()["hardmix.kernels"]
-    assert not {"hardmix.strategies", "hardmix.losses", "hardmix.mixing"} & set(imported), imported
+def test_strategies_import_no_loss_and_no_trainer() -> None:
+    imported = _part_graph()["hardmix.strategies"]
+    assert not {"hardmix.losses", "hardmix.training", "hardmix.mixing"} & set(imported), imported
 
 
 def _private_uses() -> set[str]:

@@ -5,20 +5,18 @@ and against a queue with sample-id exclusions."""
 
 from __future__ import annotations
 
-import math
+import dataclasses
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-import hardmix.strategies.mixcse as mixcse_module
 from hardmix.cli import main
 from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
-from hardmix.strategies import MixCSE, MixCSEAdaptive, build_strategy, describe_strategies
+from hardmix.strategies import MixCSEAdaptive, build_strategy, describe_strategies
 from hardmix.strategies.base import ContrastContext
-from hardmix.strategies.mixcse import scheduled_lam
 from hardmix.strategies.mixcse_adaptive import adaptive_lam
 from hardmix.text.config import build_text_config
 
@@ -28,7 +26,6 @@ from ._reference import (
     mix,
     mixcse_adaptive_loss_np,
     mixcse_adaptive_queue_np,
-    mixcse_loss_np,
     normalize,
 )
 from ._views import correlated_views
@@ -108,26 +105,21 @@ def test_lambda_is_the_largest_feasible_on_a_dense_grid() -> None:
     assert 0 < bites < 8
 
 
-@pytest.mark.parametrize("impl", ["plain", "fast"])
-def test_every_mixture_at_its_lambda_satisfies_the_bound(impl) -> None:
+def test_every_mixture_at_its_lambda_satisfies_the_bound() -> None:
     """The logits the strategy returns: h_i . m'_ij(lam_i) <= t_i for every constrained j, both directions;
     the unconstrained (already too similar) negatives are the only ones above t_i."""
     z1, z2 = _views(seed=3)
     seen: list[tuple[ContrastContext, torch.Tensor]] = []
 
+    @dataclasses.dataclass(frozen=True)
     class Recording(MixCSEAdaptive):
         def extra_logits(self, ctx):
             out = super().extra_logits(ctx)
-            seen.append((ctx, out))
-            return out
-
-        def fast_logits(self, ctx):
-            out = super().fast_logits(ctx)
-            seen.append((ctx, out))
+            seen.append((ctx, out[0]))
             return out
 
     strategy = Recording(margin=0.1, lam_max=0.5)
-    ContrastiveLoss(TAU, strategy, impl=impl).in_batch(z1, z2)
+    ContrastiveLoss(TAU, strategy).in_batch(z1, z2)
     assert [ctx.direction for ctx, _ in seen] == [0, 1]
     for ctx, logits in seen:
         cos = logits.detach() * TAU
@@ -153,10 +145,9 @@ def test_lambda_floor_and_nothing_constrained() -> None:
 
 def test_without_binding_negatives_the_loss_is_mixcse_at_lam_max() -> None:
     z1, z2 = _views(seed=4)
-    for impl in ("plain", "fast"):
-        got = ContrastiveLoss(TAU, {"name": "mixcse_adaptive", "margin": 2.0, "lam_max": 0.3}, impl=impl)
-        want = ContrastiveLoss(TAU, {"name": "mixcse", "lam": 0.3}, impl=impl)
-        torch.testing.assert_close(got.in_batch(z1, z2).loss, want.in_batch(z1, z2).loss, rtol=1e-12, atol=0)
+    got = ContrastiveLoss(TAU, {"name": "mixcse_adaptive", "margin": 2.0, "lam_max": 0.3})
+    want = ContrastiveLoss(TAU, {"name": "mixcse", "lam": 0.3})
+    torch.testing.assert_close(got.in_batch(z1, z2).loss, want.in_batch(z1, z2).loss, rtol=1e-12, atol=0)
 
 
 def test_float32_lambda_under_autocast_matches_float64() -> None:
@@ -173,15 +164,14 @@ def test_float32_lambda_under_autocast_matches_float64() -> None:
 # ---- the loss, in-batch and queue -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("impl", ["plain", "fast"])
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("lam_min", [0.0, 0.15])
-def test_in_batch_loss_and_gradients_equal_numpy(impl, bidirectional, lam_min) -> None:
+def test_in_batch_loss_and_gradients_equal_numpy(bidirectional, lam_min) -> None:
     z1, z2 = _views(seed=6)
     spec = {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.5, "lam_min": lam_min,
             "bidirectional": bidirectional}
     a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-    loss_fn = ContrastiveLoss(TAU, spec, impl=impl)
+    loss_fn = ContrastiveLoss(TAU, spec)
     assert loss_fn.symmetric == bidirectional
     out = loss_fn.in_batch(a, b)
     out.loss.backward()
@@ -220,14 +210,13 @@ def test_without_stop_gradient_the_gradient_flows_through_the_mixtures_at_fixed_
     assert not torch.allclose(a_sg.grad, a.grad)
 
 
-@pytest.mark.parametrize("impl", ["plain", "fast"])
 @pytest.mark.parametrize("with_ids", [False, True], ids=["no-ids", "sample-ids"])
-def test_queue_loss_and_gradient_equal_numpy(impl, with_ids) -> None:
+def test_queue_loss_and_gradient_equal_numpy(with_ids) -> None:
     q, key, queue, query_ids, queue_ids = _queue_inputs()
     spec = {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.5}
     a = q.clone().requires_grad_(True)
     ids = (query_ids, queue_ids) if with_ids else (None, None)
-    out = ContrastiveLoss(0.2, spec, impl=impl).queue(a, key, queue, *ids)
+    out = ContrastiveLoss(0.2, spec).queue(a, key, queue, *ids)
     out.loss.backward()
     if with_ids:
         valid = ((queue_ids.view(1, -1) != -1) & (query_ids.view(-1, 1) != queue_ids.view(1, -1))).numpy()
@@ -272,15 +261,14 @@ def test_bad_argument_through_a_config_names_its_key(tiny_text_config) -> None:
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.margin: must be in \[0, 2\]"):
         build_text_config(data)
     data["loss"]["strategies"] = [{"name": "mixcse", "lam_end": 0.4}]
-    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.schedule_steps:"):
+    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.lam_end: is gone; .*lam: \{start"):
         build_text_config(data)
 
 
-def test_hardmix_strategies_lists_it_and_the_schedule(capsys) -> None:
+def test_hardmix_strategies_lists_it(capsys) -> None:
     assert main(["strategies"]) == 0
     text = capsys.readouterr().out
-    for needle in ("mixcse_adaptive:", "margin = 0.1", "lam_max = 0.2", "lam_min = 0.0", "lam_end = None",
-                   "schedule_steps = None", "lam_schedule = 'linear'"):
+    for needle in ("mixcse_adaptive:", "margin = 0.1", "lam_max = 0.2", "lam_min = 0.0"):
         assert needle in text, needle
 
 
@@ -292,98 +280,4 @@ def test_registry_config_round_trip_and_listing() -> None:
     assert "mixcse_adaptive: MixCSE with a per-anchor lambda" in listing
     assert "margin = 0.1" in listing and "hardmix's choice" in listing
     assert "lam_max = 0.2" in listing and "paper's constant" in listing
-    assert "lam_end = None" in listing and "schedule_steps = None" in listing
     assert MixCSEAdaptive.kinds() == ("extra",)
-
-
-# ---- mixcse's lambda schedule ---------------------------------------------------------------------------
-
-
-def test_schedule_lambda_at_given_steps() -> None:
-    lin = MixCSE(lam=0.2, lam_end=0.4, schedule_steps=10)
-    assert [lin.lam_at(t) for t in (0, 10, 11, 1000)] == [0.2, 0.4, 0.4, 0.4]
-    assert lin.lam_at(5) == pytest.approx(0.3, abs=1e-15)
-    assert lin.lam_at(2) == pytest.approx(0.24, abs=1e-15)
-    cos = MixCSE(lam=0.2, lam_end=0.1, schedule_steps=8, lam_schedule="cosine")
-    assert cos.lam_at(0) == 0.2 and cos.lam_at(8) == 0.1
-    assert cos.lam_at(2) == pytest.approx(0.2 - 0.1 * (1 - math.cos(math.pi / 4)) / 2, abs=1e-15)
-    assert cos.lam_at(4) == pytest.approx(0.15, abs=1e-15)
-    assert MixCSE(lam=0.3).lam_at(12345) == 0.3  # no schedule: the constant itself
-    assert scheduled_lam(-1, 0.2, 0.4, 10, "linear") == 0.2
-
-
-@pytest.mark.parametrize("step", [0, 3, 6, 50])
-@pytest.mark.parametrize("schedule", ["linear", "cosine"])
-def test_scheduled_loss_is_mixcse_at_the_steps_lambda(step, schedule) -> None:
-    """In-batch (both directions, fused allowed: it must decline) and queue, fast and plain: the loss at
-    step t equals the NumPy MixCSE at lam(t); the fast path and the plain one agree, gradients too."""
-    z1, z2 = _views(seed=8)
-    spec = {"name": "mixcse", "lam": 0.2, "lam_end": 0.45, "schedule_steps": 6, "lam_schedule": schedule}
-    lam = scheduled_lam(step, 0.2, 0.45, 6, schedule)
-    results = {}
-    for impl in ("fast", "plain"):
-        a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-        out = ContrastiveLoss(TAU, spec, impl=impl).in_batch(a, b, step=step)
-        out.loss.backward()
-        results[impl] = (out.loss.detach(), a.grad, b.grad, out.stats())
-        want = mixcse_loss_np(z1.numpy(), z2.numpy(), lam, TAU, True)
-        assert float(out.loss.detach()) == pytest.approx(want, rel=1e-10)
-        assert out.stats()["mixcse/lam"] == lam
-    for x, y in zip(results["fast"][:3], results["plain"][:3]):
-        torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
-    q, key, queue, query_ids, queue_ids = _queue_inputs()
-    losses = [ContrastiveLoss(0.2, spec, impl=impl).queue(q, key, queue, query_ids, queue_ids, step=step).loss
-              for impl in ("fast", "plain")]
-    constant = ContrastiveLoss(0.2, {"name": "mixcse", "lam": lam}, impl="plain")
-    torch.testing.assert_close(losses[0], losses[1], rtol=1e-10, atol=0)
-    want = constant.queue(q, key, queue, query_ids, queue_ids).loss
-    torch.testing.assert_close(losses[1], want, rtol=1e-12, atol=0)
-
-
-def test_fused_kernel_is_not_used_with_a_schedule(monkeypatch) -> None:
-    h = F.normalize(torch.randn(8, 4, dtype=torch.float64), dim=1)
-    assert MixCSE(lam_end=0.3, schedule_steps=5).fused_in_batch(h, h, TAU, True) is None
-    assert MixCSE().fused_in_batch(h, h, TAU, True) is not None
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the fused kernel was called")
-
-    monkeypatch.setattr(mixcse_module, "fused_in_batch_loss", refuse)
-    z1, z2 = _views(seed=9)
-    scheduled = ContrastiveLoss(TAU, {"name": "mixcse", "lam_end": 0.3, "schedule_steps": 5})
-    out = scheduled.in_batch(z1, z2, step=2)
-    assert torch.isfinite(out.loss)
-    with pytest.raises(AssertionError, match="fused kernel"):
-        ContrastiveLoss(TAU, "mixcse").in_batch(z1, z2)
-
-
-def test_after_the_schedule_the_loss_is_bit_identical_to_the_constant_lambda() -> None:
-    z1, z2 = _views(seed=10)
-    scheduled = ContrastiveLoss(TAU, {"name": "mixcse", "lam": 0.2, "lam_end": 0.3, "schedule_steps": 5},
-                                fused=False)
-    constant = ContrastiveLoss(TAU, {"name": "mixcse", "lam": 0.3}, fused=False)
-    assert torch.equal(scheduled.in_batch(z1, z2, step=7).loss, constant.in_batch(z1, z2).loss)
-    # The default has no schedule: no "lam" statistic, and the fused loss (same value as the composed one).
-    out = ContrastiveLoss(TAU, "mixcse").in_batch(z1, z2)
-    assert "mixcse/lam" not in out.stats()
-    torch.testing.assert_close(out.loss, ContrastiveLoss(TAU, "mixcse", fused=False).in_batch(z1, z2).loss,
-                               rtol=1e-12, atol=0)
-
-
-@pytest.mark.parametrize(
-    "kwargs,argument",
-    [
-        ({"lam_end": 1.0, "schedule_steps": 5}, "lam_end"),
-        ({"lam_end": 0.0, "schedule_steps": 5}, "lam_end"),
-        ({"lam_end": 0.3}, "schedule_steps"),
-        ({"lam_end": 0.3, "schedule_steps": 0}, "schedule_steps"),
-        ({"lam_end": 0.3, "schedule_steps": 2.5}, "schedule_steps"),
-        ({"lam_end": 0.3, "schedule_steps": True}, "schedule_steps"),
-        ({"schedule_steps": 5}, "lam_end"),
-        ({"lam_end": 0.3, "schedule_steps": 5, "lam_schedule": "step"}, "lam_schedule"),
-    ],
-)
-def test_bad_schedule_arguments_name_themselves(kwargs, argument) -> None:
-    with pytest.raises(StrategyArgumentError) as info:
-        MixCSE(**kwargs)
-    assert info.value.argument == argument

@@ -92,9 +92,9 @@ def _in_batch_np(specs, z1, z2, tau, symmetric, seed):
     return loss, through_normalization(z1, g_h1), through_normalization(z2, g_h2)
 
 
-def _in_batch(impl, specs, z1, z2, tau, symmetric, seed):
+def _in_batch(specs, z1, z2, tau, symmetric, seed):
     a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-    out = ContrastiveLoss(tau, specs, symmetric=symmetric, impl=impl).in_batch(
+    out = ContrastiveLoss(tau, specs, symmetric=symmetric).in_batch(
         a, b, generator=torch.Generator().manual_seed(seed))
     out.loss.backward()
     return out, a.grad, b.grad
@@ -118,9 +118,9 @@ def _queue_np(specs, q, key, queue, query_ids, queue_ids, tau, seed):
     return loss, through_normalization(q.numpy(), g_h)
 
 
-def _queue(impl, specs, q, key, queue, query_ids, queue_ids, tau, seed):
+def _queue(specs, q, key, queue, query_ids, queue_ids, tau, seed):
     a = q.clone().requires_grad_(True)
-    out = ContrastiveLoss(tau, specs, impl=impl).queue(a, key, queue, query_ids, queue_ids,
+    out = ContrastiveLoss(tau, specs).queue(a, key, queue, query_ids, queue_ids,
                                                        generator=torch.Generator().manual_seed(seed))
     out.loss.backward()
     return out, a.grad
@@ -135,25 +135,23 @@ def _close(got: torch.Tensor, want: np.ndarray | float) -> None:
 CASES = {"all": SYNCO, **{kind: {**SYNCO, **zeros} for kind, zeros in ONLY.items()}}
 
 
-@pytest.mark.parametrize("impl", ["plain", "fast"])
 @pytest.mark.parametrize("symmetric", [False, True], ids=["one-direction", "symmetric"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_in_batch_equals_numpy(case: str, symmetric: bool, impl: str) -> None:
+def test_in_batch_equals_numpy(case: str, symmetric: bool) -> None:
     z1, z2 = _randn(9, 6, seed=1), _randn(9, 6, seed=2)
-    out, g1, g2 = _in_batch(impl, [CASES[case]], z1, z2, 0.05, symmetric, seed=3)
+    out, g1, g2 = _in_batch([CASES[case]], z1, z2, 0.05, symmetric, seed=3)
     loss, w1, w2 = _in_batch_np([CASES[case]], z1, z2, 0.05, symmetric, seed=3)
     _close(out.loss, loss)
     _close(g1, w1)
     _close(g2, w2)
 
 
-@pytest.mark.parametrize("impl", ["plain", "fast"])
 @pytest.mark.parametrize("with_ids", [False, True], ids=["no-ids", "sample-ids"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_queue_equals_numpy(case: str, with_ids: bool, impl: str) -> None:
+def test_queue_equals_numpy(case: str, with_ids: bool) -> None:
     q, key, queue, query_ids, queue_ids = _queue_inputs(seed=10)
     ids = (query_ids, queue_ids) if with_ids else (None, None)
-    out, g = _queue(impl, [CASES[case]], q, key, queue, *ids, 0.2, seed=4)
+    out, g = _queue([CASES[case]], q, key, queue, *ids, 0.2, seed=4)
     loss, want = _queue_np([CASES[case]], q, key, queue, *ids, 0.2, seed=4)
     _close(out.loss, loss)
     _close(g, want)
@@ -165,15 +163,14 @@ def test_composed_with_mochi_appends_both_columns(order: str) -> None:
     denominator (queue with exclusions, and in-batch symmetric)."""
     specs = [MOCHI, SYNCO] if order == "mochi-first" else [SYNCO, MOCHI]
     q, key, queue, query_ids, queue_ids = _queue_inputs(seed=20)
-    for impl in ("plain", "fast"):
-        out, g = _queue(impl, specs, q, key, queue, query_ids, queue_ids, 0.2, seed=5)
-        loss, want = _queue_np(specs, q, key, queue, query_ids, queue_ids, 0.2, seed=5)
-        _close(out.loss, loss)
-        _close(g, want)
-        stats = out.stats()
-        assert {"mochi/synthetic_sim", "synco/synthetic_sim"} <= stats.keys()
+    out, g = _queue(specs, q, key, queue, query_ids, queue_ids, 0.2, seed=5)
+    loss, want = _queue_np(specs, q, key, queue, query_ids, queue_ids, 0.2, seed=5)
+    _close(out.loss, loss)
+    _close(g, want)
+    stats = out.stats()
+    assert {"mochi/synthetic_sim", "synco/synthetic_sim"} <= stats.keys()
     z1, z2 = _randn(10, 6, seed=21), _randn(10, 6, seed=22)
-    out, g1, g2 = _in_batch("plain", specs, z1, z2, 0.05, True, seed=6)
+    out, g1, g2 = _in_batch(specs, z1, z2, 0.05, True, seed=6)
     loss, w1, w2 = _in_batch_np(specs, z1, z2, 0.05, True, seed=6)
     _close(out.loss, loss)
     _close(g1, w1)
@@ -218,15 +215,10 @@ def test_kinds_have_their_own_counts_in_a_fixed_order_and_zero_disables() -> Non
     q, _, queue, _, _ = _queue_inputs(seed=40)
     valid = torch.ones(5, 30, dtype=torch.bool)
     s = SynCo(n_hard=6, n_extrapolated=3, n_noise=0, n_perturbed=2, n_adversarial=1)
-    assert s.extra_logits(_context(q, queue, valid)).shape == (5, 6)
+    assert s.extra_logits(_context(q, queue, valid))[0].shape == (5, 6)
     assert KINDS == ("extrapolated", "noise", "perturbed", "adversarial")
     off = SynCo(n_hard=6, n_extrapolated=0, n_noise=0, n_perturbed=0, n_adversarial=0)
-    assert off.extra_logits(_context(q, queue, valid)) is None and off.diagnostics() == {}
-    late = SynCo(n_hard=6, n_extrapolated=2, n_noise=0, n_perturbed=0, n_adversarial=0, warmup_steps=3)
-    ctx = _context(q, queue, valid)
-    assert late.extra_logits(ctx) is None
-    ctx.step = 3
-    assert late.extra_logits(ctx).shape == (5, 2)
+    assert off.extra_logits(_context(q, queue, valid)) is None
 
 
 def test_draws_come_from_the_generator_in_the_documented_order() -> None:
@@ -253,7 +245,7 @@ def test_points_are_unit_detached_and_built_from_the_querys_own_valid_hardest() 
     valid = torch.rand(b, k, generator=g) > 0.3
     s = SynCo(n_hard=n, n_extrapolated=8, n_noise=8, sigma=0.01, n_perturbed=8, n_adversarial=8)
     ctx = _context(q.requires_grad_(True), negatives, valid, seed=9)
-    logits = s.extra_logits(ctx)
+    logits, _ = s.extra_logits(ctx)
     assert logits.shape == (b, 32) and logits.requires_grad
 
     hard = torch.tensor([hardest_np(ctx.logits[i].detach().numpy(), valid[i].numpy(), n) for i in range(b)])
@@ -274,7 +266,7 @@ def test_extrapolated_points_lie_past_their_negative_away_from_the_query() -> No
     q, _, queue, _, _ = _queue_inputs(seed=50, d=12)
     s = SynCo(n_hard=6, n_extrapolated=20, n_noise=0, n_perturbed=0, n_adversarial=0, extrapolation_max=0.5)
     ctx = _context(q, queue, torch.ones(5, 30, dtype=torch.bool), seed=2)
-    logits = s.extra_logits(ctx)
+    logits, _ = s.extra_logits(ctx)
     everything = np.ones(30, bool)
     hard = torch.stack([torch.tensor(hardest_np(ctx.logits[i].numpy(), everything, 6)) for i in range(5)])
     draws = synco_draws(5, 12, 6, s.counts, 0.5, torch.Generator().manual_seed(2), torch.device("cpu"),
@@ -294,7 +286,7 @@ def test_extrapolated_points_lie_past_their_negative_away_from_the_query() -> No
 @pytest.mark.parametrize(
     ("arg", "value"),
     [("n_hard", 0), ("n_hard", 2.5), ("n_extrapolated", -1), ("n_noise", True), ("n_perturbed", "4"),
-     ("n_adversarial", -2), ("warmup_steps", -1), ("extrapolation_max", 0.0), ("sigma", -0.1),
+     ("n_adversarial", -2), ("extrapolation_max", 0.0), ("sigma", -0.1),
      ("delta", "big"), ("eta", math.inf), ("eta", False)],
 )
 def test_bad_arguments_name_themselves(arg: str, value) -> None:
@@ -316,8 +308,8 @@ def test_too_few_negatives_names_n_hard() -> None:
 
 def test_registry_defaults_and_listing() -> None:
     s = build_strategy("synco")
-    assert (s.n_hard, s.counts, s.extrapolation_max, s.sigma, s.delta, s.eta, s.warmup_steps) == (
-        1024, (256, 64, 64, 64), 0.5, 0.01, 0.01, 0.01, 0)
+    assert (s.n_hard, s.counts, s.extrapolation_max, s.sigma, s.delta, s.eta) == (
+        1024, (256, 64, 64, 64), 0.5, 0.01, 0.01, 0.01)
     assert repr(build_strategy(s.config())) == repr(s)
     text = describe_strategies()
     needles = ("synco:", "n_extrapolated = 256", "sigma = 0.01", "arXiv:2410.02401", "giakoumoglou/synco")

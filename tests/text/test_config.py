@@ -8,6 +8,7 @@ import pytest
 
 from hardmix.cli import main
 from hardmix.config import ConfigError
+from hardmix.strategies import MixCSE
 from hardmix.text.config import build_text_config, load_text_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "text"
@@ -41,7 +42,7 @@ def test_bad_values_name_the_key(data, key):
 
 def test_strategy_forms_and_defaults():
     cfg = build_text_config({"loss": {"strategies": "mixcse"}})
-    assert cfg.loss.strategies == [{"name": "mixcse"}]
+    assert cfg.loss.strategies == [MixCSE()]
     default = build_text_config({})
     assert (default.train.batch_size, default.train.lr, default.data.max_length, default.train.epochs,
             default.loss.temperature, default.eval.eval_steps) == (64, 3e-5, 32, 1, 0.05, 125)
@@ -56,9 +57,9 @@ def test_set_overrides(tmp_path):
     cfg = load_text_config(path, ["train.max_steps=7", "train.seed=5", "loss.temperature=0.1",
                                   "loss.strategies=[{name: mixcse, lam: 0.3, stop_grad: false}]"])
     assert (cfg.train.max_steps, cfg.train.seed, cfg.loss.temperature) == (7, 5, 0.1)
-    assert cfg.loss.strategies == [{"name": "mixcse", "lam": 0.3, "stop_grad": False}]
+    assert cfg.loss.strategies == [MixCSE(lam=0.3, stop_grad=False)]
     cfg = load_text_config(path, ["train.lr=3e-5", "loss.strategies=[{name: mixcse, lam: 2e-1}]"])
-    assert cfg.train.lr == 3e-5 and cfg.loss.strategies[0]["lam"] == 0.2  # YAML 1.1 reads 3e-5 as a string
+    assert cfg.train.lr == 3e-5 and cfg.loss.strategies[0].lam == 0.2  # YAML 1.1 reads 3e-5 as a string
     with pytest.raises(ConfigError, match="train.max_step"):
         load_text_config(path, ["train.max_step=7"])
     with pytest.raises(ConfigError, match="key=value"):

@@ -13,6 +13,7 @@ import torch
 
 from hardmix.cli import main
 from hardmix.config import ConfigError
+from hardmix.strategies import MixCSE
 from hardmix.text.config import build_text_config
 from hardmix.text.data import CorpusError
 from hardmix.text.model_source import ModelNotFoundError
@@ -136,8 +137,8 @@ def test_setup_errors_come_before_training(tmp_path, tiny_text_config, monkeypat
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotFoundError, match="offline"):
         train(_cfg(tiny_text_config, model={"name_or_path": "hardmix-test/no-such-model"}), tmp_path / "d")
-    with pytest.raises(RunFolderError, match="nothing to resume"):
-        train(_cfg(tiny_text_config), tmp_path / "e", resume=True)
+    # --resume where no run started (a requeued job that always passes it) starts from step 0
+    assert train(_cfg(tiny_text_config, train={"max_steps": 1}), tmp_path / "e", resume=True)["finished"]
     with pytest.raises(ConfigError, match="train.precision"):
         train(_cfg(tiny_text_config, train={"precision": "bf16", "device": "cpu"}), tmp_path / "f")
 
@@ -154,7 +155,7 @@ def test_cli_with_overrides(tmp_path, tiny_text_config, capsys, one_torch_thread
     assert "model: " in capsys.readouterr().out
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["train"]["max_steps"] == 3 and saved["train"]["seed"] == 9
-    assert saved["loss"]["strategies"] == [{"name": "mixcse", "lam": 0.3, "bidirectional": False}]
+    assert saved["loss"]["strategies"] == [MixCSE(lam=0.3, bidirectional=False).config()]
     assert len(_losses(out)) == 3
     assert main(["train", "text", str(path), "--set", "loss.strategies=[{name: mixcse, lam: 0}]",
                  "--output", str(tmp_path / "bad")]) == 2

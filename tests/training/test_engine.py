@@ -20,6 +20,7 @@ import yaml
 import hardmix
 from hardmix.cli import main as cli
 from hardmix.errors import ConfigError, RunError
+from hardmix.strategies import MixCSE
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import RunFolderError, read_results, run_training
@@ -309,5 +310,5 @@ def test_the_python_api_returns_the_results_record(tmp_path, tiny_text_config, o
     results = hardmix.train("text", tiny_text_config, overrides={"train.max_steps": 3, "loss.strategies":
                             [{"name": "mixcse", "lam": 0.3}]}, output=tmp_path / "run")
     assert results == read_results(tmp_path / "run") and results["steps"] == 3
-    assert results["strategies"] == [{"name": "mixcse", "lam": 0.3}]
+    assert results["strategies"] == [MixCSE(lam=0.3).config()]  # every argument, as built
     assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["train"]["max_steps"] == 3

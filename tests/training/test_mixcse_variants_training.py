@@ -8,7 +8,6 @@ import math
 
 import pytest
 
-from hardmix.strategies.mixcse import scheduled_lam
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training
@@ -18,7 +17,7 @@ from hardmix.vision.config import VisionConfig
 from hardmix.vision.task import VisionTask
 
 ADAPTIVE = {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.2}
-SCHEDULED = {"name": "mixcse", "lam": 0.1, "lam_end": 0.3, "schedule_steps": 6, "lam_schedule": "cosine"}
+SCHEDULED = {"name": "mixcse", "lam": {"start": 0.1, "end": 0.3, "steps": 6, "shape": "cosine"}}
 KEYS = {
     "mixcse_adaptive": tuple(f"mixcse_adaptive/{k}" for k in ("lam_mean", "lam_smallest", "bound_bites")),
     "mixcse": ("mixcse/lam", "mixcse/synthetic_sim"),
@@ -40,7 +39,8 @@ def _check(run, spec: dict, steps: int) -> None:
         assert all(0.0 <= r["mixcse_adaptive/bound_bites"] <= 1.0 for r in rows)
     else:  # the logged lam follows the schedule of the step it was used at
         lams = [r["mixcse/lam"] for r in rows]
-        assert lams == pytest.approx([scheduled_lam(t, 0.1, 0.3, 6, "cosine") for t in range(steps)])
+        want = [0.1 + 0.2 * (1 - math.cos(math.pi * min(t / 6, 1.0))) / 2 for t in range(steps)]
+        assert lams == pytest.approx(want)
 
 
 @pytest.mark.parametrize("spec", [ADAPTIVE, SCHEDULED], ids=["mixcse_adaptive", "scheduled-mixcse"])

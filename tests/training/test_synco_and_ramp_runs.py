@@ -31,8 +31,8 @@ def _check_finished(run, steps: int) -> list[dict]:
 
 
 def test_text_synco_and_ramped_mochi_train(tmp_path, tiny_text_config, one_torch_thread):
-    ramp = {"name": "mochi", "n_hard": 8, "n_pair": 8, "n_query": 4, "warmup_steps": 2, "schedule": "linear",
-            "ramp_steps": 4}
+    ramp = {"name": "mochi", "n_hard": 8, "n_pair": {"start": 0, "end": 8, "steps": 4},
+            "n_query": {"start": 0, "end": 4, "steps": 4}, "warmup_steps": 2}
     for name, strategies in (("synco", [SYNCO]), ("ramp", [ramp]), ("both", [ramp, SYNCO])):
         data = copy.deepcopy(tiny_text_config)
         data["train"]["max_steps"] = 8
@@ -43,16 +43,16 @@ def test_text_synco_and_ramped_mochi_train(tmp_path, tiny_text_config, one_torch
             keys = {"synco/synthetic_sim", "synco/synthetic_harder_than_positive"}
             assert all(keys <= r.keys() for r in lines)
         if name != "synco":
-            ramps = [r["mochi/ramp"] for r in lines]
-            assert ramps == [0.0, 0.0, 0.0, 0.25, 0.5, 0.75, 1.0, 1.0]  # steps 0..7: warm-up 2, ramp 4
+            counts = [r["mochi/n_pair"] for r in lines]
+            assert counts == [0.0, 0.0, 0.0, 2.0, 4.0, 6.0, 8.0, 8.0]  # steps 0..7: warm-up 2, ramp 4
             mixed = [("mochi/synthetic_sim" in r) for r in lines]
             assert mixed == [False, False, False, True, True, True, True, True]
 
 
 def test_vision_synco_and_ramped_mochi_train(tmp_path, tiny_vision_config, one_torch_thread):
     # 320 images in batches of 32: 10 steps per epoch; the ramp's 0.5 epochs are 5 steps.
-    ramp = {"name": "mochi", "n_hard": 16, "n_pair": 16, "n_query": 8, "warmup_epochs": 0,
-            "schedule": "cosine", "ramp_epochs": 0.5}
+    cosine = {"start": 0, "epochs": 0.5, "shape": "cosine"}
+    ramp = {"name": "mochi", "n_hard": 16, "n_pair": {**cosine, "end": 16}, "n_query": {**cosine, "end": 8}}
     for name, strategies in (("synco", [{**SYNCO, "n_hard": 16, "warmup_epochs": 0.2}]), ("ramp", [ramp]),
                              ("both", [ramp, {**SYNCO, "n_hard": 16}])):
         data = tiny_vision_config(train={"epochs": 1}, loss={"strategies": strategies})
@@ -63,7 +63,7 @@ def test_vision_synco_and_ramped_mochi_train(tmp_path, tiny_vision_config, one_t
         elif name == "both":
             assert all("synco/synthetic_sim" in r for r in lines)
         if name != "synco":
-            ramps = [r["mochi/ramp"] for r in lines]
-            assert ramps[0] == 0.0 and ramps[5:] == [1.0] * 5
+            ramps = [r["mochi/n_pair"] for r in lines]
+            assert ramps[0] == 0.0 and ramps[5:] == [16.0] * 5
             assert all(a < b for a, b in zip(ramps[:6], ramps[1:6]))
             assert ["mochi/synthetic_sim" in r for r in lines] == [False] + [True] * 9

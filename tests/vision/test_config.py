@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from hardmix.config import ConfigError, build_config
+from hardmix.strategies import MixCSE, MoCHi
 from hardmix.training.config import load_task_config
 from hardmix.vision.config import VisionConfig, to_plain
 
@@ -38,9 +39,9 @@ def test_mochi_warmup_epochs_become_steps():
             }
         },
     )
-    specs = cfg.strategy_specs(steps_per_epoch=10)
-    assert specs[0] == {"name": "mochi", "n_hard": 64, "n_pair": 32, "n_query": 8, "warmup_steps": 15}
-    assert specs[1] == {"name": "mixcse"}
+    mochi, mixcse = cfg.loss.strategies
+    assert mochi.final == MoCHi(n_hard=64, n_pair=32, n_query=8) and mochi.in_steps(10).warmup_steps == 15
+    assert mixcse == MixCSE()
 
 
 @pytest.mark.parametrize(
@@ -55,8 +56,12 @@ def test_mochi_warmup_epochs_become_steps():
             r"loss\.strategies\[1\]\.foo: unknown argument",
         ),
         (
-            {"loss": {"strategies": [{"name": "mixcse", "warmup_epochs": 1}]}},
+            {"loss": {"strategies": [{"name": "mixcse", "warmup_epochs": -1}]}},
             r"loss\.strategies\[0\]\.warmup_epochs",
+        ),
+        (
+            {"loss": {"strategies": [{"name": "mochi", "ramp_epochs": 1}]}},
+            r"loss\.strategies\[0\]\.ramp_epochs: is gone",
         ),
         (
             {"loss": {"strategies": [{"name": "mochi", "n_hard": 70000}]}},

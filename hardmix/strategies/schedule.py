@@ -1,0 +1,208 @@
+"""Schedules of any strategy: a warm-up (the strategy acts from step w on) and ramps of its numeric
+arguments, one wrapper for every strategy.
+
+In a spec, ``warmup_steps: w`` (or ``warmup_epochs``) delays the strategy, and a numeric argument given as
+a mapping ramps (hardmix's option; the papers keep their arguments constant after a warm-up):
+
+    n_pair: {start: 0, end: 512, steps: 100, shape: cosine}      # or epochs: 2 instead of steps
+    v(t) = start + (end - start) r((t - w) / R),   r(p) = p (linear) or (1 - cos(pi p)) / 2 (cosine)
+
+with p clamped to [0, 1] and R the ramp's length in optimizer steps, counted from the end of the warm-up;
+an integer argument takes ``floor(v(t))``. Epochs become steps when the engine knows the steps per epoch
+(:meth:`Scheduled.in_steps`). Every value the schedule can reach is validated by the strategy itself
+before training (its start and end).
+
+Example:
+    >>> s = scheduled({"name": "mochi", "n_hard": 8, "n_query": 4, "warmup_steps": 2,
+    ...                "n_pair": {"start": 0, "end": 10, "steps": 4}})
+    >>> [s.at(t) is None for t in (0, 1, 2)], s.at(3).n_pair, s.at(9).n_pair
+    ([True, True, False], 2, 10)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hardmix.errors import StrategyArgumentError
+from hardmix.strategies.base import Strategy, build_strategy, strategy_class
+
+SHAPES = ("linear", "cosine")
+RAMP_KEYS = ("start", "end", "steps", "epochs", "shape")
+
+
+@dataclass(frozen=True)
+class Ramp:
+    """One argument's value from ``start`` to ``end`` over ``steps`` (or ``epochs``) after the warm-up."""
+
+    start: float
+    end: float
+    steps: int | None = None
+    epochs: float | None = None
+    shape: str = "linear"
+
+    def at(self, t: int, integer: bool) -> float | int:
+        """The value ``t`` steps after the warm-up (``steps`` must be resolved)."""
+        p = min(max(t / self.steps, 0.0), 1.0) if self.steps else 1.0
+        r = p if self.shape == "linear" else 0.5 * (1.0 - math.cos(math.pi * p))
+        value = self.start + (self.end - self.start) * r
+        return math.floor(value + 1e-9) if integer else value
+
+
+def _ramp(argument: str, spec: dict[str, Any]) -> Ramp:
+    unknown = sorted(set(spec) - set(RAMP_KEYS))
+    if unknown:
+        raise StrategyArgumentError(
+            argument, f"unknown ramp key {unknown[0]!r} (keys: {', '.join(RAMP_KEYS)})"
+        )
+    if "start" not in spec or "end" not in spec:
+        raise StrategyArgumentError(argument, "a ramp needs start and end")
+    if ("steps" in spec) == ("epochs" in spec):
+        raise StrategyArgumentError(argument, "a ramp needs its length: steps or epochs (one of them)")
+    if spec.get("shape", "linear") not in SHAPES:
+        raise StrategyArgumentError(
+            argument, f"ramp shape must be 'linear' or 'cosine', got {spec['shape']!r}"
+        )
+    steps, epochs = spec.get("steps"), spec.get("epochs")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise StrategyArgumentError(argument, f"ramp steps must be a positive integer, got {steps!r}")
+    if epochs is not None and (
+        isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs <= 0
+    ):
+        raise StrategyArgumentError(argument, f"ramp epochs must be a positive number, got {epochs!r}")
+    return Ramp(
+        spec["start"],
+        spec["end"],
+        steps,
+        None if epochs is None else float(epochs),
+        spec.get("shape", "linear"),
+    )
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """A strategy whose arguments depend on the optimizer step: ``at(step)`` is the strategy of that
+    step (None during the warm-up). ``final`` is the strategy after the warm-up and every ramp."""
+
+    final: Strategy
+    ramps: dict[str, Ramp] = field(default_factory=dict)
+    warmup_steps: int | None = 0
+    warmup_epochs: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, ramp in self.ramps.items():  # every reachable value is one the strategy accepts
+            for value in (ramp.start, ramp.end):
+                try:
+                    dataclasses.replace(self.final, **{name: value})
+                except StrategyArgumentError as e:
+                    raise StrategyArgumentError(name, f"ramp {e.message}") from None
+
+    @property
+    def name(self) -> str:
+        return self.final.name
+
+    def __getattr__(self, attribute: str) -> Any:  # symmetric, required_negatives, kinds, ...
+        if attribute.startswith("__") or attribute in ("final", "ramps", "warmup_steps", "warmup_epochs"):
+            raise AttributeError(attribute)
+        return getattr(self.final, attribute)
+
+    def in_steps(self, steps_per_epoch: int) -> Scheduled:
+        """Epochs resolved into optimizer steps, each ``round(epochs * steps_per_epoch)`` (a ramp >= 1)."""
+        ramps = {
+            k: r
+            if r.epochs is None
+            else dataclasses.replace(r, steps=max(1, round(r.epochs * steps_per_epoch)), epochs=None)
+            for k, r in self.ramps.items()
+        }
+        warmup = self.warmup_steps
+        if self.warmup_epochs is not None:
+            warmup = round(self.warmup_epochs * steps_per_epoch)
+        return Scheduled(self.final, ramps, warmup, None)
+
+    def at(self, step: int) -> Strategy | None:
+        if self.warmup_epochs is not None or any(r.steps is None for r in self.ramps.values()):
+            raise ValueError(f"{self.name}: a schedule in epochs needs in_steps(steps_per_epoch) first")
+        if step < self.warmup_steps:
+            return None
+        if not self.ramps:
+            return self.final
+        values = {
+            k: r.at(step - self.warmup_steps, isinstance(getattr(self.final, k), int))
+            for k, r in self.ramps.items()
+        }
+        return dataclasses.replace(self.final, **values)
+
+    def scheduled_values(self, step: int) -> dict[str, float]:
+        """The ramped arguments' values at ``step`` and whether the strategy acts (for the logs)."""
+        active = self.at(step)
+        return {
+            "active": float(active is not None),
+            **{k: float(getattr(active, k)) if active else float(r.start) for k, r in self.ramps.items()},
+        }
+
+    def config(self) -> dict[str, Any]:
+        out = self.final.config()
+        for k, r in self.ramps.items():
+            out[k] = {
+                f.name: getattr(r, f.name) for f in dataclasses.fields(r) if getattr(r, f.name) is not None
+            }
+        if self.warmup_epochs is not None:
+            out["warmup_epochs"] = self.warmup_epochs
+        elif self.warmup_steps:
+            out["warmup_steps"] = self.warmup_steps
+        return out
+
+
+def scheduled(spec: Any) -> Strategy | Scheduled:
+    """Build a strategy from a spec (:func:`~hardmix.strategies.base.build_strategy`), wrapped in
+    :class:`Scheduled` when the spec has a warm-up or a ramp."""
+    if isinstance(spec, Scheduled):
+        return spec
+    if not isinstance(spec, dict):
+        return build_strategy(spec)
+    spec = dict(spec)
+    warmup_steps, warmup_epochs = spec.pop("warmup_steps", 0), spec.pop("warmup_epochs", None)
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise StrategyArgumentError("warmup_steps", f"must be a non-negative integer, got {warmup_steps!r}")
+    if warmup_epochs is not None:
+        if (
+            isinstance(warmup_epochs, bool)
+            or not isinstance(warmup_epochs, (int, float))
+            or warmup_epochs < 0
+        ):
+            raise StrategyArgumentError(
+                "warmup_epochs", f"must be a non-negative number, got {warmup_epochs!r}"
+            )
+        if warmup_steps:
+            raise StrategyArgumentError("warmup_epochs", "give warmup_epochs or warmup_steps, not both")
+        warmup_epochs = float(warmup_epochs)
+    _refuse_old_keys(spec)
+    ramps = {k: _ramp(k, v) for k, v in spec.items() if isinstance(v, dict)}
+    final = build_strategy({**spec, **{k: r.end for k, r in ramps.items()}})
+    if not ramps and not warmup_steps and warmup_epochs is None:
+        return final
+    return Scheduled(final, ramps, None if warmup_epochs is not None else warmup_steps, warmup_epochs)
+
+
+_OLD_KEYS = {
+    "lam_end": "lam: {start: ..., end: ..., steps: ...}",
+    "schedule_steps": "lam: {start: ..., end: ..., steps: ...}",
+    "lam_schedule": "shape in lam: {start: ..., end: ..., steps: ..., shape: cosine}",
+    "schedule": "n_pair: {start: 0, end: ..., steps: ...} (and n_query likewise)",
+    "ramp_steps": "n_pair: {start: 0, end: ..., steps: ...} (and n_query likewise)",
+    "ramp_epochs": "n_pair: {start: 0, end: ..., epochs: ...} (and n_query likewise)",
+}
+
+
+def _refuse_old_keys(spec: dict[str, Any]) -> None:
+    name = spec.get("name")
+    for key, new in _OLD_KEYS.items():
+        if key in spec and not (
+            isinstance(name, str) and key in {f.name for f in strategy_class(name).params()}
+        ):
+            raise StrategyArgumentError(key, f"is gone; schedules are generic: {new}")
+
+
+__all__ = ["Ramp", "Scheduled", "scheduled"]

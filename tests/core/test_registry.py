@@ -1,0 +1,186 @@
+"""Every registered strategy, whatever it is: frozen and validated, documented (``hardmix strategies`` and
+docs/strategies.md's parameter tables), pure, and a finite loss with gradients to the anchors only in both
+modes. A strategy of another package, registered through the entry-point group ``hardmix.strategies``, is
+listed, validated, trained in both modalities and compared with no change to hardmix."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from hardmix.errors import ConfigError
+from hardmix.losses import ContrastiveLoss
+from hardmix.strategies import available_strategies, base, build_strategy, describe_strategies, strategy_class
+from hardmix.text.config import build_text_config
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "strategies.md"
+NAMES = available_strategies()
+
+
+def _small(name: str) -> dict:
+    return {"name": name, **strategy_class(name).small}
+
+
+def _yaml_default(value: object) -> str:
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _documented_parameters(name: str) -> dict[str, str]:
+    """``parameter -> default`` of the table in the section ``## name`` (a row may name several)."""
+    section = DOC.read_text(encoding="utf-8").split(f"\n## {name}\n", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, str] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("| `") or len(cells) < 2:
+            continue
+        names = re.findall(r"`(\w+)`", cells[0])
+        defaults = [d.strip().strip("`").split(" (")[0] for d in cells[1].split(",")]
+        found.update(zip(names, defaults))
+    return found
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_frozen_validated_documented_and_round_trips(name: str) -> None:
+    cls = strategy_class(name)
+    strategy = build_strategy(_small(name))
+    assert cls.name == name and dataclasses.is_dataclass(strategy) and (cls.kinds() or name == "none")
+    for field in cls.params():
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(strategy, field.name, getattr(strategy, field.name))
+        assert field.metadata.get("help"), f"{name}.{field.name} has no help line"
+        assert f"  {field.name} = {field.default!r}  (" in describe_strategies()
+    assert build_strategy(strategy.config()) == strategy
+    documented = _documented_parameters(name)
+    assert documented == {f.name: _yaml_default(f.default) for f in cls.params()}, name
+    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.no_such_argument: unknown argument"):
+        build_text_config({"loss": {"strategies": [{**_small(name), "no_such_argument": 1}]}})
+
+
+def _inputs(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    z1 = torch.randn(8, 6, generator=g, dtype=torch.float64)
+    z2 = z1 + 0.5 * torch.randn(8, 6, generator=g, dtype=torch.float64)
+    queue = torch.randn(16, 6, generator=g, dtype=torch.float64)
+    return z1, z2, queue
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_both_modes_give_a_finite_deterministic_loss_and_pure_statistics(name: str) -> None:
+    z1, z2, queue = _inputs(seed=3)
+    loss_fn = ContrastiveLoss(0.1, _small(name), symmetric=None)
+    before = copy.deepcopy(loss_fn.strategies)
+    for mode in ("in_batch", "queue"):
+        results = []
+        for _ in range(2):
+            a, b, k = (x.clone().requires_grad_(True) for x in (z1, z2, queue))
+            gen = torch.Generator().manual_seed(5)
+            if mode == "in_batch":
+                out = loss_fn.in_batch(a, b, generator=gen)
+            else:
+                ids = torch.arange(8), torch.cat([torch.arange(4), torch.full((12,), -2)])
+                out = loss_fn.queue(a, b, k, *ids, generator=gen)
+            out.loss.backward()
+            assert math.isfinite(float(out.loss.detach())) and torch.isfinite(a.grad).all()
+            assert a.grad.abs().sum() > 0
+            if mode == "queue":
+                assert b.grad is None and k.grad is None  # the keys and the queue are constants
+            stats = out.stats()
+            assert all(math.isfinite(v) for v in stats.values())
+            assert all(k == name or "/" not in k or k.startswith(f"{name}/") for k in stats), stats
+            results.append((out.loss.detach(), a.grad, stats))
+        assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+        assert results[0][2] == results[1][2]
+    assert loss_fn.strategies == before  # nothing was kept between calls
+
+
+# ---- a strategy of another package -------------------------------------------------------------------
+
+PLUGIN = textwrap.dedent('''
+    """A strategy of another package: one synthetic negative, the positive pulled towards the anchor."""
+    from dataclasses import dataclass
+
+    import torch.nn.functional as F
+
+    from hardmix.strategies.base import Strategy, arg, check_number
+
+
+    @dataclass(frozen=True)
+    class PulledPositive(Strategy):
+        """One negative per anchor: SG(normalize(w h + (1 - w) h'))."""
+
+        name = "pulled_positive"
+        paper = "a test plug-in"
+        weight: float = arg(0.5, "weight of the anchor, in (0, 1)")
+
+        def __post_init__(self):
+            check_number("weight", self.weight, 0.0, 1.0)
+
+        def extra_logits(self, ctx):
+            mixed = F.normalize(self.weight * ctx.anchors + (1 - self.weight) * ctx.positives, dim=-1)
+            logits = (ctx.anchors * mixed.detach()).sum(1, keepdim=True) / ctx.temperature
+            return logits, {"synthetic_sim": logits.detach().mean() * ctx.temperature}
+''')
+
+
+@pytest.fixture
+def plugin_installed(tmp_path, monkeypatch):
+    """``pulled_positive`` in a module of an installed distribution that names it under the entry-point
+    group (a dist-info folder on sys.path and PYTHONPATH, for the runs ``hardmix compare`` starts)."""
+    site = tmp_path / "site"
+    (site / "hardmix_test_plugin-0.1.dist-info").mkdir(parents=True)
+    (site / "hardmix_test_plugin.py").write_text(PLUGIN)
+    (site / "hardmix_test_plugin-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: hardmix-test-plugin\nVersion: 0.1\n")
+    (site / "hardmix_test_plugin-0.1.dist-info" / "entry_points.txt").write_text(
+        "[hardmix.strategies]\npulled_positive = hardmix_test_plugin:PulledPositive\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base, "_ENTRY_POINTS_LOADED", False)
+    return site
+
+
+def test_a_strategy_registered_through_the_entry_point_group_is_listed_validated_trained_and_compared(
+    plugin_installed, tmp_path, tiny_text_config, tiny_vision_config, capsys
+):
+    from hardmix.cli import main
+    from hardmix.text.task import TextTask
+    from hardmix.training import run_training
+    from hardmix.training.config import build_task_config
+    from hardmix.training.metrics import read_metrics
+    from hardmix.vision.config import VisionConfig
+    from hardmix.vision.task import VisionTask
+
+    assert "pulled_positive" in available_strategies()
+    assert main(["strategies"]) == 0 and "pulled_positive: One negative per anchor" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.weight: must be in \(0, 1\)"):
+        build_text_config({"loss": {"strategies": [{"name": "pulled_positive", "weight": 2}]}})
+
+    text = copy.deepcopy(tiny_text_config)
+    text["train"]["max_steps"] = 3
+    text["loss"]["strategies"] = [{"name": "pulled_positive", "weight": 0.3}]
+    run_training(TextTask, build_text_config(text), tmp_path / "text")
+    vision = tiny_vision_config(train={"epochs": 1}, data={"max_samples": 96},
+                                loss={"strategies": [{"name": "pulled_positive"}]})
+    run_training(VisionTask, build_task_config(VisionConfig, vision), tmp_path / "vision")
+    for run in ("text", "vision"):
+        rows = [r for r in read_metrics(tmp_path / run) if "loss" in r]
+        assert rows and all("pulled_positive/synthetic_sim" in r for r in rows)
+
+    text.update(eval={"eval_steps": 0, "at_end": True})
+    (tmp_path / "text.yaml").write_text(yaml.safe_dump(text))
+    spec = {"seeds": [1], "baseline": "none",
+            "strategies": {"none": [{"name": "none"}], "pulled": [{"name": "pulled_positive"}]},
+            "tasks": {"text": {"config": str(tmp_path / "text.yaml"), "score": "stsb_dev"}}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["compare", str(tmp_path / "spec.yaml"), "--output", str(tmp_path / "cmp")]) == 0
+    summary = yaml.safe_load((tmp_path / "cmp" / "summary.json").read_text())
+    assert set(summary["tasks"]["text"]["strategies"]) == {"none", "pulled"}
