@@ -49,22 +49,29 @@ def _cmd_strategies(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     import os
 
+    from hardmix.datasets.needs import ensure_data
     from hardmix.training.api import load_config_for, resolve_task
     from hardmix.training.engine import run_training
     from hardmix.training.signals import exit_status
 
     task = resolve_task(args.task)
     cfg = load_config_for(task, args.config, list(args.overrides or []))
+    # missing data is fetched first (one process only: several processes list it instead)
+    ensure_data(task.data_needs(cfg), download_allowed=not args.no_download
+                and int(os.environ.get("WORLD_SIZE", "1")) == 1)
     results = run_training(task, cfg, args.output, resume=bool(args.resume))
     if int(os.environ.get("RANK", "0")) == 0:  # the process group is gone by now: torchrun's variable
         print(task.report(results))
     return exit_status(results["interrupted"]) if results.get("interrupted") else 0
 
 
-def _task_names() -> list[str]:
-    from hardmix.training.registry import available_tasks
+#: The tasks' entry-point group (:data:`hardmix.training.registry.GROUP`; read here without importing the
+#: engine, so that ``hardmix --help`` and argument errors load no torch).
+TASKS_GROUP = "hardmix.tasks"
 
-    return available_tasks()
+
+def _task_names() -> list[str]:
+    return sorted(ep.name for ep in entry_points(group=TASKS_GROUP))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a config value, e.g. --set train.max_steps=100 (repeatable)")
     p.add_argument("--output", default=None, help="run folder (default: the config's output)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output from its checkpoint")
+    p.add_argument("--no-download", action="store_true",
+                   help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=_cmd_train)
 
     from hardmix.compare.cli import register as register_compare
@@ -133,19 +142,75 @@ def error_line(e: BaseException) -> str:
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
+#: Options naming a file a command writes (attribute -> option), and those naming what it reads.
+OUTPUT_OPTIONS = {"json_out": "--json", "output": "--output", "out": "OUT"}
+INPUT_OPTIONS = ("config", "checkpoint", "model", "run", "spec", "dataset", "corpus")
+#: Commands whose ``--output`` is a folder they manage themselves (a run, a comparison).
+FOLDER_OUTPUT_COMMANDS = ("train", "compare", "data")
+#: A run folder's own files (hardmix.training.run_folder), never a command's output.
+RUN_OWN_FILES = ("checkpoint.pt", "results.json", "config.yaml", "metrics.jsonl")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Before any work: every file the command will write can be written, and none is one of its inputs or
+    a run's own file (its checkpoint, results, config or metrics). Raises OSError / ConfigError naming the
+    option and the path."""
+    import os
+    from pathlib import Path
+
+    from hardmix.errors import ConfigError
+
+    inputs = {}
+    for name in INPUT_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value and os.path.exists(value):
+            inputs[os.path.realpath(value)] = name
+    for attr, option in OUTPUT_OPTIONS.items():
+        value = getattr(args, attr, None)
+        if not isinstance(value, str) or not value or value == "-" or \
+                (attr == "output" and args.command in FOLDER_OUTPUT_COMMANDS):
+            continue
+        path = Path(value).expanduser()
+        real = os.path.realpath(path)
+        for src, name in inputs.items():
+            if real == src or (os.path.isdir(src) and real.startswith(src.rstrip(os.sep) + os.sep)
+                               and path.name in RUN_OWN_FILES):
+                raise ConfigError(f"{option}: {path} is this command's own input ({name.upper()} {src}); "
+                                  f"write elsewhere")
+        if path.name in RUN_OWN_FILES and \
+                (path.parent / "checkpoint.pt").is_file():
+            raise ConfigError(f"{option}: {path} is a file of the run in {path.parent}; write elsewhere")
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+        if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from hardmix.errors import ConfigError, RunError
+    from hardmix.errors import ConfigError, RunError, RunInterrupted
 
     try:
+        check_outputs(args)
         return int(args.func(args) or 0)
+    except RunInterrupted as e:  # stopped at once by a signal: 128 + its number, as the shell reports it
+        from hardmix.training.signals import exit_status
+
+        print(f"hardmix: error: {error_line(e)}", file=sys.stderr)
+        return exit_status(e.signal)
     except (ConfigError, OSError, ValueError, RunError) as e:  # OSError: permissions, a full disk, ...
         print(f"hardmix: error: {error_line(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C before any work was written
+        print("hardmix: error: interrupted by SIGINT before any work was saved", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

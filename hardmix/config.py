@@ -217,7 +217,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"--set {text!r}: the key {key!r} is not a dotted name like train.seed")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = safe_load_unique(raw) if raw.strip() else ""
     except yaml.YAMLError as e:
         raise ConfigError(f"--set {key}: cannot read value {raw!r}: {yaml_problem(e)}; quote it "
                           "(--set 'key=\"text\"') or write valid YAML") from None
@@ -239,7 +239,30 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
             if not isinstance(nxt, dict):
                 raise ConfigError(f"--set {'.'.join(parts)}: {'.'.join(parts[: i + 1])} is not a mapping")
             node = nxt
-        node[parts[-1]] = value
+        leaf = parts[-1]
+        if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+            node[leaf] = merge_mappings(node[leaf], value)  # a section's keys not named keep their values
+        else:
+            node[leaf] = value
+    return out
+
+
+def merge_mappings(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``update`` merged in, recursively: a mapping given for a mapping merges into it (the
+    keys it does not name keep their values); any other value replaces. Neither argument is changed.
+
+    Example:
+        >>> merge_mappings({"train": {"lr": 0.1, "max_steps": 5}}, {"train": {"max_steps": 2}})
+        {'train': {'lr': 0.1, 'max_steps': 2}}
+    """
+    import copy
+
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_mappings(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
     return out
 
 
@@ -252,8 +275,46 @@ def build_config(cls: type[T], data: dict[str, Any] | None, overrides: list[str]
     return _from_dict(cls, apply_overrides(data, overrides))
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader refusing a key given twice in one mapping (the safe loader keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the base loader names it
+                continue
+            if first != key_node.start_mark.line + 1:
+                raise DuplicateKeyError(key, first, key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A key given twice in one YAML mapping."""
+
+    def __init__(self, key: Any, first: int, again: int) -> None:
+        super().__init__(f"line {again}: the key {key!r} is given twice (first on line {first}); keep one")
+        self.line = again
+
+
+def safe_load_unique(text: Any) -> Any:
+    """``yaml.safe_load`` that refuses a key given twice in one mapping (:class:`DuplicateKeyError`).
+
+    Example:
+        >>> safe_load_unique("train:\\n  lr: 1\\n  lr: 2\\n")
+        Traceback (most recent call last):
+        ...
+        hardmix.config.DuplicateKeyError: line 3: the key 'lr' is given twice (first on line 2); keep one
+    """
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
 def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a YAML mapping; errors name the file (and line, for syntax errors)."""
+    """Read a YAML mapping; errors name the file (and line, for syntax errors and a key given twice)."""
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"config file {path} is a folder, not a file: pass a YAML file (see configs/)")
@@ -261,7 +322,9 @@ def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist")
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = safe_load_unique(f)
+    except DuplicateKeyError as e:
+        raise ConfigError(f"{path} {e}") from None
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save the config as "
                           "UTF-8") from None

@@ -31,4 +31,13 @@ class RunError(RuntimeError):
     The message says what happened and what to do (resume, lower the learning rate, ...)."""
 
 
-__all__ = ["ConfigError", "RunError", "StrategyArgumentError"]
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped at once by a signal (a second Ctrl-C): still a KeyboardInterrupt to Python code, with
+    ``signal`` naming it (``SIGINT``) and a message saying how to resume."""
+
+    def __init__(self, signal: str, message: str) -> None:
+        super().__init__(message)
+        self.signal = signal
+
+
+__all__ = ["ConfigError", "RunError", "RunInterrupted", "StrategyArgumentError"]

@@ -30,6 +30,10 @@ def default_data_root() -> Path:
     return Path(cache).expanduser() / "hardmix" / "data"
 
 
+def _not_a_folder(path: Path) -> str:
+    return "is not a directory (it is a file)" if path.exists() else "does not exist"
+
+
 def data_root(required: bool = True) -> Path | None:
     """Return the data root: ``HARDMIX_DATA`` when set, else :func:`default_data_root`.
 
@@ -42,8 +46,8 @@ def data_root(required: bool = True) -> Path | None:
         root = Path(value).expanduser()
         if not root.is_dir():
             if required:
-                raise DataRootError(f"{ENV_VAR}={value} is not a directory: point it at the data folder or "
-                                    f"unset it to use {default_data_root()}")
+                raise DataRootError(f"{ENV_VAR}={value} {_not_a_folder(root)}: point it at the data folder "
+                                    f"or unset it to use {default_data_root()}")
             return None
         return root
     root = default_data_root()
@@ -104,7 +108,8 @@ def resolve_data_path(path: str | os.PathLike[str], must_exist: bool = False) ->
         if root is not None:
             where = f" or under the data root {root}"
         elif os.environ.get(ENV_VAR):
-            where = (f" (no data root: {ENV_VAR}={os.environ[ENV_VAR]} is not a directory: point it at the "
+            value = os.environ[ENV_VAR]
+            where = (f" ({ENV_VAR}={value} {_not_a_folder(Path(value).expanduser())}: point it at the "
                      "data folder)")
         else:
             where = f" (no data root: {ENV_VAR} is not set and {default_data_root()} does not exist)"

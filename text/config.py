@@ -104,7 +104,7 @@ class TrainSection(BaseTrainSection):
 
     batch_size: int = field(default=64, metadata={"min": 2})
     lr: float = field(default=3e-5, metadata={"gt": 0.0})
-    seed: int = field(default=42, metadata={"min": 0})
+    seed: int = field(default=42, metadata={"min": 0, "max": 2**32 - 1})
     warmup_steps: int = field(default=0, metadata={"min": 0})
     warmup_ratio: float = field(default=0.0, metadata={"min": 0.0, "max": 1.0})
     weight_decay: float = field(default=0.0, metadata={"min": 0.0})

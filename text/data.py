@@ -69,6 +69,9 @@ def iter_sentences(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
         CorpusError: a line is not valid UTF-8 (the message names the file and the line).
     """
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise CorpusError(f"{path}: not a regular file (a FIFO, a device or a socket); data.train_file must "
+                          "be a text file, one sentence a line")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: corpus file not found")
     with _open_binary(path) as f:
@@ -80,9 +83,10 @@ def iter_sentences(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
                                   "line); the corpus must be UTF-8 text, one sentence per line") from None
             if lineno == 1:
                 line = line.removeprefix("\ufeff")
-            line = line.rstrip("\r\n")
-            if line.strip():
-                yield lineno, line
+            # a lone carriage return ends a line too (old Mac files), as Python's universal newlines read it
+            for part in line.rstrip("\r\n").split("\r"):
+                if part.strip():
+                    yield lineno, part
 
 
 class TokenizedCorpus:

@@ -305,6 +305,11 @@ def export_model(
         for m in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens"):
             pooling_cfg[f"pooling_mode_{m}"] = m == mode
         _write_json(pooling_cfg, tmp / "1_Pooling" / "config.json")
+    from hardmix.utils.checkpoint import current_umask
+
+    mask = current_umask()
+    for f in tmp.rglob("*"):  # what a library wrote private (safetensors: 0600) follows the umask
+        f.chmod((0o777 if f.is_dir() else 0o666) & ~mask)
     if out_dir.exists():
         os.replace(out_dir, old)
     os.replace(tmp, out_dir)

@@ -47,6 +47,25 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+def model_positions(source: str, local_only: bool = True) -> int | None:
+    """The number of token positions of a model (``max_position_embeddings`` of its config), or None when
+    its config does not say (or cannot be read without loading the model)."""
+    import json
+
+    config = Path(source) / "config.json"
+    try:
+        if config.is_file():
+            data = json.loads(config.read_text(encoding="utf-8"))
+        else:
+            from transformers import AutoConfig
+
+            data = AutoConfig.from_pretrained(source, local_files_only=local_only).to_dict()
+    except Exception:  # noqa: BLE001 (no config to read: loading the model will name the problem)
+        return None
+    value = data.get("max_position_embeddings")
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
 def resolve_model(name: str) -> tuple[str, bool]:
     """Where to load the backbone from: ``(path or Hub name, local files only)``.
 
@@ -55,6 +74,9 @@ def resolve_model(name: str) -> tuple[str, bool]:
     the local cache if it is there, else downloaded. Offline (``HF_HUB_OFFLINE`` set,
     or the Hub unreachable) a Hub name that is not cached fails at once, saying so.
     """
+    if not name.strip():
+        raise ModelNotFoundError("model.name_or_path: empty; name a model folder or a Hugging Face Hub name "
+                                 "(e.g. bert-base-uncased)")
     p = resolve_data_path(name)
     if p.is_dir():
         return str(p), True

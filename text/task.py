@@ -44,7 +44,7 @@ from hardmix.text.model import (
     load_backbone,
     quiet_transformers,
 )
-from hardmix.text.model_source import resolve_model
+from hardmix.text.model_source import model_positions, resolve_model
 from hardmix.training import StepResult, Task
 
 
@@ -121,6 +121,11 @@ class TextTask(Task):
     def check(self) -> None:
         cfg = self.cfg
         self.model_source, self.local_only = resolve_model(cfg.model.name_or_path)
+        positions = model_positions(self.model_source, self.local_only)
+        if positions is not None and cfg.data.max_length > positions:
+            raise ConfigError(f"data.max_length: {cfg.data.max_length} is beyond the {positions} token "
+                              f"positions of the model {cfg.model.name_or_path} (max_position_embeddings); "
+                              "lower it")
         try:
             self.corpus_path = resolve_data_path(cfg.data.train_file, must_exist=True)
         except FileNotFoundError as e:
@@ -152,6 +157,11 @@ class TextTask(Task):
 
     def model(self) -> nn.Module:
         return self.net
+
+    def data_fingerprint(self) -> dict[str, Any]:
+        from hardmix.training.fingerprint import file_digest
+
+        return {"corpus sentences": len(self.corpus), "corpus sha256": file_digest(self.corpus_path)}
 
     def steps_for(self, epochs: int) -> int:
         schedule = self.order.schedule(epochs)
@@ -270,6 +280,13 @@ class TextTask(Task):
 
     def load_process_state(self, state: dict[str, Any]) -> None:
         self.generator.set_state(state["generator"])
+
+    @classmethod
+    def data_needs(cls, cfg: TextTrainConfig) -> list[tuple[str, str]]:
+        needs = [("model.name_or_path", cfg.model.name_or_path), ("data.train_file", cfg.data.train_file)]
+        if cfg.eval.eval_steps or cfg.eval.at_end or cfg.eval.final_sts:
+            needs.append(("eval", "senteval"))
+        return needs
 
     @classmethod
     def score_names(cls, cfg: TextTrainConfig) -> list[str]:

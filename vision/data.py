@@ -27,12 +27,13 @@ import torch
 from torch import Tensor
 
 from hardmix.paths import data_root_path, missing_hint, resolve_data_path
+from hardmix.vision.folders import IMG_EXTENSIONS, FolderScanError, class_folders, list_images
+from hardmix.vision.images import ImageModeError, open_rgb
 
 KNOWN_DATASETS = {
     "cifar10": "images/cifar10", "imagenette-64": "images/imagenette-64", "imagenette": "images/imagenette",
 }
 EVAL_SPLITS = ("test", "val")
-IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
 class ImageDataError(ValueError):
@@ -110,15 +111,13 @@ def scan_image_folder(folder: Path, classes: list[str] | None = None, key: str =
         classes: restrict to these class folders, in this order (ImageNet-100); None: all, sorted.
         key: the config key named in errors.
     """
-    from torchvision.datasets.folder import find_classes, make_dataset
-
     if not folder.is_dir():
         raise FileNotFoundError(f"{key}: image folder {folder} does not exist")
     if classes is None:
-        try:
-            classes, _ = find_classes(str(folder))
-        except FileNotFoundError as e:
-            raise FileNotFoundError(f"{key}: {folder} has no class folders ({e})") from e
+        classes = class_folders(folder)
+        if not classes:
+            raise FileNotFoundError(f"{key}: {folder} has no class folders (Couldn't find any class folder "
+                                    f"in {folder}.)")
     else:
         missing = [c for c in classes if not (folder / c).is_dir()]
         if missing:
@@ -126,8 +125,10 @@ def scan_image_folder(folder: Path, classes: list[str] | None = None, key: str =
                 f"{key}: {len(missing)} class folder(s) of the class list are missing in {folder}: "
                 f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
             )
-    class_to_idx = {c: i for i, c in enumerate(classes)}
-    samples = make_dataset(str(folder), class_to_idx, extensions=IMG_EXTENSIONS, allow_empty=True)
+    try:
+        samples = list_images(folder, classes, key)
+    except FolderScanError as e:
+        raise ImageDataError(str(e)) from None
     counts = np.bincount([t for _, t in samples], minlength=len(classes))
     empty = [classes[i] for i in np.flatnonzero(counts == 0)]
     if empty:
@@ -219,15 +220,12 @@ def validation_split(
 
 
 def _decode(path: str, resolution: int | None) -> np.ndarray:
-    from PIL import Image
+    im = open_rgb(path)
+    if resolution is not None:
+        from torchvision.transforms import functional as TF
 
-    with Image.open(path) as im:
-        im = im.convert("RGB")
-        if resolution is not None:
-            from torchvision.transforms import functional as TF
-
-            im = TF.center_crop(TF.resize(im, resolution), [resolution, resolution])
-        return np.asarray(im)
+        im = TF.center_crop(TF.resize(im, resolution), [resolution, resolution])
+    return np.asarray(im)
 
 
 def decode_images(
@@ -271,6 +269,9 @@ def decode_images(
     shape = None
     for i, (path, arr) in enumerate(zip(paths, arrays)):
         if isinstance(arr, Exception):
+            if isinstance(arr, ImageModeError) and not skip_corrupt:
+                raise ImageDataError(f"{arr} ({skip_hint or f'set {key}.skip_corrupt: true'} to skip such "
+                                     "files)")
             if not skip_corrupt:
                 raise ImageDataError(
                     f"cannot decode image {path}: {arr} ({skip_hint or f'set {key}.skip_corrupt: true'} to "
@@ -299,7 +300,7 @@ def default_cache_dir() -> Path:
 
 def _cache_key(paths: Sequence[str], resolution: int | None, skip_corrupt: bool) -> str:
     h = hashlib.sha1()
-    h.update(json.dumps([1, resolution, skip_corrupt]).encode())
+    h.update(json.dumps([2, resolution, skip_corrupt]).encode())  # 2: every mode decoded (vision.images)
     for p in paths:
         st = os.stat(p)
         h.update(f"{os.path.abspath(p)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())

@@ -437,7 +437,9 @@ def knn_cli_main(args: argparse.Namespace) -> int:
     data = _images_for(args, cfg)
     scores = data.knn(backbone, cfg, args.k, args.temperature, args.batch_size, device)
     print(
-        f"k-NN (k={args.k}, tau={args.temperature}) on {args.dataset}: top-1 {scores['top1']:.2f}%, "
+        f"k-NN (k={min(args.k, data.train.images.shape[0])}"  # the k used: at most the bank's size
+        + (f", of --k {args.k}" if args.k > data.train.images.shape[0] else "")
+        + f", tau={args.temperature}) on {args.dataset}: top-1 {scores['top1']:.2f}%, "
         f"top-5 {scores['top5']:.2f}% ({data.train.images.shape[0]} bank, {data.test.images.shape[0]} test)",
         file=sys.stderr,
     )

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -63,6 +63,8 @@ class VisionRun:
     small_stem: bool
     state: dict[str, Tensor]
     checkpoint: Path
+    step: int | None = None
+    total_steps: int | None = None
 
 
 def read_vision_run(run: str | os.PathLike[str]) -> VisionRun:
@@ -83,8 +85,9 @@ def read_vision_run(run: str | os.PathLike[str]) -> VisionRun:
     weights = {k[n:]: v for k, v in state["model"].items() if k.startswith(BACKBONE_PREFIX)}
     if not weights:
         raise ValueError(f"RUN: {ckpt} holds no query backbone ({BACKBONE_PREFIX}* keys)")
+    step, total = (v if isinstance(v, int) else None for v in (state.get("step"), state.get("total_steps")))
     return VisionRun(str(model["backbone"]), int(model.get("width", 64)),
-                     bool(model.get("small_stem", False)), weights, ckpt)
+                     bool(model.get("small_stem", False)), weights, ckpt, step, total)
 
 
 def load_backbone(run: str | os.PathLike[str], device: str | torch.device = "cpu") -> nn.Module:
@@ -122,6 +125,7 @@ class ExportResult:
     path: Path
     tensors: int
     target: str
+    unfinished: str | None = None  # what to say when the run had not finished
 
 
 def export_backbone(run: str | os.PathLike[str], out: str | os.PathLike[str]) -> ExportResult:
@@ -134,24 +138,23 @@ def export_backbone(run: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     info = read_vision_run(run)
     state = {k: v.detach().clone().contiguous() for k, v in info.state.items()}
     path = atomic_torch_save(state, out)
-    return ExportResult(path, len(state), target_description(info))
+    step, total = info.step, info.total_steps
+    unfinished = step is not None and total is not None and step < total
+    return ExportResult(path, len(state), target_description(info),
+                        f"{info.checkpoint} is of an unfinished run (step {step} of {total}): the weights "
+                        f"written are those of step {step}" if unfinished else None)
 
 
-def _cmd_export(args: argparse.Namespace) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
+    """``hardmix export vision RUN OUT`` (its parser is in :mod:`hardmix.vision.cli`)."""
     res = export_backbone(args.run, args.out)
+    if res.unfinished:
+        print(f"hardmix: note: {res.unfinished}", file=sys.stderr)
     own = res.target.startswith("hardmix.")
     print(f"wrote {res.path}: the query backbone, {res.tensors} tensors (no projector)\n"
           f"load: net = {res.target}; net.load_state_dict(torch.load({str(res.path)!r}, weights_only=True)"
           + (")  # every key" if own else ", strict=False)  # missing: the classifier only"))
     return 0
-
-
-def register(export_sub: Any) -> None:
-    """Add ``vision RUN OUT`` under ``hardmix export``."""
-    p = export_sub.add_parser("vision", help="write a run's backbone as a torchvision/timm state dict file")
-    p.add_argument("run", metavar="RUN", help="a vision run folder (or its checkpoint file)")
-    p.add_argument("out", metavar="OUT", help="the file to write (e.g. resnet18_mochi.pt)")
-    p.set_defaults(func=_cmd_export)
 
 
 __all__ = ["ExportResult", "VisionRun", "export_backbone", "load_backbone", "read_vision_run",

@@ -117,13 +117,12 @@ class _TwoViews(torch.utils.data.Dataset):
         return len(self.paths)
 
     def __getitem__(self, item: tuple[int, int]) -> Batch:
-        from PIL import Image
+        from hardmix.vision.images import open_rgb
 
         index, seed = item
         path = self.paths[index]
         try:
-            with Image.open(path) as im:
-                img = im.convert("RGB")
+            img = open_rgb(path)
         except (OSError, ValueError, SyntaxError) as e:
             raise ImageDataError(f"cannot decode image {path}: {e} (set data.skip_corrupt: true)") from e
         with torch.random.fork_rng(devices=[]):

@@ -30,7 +30,7 @@ from hardmix.strategies.specs import check_negatives_available, excluded_by_othe
 from hardmix.training import StepResult, Task
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import TEST_SCORES, VisionConfig
-from hardmix.vision.data import dataset_root, derive_seed, step_generator
+from hardmix.vision.data import EVAL_SPLITS, dataset_root, derive_seed, split_folder, step_generator
 from hardmix.vision.evaluation import RunEvaluation
 from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
 from hardmix.vision.pipeline import build_train_data
@@ -71,7 +71,9 @@ class VisionTask(Task):
                     "data.val_samples: the evaluation (eval.at_end, eval.eval_steps) selects on a validation "
                     "split carved from the training images; set its size (e.g. 1000), or eval.at_end: false "
                     "and eval.eval_steps: 0 to train without evaluation")
-            dataset_root(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
+            root = dataset_root(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
+            for splits in (["train"], list(EVAL_SPLITS)):  # the k-NN's bank and test images, before any step
+                split_folder(root, splits, key="eval.dataset")
 
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
@@ -96,6 +98,14 @@ class VisionTask(Task):
 
     def model(self) -> nn.Module:
         return self.moco
+
+    def data_fingerprint(self) -> dict[str, Any]:
+        from hardmix.training.fingerprint import listing_digest
+        from hardmix.vision.pipeline import train_image_list
+
+        images, idx = train_image_list(self.cfg)
+        return {"images": len(images.paths), "training images": int(idx.numel()),
+                "image list sha256": listing_digest(images.paths, images.folder)}
 
     def steps_for(self, epochs: int) -> int:
         return self.spe * epochs
@@ -164,6 +174,18 @@ class VisionTask(Task):
         if self.cfg.eval.at_end:
             scores.update(self.evaluation.test(self.moco.backbone, self.model_version))
         return scores
+
+    @classmethod
+    def data_needs(cls, cfg: VisionConfig) -> list[tuple[str, str]]:
+        from hardmix.vision.data import KNOWN_DATASETS
+
+        needs = [("data.dataset", KNOWN_DATASETS.get(cfg.data.dataset, cfg.data.dataset))]
+        if cfg.eval.at_end or cfg.eval.eval_steps:
+            dataset = cfg.eval.dataset or cfg.data.dataset
+            needs.append(("eval.dataset", KNOWN_DATASETS.get(dataset, dataset)))
+        if cfg.data.class_list:
+            needs.append(("data.class_list", cfg.data.class_list))
+        return needs
 
     @classmethod
     def score_names(cls, cfg: VisionConfig) -> list[str]:

@@ -26,7 +26,7 @@ from hardmix.errors import ConfigError, RunError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.results import ResultsError, read_results
-from hardmix.training.run_folder import CHECKPOINT, CONFIG
+from hardmix.training.run_folder import CONFIG, run_files
 
 
 @dataclass
@@ -52,13 +52,16 @@ class Cell:
         return f"{self.task.name}/{self.strategy}/seed{self.seed}"
 
     def status(self) -> str:
-        """``finished``, ``partial`` (a checkpoint to resume) or ``pending``."""
+        """``finished``, ``partial`` (a run to resume: its checkpoint, or its files from before the first) or
+        ``pending``."""
         try:
             if read_results(self.run_dir).get("finished"):
                 return "finished"
         except ResultsError:
             pass
-        return "partial" if (self.run_dir / CHECKPOINT).is_file() else "pending"
+        # a run folder stopped before its first checkpoint is resumed too (from step 0): a new run may not
+        # write over it
+        return "partial" if run_files(self.run_dir) else "pending"
 
     def command(self, resume: bool = False, extra: list[str] | None = None) -> list[str]:
         """The ``hardmix train`` command of this cell (``--resume`` for a partial one)."""

@@ -47,7 +47,7 @@ from typing import Any
 from hardmix.compare.grid import Cell
 from hardmix.compare.spec import CompareSpec
 from hardmix.errors import ConfigError, RunError
-from hardmix.training.run_folder import CHECKPOINT, LOCK
+from hardmix.training.run_folder import LOCK, run_files
 
 #: ``--launcher`` choices.
 LAUNCHERS = ("local", "slurm", "submitit-local")
@@ -216,6 +216,24 @@ def _ignore(signum: int) -> Any:
     return preexec
 
 
+def clear_own_lock(run_dir: Path, records: Path, label: str, job_id: str) -> bool:
+    """Remove the run's lock when an earlier run of this same job left it (killed before it could release
+    it); a requeued job may start on another node, where the engine cannot tell that the lock's process is
+    gone. A scheduler runs one job id once at a time, so the job that the records give this cell, if it is
+    this one, holds no other live process. Returns whether a lock was removed."""
+    lock = run_dir / LOCK
+    if not lock.is_file():
+        return False
+    try:
+        recorded = json.loads(records.read_text(encoding="utf-8"))[label]["job_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if str(recorded) != job_id:
+        return False
+    lock.unlink(missing_ok=True)
+    return True
+
+
 class CellJob:
     """What a job runs in each of its processes: the cell's ``hardmix train`` (``--resume`` when a
     checkpoint exists) under the torchrun variables, SLURM's signals passed on to it as SIGUSR1.
@@ -224,8 +242,10 @@ class CellJob:
     engine resumes from the checkpoint it wrote on the signal.
     """
 
-    def __init__(self, label: str, command: list[str], run_dir: str, log: str, threads: int | None) -> None:
+    def __init__(self, label: str, command: list[str], run_dir: str, log: str, threads: int | None,
+                 records: str | None = None) -> None:
         self.label, self.command, self.run_dir, self.log, self.threads = label, command, run_dir, log, threads
+        self.records = records
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         import submitit
@@ -240,7 +260,7 @@ class CellJob:
             # Every process of the job joins one process group (torch's env:// variables); all GPUs of a
             # node stay visible, the engine picks cuda:LOCAL_RANK.
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
-        resume = (Path(self.run_dir) / CHECKPOINT).is_file()  # the same answer on every process
+        resume = bool(run_files(Path(self.run_dir)))  # a checkpoint, or a run stopped before its first
         cmd = [sys.executable, "-m", "hardmix", *self.command[1:], *(["--resume"] if resume else [])]
         child_env = dict(os.environ)
         if self.threads:
@@ -248,6 +268,8 @@ class CellJob:
         usr = env._usr_sig()
         submitit_handler = signal.getsignal(usr)
         main = env.global_rank == 0
+        if main and self.records:
+            clear_own_lock(Path(self.run_dir), Path(self.records), self.label, str(env.job_id))
         log = open(self.log, "a", encoding="utf-8") if main else None  # noqa: SIM115
         try:
             if log is not None:
@@ -476,7 +498,7 @@ def submit_cells(spec: CompareSpec, cells: list[Cell], out: Path, launcher: str,
     for cell in todo:
         ls = settings[cell.task.name]
         job = CellJob(cell.label, cell.command(extra=train_overrides(ls)), str(cell.run_dir),
-                      str(cell_log(out, cell)), ls.cpus_per_task)
+                      str(cell_log(out, cell)), ls.cpus_per_task, str((out / RECORDS).resolve()))
         submitted = _executor(launcher, ls, cell, out).submit(job)
         records[cell.label] = {
             "launcher": launcher, "job_id": str(submitted.job_id), "host": socket.gethostname(),

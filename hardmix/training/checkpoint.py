@@ -46,11 +46,25 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike[str], task: s
     return atomic_torch_save({"format": FORMAT, "version": VERSION, "task": task, **state}, path)
 
 
+def _check_crc(p: Path) -> None:
+    """Refuse a checkpoint whose bytes changed after it was written: torch's zip format stores a CRC-32 of
+    each record, which ``torch.load`` does not check (damaged weights would load as other numbers)."""
+    try:
+        with zipfile.ZipFile(p) as z:
+            bad = z.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
+        return  # not a whole zip: torch.load names the problem
+    if bad is not None:
+        raise CheckpointError(f"{p}: damaged ({bad} fails its CRC-32 check: the file changed after it was "
+                              "written); restore it from a copy, or start a new run")
+
+
 def read_checkpoint_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load any hardmix checkpoint file safely (``weights_only``), checking only that it is one."""
     p = Path(path)
     if not p.is_file():
         raise CheckpointError(f"{p}: no such checkpoint file")
+    _check_crc(p)
     try:
         state = torch.load(p, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, zipfile.BadZipFile, EOFError, RuntimeError, OSError, ValueError,

@@ -54,7 +54,7 @@ class TrainSection:
     epochs: int = field(default=1, metadata={"min": 1})
     max_steps: int | None = field(default=None, metadata={"min": 1})
     stop_after_steps: int | None = field(default=None, metadata={"min": 1})
-    seed: int = field(default=0, metadata={"min": 0})
+    seed: int = field(default=0, metadata={"min": 0, "max": 2**32 - 1})  # the generators' 32-bit seeds
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Precision = "fp32"
     threads: int | None = field(default=None, metadata={"min": 1})
@@ -222,14 +222,26 @@ def build_task_config(
         renamed: old key -> new key (default :data:`RENAMED`).
         source: the file it came from, to prefix errors with.
     """
+    renamed = RENAMED if renamed is None else renamed
     try:
         merged = apply_overrides(data or {}, overrides)
-        check_renamed(merged, RENAMED if renamed is None else renamed)
+        check_renamed(merged, renamed)
         return build_config(cls, merged)
     except ConfigError as e:
+        if overrides and not str(e).startswith("--set") and _valid(cls, data, renamed):
+            raise ConfigError(f"--set: {e}") from None  # the file alone is valid: the override is at fault
         if source is not None:
             raise ConfigError(f"{source}: {e}") from None
         raise
+
+
+def _valid(cls: type, data: dict[str, Any] | None, renamed: dict[str, str]) -> bool:
+    try:
+        check_renamed(data or {}, renamed)
+        build_config(cls, data or {})
+    except ConfigError:
+        return False
+    return True
 
 
 def load_task_config(cls: type, path: str | os.PathLike[str], overrides: list[str] | None = None,

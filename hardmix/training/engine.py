@@ -25,12 +25,12 @@ import torch.distributed as dist
 import yaml
 from tqdm.auto import tqdm
 
-from hardmix.errors import ConfigError, RunError
+from hardmix.errors import ConfigError, RunError, RunInterrupted
 from hardmix.training import checkpoint as ckpt
 from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.metrics import MetricsLog, tensorboard_writer_class
 from hardmix.training.results import read_results, results_record, write_results
-from hardmix.training.run_folder import CONFIG, METRICS, TENSORBOARD, RunFolderError, RunLock
+from hardmix.training.run_folder import CONFIG, METRICS, TENSORBOARD, RunFolderError, RunLock, run_files
 from hardmix.training.runtime import Runtime, end_runtime, start_runtime
 from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
@@ -103,13 +103,15 @@ class _Run:
         if legacy and not self.checkpoint_path.is_file():
             raise RunFolderError(f"{legacy[0]}: a run of an older hardmix (before checkpoint.pt); it cannot "
                                  "be resumed by this version: choose another --output")
-        if self.resume and not self.checkpoint_path.is_file():
-            raise RunFolderError(f"--resume: {self.checkpoint_path} not found; nothing to resume "
-                                 "(drop --resume to start)")
-        if not self.resume and self.checkpoint_path.is_file():
-            raise RunFolderError(f"--output: {self.out} already holds a run ({self.checkpoint_path}); pass "
+        held = run_files(self.out)
+        if not self.resume and held:
+            raise RunFolderError(f"--output: {self.out} already holds a run ({self.out / held[0]}); pass "
                                  "--resume to continue it or choose another --output")
-        if self.resume:
+        if self.resume and not self.checkpoint_path.is_file():
+            self._check_saved_config()
+            runtime.say(f"--resume: {self.out} holds no checkpoint (the run stopped before its first one, "
+                        "or never started); starting it from step 0")
+        elif self.resume:
             state = ckpt.load_checkpoint(self.checkpoint_path, task=self.task_class.name)
             changed = resume_differences(state["config"], plain_config(cfg), self.task_class.resumable_keys)
             if changed:
@@ -123,6 +125,16 @@ class _Run:
             self.state = state
         if cfg.log.tensorboard:
             tensorboard_writer_class()
+
+    def _check_same_data(self, saved: dict[str, Any] | None) -> None:
+        """Refuse to resume on other data than the run's (its fingerprint is in the checkpoint)."""
+        now = self.data_fingerprint
+        if saved is None or now is None or saved == now:
+            return
+        what = ", ".join(f"{k} {saved.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(saved) | set(now))
+                         if saved.get(k) != now.get(k))
+        raise RunFolderError(f"--resume: the training data differ from the run's ({what}); resume with the "
+                             "data the run started with, or start a new run with another --output")
 
     def _finished_already(self) -> dict[str, Any] | None:
         """A resumed run that had reached its budget: nothing to do."""
@@ -148,20 +160,52 @@ class _Run:
         task = self.task = self.task_class(self.cfg, self.runtime)
         task.check()
         lock = RunLock(self.out)
-        if self.runtime.main:
-            lock.acquire()
+        with PreemptionSignals() as self.signals:  # from here on, a signal stops the run in a resumable state
+            if self.runtime.main:
+                lock.acquire()
+            try:
+                return self._train(task)
+            except KeyboardInterrupt:  # a second Ctrl-C: the folder keeps its last checkpoint
+                raise RunInterrupted("SIGINT", f"stopped by a second SIGINT at step {self.step}; "
+                                     f"{self._resume_hint()}") from None
+            finally:
+                lock.release()
+
+    def _resume_hint(self) -> str:
+        saved = (f"the last checkpoint is {self.checkpoint_path}" if self.checkpoint_path.is_file()
+                 else "no checkpoint was written yet")
+        return (f"{saved}; continue with: hardmix train {self.task_class.name} {self.out / CONFIG} --output "
+                f"{self.out} --resume")
+
+    def _check_saved_config(self) -> None:
+        """A resumed run without a checkpoint still keeps the config it was started with."""
+        saved = self.out / CONFIG
+        if not saved.is_file():
+            return
         try:
-            return self._train(task)
-        finally:
-            lock.release()
+            before = yaml.safe_load(saved.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            return  # cut by the kill that stopped the run: it is written again
+        if isinstance(before, dict):
+            changed = resume_differences(before, plain_config(self.cfg), self.task_class.resumable_keys)
+            if changed:
+                raise ConfigError(f"--resume: the config differs from the run's ({saved}) in "
+                                  f"{', '.join(changed)}; resume with the run's config or choose another "
+                                  "--output")
 
     def _train(self, task: Task) -> dict[str, Any]:
         cfg, runtime = self.cfg, self.runtime
         task.build()
         if task.loss_fn is not None:  # the strategies' schedules given in epochs, now in steps
             task.loss_fn.resolve_epochs(task.steps_for(1))
+        self.data_fingerprint = task.data_fingerprint()
+        if self.state is not None:
+            self._check_same_data(self.state.get("data"))
         total = task.steps_for(cfg.train.epochs)
         self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
+        if self.state is not None and int(self.state["total_steps"]) != self.total_steps:
+            raise RunFolderError(f"--resume: the run planned {self.state['total_steps']} steps, this one "
+                                 f"{self.total_steps} over the same config; resume with the run's data")
         self.stop_at = min(self.total_steps, cfg.train.stop_after_steps or self.total_steps)
         self.optimizer, self.scheduler = task.configure_optimizers(self.total_steps)
         self.scaler = runtime.grad_scaler()
@@ -189,25 +233,30 @@ class _Run:
                    disable=not (runtime.main and cfg.log.progress), file=sys.stderr, dynamic_ncols=True)
         self._session_start, self._eval_seconds = time.perf_counter(), 0.0
         session_samples = 0
+        signals = self.signals
+        if runtime.any(signals.received is not None):  # while building: stop before the first step
+            bar.close()
+            self._account(session_samples)
+            self._save(task)
+            return signals.received or "SIGTERM"
         try:
-            with PreemptionSignals() as signals:
-                for batch in task.batches(self.step, self.stop_at):
-                    log_now = (self.step + 1) % cfg.log.log_steps == 0 or self.step + 1 == self.stop_at
-                    result, loss, diagnostics = self._step(task, batch, log_now)
-                    session_samples += result.samples
-                    if loss is not None and log_now:
-                        self._log(task, diagnostics)
-                    if cfg.eval.eval_steps and self.step % cfg.eval.eval_steps == 0:
-                        self._eval_seconds += self._evaluate(task)
-                    if cfg.train.save_steps and self.step % cfg.train.save_steps == 0 \
-                            and self.step < self.stop_at:
-                        self._save(task)
-                    bar.update(1)
-                    bar.set_postfix_str(self._postfix(loss), refresh=False)
-                    if runtime.any(signals.received is not None):
-                        self._account(session_samples)
-                        self._save(task)
-                        return signals.received or "SIGTERM"
+            for batch in task.batches(self.step, self.stop_at):
+                log_now = (self.step + 1) % cfg.log.log_steps == 0 or self.step + 1 == self.stop_at
+                result, loss, diagnostics = self._step(task, batch, log_now)
+                session_samples += result.samples
+                if loss is not None and log_now:
+                    self._log(task, diagnostics)
+                if cfg.eval.eval_steps and self.step % cfg.eval.eval_steps == 0:
+                    self._eval_seconds += self._evaluate(task)
+                if cfg.train.save_steps and self.step % cfg.train.save_steps == 0 \
+                        and self.step < self.stop_at:
+                    self._save(task)
+                bar.update(1)
+                bar.set_postfix_str(self._postfix(loss), refresh=False)
+                if runtime.any(signals.received is not None):
+                    self._account(session_samples)
+                    self._save(task)
+                    return signals.received or "SIGTERM"
         finally:
             bar.close()
         self._account(session_samples)
@@ -356,6 +405,7 @@ class _Run:
                 "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                 "task_state": task.state_dict(),
                 "processes": processes,
+                "data": self.data_fingerprint,
                 "engine": {
                     "best_score": self.best_score, "best_step": self.best_step,
                     "last_score": self.last_score, "last_score_step": self.last_score_step,
@@ -404,7 +454,10 @@ class _Run:
                         evaluated = self.last_eval if self.last_score_step == self.step else None
                     final = task.final_scores(self.out, evaluated)
             runtime.barrier()
-        if interrupted is None:
+        late = self.signals.received if interrupted is None else None
+        if late is not None and finished:  # during the final evaluation: resumed, it evaluates again
+            finished, interrupted = False, late
+        if interrupted is None or late is not None:
             self._save(task)
         record = results_record(
             task=task.name, selection_metric=task.selection_metric, best_score=self.best_score,
@@ -419,9 +472,7 @@ class _Run:
         if runtime.main:
             write_results(record, self.out)
         if interrupted is not None:
-            resume = f"hardmix train {task.name} {self.out / CONFIG} --output {self.out} --resume"
-            runtime.say(f"stopped by {interrupted} after step {self.step}; checkpoint "
-                        f"{self.checkpoint_path}; continue with: {resume}")
+            runtime.say(f"stopped by {interrupted} after step {self.step}; {self._resume_hint()}")
         elif finished and self.best_step is not None and self.last_score is not None \
                 and self.best_step < 0.5 * self.step and self.last_score < self.best_score - 1.0:
             runtime.say(f"the best {task.selection_metric} ({self.best_score:.2f}) was at step "

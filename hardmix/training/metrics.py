@@ -46,8 +46,12 @@ class MetricsLog:
             return
         kept: list[str] = []
         if keep_until is not None and path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip() and json.loads(line).get("step", 0) <= keep_until:
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # blank, or the last line cut by the kill that stopped the run
+                if isinstance(record, dict) and record.get("step", 0) <= keep_until:
                     kept.append(line)
         atomic_write_text("".join(f"{line}\n" for line in kept), path)
         if tensorboard_dir is not None:

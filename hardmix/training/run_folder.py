@@ -29,6 +29,16 @@ TENSORBOARD = "tensorboard"
 LOCK = ".lock"
 
 
+#: What a run writes at its top level: a folder holding any of them holds a run (its lock alone is the
+#: lock's business: a live process's is refused, a dead one's taken over).
+RUN_FILES = (CONFIG, METRICS, CHECKPOINT, RESULTS, TENSORBOARD)
+
+
+def run_files(folder: Path) -> list[str]:
+    """The files of a run that ``folder`` holds (names, in :data:`RUN_FILES` order; none: it holds no run)."""
+    return [name for name in RUN_FILES if os.path.lexists(folder / name)]
+
+
 class RunFolderError(ValueError):
     """The folder does not fit the request: a run exists without ``--resume``, or none with it."""
 
@@ -59,7 +69,7 @@ class RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(2):
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
             except FileExistsError:
                 self._refuse_or_clear(me)
                 continue
@@ -87,4 +97,5 @@ class RunLock:
             self.held = False
 
 
-__all__ = ["CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "TENSORBOARD", "RunFolderError", "RunLock"]
+__all__ = ["CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "RUN_FILES", "TENSORBOARD", "RunFolderError",
+           "RunLock", "run_files"]

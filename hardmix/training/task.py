@@ -95,6 +95,11 @@ class Task(ABC):
     def model(self) -> nn.Module:
         """The module whose state dict is the checkpoint's ``model`` (queue buffers included)."""
 
+    def data_fingerprint(self) -> dict[str, Any] | None:
+        """What identifies the training data (after :meth:`build`), kept in the checkpoint: ``--resume``
+        refuses other data, naming the entries that differ. None: not checked."""
+        return None
+
     @abstractmethod
     def steps_for(self, epochs: int) -> int:
         """Optimizer steps in ``epochs`` passes over the data."""
@@ -161,6 +166,13 @@ class Task(ABC):
 
     def load_process_state(self, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
         """Restore :meth:`process_state`."""
+
+    @classmethod
+    def data_needs(cls, cfg: Any) -> list[tuple[str, str]]:
+        """``(config key, path)`` of the data this config reads (paths as the config names them: relative
+        to the data root, or absolute). ``hardmix train`` and ``hardmix compare`` fetch the missing ones
+        that ``hardmix data download`` provides before anything runs (:mod:`hardmix.datasets.needs`)."""
+        return []
 
     @classmethod
     def score_names(cls, cfg: Any) -> list[str]:

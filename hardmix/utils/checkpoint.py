@@ -11,6 +11,20 @@ from typing import IO, Any
 import torch
 
 
+def current_umask() -> int:
+    """The process's file-creation mask (read without changing it, from /proc where there is one)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it, then put it back
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], None], mode: str) -> Path:
     """Call ``write`` on a temporary file in the target folder, fsync, then ``os.replace`` it into place;
     on any failure the temporary file is removed and the previous file stays intact."""
@@ -18,6 +32,7 @@ def _atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], None]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp's 0600 would hide the file from the user's group
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
             write(f)
             f.flush()

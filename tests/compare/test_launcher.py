@@ -219,3 +219,17 @@ def test_status_follows_failed_killed_and_preempted_cells_and_resume_finishes_th
     assert 0 < step2 < 50 and all(read_results(r)["finished"] for r in runs.values())
     capsys.readouterr()
     assert {s[0] for s in _states(path, out, capsys).values()} == {"finished"}
+
+
+def test_a_requeued_job_clears_the_lock_its_killed_run_left_on_another_node(tmp_path):
+    from hardmix.compare.launcher import clear_own_lock
+
+    run, records = tmp_path / "run", tmp_path / "jobs.json"
+    run.mkdir()
+    lock = run / ".lock"
+    lock.write_text(json.dumps({"pid": 4242, "host": "node-17"}))
+    records.write_text(json.dumps({"text/none/seed1": {"job_id": "981"}}))
+    assert not clear_own_lock(run, records, "text/none/seed1", "982") and lock.is_file()  # another job's
+    assert not clear_own_lock(run, records, "text/none/seed2", "981") and lock.is_file()  # another cell's
+    assert clear_own_lock(run, records, "text/none/seed1", "981") and not lock.exists()  # its own
+    assert not clear_own_lock(run, records, "text/none/seed1", "981")  # no lock: nothing to do

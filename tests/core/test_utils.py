@@ -53,7 +53,7 @@ def test_data_root_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
     assert data_root() == tmp_path
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "missing"))
-    with pytest.raises(DataRootError, match="not a directory"):
+    with pytest.raises(DataRootError, match="does not exist"):
         data_root()
     assert data_root(required=False) is None
     monkeypatch.delenv(ENV_VAR)  # unset: the per-user default root, ~/.cache/hardmix/data
@@ -110,7 +110,7 @@ def test_a_bad_data_root_is_named_not_replaced_by_the_default(
     from hardmix.paths import data_root_path, default_data_root, missing_hint
 
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "typo"))
-    with pytest.raises(DataRootError, match="typo is not a directory"):
+    with pytest.raises(DataRootError, match="typo does not exist"):
         data_root_path()
     monkeypatch.delenv(ENV_VAR)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "c"))

@@ -296,6 +296,93 @@ def _text_set(ctx: Ctx, *items: str) -> list[str]:
     return argv
 
 
+def no_step(ctx: Ctx, err: str) -> None:
+    """Refused before work: no training step ran (no loss line in the run's metrics)."""
+    metrics = ctx.tmp / "run" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines() if metrics.is_file() else []
+    assert not any('"loss"' in line for line in lines), lines
+
+
+def own_corpus(ctx: Ctx) -> Path:
+    """A copy of the tiny corpus in the case's folder (to change between a run and its resume)."""
+    return ctx.write("corpus.txt", Path(ctx.fixture("tiny_corpus")).read_text(encoding="utf-8"))
+
+
+def killed_before_checkpoint(ctx: Ctx, cfg: dict[str, Any]) -> None:
+    """A run folder as a kill before the first checkpoint leaves it: its config and one metrics line."""
+    run = ctx.tmp / "run"
+    run.mkdir()
+    from hardmix.training.api import load_config_for
+    from hardmix.training.config import plain_config
+
+    (run / "config.yaml").write_text(yaml.safe_dump(plain_config(load_config_for("text", cfg)),
+                                                    sort_keys=False))
+    (run / "metrics.jsonl").write_text('{"step": 1, "loss": 3.0}\n{"step": 2, "lo')  # cut mid-line
+
+
+def resume_on_changed_corpus(ctx: Ctx) -> list[str]:
+    corpus = own_corpus(ctx)
+    from hardmix.cli import main
+
+    cfg = text_config(ctx, data={"train_file": str(corpus)}, train={"max_steps": 2, "stop_after_steps": 1})
+    argv = train_text(ctx, cfg)
+    assert main(argv) != 1
+    lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+    corpus.write_text("".join(["a sentence that was not there .\n", *lines[1:]]), encoding="utf-8")
+    ctx.protect(ctx.tmp / "run")
+    return [*argv, "--resume"]
+
+
+def resume_on_changed_images(ctx: Ctx) -> list[str]:
+    from hardmix.cli import main
+
+    tree = image_tree(ctx.tmp / "images", rgb_classes(2, 8))
+    argv = train_vision(ctx, vision_config(ctx, tree, train={"max_steps": 2, "stop_after_steps": 1}))
+    assert main(argv) != 1
+    (tree / "train" / "c1" / "extra.png").write_bytes(image("rgb", 99))
+    ctx.protect(ctx.tmp / "run")
+    return [*argv, "--resume"]
+
+
+def stopped_vision_run(ctx: Ctx) -> Path:
+    from hardmix.cli import main
+
+    tree = image_tree(ctx.tmp / "images", rgb_classes(2, 8))
+    cfg = vision_config(ctx, tree, train={"max_steps": 2, "stop_after_steps": 1})
+    assert main(train_vision(ctx, cfg)) != 1
+    ctx.protect(ctx.tmp / "run")
+    return ctx.tmp / "run"
+
+
+def lab_image(ctx: Ctx) -> list[str]:
+    from PIL import Image
+
+    tree = image_tree(ctx.tmp / "images", rgb_classes(2, 8))
+    lab = Image.frombytes("LAB", (32, 32), bytes(range(256)) * 12)
+    lab.save(tree / "train" / "c0" / "odd.tif")
+    return train_vision(ctx, vision_config(ctx, tree))
+
+
+def link_loop(ctx: Ctx) -> list[str]:
+    tree = image_tree(ctx.tmp / "images", rgb_classes(2, 8))
+    (tree / "train" / "c0" / "again").symlink_to(tree / "train" / "c0", target_is_directory=True)
+    return train_vision(ctx, vision_config(ctx, tree))
+
+
+def json_onto_the_checkpoint(ctx: Ctx) -> list[str]:
+    run = Path(ctx.fixture("vision_run"))
+    ctx.protect(run)
+    ctx.vars["ckpt"] = str(run / "checkpoint.pt")
+    return knn(ctx, run, eval_images(ctx), "--json", str(run / "checkpoint.pt"))
+
+
+def fifo_corpus(ctx: Ctx) -> list[str]:
+    fifo = ctx.tmp / "fifo.txt"
+    os.mkfifo(fifo)
+    ctx.vars["fifo"] = str(fifo)
+    return train_text(ctx, text_config(ctx, data={"train_file": str(fifo)}))
+
+
 # --------------------------------------------------------------------------------------------- table
 CASES: list[Case] = [
     # ---- config files
@@ -316,6 +403,13 @@ CASES: list[Case] = [
     Case("config-not-mapping", "train vision", "a config file holding a list",
          lambda c: ["train", "vision", str(c.write("list.yaml", "- a\n- b\n"))],
          ("{list}", "must be a mapping")),
+    Case("config-duplicate-key", "train text", "a config file giving `train.lr` twice (lines 2 and 4)",
+         lambda c: ["train", "text", str(c.write("dup.yaml",
+                                                 "train:\n  lr: 0.1\n  max_steps: 2\n  lr: 0.2\n"))],
+         ("{dup}", "line 4", "'lr' is given twice (first on line 2)")),
+    Case("config-seed-too-large", "train text", "`train.seed: 4294967296` (beyond the generators' 32 bits)",
+         lambda c: train_text(c, text_config(c, train={"seed": 2**32})),
+         ("train.seed", "above the maximum 4294967295")),
     Case("config-unknown-key", "train text", "an unknown key `train.bogus`", _text_unknown_key,
          ("{config}", "unknown key train.bogus", "known keys of train")),
     Case("config-unknown-section", "train vision", "an unknown section `optim`",
@@ -357,7 +451,14 @@ CASES: list[Case] = [
     Case("set-through-a-value", "train text", "`--set train.lr.x=1` (`train.lr` is a number)",
          lambda c: _text_set(c, "train.lr.x=1"), ("train.lr is not a mapping",)),
     Case("set-unknown-key", "train text", "`--set train.bogus=1`", lambda c: _text_set(c, "train.bogus=1"),
-         ("unknown key train.bogus",)),
+         ("--set", "unknown key train.bogus")),
+    Case("set-section-mapping", "train text", "`--set 'train={max_steps: 1}'` (a mapping for a section)",
+         lambda c: train_text(c, text_config(c, train={"max_steps": 5, "lr": 0.002}), "--set",
+                              "train={max_steps: 1}"),
+         ("accepted: merged into `train` (its other keys kept: lr 0.002, batch 16); one step trains",),
+         accepted=True, check=lambda c, err: (finished_one_step(c, err), _assert_equal(
+             {k: yaml.safe_load((c.tmp / "run" / "config.yaml").read_text())["train"][k]
+              for k in ("lr", "batch_size")}, {"lr": 0.002, "batch_size": 16}))[0]),
     Case("set-wrong-type", "train text", "`--set train.max_steps=many`",
          lambda c: _text_set(c, "train.max_steps=many"), ("train.max_steps", "expected an integer")),
     # ---- data roots
@@ -370,7 +471,7 @@ CASES: list[Case] = [
     Case("root-missing", "train text", "`HARDMIX_DATA` names a folder that does not exist",
          lambda c: (c.mp.setenv("HARDMIX_DATA", str(c.tmp / "nowhere")),
                     train_text(c, text_config(c, data={"train_file": "wiki/x.txt"})))[1],
-         ("data.train_file", "HARDMIX_DATA=", "nowhere", "is not a directory")),
+         ("data.train_file", "HARDMIX_DATA=", "nowhere", "does not exist")),
     Case("root-is-a-file", "eval knn", "`HARDMIX_DATA` names a file",
          lambda c: (c.mp.setenv("HARDMIX_DATA", str(c.write("rootfile", "x"))),
                     knn(c, c.fixture("vision_run"), "cifar10"))[1],
@@ -415,6 +516,14 @@ CASES: list[Case] = [
     Case("corpus-is-a-folder", "train text", "`data.train_file` naming a folder",
          lambda c: train_text(c, text_config(c, data={"train_file": str(c.tmp)})),
          ("is a folder", "data.train_file")),
+    Case("corpus-old-mac-line-endings", "train text",
+         "16 sentences ended by a lone carriage return (old Mac)",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
+             "mac.txt", "".join(f"sentence {i} .\r" for i in range(16))))})),
+         ("accepted: a lone CR ends a line (16 sentences), one step trains",), accepted=True,
+         check=lambda c, err: (finished_one_step(c, err), _assert_in("16 sentences", err))[0]),
+    Case("corpus-fifo", "train text", "`data.train_file` naming a FIFO",
+         fifo_corpus, ("{fifo}", "not a regular file"), check=no_step),
     Case("corpus-blank-lines-skipped", "train text",
          "blank lines between 16 sentences", lambda c: train_text(c, text_config(c, data={
              "train_file": str(c.write("gaps.txt", "".join(f"\nsentence {i} .\n  \n" for i in range(16))))})),
@@ -442,6 +551,16 @@ CASES: list[Case] = [
     Case("images-gray-rgba", "train vision", "grayscale (L) and RGBA images among RGB ones",
          lambda c: vision_with(c, {"c0": ["gray"] * 4 + ["rgb"] * 4, "c1": ["rgba"] * 4 + ["rgb"] * 4}),
          ("accepted: converted to RGB; one step trains",), accepted=True, check=finished_one_step),
+    Case("images-refused-mode", "train vision", "a CIE L*a*b* TIFF (`odd.tif`) among RGB PNGs",
+         lab_image, ("odd.tif", "image mode LAB", "data.skip_corrupt: true"), check=no_step),
+    Case("images-link-loop", "train vision", "a link in a class folder to that folder (a loop)",
+         link_loop, ("c0/again links to", "a loop"), check=no_step),
+    Case("images-eval-no-test-split", "train vision",
+         "`eval.at_end: true` on a data set without `test/` or `val/`",
+         lambda c: (c.vars.update(images=str(c.tmp / "images")), train_vision(c, vision_config(
+             c, image_tree(c.tmp / "images", rgb_classes()), eval={"at_end": True},
+             data={"num_workers": 0, "val_samples": 4})))[1],
+         ("eval.dataset", "{images}", "has no 'test' or 'val' folder"), check=no_step),
     Case("images-one-class", "train vision", "a single class folder",
          lambda c: vision_with(c, {"c0": ["rgb"] * 16}),
          ("accepted: contrastive training needs no labels; one step trains",), accepted=True,
@@ -458,6 +577,10 @@ CASES: list[Case] = [
     Case("knn-k-zero", "eval knn", "`--k 0`",
          lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--k", "0"),
          ("--k: expected a positive number, got 0",)),
+    Case("knn-k-beyond-bank", "eval knn", "`--k 500` with a bank of 12 images",
+         lambda c: knn(c, c.fixture("vision_run"), eval_images(c))[:-2] + ["--k", "500"],
+         ("accepted: the line prints the k used (k=12, of --k 500)",), accepted=True,
+         check=lambda c, err: _assert_in("k-NN (k=12, of --k 500,", err)),
     Case("knn-temperature-zero", "eval knn", "`--temperature 0`",
          lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--temperature", "0"),
          ("--temperature: expected a positive number, got 0",)),
@@ -478,6 +601,13 @@ CASES: list[Case] = [
          ("accepted: top-1 is 100% with one class",), accepted=True,
          check=lambda c, err: _assert_in("top-1 100.00%", err)),
     # ---- models
+    Case("model-empty-name", "train text", "`model.name_or_path: \"\"`",
+         lambda c: train_text(c, text_config(c, model={"name_or_path": ""})),
+         ("model.name_or_path", "empty"), check=no_step),
+    Case("model-max-length-beyond-positions", "train text",
+         "`data.max_length: 100000` (the tiny model has 128 positions)",
+         lambda c: train_text(c, text_config(c, data={"max_length": 100000})),
+         ("data.max_length", "100000", "128 token positions"), check=no_step),
     Case("model-missing", "train text", "`model.name_or_path` naming a folder that does not exist",
          lambda c: train_text(c, text_config(c, model={"name_or_path": str(c.tmp / "nomodel") + "/"})),
          ("model.name_or_path", "nomodel", "is not a model folder")),
@@ -548,6 +678,24 @@ CASES: list[Case] = [
          lambda c: (previous_text_run(c), train_text(c, text_config(c, train={"max_steps": 2,
                                                                               "stop_after_steps": 1})))[1],
          ("{run}", "already holds a run", "--resume")),
+    Case("output-holds-run-files", "train text",
+         "`--output` holding a run killed before its first checkpoint, without `--resume`",
+         lambda c: (killed_before_checkpoint(c, text_config(c)), c.protect(c.tmp / "run"),
+                    train_text(c, text_config(c)))[2],
+         ("{run}", "already holds a run", "--resume")),
+    Case("resume-before-first-checkpoint", "train text",
+         "`--resume` of a run killed before its first checkpoint",
+         lambda c: (killed_before_checkpoint(c, text_config(c)),
+                    train_text(c, text_config(c), "--resume"))[1],
+         ("accepted: says it starts from step 0 (the cut metrics line dropped); one step trains",),
+         accepted=True, check=lambda c, err: (
+             finished_one_step(c, err), _assert_in("starting it from step 0", err),
+             _assert_equal(len(read_lines(c.tmp / "run" / "metrics.jsonl")), 1))[0]),
+    Case("resume-other-corpus", "train text", "`--resume` after the corpus's first sentence changed",
+         resume_on_changed_corpus, ("--resume", "training data differ", "corpus sha256")),
+    Case("resume-other-images", "train vision",
+         "`--resume` after an image was added to the training folder",
+         resume_on_changed_images, ("--resume", "training data differ", "images 16 -> 17")),
     Case("output-read-only", "train text", "an `--output` that cannot be created (permission denied)",
          lambda c: (raise_for(c, os, "mkdir", c.tmp / "run", denied), train_text(c, text_config(c)))[1],
          ("{run}", "Permission denied")),
@@ -566,6 +714,15 @@ CASES: list[Case] = [
          ("{run}/metrics.jsonl: No space left on device", "free space"),
          check=lambda c, err: _assert_equal(sorted(p.name for p in (c.tmp / "run").iterdir()),
                                             ["config.yaml", "metrics.jsonl"])),  # the lock is released
+    Case("output-json-onto-checkpoint", "eval knn", "`--json` naming the evaluated run's `checkpoint.pt`",
+         json_onto_the_checkpoint, ("--json", "{ckpt}", "own input")),
+    Case("output-json-folder-missing", "eval knn", "`--json` in a folder that does not exist",
+         lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--json", str(c.tmp / "no" / "s.json")),
+         ("s.json", "No such file or directory")),
+    Case("export-unfinished", "export", "`export vision` of a run stopped at step 1 of 2",
+         lambda c: ["export", "vision", str(stopped_vision_run(c)), str(c.tmp / "b.pt")],
+         ("accepted: writes the backbone and says the run is unfinished (step 1 of 2)",), accepted=True,
+         check=lambda c, err: _assert_in("unfinished run (step 1 of 2)", err)),
     Case("output-json-is-folder", "eval knn", "`--json` naming a folder",
          lambda c: knn(c, c.fixture("vision_run"), eval_images(c), "--json", str(c.tmp)),
          ("{tmp}", "Is a directory")),
@@ -619,6 +776,10 @@ def _incomplete_model(ctx: Ctx) -> Path:
     return folder
 
 
+def read_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.strip()]
+
+
 def _assert_in(part: str, text: str) -> None:
     assert part in text, f"{part!r} not in {text!r}"
 
@@ -648,6 +809,26 @@ values of every typed key of the text and vision configs (a valid config, or a `
 key) and random corpus bytes (sentences, or a one-line `CorpusError` naming the file and line).
 Resume after SIGKILL, SIGTERM, a non-finite loss, the run folder's lock and atomic checkpoints are tested in
 `tests/training/test_engine.py`.
+
+The rest of the suite, beyond this table:
+
+- `tests/reliability/test_signals.py` (fault injection): a real SIGTERM, SIGUSR1 or SIGINT delivered at
+  points drawn by a seeded generator (a training step, a periodic evaluation, the final evaluation, a
+  checkpoint write, two SIGINTs in a row), in both modalities: each run stops with a line saying how to
+  resume, exit 128 + the signal and no traceback, and its `--resume` equals an uninterrupted run (losses
+  step for step, weights exactly).
+- `tests/reliability/test_properties.py` (hypothesis, derandomized): a mapping given for a config section
+  equals its keys given one by one and keeps the keys it does not name; a YAML key given twice is refused
+  naming its line; a compare spec's `set` reads the same nested or dotted; any spec shape is a spec or one
+  `ConfigError` line; a checkpoint, results record or metrics file damaged anywhere (cut, a flipped byte,
+  zeroed bytes) is refused in one line (a checkpoint's CRC-32 is checked) or read whole.
+- `tests/reliability/test_images.py`: each pixel mode PIL opens (grey, bi-level, palette with and without
+  transparency, RGBA, LA, a PNG's transparent colour, CMYK, YCbCr, 16-bit grey, grey+alpha, RGB and RGBA,
+  EXIF orientation) decodes to the RGB a NumPy conversion of the stored values gives (alpha composited over
+  white, 16 bits by their high byte), and `I`, `F` and `LAB` are refused naming the file and mode; a folder
+  scan refuses a link into a loop, a folder link out of the data set and one file under two names, and
+  labels each image by the class folder it is listed under.
+- `tests/reliability/test_run_folder.py`: every file of a run follows the umask.
 """
 
 
