@@ -177,6 +177,18 @@ class VisionTask(Task):
         return scores
 
     @classmethod
+    def data_needs(cls, cfg: VisionConfig) -> list[tuple[str, str]]:
+        from hardmix.vision.data import KNOWN_DATASETS
+
+        needs = [("data.dataset", KNOWN_DATASETS.get(cfg.data.dataset, cfg.data.dataset))]
+        if cfg.eval.at_end or cfg.eval.eval_steps:
+            dataset = cfg.eval.dataset or cfg.data.dataset
+            needs.append(("eval.dataset", KNOWN_DATASETS.get(dataset, dataset)))
+        if cfg.data.class_list:
+            needs.append(("data.class_list", cfg.data.class_list))
+        return needs
+
+    @classmethod
     def score_names(cls, cfg: VisionConfig) -> list[str]:
         """``val_knn_top1``, ``val_knn_top5`` and ``eval.final_scores`` with ``eval.at_end``, else none (the
         ``<score>_se`` of each test score besides)."""

@@ -51,6 +51,8 @@ def register(top: argparse._SubParsersAction) -> None:
         default=None,
         help="comma list of the spec's tasks to run and report (default: all), e.g. --tasks text",
     )
+    p.add_argument("--no-download", action="store_true",
+                   help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=main)
 
 
@@ -77,6 +79,10 @@ def main(args: argparse.Namespace) -> int:
             launcher.launcher_for(spec, task)
     if args.status:
         return launcher.print_status(build_grid(spec, out, check_data=False), out)
+    if args.launcher == "local" and not (args.print_commands or args.report_only):
+        from hardmix.datasets.needs import ensure_for_spec  # missing data: fetched, or all listed at once
+
+        ensure_for_spec(spec, download_allowed=not args.no_download)
     cells = build_grid(spec, out, check_data=not args.print_commands)
     saved = out / SPEC_COPY
     if args.print_commands:
