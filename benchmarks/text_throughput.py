@@ -231,7 +231,7 @@ def main() -> int:
     for r in rows:
         ratio = f"{r['vs_floor']:.3f}" if r["vs_floor"] is not None else "-"
         print(f"{r['variant']:<18} {1000 * r['median_step_s']:>9.1f} {r['sentences_per_s']:>9.1f} {ratio:>8} "
-              f"{r['peak_step_memory_mib']:>9.1f}")
+              f"{r['peak_step_memory_mib'] if r['peak_step_memory_mib'] is not None else float('nan'):>9.1f}")
     print(f"written to {args.out}")
     return 0
 

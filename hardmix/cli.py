@@ -49,22 +49,29 @@ def _cmd_strategies(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     import os
 
+    from hardmix.datasets.needs import ensure_data
     from hardmix.training.api import load_config_for, resolve_task
     from hardmix.training.engine import run_training
     from hardmix.training.signals import exit_status
 
     task = resolve_task(args.task)
     cfg = load_config_for(task, args.config, list(args.overrides or []))
+    # missing data is fetched first (one process only: several processes list it instead)
+    ensure_data(task.data_needs(cfg), download_allowed=not args.no_download
+                and int(os.environ.get("WORLD_SIZE", "1")) == 1)
     results = run_training(task, cfg, args.output, resume=bool(args.resume))
     if int(os.environ.get("RANK", "0")) == 0:  # the process group is gone by now: torchrun's variable
         print(task.report(results))
     return exit_status(results["interrupted"]) if results.get("interrupted") else 0
 
 
-def _task_names() -> list[str]:
-    from hardmix.training.registry import available_tasks
+#: The tasks' entry-point group (:data:`hardmix.training.registry.GROUP`; read here without importing the
+#: engine, so that ``hardmix --help`` and argument errors load no torch).
+TASKS_GROUP = "hardmix.tasks"
 
-    return available_tasks()
+
+def _task_names() -> list[str]:
+    return sorted(ep.name for ep in entry_points(group=TASKS_GROUP))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a config value, e.g. --set train.max_steps=100 (repeatable)")
     p.add_argument("--output", default=None, help="run folder (default: the config's output)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output from its checkpoint")
+    p.add_argument("--no-download", action="store_true",
+                   help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=_cmd_train)
 
     from hardmix.compare.cli import register as register_compare

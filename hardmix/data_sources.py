@@ -6,10 +6,13 @@ another data set: ``enwiki-100k`` from ``wiki1m``, ``imagenette-64`` from ``imag
 
 Checksums: CIFAR-10 and Imagenette are verified by the MD5s that torchvision publishes for them
 (``torchvision.datasets.CIFAR10`` and ``torchvision.datasets.Imagenette``, copied here; a test checks that
-they still agree). The Hugging Face files (SentEval's processed data, wiki1m and Google's BERT-mini)
-publish no checksum that a plain HTTP client sees, so they are verified by their length (the size below
-where it is known, else the length the server announces) and their SHA-256 is recorded at the first
-download (``<root>/.hardmix/checksums.json``) and checked at every later one.
+they still agree). SimCSE's files are fetched at a fixed revision of their Hub repository
+(:data:`SIMCSE_REVISION`, not ``main``); ``wiki1m_for_simcse.txt`` and BERT-mini's ``pytorch_model.bin``
+are verified by the SHA-256 the Hub publishes for them (their LFS pointers). The other files publish no
+checksum (``senteval.tar``, BERT-mini's ``config.json`` and ``vocab.txt``, CMC's class list), so they are
+verified by their length (the size below where it is known, else the length the server announces) and
+their SHA-256 is recorded at the first download (``<root>/.hardmix/checksums.json``) and checked at every
+later one.
 
 Every URL is ``base/key`` when a mirror is given (``--base-url`` or ``HARDMIX_DATA_BASE_URL``): a mirror
 holds each source's file under its :attr:`Source.key`.
@@ -31,7 +34,10 @@ from pathlib import Path
 BASE_URL_ENV = "HARDMIX_DATA_BASE_URL"
 
 _HF = "https://huggingface.co"
-_SIMCSE = f"{_HF}/datasets/princeton-nlp/datasets-for-simcse/resolve/main"
+#: The revision of ``princeton-nlp/datasets-for-simcse`` whose files are fetched (a commit: what a URL
+#: under ``resolve/main`` serves can change).
+SIMCSE_REVISION = "e145e8bb659b2aa2669f32ef79cb4cdef6c58fef"
+_SIMCSE = f"{_HF}/datasets/princeton-nlp/datasets-for-simcse/resolve/{SIMCSE_REVISION}"
 _BERT_MINI = f"{_HF}/google/bert_uncased_L-4_H-256_A-4/resolve/main"
 
 #: The Hub name of the public stand-in for ``models/bert-mini-wiki-mlm`` (4 layers, hidden 256, 4 heads).
@@ -87,7 +93,9 @@ SOURCES: dict[str, Source] = {s.key: s for s in (
     # the SimCSE authors; MixCSE evaluates on the same files.
     Source("senteval.tar", f"{_SIMCSE}/senteval.tar"),
     # SimCSE's (and MixCSE's) unsupervised training corpus: 10^6 English Wikipedia sentences.
-    Source("wiki1m_for_simcse.txt", f"{_SIMCSE}/wiki1m_for_simcse.txt"),
+    # SHA-256 as the Hub publishes it for this file.
+    Source("wiki1m_for_simcse.txt", f"{_SIMCSE}/wiki1m_for_simcse.txt",
+           sha256="7b1825863a99aa76479b0456f7c210539dfaeeb69598b41fb4de4f524dd5a706"),
     # CIFAR-10, python version; MD5 and size as published by torchvision.
     Source("cifar-10-python.tar.gz", "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
            md5="c58f30108f718f92721af3b95e74349a", size=170498071),
@@ -99,7 +107,10 @@ SOURCES: dict[str, Source] = {s.key: s for s in (
     # Google's BERT-mini (Turc et al. 2019, "Well-Read Students Learn Better"), uncased.
     Source("bert-mini/config.json", f"{_BERT_MINI}/config.json"),
     Source("bert-mini/vocab.txt", f"{_BERT_MINI}/vocab.txt"),
-    Source("bert-mini/pytorch_model.bin", f"{_BERT_MINI}/pytorch_model.bin"),
+    # SHA-256 as the Hub publishes it for this file (a pickle: loading it needs torch >= 2.6 with current
+    # transformers, the floor in pyproject.toml).
+    Source("bert-mini/pytorch_model.bin", f"{_BERT_MINI}/pytorch_model.bin",
+           sha256="01671831dfec6818302153919efbfd6ee4ad91dd9fba7f3649bdd6cb7b0f16e4"),
 )}
 
 #: The MD5s of the CIFAR-10 archive's members (torchvision's ``CIFAR10.train_list``/``test_list``/``meta``).
@@ -113,6 +124,9 @@ CIFAR10_MEMBERS = {
     "cifar-10-batches-py/batches.meta": "5ff9c542aee3614f3951f8cda6e48888",
 }
 
+#: Lines of ``wiki1m-head``, the quickstart comparison's short corpus (30 steps of 64 draw 1,920 sentences).
+WIKI1M_HEAD_LINES = 11_914
+
 DATASETS: dict[str, DataSet] = {d.name: d for d in (
     DataSet("senteval", "senteval", "SentEval STS12-16, STS-B, SICK-R and transfer sets (what `hardmix eval "
             "text` reads)", sources=("senteval.tar",)),
@@ -120,6 +134,8 @@ DATASETS: dict[str, DataSet] = {d.name: d for d in (
             sources=("wiki1m_for_simcse.txt",)),
     DataSet("enwiki-100k", "wiki/enwiki-100k.txt.gz", "the CPU configs' corpus: wiki1m's first 100,000 "
             "sentences, gzipped", requires=("wiki1m",)),
+    DataSet("wiki1m-head", f"wiki/wiki1m-head-{WIKI1M_HEAD_LINES}.txt", "the quickstart's corpus: wiki1m's "
+            f"first {WIKI1M_HEAD_LINES:,} sentences", requires=("wiki1m",)),
     DataSet("cifar10", "images/cifar10", "CIFAR-10 as PNG images, train/ 50,000 and test/ 10,000",
             sources=("cifar-10-python.tar.gz",), members=CIFAR10_MEMBERS),
     DataSet("imagenette", "images/imagenette", "Imagenette v2, the official 160 px release, train/ and val/",
@@ -133,11 +149,14 @@ DATASETS: dict[str, DataSet] = {d.name: d for d in (
                                                       "bert-mini/pytorch_model.bin")),
 )}
 
-#: Paths that configs name and the data set that provides them (the CPU text configs' local BERT has a
-#: public stand-in, fetched by ``bert-mini``).
+#: Folders that configs name which no download provides, and the data set that stands in for each where
+#: it is absent: the CPU text configs' BERT (on the project's own machines only) and its public stand-in.
+STAND_INS: dict[str, str] = {"models/bert-mini-wiki-mlm": "bert-mini"}
+
+#: Paths that configs name and the data set that provides them.
 PROVIDES: dict[str, str] = {
     **{d.target: d.name for d in DATASETS.values()},
-    "models/bert-mini-wiki-mlm": "bert-mini",
+    **STAND_INS,
 }
 
 
@@ -148,14 +167,29 @@ def dataset(name: str) -> DataSet:
     return DATASETS[name]
 
 
-def download_command_for(path: str | os.PathLike[str]) -> str | None:
-    """The ``hardmix data download NAME`` that fetches ``path`` (relative to the data root, or a path
-    that ends with a registered target), or None."""
+def provider_of(path: str | os.PathLike[str], anywhere: bool = True) -> str | None:
+    """The data set that provides ``path`` (a registered target, or a path inside one), or None.
+
+    Args:
+        path: relative to the data root, or (with ``anywhere``) any path holding a registered target.
+        anywhere: also match a target that starts after the first part of ``path``.
+
+    Example:
+        >>> provider_of("images/cifar10/train"), provider_of("/data/wiki/wiki1m-head-11914.txt", False)
+        ('cifar10', None)
+    """
     parts = Path(path).as_posix().strip("/").split("/")
-    for i in range(len(parts)):
+    for i in range(len(parts) if anywhere else 1):
         for j in range(len(parts), i, -1):
             name = PROVIDES.get("/".join(parts[i:j]))
             if name is not None:
-                return f"hardmix data download {name}"
+                return name
     return None
+
+
+def download_command_for(path: str | os.PathLike[str]) -> str | None:
+    """The ``hardmix data download NAME`` that fetches ``path`` (relative to the data root, or a path
+    that ends with a registered target), or None."""
+    name = provider_of(path)
+    return f"hardmix data download {name}" if name is not None else None
 

@@ -33,6 +33,11 @@ def require_data_path(*parts: str) -> Path:
     return path
 
 
+# No test reaches for the network: `hardmix train` and `hardmix compare` list missing data instead of
+# fetching it (a download test unsets this and serves the files itself).
+os.environ.setdefault("HARDMIX_OFFLINE", "1")
+
+
 @pytest.fixture(scope="session")
 def data_root() -> Path:
     """The shared data folder (HARDMIX_DATA)."""

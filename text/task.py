@@ -282,6 +282,13 @@ class TextTask(Task):
         self.generator.set_state(state["generator"])
 
     @classmethod
+    def data_needs(cls, cfg: TextTrainConfig) -> list[tuple[str, str]]:
+        needs = [("model.name_or_path", cfg.model.name_or_path), ("data.train_file", cfg.data.train_file)]
+        if cfg.eval.eval_steps or cfg.eval.at_end or cfg.eval.final_sts:
+            needs.append(("eval", "senteval"))
+        return needs
+
+    @classmethod
     def score_names(cls, cfg: TextTrainConfig) -> list[str]:
         """``stsb_dev`` when the run evaluates, and with ``eval.final_sts`` the held-out STS suite (each
         with ``<score>_se`` besides, when ``eval.sts_bootstrap``)."""

@@ -65,6 +65,7 @@ def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser
             )
         p.set_defaults(func=func)
 
-    from hardmix.vision.export import register as register_export
-
-    register_export(export)
+    p = export.add_parser("vision", help="write a run's backbone as a torchvision/timm state dict file")
+    p.add_argument("run", metavar="RUN", help="a vision run folder (or its checkpoint file)")
+    p.add_argument("out", metavar="OUT", help="the file to write (e.g. resnet18_mochi.pt)")
+    p.set_defaults(func=lazy_command("hardmix.vision.export:cmd_export"))

@@ -39,7 +39,6 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -146,7 +145,8 @@ def export_backbone(run: str | os.PathLike[str], out: str | os.PathLike[str]) ->
                         f"written are those of step {step}" if unfinished else None)
 
 
-def _cmd_export(args: argparse.Namespace) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
+    """``hardmix export vision RUN OUT`` (its parser is in :mod:`hardmix.vision.cli`)."""
     res = export_backbone(args.run, args.out)
     if res.unfinished:
         print(f"hardmix: note: {res.unfinished}", file=sys.stderr)
@@ -155,14 +155,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
           f"load: net = {res.target}; net.load_state_dict(torch.load({str(res.path)!r}, weights_only=True)"
           + (")  # every key" if own else ", strict=False)  # missing: the classifier only"))
     return 0
-
-
-def register(export_sub: Any) -> None:
-    """Add ``vision RUN OUT`` under ``hardmix export``."""
-    p = export_sub.add_parser("vision", help="write a run's backbone as a torchvision/timm state dict file")
-    p.add_argument("run", metavar="RUN", help="a vision run folder (or its checkpoint file)")
-    p.add_argument("out", metavar="OUT", help="the file to write (e.g. resnet18_mochi.pt)")
-    p.set_defaults(func=_cmd_export)
 
 
 __all__ = ["ExportResult", "VisionRun", "export_backbone", "load_backbone", "read_vision_run",

@@ -72,8 +72,9 @@ class VisionTask(Task):
                     "split carved from the training images; set its size (e.g. 1000), or eval.at_end: false "
                     "and eval.eval_steps: 0 to train without evaluation")
             root = dataset_root(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
-            for splits in (["train"], list(EVAL_SPLITS)):  # the k-NN's bank and test images, before any step
-                split_folder(root, splits, key="eval.dataset")
+            if cfg.eval.at_end and cfg.eval.final_scores:  # the test scores' bank and images, before any step
+                for splits in (["train"], list(EVAL_SPLITS)):
+                    split_folder(root, splits, key="eval.dataset")
 
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
@@ -174,6 +175,18 @@ class VisionTask(Task):
         if self.cfg.eval.at_end:
             scores.update(self.evaluation.test(self.moco.backbone, self.model_version))
         return scores
+
+    @classmethod
+    def data_needs(cls, cfg: VisionConfig) -> list[tuple[str, str]]:
+        from hardmix.vision.data import KNOWN_DATASETS
+
+        needs = [("data.dataset", KNOWN_DATASETS.get(cfg.data.dataset, cfg.data.dataset))]
+        if cfg.eval.at_end or cfg.eval.eval_steps:
+            dataset = cfg.eval.dataset or cfg.data.dataset
+            needs.append(("eval.dataset", KNOWN_DATASETS.get(dataset, dataset)))
+        if cfg.data.class_list:
+            needs.append(("data.class_list", cfg.data.class_list))
+        return needs
 
     @classmethod
     def score_names(cls, cfg: VisionConfig) -> list[str]:

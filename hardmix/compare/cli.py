@@ -58,6 +58,8 @@ def register(top: argparse._SubParsersAction) -> None:
         default=None,
         help="comma list of the spec's tasks to run and report (default: all), e.g. --tasks text",
     )
+    p.add_argument("--no-download", action="store_true",
+                   help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=main)
 
 
@@ -110,6 +112,10 @@ def main(args: argparse.Namespace) -> int:
         check_extension(saved, spec.raw)
     # Every cell validated before anything runs (every tuning point too); the data is checked where the
     # cells run (printed commands may run on other machines).
+    if args.launcher == "local" and not (args.print_commands or args.report_only or args.status):
+        from hardmix.datasets.needs import ensure_for_spec  # missing data: fetched, or all listed at once
+
+        ensure_for_spec(spec, download_allowed=not args.no_download)
     check_data = not (args.print_commands or args.status)
     tune = tuning_cells(spec, out, check_data=check_data) if spec.tune else []
     best = best_points(spec, tune) if tune else {}

@@ -45,8 +45,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
     print(f"data root: {_root_folder(args.root)}")
     for e in inventory(args.root):
         state = (("present (downloaded by hardmix)" if e.recorded else "present") if e.present else "absent")
+        if e.stand_in is not None and not e.present:
+            state = f"absent ({e.stand_in} stands in)"
         size = _fmt_size(e.size) if e.present else "-"
-        print(f"  {e.name:<14} {state:<32} {size:>9}  {e.path}\n  {'':<14} {e.description}")
+        print(f"  {e.name:<19} {state:<32} {size:>9}  {e.path}\n  {'':<19} {e.description}")
     return 0
 
 

@@ -114,7 +114,7 @@ def check_layout(name: str, path: Path) -> list[str]:
             return [f"{path}: missing"]
         missing = [f for f in SENTEVAL_FILES if not (path / f).is_file()]
         return [f"{path}: {len(missing)} SentEval file(s) missing, e.g. {missing[0]}"] if missing else []
-    if name in ("wiki1m", "enwiki-100k"):
+    if name in ("wiki1m", "enwiki-100k", "wiki1m-head"):
         return check_text_file(path)
     if name in ("cifar10", "imagenette", "imagenette-64"):
         return check_images(path)

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hardmix.data_sources import BASE_URL_ENV, BERT_MINI_HUB, DATASETS, SOURCES, DataSet, Source
+from hardmix.data_sources import (
+    BASE_URL_ENV,
+    BERT_MINI_HUB,
+    DATASETS,
+    SOURCES,
+    STAND_INS,
+    WIKI1M_HEAD_LINES,
+    DataSet,
+    Source,
+)
 from hardmix.datasets import layout, prepare_images, prepare_models, prepare_text
 from hardmix.datasets.download import DataDownloadError, download_file, file_digest
 from hardmix.datasets.records import (
@@ -79,6 +88,8 @@ def _build(ds: DataSet, files: dict[str, Path], out: Path, work: Path, root: Pat
         "wiki1m": lambda: prepare_text.place_file(first, out),
         "imagenet100-classes": lambda: prepare_text.place_file(first, out),
         "enwiki-100k": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out),
+        "wiki1m-head": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out,
+                                                        WIKI1M_HEAD_LINES, compress=False),
         "cifar10": lambda: prepare_images.prepare_cifar10(first, out, work, ds.members, progress),
         "imagenette": lambda: prepare_images.prepare_imagenette(first, out, work),
         "imagenette-64": lambda: prepare_images.derive_resized(root / DATASETS["imagenette"].target, out,
@@ -195,7 +206,8 @@ def download(
 
 @dataclass(frozen=True)
 class Entry:
-    """One line of :func:`inventory`."""
+    """One line of :func:`inventory`: a data set, or (``stand_in`` set) a folder that configs read which no
+    download provides, and the data set that stands in for it where it is absent."""
 
     name: str
     path: Path
@@ -203,6 +215,7 @@ class Entry:
     size: int
     recorded: bool
     description: str
+    stand_in: str | None = None
 
 
 def _size(path: Path) -> int:
@@ -214,13 +227,19 @@ def _size(path: Path) -> int:
 def inventory(root: str | os.PathLike[str] | None = None,
               datasets: Mapping[str, DataSet] = DATASETS) -> list[Entry]:
     """Every registered data set: its path under the root, whether it is present, its size on disk and
-    whether hardmix recorded its checksums (prepared it)."""
+    whether hardmix recorded its checksums (prepared it); then every folder that configs read which no
+    download provides (:data:`~hardmix.data_sources.STAND_INS`)."""
     root = download_root(root)
     out = []
     for ds in datasets.values():
         path = root / ds.target
         out.append(Entry(ds.name, path, path.exists(), _size(path), read_manifest(root, ds.name) is not None,
                          ds.description))
+    for target, stand_in in STAND_INS.items():
+        path = root / target
+        out.append(Entry(Path(target).name, path, path.exists(), _size(path), False,
+                         f"the CPU text configs' model (the project's machines only); where absent, "
+                         f"`{stand_in}` stands in for it", stand_in=stand_in))
     return out
 
 

@@ -6,6 +6,7 @@
   and MixCSE's evaluation read.
 - ``wiki1m`` (and ImageNet-100's class list): the downloaded file itself.
 - ``enwiki-100k``: the first 100,000 lines of wiki1m, gzipped (the CPU configs' corpus).
+- ``wiki1m-head``: the first 11,914 lines of wiki1m, plain text (the quickstart comparison's corpus).
 
 Each function builds its result at ``out`` (a temporary path that the caller renames into place).
 """
@@ -39,8 +40,9 @@ def place_file(downloaded: Path, out: Path) -> None:
     os.replace(downloaded, out)
 
 
-def derive_head(corpus: Path, out: Path, lines: int = ENWIKI_LINES) -> int:
-    """Write the first ``lines`` lines of ``corpus`` to ``out`` (gzip). Returns the number written.
+def derive_head(corpus: Path, out: Path, lines: int = ENWIKI_LINES, compress: bool = True) -> int:
+    """Write the first ``lines`` lines of ``corpus`` to ``out`` (gzip with ``compress``). Returns the
+    number written.
 
     Example:
         >>> import tempfile, pathlib, gzip
@@ -49,8 +51,9 @@ def derive_head(corpus: Path, out: Path, lines: int = ENWIKI_LINES) -> int:
         (2, 'a\\nb\\n')
     """
     n = 0
-    with open(corpus, encoding="utf-8", newline="") as src, gzip.open(out, "wt", encoding="utf-8",
-                                                                        newline="") as dst:
+    opener = gzip.open if compress else open
+    with open(corpus, encoding="utf-8", newline="") as src, opener(out, "wt", encoding="utf-8",
+                                                                   newline="") as dst:
         for line in src:
             if n == lines:
                 break

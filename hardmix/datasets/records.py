@@ -23,7 +23,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hardmix.utils.checkpoint import atomic_write_text
+
+def atomic_write_text(text: str, path: Path) -> None:
+    """:func:`hardmix.utils.checkpoint.atomic_write_text`, imported when first written (that module loads
+    torch, and ``hardmix --help`` imports this one)."""
+    from hardmix.utils.checkpoint import atomic_write_text as write
+
+    write(text, path)
 
 RECORDS_DIR = ".hardmix"
 

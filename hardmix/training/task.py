@@ -168,6 +168,13 @@ class Task(ABC):
         """Restore :meth:`process_state`."""
 
     @classmethod
+    def data_needs(cls, cfg: Any) -> list[tuple[str, str]]:
+        """``(config key, path)`` of the data this config reads (paths as the config names them: relative
+        to the data root, or absolute). ``hardmix train`` and ``hardmix compare`` fetch the missing ones
+        that ``hardmix data download`` provides before anything runs (:mod:`hardmix.datasets.needs`)."""
+        return []
+
+    @classmethod
     def score_names(cls, cfg: Any) -> list[str]:
         """The keys ``final_scores`` will hold for this config (what ``hardmix compare`` may compare)."""
         return [cls.selection_metric] if cfg.eval.at_end or cfg.eval.eval_steps else []

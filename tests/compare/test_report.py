@@ -34,8 +34,9 @@ SCORE = "knn_top5"  # a held-out test score (not the selection score)
 def comparison(tmp_path_factory, tiny_vision_config) -> Path:
     """A finished tiny real comparison: its folder."""
     root = tmp_path_factory.mktemp("report")
-    cfg = tiny_vision_config(data={"max_samples": 128}, train={"epochs": 1, "save_steps": 0},
-                             eval={"at_end": True, "eval_steps": 2})
+    cfg = tiny_vision_config(data={"max_samples": 128, "val_samples": 20},
+                             train={"epochs": 1, "save_steps": 0},
+                             eval={"at_end": True, "eval_steps": 2, "linear_epochs": 5})
     (root / "vision.yaml").write_text(yaml.safe_dump(cfg))
     spec = {
         "seeds": SEEDS,

@@ -24,6 +24,15 @@ class _Handler(SimpleHTTPRequestHandler):
     def log_message(self, *args: object) -> None:  # quiet
         pass
 
+    def do_HEAD(self) -> None:  # noqa: N802 (http.server's name): the length, as a real server announces it
+        f = self.state.folder / self.path.lstrip("/")
+        if not f.is_file():
+            self.send_error(404, "not found")
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(f.stat().st_size))
+        self.end_headers()
+
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         rel = self.path.lstrip("/")
         self.state.requests.append((rel, self.headers.get("Range")))

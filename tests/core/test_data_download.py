@@ -162,6 +162,13 @@ def test_senteval_and_the_corpora_from_the_cli_with_the_default_root(mirror, tmp
     monkeypatch.delenv("HARDMIX_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     root = tmp_path / "cache" / "hardmix" / "data"
+    # wiki1m is pinned by the SHA-256 the Hub publishes: this corpus is not it
+    assert main(["data", "download", "wiki1m", "--base-url", srv.url, "--quiet"]) == 2
+    assert "sha256 mismatch (expected 7b1825863a99aa76479b0456f7c210539dfaeeb69598b41fb4de4f524dd5a706" in \
+        capsys.readouterr().err
+    # unpinned (as a source without a published checksum), its SHA-256 is recorded at the first download
+    monkeypatch.setitem(SOURCES, "wiki1m_for_simcse.txt",
+                        dataclasses.replace(SOURCES["wiki1m_for_simcse.txt"], sha256=None))
     assert main(["data", "download", "senteval", "enwiki-100k", "--base-url", srv.url, "--quiet"]) == 0
     out = capsys.readouterr().out
     assert f"senteval: downloaded: {root / 'senteval'}" in out and "enwiki-100k: downloaded" in out
@@ -179,7 +186,9 @@ def test_senteval_and_the_corpora_from_the_cli_with_the_default_root(mirror, tmp
     assert "senteval: ok (layout and recorded checksums)" in capsys.readouterr().out
     assert main(["data", "list"]) == 0
     listing = capsys.readouterr().out
-    assert "wiki1m         present (downloaded by hardmix)" in listing and "cifar10        absent" in listing
+    assert "wiki1m              present (downloaded by hardmix)" in listing
+    assert "cifar10             absent" in listing and "wiki1m-head         absent" in listing
+    assert "bert-mini-wiki-mlm  absent (bert-mini stands in)" in listing
     (root / "wiki" / "wiki1m_for_simcse.txt").unlink()
     (folder / "wiki1m_for_simcse.txt").write_bytes(corpus.replace(b"number 7 ", b"number 8 "))  # changed
     assert main(["data", "download", "wiki1m", "--base-url", srv.url, "--quiet"]) == 2
@@ -230,11 +239,11 @@ def test_commands_on_a_fresh_machine_stop_with_the_download_command(tmp_path, mo
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
     root = tmp_path / "cache" / "hardmix" / "data"
-    cases = [
+    cases = [  # (offline: tests set HARDMIX_OFFLINE=1) everything missing is listed at once
         (["train", "vision", str(repo / "configs/vision/cpu_mocov2_cifar10.yaml"), "--output", "r1"],
-         f"{root}/images/cifar10", "`hardmix data download cifar10`"),
+         f"{root}: cifar10 (images/cifar10)", "`hardmix data download cifar10`"),
         (["train", "text", str(repo / "configs/text/cpu_mixcse.yaml"), "--output", "r2"],
-         "models/bert-mini-wiki-mlm", "`hardmix data download bert-mini`"),
+         "models/bert-mini-wiki-mlm", "`hardmix data download bert-mini enwiki-100k senteval`"),
         (["eval", "text", str(bert)], f"{root}/senteval", "`hardmix data download senteval`"),
     ]
     for argv, path, command in cases:

@@ -3,18 +3,20 @@ the Hub's file format, and ``models/bert-mini-wiki-mlm`` falling back to that pu
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 
 import pytest
 import torch
 
-from hardmix.datasets import download
+from hardmix.datasets import SOURCES, download
 from hardmix.text.model_source import ModelNotFoundError, resolve_model
 from tests.core.http_server import LocalServer
 
 
 @pytest.fixture
-def bert_mirror(tmp_path, bert_mini_path):
+def bert_mirror(tmp_path, bert_mini_path, monkeypatch):
     """A mirror holding bert-mini/{config.json, vocab.txt, pytorch_model.bin} as the Hub serves them for
     google/bert_uncased_L-4_H-256_A-4 (a small random BERT with the real WordPiece vocabulary)."""
     from transformers import BertConfig, BertModel
@@ -29,6 +31,10 @@ def bert_mirror(tmp_path, bert_mini_path):
     (folder / "config.json").write_text(config.to_json_string())
     (folder / "vocab.txt").write_text(vocab, encoding="utf-8")
     torch.save(model.state_dict(), folder / "pytorch_model.bin")
+    # the registry pins the real weights by the Hub's SHA-256: this small model's stands in for it
+    key = "bert-mini/pytorch_model.bin"
+    monkeypatch.setitem(SOURCES, key, dataclasses.replace(SOURCES[key], sha256=hashlib.sha256(
+        (folder / "pytorch_model.bin").read_bytes()).hexdigest()))
     with LocalServer(tmp_path / "mirror") as srv:
         yield srv, model
 
