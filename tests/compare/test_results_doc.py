@@ -88,3 +88,59 @@ def test_results_md_quotes_the_comparisons_as_the_tool_wrote_them() -> None:
                         assert r[key] == f"{held['mean']:.2f} ± {held['std']:.2f}", (task, r["strategy"], key)
                         checked += 1
         assert checked > 20, block["path"]
+
+
+HOLM = re.compile(r"<!-- holm: [^>]*-->\n(?P<body>.*?)<!-- end of holm -->", re.S)
+
+
+def _detectable(sd: float, n: int) -> float:
+    """The paired difference found with 80% power at alpha 0.05 (two-sided), from the noncentral t."""
+    crit = stats.t.ppf(0.975, n - 1)
+
+    def power(effect: float) -> float:
+        nc = effect * np.sqrt(n)
+        return stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc)
+
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if power(mid) < 0.8 else (lo, mid)
+    return hi * sd
+
+
+def test_the_corrected_verdicts_recompute_from_the_committed_scores() -> None:
+    """docs/results.md's Holm table: every row's difference, interval, p, p_holm, verdict and detectable
+    difference recomputed from the committed per-seed scores; the README's quoted p_holm values too."""
+    doc = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    body = HOLM.search(doc)["body"]
+    parts = re.split(r"`(benchmarks/results/\S+/summary\.json)`:", body)[1:]
+    assert len(parts) == 4, "two comparisons expected"
+    quoted = {}
+    for path, text in zip(parts[::2], parts[1::2]):
+        summary = json.loads((ROOT / path).read_text(encoding="utf-8"))
+        (table,) = parse_tables(text)
+        rows = {(r["task (score)"], r["strategy"]): r for r in table["rows"]}
+        expected_rows = 0
+        for task, t in summary["tasks"].items():
+            base = t["strategies"][summary["baseline"]]["seeds"]
+            diffs = {
+                s: np.array([v["seeds"][k] - base[k] for k in v["seeds"] if k in base])
+                for s, v in t["strategies"].items()
+                if s != summary["baseline"]
+            }
+            pvals = {s: stats.ttest_1samp(d, 0.0).pvalue for s, d in diffs.items()}
+            adjusted = dict(zip(pvals, holm(list(pvals.values()))))
+            for s, d in diffs.items():
+                r = rows[(f"{task} ({t['score']})", s)]
+                lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
+                assert r["Δ [95% CI]"] == f"{d.mean():+.2f} [{lo:.2f}, {hi:.2f}]", (path, s)
+                assert r["p"] == f"{pvals[s]:.3f}" and r["p_holm"] == f"{adjusted[s]:.3f}", (path, s)
+                verdict = ("better" if d.mean() > 0 else "worse") if adjusted[s] < 0.05 else "n.s."
+                assert r["verdict"] == verdict, (path, s)
+                assert r["detectable at 80% power"] == f"{_detectable(d.std(ddof=1), d.size):.2f}", (path, s)
+                quoted[(path.split("/")[2], task, s)] = adjusted[s]
+                expected_rows += 1
+        assert len(table["rows"]) == expected_rows
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for key in [("compare_cpu_full", "text", "mixcse"), ("compare_cpu_full", "vision", "mochi")]:
+        assert f"p_holm {quoted[key]:.3f}" in readme.replace("\n", " "), key
