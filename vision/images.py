@@ -45,6 +45,31 @@ class ImageModeError(ValueError):
     """An image whose pixel mode cannot be converted to RGB reliably."""
 
 
+def check_mode(mode: str, path: str | os.PathLike[str] = "<image>") -> None:
+    """Refuse a pixel mode :func:`to_rgb` does not convert reliably.
+
+    Raises:
+        ImageModeError: naming the file and the mode.
+    """
+    if mode in REFUSED_MODES or mode not in ACCEPTED_MODES:
+        what = REFUSED_MODES.get(mode, "a pixel mode hardmix does not convert")
+        raise ImageModeError(f"{path}: image mode {mode} ({what}) cannot be converted to RGB reliably; "
+                             "convert the file to 8-bit RGB, or remove it")
+
+
+def check_header(path: str | os.PathLike[str]) -> None:
+    """:func:`check_mode` from the file's header alone (no pixel is decoded), so that a folder decoded
+    image by image during training is checked before the first step.
+
+    Raises:
+        ImageModeError: a refused mode. OSError and the like: a file PIL cannot open.
+    """
+    from PIL import Image
+
+    with Image.open(path) as im:
+        check_mode(im.mode, path)
+
+
 def to_rgb(im: Any, path: str | os.PathLike[str] = "<image>") -> Any:
     """The 8-bit RGB PIL image that ``im`` (an open PIL image of any mode) stands for.
 
@@ -67,10 +92,7 @@ def to_rgb(im: Any, path: str | os.PathLike[str] = "<image>") -> Any:
     from PIL import Image, ImageOps
 
     mode = im.mode
-    if mode in REFUSED_MODES or mode not in ACCEPTED_MODES:
-        what = REFUSED_MODES.get(mode, "a pixel mode hardmix does not convert")
-        raise ImageModeError(f"{path}: image mode {mode} ({what}) cannot be converted to RGB reliably; "
-                             "convert the file to 8-bit RGB, or remove it")
+    check_mode(mode, path)
     im = ImageOps.exif_transpose(im) if hasattr(im, "getexif") and im.getexif().get(0x0112, 1) != 1 else im
     if mode.startswith("I;16"):
         grey = (np.asarray(im).astype(np.uint16) >> 8).astype(np.uint8)
@@ -98,4 +120,7 @@ def open_rgb(path: str | os.PathLike[str]) -> Any:
         return rgb.copy() if rgb is im else rgb  # closing the file must not take the pixels with it
 
 
-__all__ = ["ACCEPTED_MODES", "BACKGROUND", "REFUSED_MODES", "ImageModeError", "open_rgb", "to_rgb"]
+__all__ = [
+    "ACCEPTED_MODES", "BACKGROUND", "REFUSED_MODES", "ImageModeError", "check_header", "check_mode",
+    "open_rgb", "to_rgb",
+]

@@ -268,6 +268,20 @@ def _choose_pipeline(cfg: VisionConfig, images: ImageList, idx: Tensor) -> str:
     return "tensor" if idx.numel() * 3 * w * h <= cfg.data.cache_max_gb * 2**30 else "pil"
 
 
+def _check_headers(paths: list[str]) -> None:
+    """Every image the PIL pipeline will decode during training opens and has a mode it converts: read
+    from the headers before the first step (the tensor pipeline decodes every image before it)."""
+    from hardmix.vision.images import ImageModeError, check_header
+
+    for path in paths:
+        try:
+            check_header(path)
+        except ImageModeError as e:
+            raise ImageDataError(f"{e} (set data.skip_corrupt: true to skip such files)") from None
+        except (OSError, ValueError, SyntaxError) as e:
+            raise ImageDataError(f"cannot decode image {path}: {e} (set data.skip_corrupt: true)") from None
+
+
 def build_train_data(cfg: VisionConfig, device: torch.device, rank: int = 0, world: int = 1) -> TrainData:
     """Scan, subset and (tensor path) decode the training images; every data error is raised here,
     before training starts.
@@ -299,6 +313,8 @@ def build_train_data(cfg: VisionConfig, device: torch.device, rank: int = 0, wor
         if d.skip_corrupt and d.max_samples is None:
             _, kept, bad = decode_images(paths, 16, True, d.num_workers)
             paths = [paths[i] for i in kept]
+        elif not d.skip_corrupt:
+            _check_headers(paths)
         batches = PilBatches(
             paths,
             pil_transform(cfg.augment),

@@ -363,6 +363,12 @@ def lab_image(ctx: Ctx) -> list[str]:
     return train_vision(ctx, vision_config(ctx, tree))
 
 
+def lab_image_pil(ctx: Ctx) -> list[str]:
+    lab_image(ctx)
+    cfg = vision_config(ctx, ctx.tmp / "images", data={"num_workers": 0, "pipeline": "pil"})
+    return train_vision(ctx, cfg)
+
+
 def link_loop(ctx: Ctx) -> list[str]:
     tree = image_tree(ctx.tmp / "images", rgb_classes(2, 8))
     (tree / "train" / "c0" / "again").symlink_to(tree / "train" / "c0", target_is_directory=True)
@@ -553,6 +559,9 @@ CASES: list[Case] = [
          ("accepted: converted to RGB; one step trains",), accepted=True, check=finished_one_step),
     Case("images-refused-mode", "train vision", "a CIE L*a*b* TIFF (`odd.tif`) among RGB PNGs",
          lab_image, ("odd.tif", "image mode LAB", "data.skip_corrupt: true"), check=no_step),
+    Case("images-refused-mode-pil", "train vision",
+         "the same folder decoded image by image during training (`data.pipeline: pil`)",
+         lab_image_pil, ("odd.tif", "image mode LAB", "data.skip_corrupt: true"), check=no_step),
     Case("images-link-loop", "train vision", "a link in a class folder to that folder (a loop)",
          link_loop, ("c0/again links to", "a loop"), check=no_step),
     Case("images-eval-no-test-split", "train vision",

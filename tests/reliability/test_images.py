@@ -199,3 +199,26 @@ def test_labels_are_the_class_folders_and_file_links_count_once(tmp_path: Path) 
     names = [str(Path(p).relative_to(root)) for p in images.paths]
     assert names == ["a/0.png", "a/1.png", "a/sub/deep.png", "b/0.png", "b/1.png", "b/2.png", "b/linked.png"]
     assert images.labels.tolist() == [0, 0, 0, 1, 1, 1, 1] and images.classes == ["a", "b"]
+
+
+@pytest.mark.parametrize("pipeline", ["pil", "tensor"])
+def test_a_refused_mode_stops_the_build_before_the_first_batch(pipeline: str, tmp_path: Path) -> None:
+    """Both pipelines refuse the folder when its data are built, not when a batch reaches the file."""
+    import torch
+
+    from hardmix.training.api import load_config_for
+    from hardmix.vision.pipeline import build_train_data
+    from tests.conftest import tiny_vision_config_dict
+
+    for c in range(2):
+        folder = tmp_path / "images" / "train" / f"c{c}"
+        folder.mkdir(parents=True)
+        for i in range(8):
+            Image.fromarray(_u8(32, 32, 3)).save(folder / f"{i}.png")
+    lab = Image.frombytes("LAB", (32, 32), _u8(32, 32, 3).tobytes())
+    lab.save(tmp_path / "images" / "train" / "c0" / "odd.tif")
+    cfg = load_config_for("vision", tiny_vision_config_dict(
+        tmp_path / "images", tmp_path / "cache", data={"num_workers": 0, "pipeline": pipeline},
+        train={"batch_size": 8}))
+    with pytest.raises(ImageDataError, match=r"odd\.tif: image mode LAB .*skip_corrupt"):
+        build_train_data(cfg, torch.device("cpu"))
