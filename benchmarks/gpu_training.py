@@ -77,6 +77,7 @@ KEYS = {
     "knn_train_samples": "eval.knn_train_samples",
     "knn_test_samples": "eval.knn_test_samples",
     "knn_k": "eval.knn_k",
+    "val_samples": "data.val_samples",
 }
 #: the value of KEYS["precision"] for each precision
 PRECISION_VALUES = {"bf16": "bf16", "fp32": "fp32"}
@@ -120,13 +121,13 @@ FULL = {
     "proj_dim": 128, "queue_size": 4096, "bn_splits": 8, "temperature": 0.2, "symmetric": False,
     "batch_size": 256, "lr": 0.3, "seed": 0, "device": "cuda", "precision": "bf16", "channels_last": True,
     "log_steps": 10, "save": 0, "progress": False, "knn_final": True, "knn_every": 0,
-    "knn_train_samples": None, "knn_test_samples": None, "knn_k": 200,
+    "knn_train_samples": None, "knn_test_samples": None, "knn_k": 200, "val_samples": 5000,
 }
 #: Dry mode: the same code on the CPU at tiny sizes (the dry data tree: 32 + 8 images per class).
 DRY = {
     **FULL, "num_workers": 2, "crop_size": 16, "backbone": "resnet10", "width": 4, "proj_hidden": 16,
     "proj_dim": 8, "queue_size": 64, "bn_splits": 2, "batch_size": 32, "device": "cpu", "threads": 1,
-    "precision": "fp32", "channels_last": False, "log_steps": 2, "knn_k": 20,
+    "precision": "fp32", "channels_last": False, "log_steps": 2, "knn_k": 20, "val_samples": 40,
 }
 MOCHI = {"full": {"n_hard": 512, "n_pair": 512, "n_query": 128, "beta_max": 0.5},
          "dry": {"n_hard": 16, "n_pair": 16, "n_query": 4, "beta_max": 0.5}}

@@ -268,15 +268,15 @@ def build_grid(
                                       score_overrides=score_sets)
                 _check_scores(task, task_cls, cfg)
                 if check_data and not checked:  # data, models, evaluation data (the same for every cell)
-                    _check_task(task, task_cls, cfg)
+                    check_task(task, task_cls, cfg)
                     checked = True
                 if check_existing:
-                    _check_same_config(cell)
+                    check_same_config(cell)
                 cells.append(cell)
     return cells
 
 
-def _check_task(task: TaskSpec, task_cls: type, cfg: Any) -> None:
+def check_task(task: TaskSpec, task_cls: type, cfg: Any) -> None:
     """The task's own cheap checks (files, models, evaluation data) before any cell runs."""
     import torch
 
@@ -288,7 +288,7 @@ def _check_task(task: TaskSpec, task_cls: type, cfg: Any) -> None:
         raise ConfigError(f"tasks.{task.name}: {e}") from None
 
 
-def _check_same_config(cell: Cell) -> None:
+def check_same_config(cell: Cell) -> None:
     saved = cell.run_dir / CONFIG
     if not saved.is_file():
         return

@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from hardmix.compare.grid import Cell, _check_same_config, _check_task, make_cell, task_class
+from hardmix.compare.grid import Cell, check_same_config, check_task, make_cell, task_class
 from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
 from hardmix.errors import ConfigError
 from hardmix.training.results import ResultsError
@@ -90,9 +90,9 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True) -> li
                             "metric, what tuning compares); turn on eval.at_end or eval.eval_steps"
                         )
                     if check_data and not checked:
-                        _check_task(task, task_cls, cfg)
+                        check_task(task, task_cls, cfg)
                         checked = True
-                    _check_same_config(cell)
+                    check_same_config(cell)
                     cells.append(cell)
     return cells
 

@@ -179,7 +179,8 @@ def test_a_strategy_registered_through_the_entry_point_group_is_listed_validated
     (tmp_path / "text.yaml").write_text(yaml.safe_dump(text))
     spec = {"seeds": [1], "baseline": "none",
             "strategies": {"none": [{"name": "none"}], "pulled": [{"name": "pulled_positive"}]},
-            "tasks": {"text": {"config": str(tmp_path / "text.yaml"), "score": "stsb_dev"}}}
+            "tasks": {"text": {"config": str(tmp_path / "text.yaml"), "score": "stsb_dev",
+                                  "allow_selection_score": True}}}
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     assert main(["compare", str(tmp_path / "spec.yaml"), "--output", str(tmp_path / "cmp")]) == 0
     summary = yaml.safe_load((tmp_path / "cmp" / "summary.json").read_text())

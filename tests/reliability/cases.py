@@ -269,7 +269,8 @@ def good_spec(ctx: Ctx, **changes: Any) -> dict[str, Any]:
     path = config_file(ctx, text_config(ctx, eval={"at_end": True}), "text.yaml")
     spec: dict[str, Any] = {"seeds": [1], "baseline": "none",
                             "strategies": {"none": [{"name": "none"}], "mixcse": [{"name": "mixcse"}]},
-                            "tasks": {"text": {"config": str(path), "score": "stsb_dev"}}}
+                            "tasks": {"text": {"config": str(path), "score": "stsb_dev",
+                                                     "allow_selection_score": True}}}
     spec.update(changes)
     return spec
 
@@ -397,7 +398,7 @@ CASES: list[Case] = [
          ("config file", "nope.yaml", "does not exist")),
     Case("config-empty", "train text", "an empty config file (every default: bert-base-uncased, offline)",
          lambda c: (c.mp.setenv("HF_HUB_OFFLINE", "1"), ["train", "text", str(c.write("empty.yaml", ""))])[1],
-         ("model.name_or_path", "offline")),
+         ("wiki1m", "hardmix data download wiki1m", "HARDMIX_DATA")),
     Case("config-not-yaml", "train text", "a config file that is not YAML (an unclosed bracket)",
          lambda c: ["train", "text", str(c.write("bad.yaml", "train:\n  lr: [1, 2\n"))],
          ("{bad}", "line 3: invalid YAML", "expected ',' or ']'")),
@@ -470,14 +471,14 @@ CASES: list[Case] = [
     # ---- data roots
     Case("root-unset", "train vision", "`HARDMIX_DATA` unset, no default root, `data.dataset: cifar10`",
          lambda c: (no_data_root(c), train_vision(c, vision_config(c, "cifar10")))[1],
-         ("data.dataset", "{default_root}", "hardmix data download cifar10")),
+         ("cifar10", "{default_root}", "hardmix data download cifar10", "HARDMIX_DATA")),
     Case("root-unset-eval-text", "eval text", "`HARDMIX_DATA` unset, no default root",
          lambda c: (no_data_root(c), ["eval", "text", str(c.fixture("tiny_bert_dir"))])[1],
          ("senteval", "hardmix data download senteval")),
     Case("root-missing", "train text", "`HARDMIX_DATA` names a folder that does not exist",
          lambda c: (c.mp.setenv("HARDMIX_DATA", str(c.tmp / "nowhere")),
                     train_text(c, text_config(c, data={"train_file": "wiki/x.txt"})))[1],
-         ("data.train_file", "HARDMIX_DATA=", "nowhere", "does not exist")),
+         ("HARDMIX_DATA=", "nowhere", "does not exist", "unset it")),
     Case("root-is-a-file", "eval knn", "`HARDMIX_DATA` names a file",
          lambda c: (c.mp.setenv("HARDMIX_DATA", str(c.write("rootfile", "x"))),
                     knn(c, c.fixture("vision_run"), "cifar10"))[1],
