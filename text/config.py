@@ -130,6 +130,9 @@ class EvalSection(BaseEvalSection):
         sts_bootstrap: resamples of the test pairs behind each ``<score>_se`` of the STS suite (the
             bootstrap's standard error, :func:`hardmix.text.sts.bootstrap_se`, seed 0: the same resamples
             for every model); 0 leaves the errors out.
+        sts_tasks: the tasks of that suite (null: all seven, and their average ``sts_avg``, the papers'
+            headline); a subset, e.g. ``[STS-B]`` for a short run, gives those tasks' scores and no
+            ``sts_avg``.
     """
 
     eval_steps: int = field(default=125, metadata={"min": 0})
@@ -137,6 +140,7 @@ class EvalSection(BaseEvalSection):
     max_length: int | None = field(default=None, metadata={"min": 3})
     final_sts: bool = False
     sts_bootstrap: int = field(default=1000, metadata={"min": 0})
+    sts_tasks: list[str] | None = None
 
 
 @dataclass
@@ -158,6 +162,13 @@ class TextTrainConfig(TaskConfig):
     def validate(self) -> None:
         if self.eval.sts_bootstrap == 1:
             raise ConfigError("eval.sts_bootstrap: a standard error needs at least 2 resamples (0: none)")
+        if self.eval.sts_tasks is not None:
+            from hardmix.text.evaluation import STS_TASKS
+
+            chosen = self.eval.sts_tasks
+            if not chosen or not set(chosen) <= set(STS_TASKS) or len(set(chosen)) < len(chosen):
+                raise ConfigError(f"eval.sts_tasks: expected distinct tasks of {list(STS_TASKS)} "
+                                  f"(null: all), got {chosen}")
         loss_fn = build_loss(self.loss)
         if self.loss.queue_size > 0 and loss_fn.symmetric:
             raise ConfigError("loss.queue_size: a queue of negatives needs a one-direction loss; set "

@@ -252,19 +252,21 @@ class TextTask(Task):
         scores = dict(evaluated or {})
         if self.cfg.eval.final_sts:
             from hardmix.text.encoder import SentenceEncoder
-            from hardmix.text.evaluation import evaluate_sts
+            from hardmix.text.evaluation import STS_TASKS, evaluate_sts
 
             e = self.cfg.eval
             encoder = SentenceEncoder(run_dir / "best", batch_size=e.batch_size, max_length=e.max_length,
                                       device=self.runtime.device)
             details: dict[str, Any] = {}
-            sts = evaluate_sts(encoder, show_progress=self.cfg.log.progress, details=details)
-            scores.update({("sts_avg" if k == "avg" else k): v for k, v in sts.items()})
+            names = set(self.held_out_scores(self.cfg))
+            sts = evaluate_sts(encoder, tasks=e.sts_tasks or STS_TASKS, show_progress=self.cfg.log.progress,
+                               details=details)
+            scores.update({k: v for k, v in _sts_names(sts).items() if k in names})
             if e.sts_bootstrap:
                 from hardmix.text.sts import bootstrap_se
 
                 se = bootstrap_se(details["pairs"], details["aggregation"], e.sts_bootstrap)
-                scores.update({f"{'sts_avg' if k == 'avg' else k}_se": v for k, v in se.items()})
+                scores.update({f"{k}_se": v for k, v in _sts_names(se).items() if k in names})
         return scores
 
     # ------------------------------------------------------------------------------------- state
@@ -300,9 +302,13 @@ class TextTask(Task):
     @classmethod
     def held_out_scores(cls, cfg: TextTrainConfig) -> list[str]:
         """``sts_avg`` and each STS task (``STS12`` .. ``STS16``, ``STS-B``, ``SICK-R``: test pairs, never
-        selected on; whether this config computes them: :meth:`overrides_for_scores`)."""
+        selected on), or only the tasks of ``eval.sts_tasks`` when it names a subset (no average then);
+        whether this config computes them: :meth:`overrides_for_scores`."""
         from hardmix.text.evaluation import STS_TASKS
 
+        chosen = cfg.eval.sts_tasks
+        if chosen is not None and set(chosen) != set(STS_TASKS):
+            return [t for t in STS_TASKS if t in chosen]
         return ["sts_avg", *STS_TASKS]
 
     @classmethod
@@ -339,6 +345,11 @@ class TextTask(Task):
         lines.append(f"run folder: {results['run_dir']} (config.yaml, metrics.jsonl, results.json, "
                      "checkpoint.pt, best/)")
         return "\n".join(lines)
+
+
+def _sts_names(scores: dict[str, float]) -> dict[str, float]:
+    """The STS suite's keys as scores: its ``avg`` is ``sts_avg``."""
+    return {("sts_avg" if k == "avg" else k): v for k, v in scores.items()}
 
 
 __all__ = ["TextTask", "loss_from_views"]

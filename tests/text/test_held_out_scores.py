@@ -84,6 +84,14 @@ def test_task_contract(tiny_text_config):
     assert TextTask.score_names(on) == ["stsb_dev", *held]
     with pytest.raises(ConfigError, match="eval.sts_bootstrap"):
         build_text_config(copy.deepcopy(tiny_text_config), ["eval.sts_bootstrap=1"])
+    # A subset of the suite: its tasks only, no average; all seven named is the whole suite.
+    part = build_text_config(copy.deepcopy(tiny_text_config), ["eval.sts_tasks=[SICK-R, STS-B]"])
+    assert TextTask.held_out_scores(part) == ["STS-B", "SICK-R"]
+    every = build_text_config(copy.deepcopy(tiny_text_config), [f"eval.sts_tasks=[{', '.join(STS_TASKS)}]"])
+    assert TextTask.held_out_scores(every) == held
+    for bad in ("[STS17]", "[]", "[STS-B, STS-B]"):
+        with pytest.raises(ConfigError, match="eval.sts_tasks"):
+            build_text_config(copy.deepcopy(tiny_text_config), [f"eval.sts_tasks={bad}"])
 
 
 def test_a_run_reports_the_sts_suite_with_its_errors(tmp_path, tiny_text_config, data_root, one_torch_thread):
@@ -104,3 +112,19 @@ def test_a_run_reports_the_sts_suite_with_its_errors(tmp_path, tiny_text_config,
     assert final["sts_avg_se"] == pytest.approx(want["avg"], rel=1e-9)
     for t in STS_TASKS:
         assert final[f"{t}_se"] == pytest.approx(want[t], rel=1e-9) and final[f"{t}_se"] > 0
+
+
+def test_a_run_on_part_of_the_suite_reports_those_tasks(tmp_path, tiny_text_config, data_root,
+                                                         one_torch_thread):
+    from hardmix.text.encoder import SentenceEncoder
+
+    cfg = build_text_config(copy.deepcopy(tiny_text_config),
+                            ["train.max_steps=2", "eval.final_sts=true", "eval.sts_tasks=[STS-B]",
+                             "eval.sts_bootstrap=50"])
+    final = run_training(TextTask, cfg, tmp_path / "run")["final_scores"]
+    assert sorted(final) == ["STS-B", "STS-B_se"]
+    details: dict = {}
+    encoder = SentenceEncoder(tmp_path / "run" / "best", batch_size=cfg.eval.batch_size)
+    sts = evaluate_sts(encoder, tasks=["STS-B"], show_progress=False, details=details)
+    assert final["STS-B"] == sts["STS-B"]
+    assert final["STS-B_se"] == pytest.approx(_naive_se(details["pairs"], "all", 50, 0)["STS-B"], rel=1e-9)
