@@ -104,11 +104,38 @@ def batch_unshuffle(x: Tensor, inverse: Tensor) -> Tensor:
     return gathered[inverse[rank() * b : (rank() + 1) * b]]
 
 
+@torch.no_grad()
+def average_running_statistics(module: nn.Module) -> None:
+    """Set the running mean and variance of every BatchNorm in ``module`` to their mean over the ranks
+    (one all-reduce of them all). Called after each step of a run whose DDP does not broadcast buffers,
+    it makes N processes hold what one process with :class:`SplitBatchNorm` of N splits holds (each rank's
+    slice updates its own copy, then they are averaged); a no-op in a single process. timm's
+    ``distribute_bn`` does the same per buffer, once an epoch.
+    """
+    if not is_distributed() or world_size() == 1:
+        return
+    stats = [b for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+             for b in (m.running_mean, m.running_var) if b is not None]
+    if not stats:
+        return
+    flat = torch.cat([b.reshape(-1) for b in stats])
+    dist.all_reduce(flat)
+    flat /= world_size()
+    offset = 0
+    for b in stats:
+        b.copy_(flat[offset : offset + b.numel()].view_as(b))
+        offset += b.numel()
+
+
 class SplitBatchNorm(nn.BatchNorm2d):
-    """BatchNorm2d that normalizes ``num_splits`` sub-batches (every num_splits-th sample) separately in
-    training, simulating
-    shuffle-BN's per-GPU statistics on one device (MoCo's single-GPU variant; the running statistics
-    are the mean over the splits). In evaluation it is a plain BatchNorm2d.
+    """BatchNorm2d that normalizes ``num_splits`` contiguous sub-batches separately in training, simulating
+    on one device the per-GPU statistics of ``num_splits`` processes (MoCo's single-GPU variant of
+    shuffle-BN; the running statistics are the mean over the splits). In evaluation it is a plain
+    BatchNorm2d.
+
+    Split k holds rows ``k * n / s`` to ``(k + 1) * n / s - 1``: the slice that rank k trains on under
+    DDP, so one process with ``num_splits = N`` normalizes as N processes do (MoCo's own code groups every
+    s-th row instead; for a shuffled batch the two are the same in distribution).
 
     Args:
         num_features: C.
@@ -137,14 +164,15 @@ class SplitBatchNorm(nn.BatchNorm2d):
         running_var = self.running_var.repeat(s) if self.running_var is not None else None
         weight = self.weight.repeat(s) if self.weight is not None else None
         bias = self.bias.repeat(s) if self.bias is not None else None
-        # The (n // s, c * s) grouping merges the sample and channel dimensions, which a channels-last
-        # tensor (the vision trainer's layout on CUDA) cannot view: normalize a contiguous copy and give
-        # the output back in the input's layout.
+        # (n, c, h, w) -> (n / s, s * c, h, w) with channel block k holding split k: one batch_norm call
+        # normalizes every split on its own. reshape copies (a channels-last input included); the output
+        # goes back in the input's layout.
         channels_last = not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+        grouped = x.reshape(s, n // s, c, h, w).transpose(0, 1).reshape(n // s, s * c, h, w)
         out = nn.functional.batch_norm(
-            x.contiguous().view(n // s, c * s, h, w), running_mean, running_var, weight, bias,
+            grouped, running_mean, running_var, weight, bias,
             True, self.momentum if self.momentum is not None else 0.1, self.eps,
-        ).view(n, c, h, w)
+        ).reshape(n // s, s, c, h, w).transpose(0, 1).reshape(n, c, h, w)
         if channels_last:
             out = out.contiguous(memory_format=torch.channels_last)
         if self.running_mean is not None and running_mean is not None and running_var is not None:

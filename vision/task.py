@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
+from hardmix.distributed import average_running_statistics
 from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies.specs import check_negatives_available, excluded_by_others
@@ -91,8 +92,8 @@ class VisionTask(Task):
         self.channels_last = rt.device.type == "cuda" and cfg.train.channels_last
         if self.channels_last:
             self.moco = self.moco.to(memory_format=torch.channels_last)
-        if rt.world > 1:
-            self.moco.set_query_wrapper(rt.ddp(self.moco.encoder_q))  # broadcasts rank 0's weights
+        if rt.world > 1:  # DDP broadcasts rank 0's weights; BN statistics are averaged after each step
+            self.moco.set_query_wrapper(rt.ddp(self.moco.encoder_q, broadcast_buffers=False))
             self.moco.encoder_k.load_state_dict(self.moco.encoder_q.state_dict())
         self.evaluation = RunEvaluation(cfg, self.data.split, self.data.val_indices, rt.device)
         self.model_version = 0  # the features of one model version are computed once
@@ -163,6 +164,10 @@ class VisionTask(Task):
 
     # ---------------------------------------------------------------------------------- evaluation
     def after_optimizer_step(self, result: StepResult, step: int) -> None:
+        """Under DDP, every BatchNorm's running statistics become their mean over the ranks: N processes
+        then hold what one process with ``model.bn_splits: N`` holds (each rank's slice is one split)."""
+        if self.runtime.world > 1:
+            average_running_statistics(self.moco)
         self.model_version = step + 1
 
     def evaluate(self) -> dict[str, float]:

@@ -54,12 +54,14 @@ class Runtime:
         """A gradient scaler for fp16, else None."""
         return torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
 
-    def ddp(self, module: nn.Module) -> nn.Module:
-        """``module`` wrapped in DistributedDataParallel when there are several processes, else itself."""
+    def ddp(self, module: nn.Module, broadcast_buffers: bool = True) -> nn.Module:
+        """``module`` wrapped in DistributedDataParallel when there are several processes, else itself
+        (``broadcast_buffers=False``: each rank keeps its buffers, e.g. to average them itself)."""
         if self.world == 1:
             return module
         ids = [self.device.index] if self.device.type == "cuda" else None
-        return nn.parallel.DistributedDataParallel(module, device_ids=ids)
+        return nn.parallel.DistributedDataParallel(module, device_ids=ids,
+                                                   broadcast_buffers=broadcast_buffers)
 
     def say(self, msg: str) -> None:
         """A line on stderr from rank 0."""

@@ -194,10 +194,10 @@ def test_single_process_helpers_are_identities() -> None:
 
 
 @pytest.mark.parametrize("num_splits", [2, 4])
-def test_split_batchnorm_normalizes_every_num_splits_th_sample_separately(num_splits: int) -> None:
-    """The implementation groups as MoCo's SplitBatchNorm, view(-1, C * num_splits, H, W): sample n goes to
-    split n % num_splits. Training output equals a plain BatchNorm2d run on x[k::num_splits] for each k,
-    and the running statistics are the mean over the splits of what each plain BatchNorm would hold."""
+def test_split_batchnorm_normalizes_contiguous_sub_batches_separately(num_splits: int) -> None:
+    """Split k is rows k * n / s .. (k + 1) * n / s - 1 (rank k's slice of a global batch under DDP).
+    Training output equals a plain BatchNorm2d run on each such block, and the running statistics are the
+    mean over the splits of what each plain BatchNorm would hold."""
     g = torch.Generator().manual_seed(num_splits)
     c = 3
     x = torch.randn(8, c, 5, 4, generator=g, dtype=torch.float64) * torch.arange(
@@ -212,18 +212,20 @@ def test_split_batchnorm_normalizes_every_num_splits_th_sample_separately(num_sp
         bn.load_state_dict(split.state_dict())
     xs = x.clone().requires_grad_(True)
     out = split(xs)
+    rows = 8 // num_splits
     for k in range(num_splits):
-        torch.testing.assert_close(out[k::num_splits], plain[k](x[k::num_splits]), rtol=0, atol=1e-12)
+        block = slice(k * rows, (k + 1) * rows)
+        torch.testing.assert_close(out[block], plain[k](x[block]), rtol=0, atol=1e-12)
     torch.testing.assert_close(split.running_mean, sum(bn.running_mean for bn in plain) / num_splits)
     torch.testing.assert_close(split.running_var, sum(bn.running_var for bn in plain) / num_splits)
     assert int(split.num_batches_tracked) == 1
-    # Contiguous halves would be a different grouping: check the test can tell them apart.
-    first_block = nn.BatchNorm2d(c).double()
-    first_block.load_state_dict(SplitBatchNorm(c, num_splits).double().state_dict())
+    # MoCo's own grouping (every s-th row, view(-1, C * s, H, W)) is another one: the test tells them apart.
+    strided = nn.BatchNorm2d(c).double()
+    strided.load_state_dict(SplitBatchNorm(c, num_splits).double().state_dict())
     with torch.no_grad():
-        first_block.weight.copy_(split.weight)
-        first_block.bias.copy_(split.bias)
-    assert not torch.allclose(out[: 8 // num_splits], first_block(x[: 8 // num_splits]))
+        strided.weight.copy_(split.weight)
+        strided.bias.copy_(split.bias)
+    assert not torch.allclose(out[::num_splits], strided(x[::num_splits]))
     # Gradients flow to the input and the shared affine parameters.
     out.square().sum().backward()
     assert xs.grad is not None and split.weight.grad is not None

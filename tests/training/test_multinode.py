@@ -4,9 +4,10 @@
 - text: the losses step after step and the final STS-B dev score equal one process over the global batch
   (dropout off; the negatives are the global batch, gathered with gradient), through a SIGTERM to the node
   that does not write (the whole job checkpoints) and a ``--resume`` of both nodes;
-- vision: MoCo's queue gathered from both nodes and its shuffle-BN across them give the losses and the
-  final k-NN score of the same run as 2 processes of one node (the augmentations are drawn per rank and
-  the BatchNorm groups are the ranks' slices, so one process over the global batch is another run).
+- vision: the losses, the final scores, MoCo's queue (gathered from both nodes) and the BatchNorm
+  statistics equal one process over the global batch with ``model.bn_splits: 2`` (fixed augmentations:
+  they are drawn per rank): its BatchNorm groups are the ranks' slices, the keys are shuffled with the
+  same permutation, and the ranks' running statistics are averaged after each step.
 Only global rank 0 writes: one metrics line per step, one lock, one checkpoint.
 """
 
@@ -119,30 +120,46 @@ def test_text_on_two_nodes_equals_one_process_through_a_sigterm_and_resume(
     assert two["final_scores"]["stsb_dev"] == pytest.approx(one["final_scores"]["stsb_dev"], abs=0.01)
 
 
-def test_vision_on_two_nodes_equals_two_processes_of_one_node(tmp_path, tiny_vision_config):
+def test_vision_on_two_nodes_equals_one_process_on_the_global_batch(tmp_path, tiny_vision_config,
+                                                                   one_torch_thread):
     import torch
 
+    from hardmix.training import run_training
+    from hardmix.training.config import build_task_config
+    from hardmix.vision.config import VisionConfig
+    from hardmix.vision.task import VisionTask
+
+    # Fixed augmentations (each view is the whole image); MixCSE draws nothing, so every difference
+    # between the runs would come from how the work is split: the global batch (rank k trains rows
+    # 16k..16k+15), the keys' shuffle across ranks, the gathered queue and the BatchNorm statistics.
+    fixed = {"crop_scale": [1.0, 1.0], "crop_ratio": [1.0, 1.0], "jitter_prob": 0.0, "grayscale_prob": 0.0,
+             "blur_prob": 0.0, "flip_prob": 0.0}
     cfg = tiny_vision_config(
-        loss={"strategies": [{"name": "mochi", "n_hard": 16, "n_pair": 16, "n_query": 8}], "queue_size": 96},
+        loss={"strategies": [{"name": "mixcse", "lam": 0.2}], "queue_size": 96},
         train={"epochs": 1, "batch_size": 32, "save_steps": 0, "threads": 1},
         data={"max_samples": 128, "val_samples": 20, "num_workers": 0},
         eval={"at_end": True, "knn_train_samples": 64, "knn_test_samples": 40, "linear_epochs": 5},
+        augment=fixed,
+        model={"bn_splits": 2},  # one process: the BatchNorm groups are the two ranks' slices
     )
     (tmp_path / "vision.yaml").write_text(yaml.safe_dump(cfg))
-    runs = {}
-    for name, flags in (("one-node", [["--standalone", "--nnodes", "1", "--nproc-per-node", "2"]]),
-                        ("two-nodes", _two_nodes(_free_port()))):
-        out, log = tmp_path / name, tmp_path / f"vision-{name}"
-        codes = _wait(_torchrun(flags, ["vision", str(tmp_path / "vision.yaml"), "--output", str(out)], log))
-        assert all(c == 0 for c in codes), _logs(log)
-        runs[name] = out
-    a, b = (read_results(runs[n]) for n in ("one-node", "two-nodes"))
-    assert a["finished"] and b["finished"] and a["world_size"] == b["world_size"] == 2 and b["steps"] == 4
-    la, lb = _losses(runs["one-node"]), _losses(runs["two-nodes"])
-    assert sorted(lb) == [1, 2, 3, 4] and [lb[s] for s in sorted(lb)] == pytest.approx(
-        [la[s] for s in sorted(la)], rel=1e-5)
-    assert b["final_scores"]["knn_top1"] == pytest.approx(a["final_scores"]["knn_top1"], abs=1e-6)
-    # The queue holds the keys of both nodes: 4 steps x 32 images gathered, the last 96 of them.
-    qa = torch.load(runs["one-node"] / "checkpoint.pt", weights_only=True)["model"]["queue.ids"]
-    qb = torch.load(runs["two-nodes"] / "checkpoint.pt", weights_only=True)["model"]["queue.ids"]
-    assert torch.equal(qa, qb) and int((qb >= 0).sum()) == 96
+    out, log = tmp_path / "two-nodes", tmp_path / "vision"
+    codes = _wait(_torchrun(_two_nodes(_free_port()), ["vision", str(tmp_path / "vision.yaml"), "--output",
+                                                       str(out)], log))
+    assert codes == [0, 0], _logs(log)
+    two = read_results(out)
+    one = run_training(VisionTask, build_task_config(VisionConfig, cfg), tmp_path / "one")
+    assert two["finished"] and two["world_size"] == 2 and one["world_size"] == 1 and two["steps"] == 4
+    single, multi = _losses(tmp_path / "one"), _losses(out)
+    assert sorted(multi) == sorted(single) == [1, 2, 3, 4]
+    assert [multi[s] for s in sorted(multi)] == pytest.approx([single[s] for s in sorted(single)], rel=1e-5)
+    for score in ("val_knn_top1", "knn_top1", "knn_top5", "linear_top1"):
+        assert two["final_scores"][score] == pytest.approx(one["final_scores"][score], abs=1e-6), score
+    # The queue holds the keys of both nodes in the global batch's order (4 steps x 32, the last 96), and
+    # the BatchNorm statistics averaged over the ranks are the single process's mean over its splits.
+    a = torch.load(tmp_path / "one" / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(out / "checkpoint.pt", weights_only=True)["model"]
+    assert torch.equal(a["queue.ids"], b["queue.ids"]) and int((b["queue.ids"] >= 0).sum()) == 96
+    stats = [k for k in a if k.endswith(("running_mean", "running_var"))]
+    assert stats and all(torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-6) for k in stats)
+    assert all(torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-6) for k in a if k.startswith("queue."))
