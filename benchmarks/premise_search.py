@@ -1,0 +1,104 @@
+"""Search for a CPU vision setting where MoCHi's premise holds: the proxy task gets solved.
+
+MoCHi (Kalantidis et al., NeurIPS 2020, Sec. 3) argues that once MoCo's proxy task is mostly solved (the
+positive key outscores every queue negative for most queries) the negatives are easy and mixing harder
+ones helps. At ``configs/vision/cpu_mocov2_cifar10.yaml``'s budget the logged ``proxy_acc`` stays near 0.1,
+so a comparison there cannot test that argument. This script trains candidate settings (the CPU config
+with ``--set`` overrides: a smaller queue, fewer images seen more often, a smaller resolution, weaker
+augmentations), each one run of seed 0 in a fresh process with one torch thread, and writes for each the
+``proxy_acc`` curve (the 0-1 fraction logged every ``log.log_steps`` steps), the first step where it passes
+0.8, the selection score ``val_knn_top1`` and the process's wall and CPU seconds.
+
+    python benchmarks/premise_search.py --out benchmarks/results/premise_search_2026-12-02 [--only NAME]
+
+Only the validation split is scored (``eval.final_scores: []``): the test images stay unseen while the
+setting is chosen. Needs ``HARDMIX_DATA``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "configs" / "vision" / "cpu_mocov2_cifar10.yaml"
+# Shared by every candidate: a 1,000-image validation split, a 2,000-image k-NN bank, no test scores.
+COMMON = ["data.val_samples=1000", "eval.knn_train_samples=2000", "eval.at_end=true",
+          "eval.final_scores=[]", "train.save_steps=0", "log.log_steps=10", "train.seed=0"]
+CANDIDATES: dict[str, list[str]] = {
+    # 4,000 images x 8 epochs = 500 steps of 64, K 256 (4 batches): the queue is refreshed every 4 steps.
+    "k256_4000x8": ["data.max_samples=4000", "train.epochs=8", "loss.queue_size=256"],
+    # The same with weaker augmentations: larger crops, no blur, less colour jitter.
+    "k256_4000x8_weak": ["data.max_samples=4000", "train.epochs=8", "loss.queue_size=256",
+                         "augment.crop_scale=[0.5, 1.0]", "augment.blur_prob=0.0", "augment.jitter_prob=0.4"],
+    # 16-pixel crops (a quarter of the pixels): twice the epochs in about the same time.
+    "k256_4000x16_16px": ["data.max_samples=4000", "train.epochs=16", "loss.queue_size=256",
+                          "augment.crop_size=16"],
+    # A larger queue at the first setting: how far proxy_acc falls with 4x the negatives.
+    "k1024_4000x8": ["data.max_samples=4000", "train.epochs=8", "loss.queue_size=1024"],
+}
+
+
+def run(name: str, overrides: list[str], out: Path) -> dict[str, object]:
+    run_dir = out / "runs" / name
+    cmd = [sys.executable, "-m", "hardmix", "train", "vision", str(CONFIG), "--output", str(run_dir)]
+    for item in [*COMMON, *overrides]:
+        cmd += ["--set", item]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    record: dict[str, object] = {"name": name, "overrides": overrides, "returncode": proc.returncode,
+                                 "wall_seconds": round(wall, 1),
+                                 "cpu_seconds": round(after.ru_utime - before.ru_utime
+                                                      + after.ru_stime - before.ru_stime, 1)}
+    if proc.returncode:
+        record["error"] = proc.stderr.strip().splitlines()[-1:] if proc.stderr else []
+        return record
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    curve = [(x["step"], round(x["proxy_acc"], 4)) for x in lines if "proxy_acc" in x]
+    results = json.loads((run_dir / "results.json").read_text())
+    record.update({
+        "steps": results["steps"],
+        "proxy_acc": curve,
+        "first_step_over_0.8": next((s for s, a in curve if a > 0.8), None),
+        "final_proxy_acc": curve[-1][1] if curve else None,
+        "val_knn_top1": results["final_scores"].get("val_knn_top1"),
+    })
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", action="append", help="candidate names (default: all)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary_path = args.out / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.python_version()}",
+        "config": str(CONFIG.relative_to(REPO)), "common": COMMON, "runs": {}}
+    for name in args.only or list(CANDIDATES):
+        if name in summary["runs"] and summary["runs"][name].get("returncode") == 0:
+            continue  # measured already
+        load = os.getloadavg()
+        record = run(name, CANDIDATES[name], args.out)
+        record["load_before"] = [round(x, 2) for x in load]
+        record["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        summary["runs"][name] = record
+        summary_path.write_text(json.dumps(summary, indent=1) + "\n")
+        print(name, {k: record.get(k) for k in ("wall_seconds", "first_step_over_0.8", "final_proxy_acc",
+                                                 "val_knn_top1", "error")}, flush=True)
+
+
+if __name__ == "__main__":
+    main()
