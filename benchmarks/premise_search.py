@@ -46,9 +46,15 @@ CANDIDATES: dict[str, list[str]] = {
     # 250 steps at 32 pixels.
     "m099_k256_2000x32_16px_weak": ["data.max_samples=2000", "train.epochs=32", "loss.queue_size=256",
                                     "model.momentum=0.99", "augment.crop_size=16", *WEAK],
-    # The first setting with m 0.99 and weaker augmentations only: which of the two changes matters.
-    "m099_k256_4000x8_weak": ["data.max_samples=4000", "train.epochs=8", "loss.queue_size=256",
-                              "model.momentum=0.99", *WEAK],
+    # Those two left proxy_acc under 0.3 after its first steps, the negatives crowded (mean negative
+    # similarity 0.54, uniformity -0.49): a queue of one batch (K 64) and MoCo-v2's temperature 0.2.
+    "m099_k64_t02_1000x32_weak": ["data.max_samples=1000", "train.epochs=32", "loss.queue_size=64",
+                                  "model.momentum=0.99", "loss.temperature=0.2", *WEAK],
+    # Views that differ little (crops of 80-100%, flips only): the proxy task at its easiest, K 256.
+    "m099_k256_1000x32_flip": ["data.max_samples=1000", "train.epochs=32", "loss.queue_size=256",
+                               "model.momentum=0.99", "augment.crop_scale=[0.8, 1.0]",
+                               "augment.blur_prob=0.0", "augment.jitter_prob=0.0",
+                               "augment.grayscale_prob=0.0"],
 }
 
 
@@ -100,6 +106,8 @@ def main() -> None:
         record = run(name, CANDIDATES[name], args.out)
         record["load_before"] = [round(x, 2) for x in load]
         record["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        if summary_path.is_file():  # another invocation may have added runs meanwhile
+            summary["runs"] = {**json.loads(summary_path.read_text())["runs"], **summary["runs"]}
         summary["runs"][name] = record
         summary_path.write_text(json.dumps(summary, indent=1) + "\n")
         print(name, {k: record.get(k) for k in ("wall_seconds", "first_step_over_0.8", "final_proxy_acc",
