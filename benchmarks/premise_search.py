@@ -33,6 +33,8 @@ CONFIG = REPO / "configs" / "vision" / "cpu_mocov2_cifar10.yaml"
 COMMON = ["data.val_samples=1000", "eval.knn_train_samples=2000", "eval.at_end=true",
           "eval.final_scores=[]", "train.save_steps=0", "log.log_steps=10", "train.seed=0"]
 WEAK = ["augment.crop_scale=[0.5, 1.0]", "augment.blur_prob=0.0", "augment.jitter_prob=0.4"]
+FLIP = ["augment.crop_scale=[0.8, 1.0]", "augment.blur_prob=0.0", "augment.jitter_prob=0.0",
+        "augment.grayscale_prob=0.0"]
 CANDIDATES: dict[str, list[str]] = {
     # 4,000 images x 8 epochs = 496 steps of 64, K 256 (4 batches), the CPU config's m 0.999: measured
     # first; proxy_acc stayed under 0.11 (the loss fell from 5.27 to 4.87 of ln 257 = 5.55), so the key
@@ -52,9 +54,13 @@ CANDIDATES: dict[str, list[str]] = {
                                   "model.momentum=0.99", "loss.temperature=0.2", *WEAK],
     # Views that differ little (crops of 80-100%, flips only): the proxy task at its easiest, K 256.
     "m099_k256_1000x32_flip": ["data.max_samples=1000", "train.epochs=32", "loss.queue_size=256",
-                               "model.momentum=0.99", "augment.crop_scale=[0.8, 1.0]",
-                               "augment.blur_prob=0.0", "augment.jitter_prob=0.0",
-                               "augment.grayscale_prob=0.0"],
+                               "model.momentum=0.99", *FLIP],
+    # Those two learned (the loss fell to 2.1-2.5) but proxy_acc reached about 0.5: the easiest views
+    # with a queue of one batch, and at 16 pixels with three times the epochs (1,440 steps).
+    "m099_k64_1000x32_flip": ["data.max_samples=1000", "train.epochs=32", "loss.queue_size=64",
+                              "model.momentum=0.99", *FLIP],
+    "m099_k256_1000x96_16px_flip": ["data.max_samples=1000", "train.epochs=96", "loss.queue_size=256",
+                                    "model.momentum=0.99", "augment.crop_size=16", *FLIP],
 }
 
 
