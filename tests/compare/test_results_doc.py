@@ -144,3 +144,48 @@ def test_the_corrected_verdicts_recompute_from_the_committed_scores() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for key in [("compare_cpu_full", "text", "mixcse"), ("compare_cpu_full", "vision", "mochi")]:
         assert f"p_holm {quoted[key]:.3f}" in readme.replace("\n", " "), key
+
+
+# ------------------------------------------------------------------------ the premise search's numbers
+def _premise_runs() -> dict:
+    path = ROOT / "benchmarks/results/premise_search_2026-12-02/summary.json"
+    return json.loads(path.read_text())["runs"]
+
+
+def _dev_curve(name: str) -> list[str]:
+    path = ROOT / "benchmarks/results/premise_search_2026-12-02/text" / name / "metrics.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    return [f"{x['stsb_dev']:.2f}" for x in lines if "stsb_dev" in x]
+
+
+def test_the_premise_search_table_recomputes_from_its_records():
+    """Every row of the search's README table, and the curves and figures docs/results.md and
+    premise.yaml quote, from the runs' records."""
+    readme = (ROOT / "benchmarks/results/premise_search_2026-12-02/README.md").read_text()
+    rows = parse_tables(readme)[0]["rows"]
+    runs = list(_premise_runs().values())
+    assert len(rows) == len(runs) == 7
+    for row, run in zip(rows, runs, strict=True):
+        after = [a for s, a in run["proxy_acc"] if s > 40]
+        cells = list(row.values())
+        assert int(cells[1].replace(",", "")) == run["steps"]
+        assert float(cells[2]) in (round(run["cpu_seconds"]), run["cpu_seconds"])
+        assert float(cells[3]) == round(max(after), 2)
+        first = run["first_step_over_0.8"]
+        assert cells[4] == ("-" if first is None else f"{first:,}")
+        assert float(cells[5]) == round(run["final_proxy_acc"], 2)
+        assert float(cells[6]) == round(run["val_knn_top1"], 1)
+    # The text curves, in the README and in docs/results.md.
+    long, short = _dev_curve("simcse_lr1e-5_100"), _dev_curve("simcse_lr1e-5_40")
+    flat = " ".join(readme.split())
+    assert ", ".join(long).replace("51.40", "**51.40** (step 40)") in flat
+    assert ", ".join(short).replace("50.93", "**50.93** (step 40)") in flat
+    doc = " ".join((ROOT / "docs/results.md").read_text().split())
+    assert f"({long[3]}, then down to {long[-1]})" in doc
+    assert f"({short[0]} at step 5 to {short[-1]} at step 40)" in doc
+    failed = [max(a for s, a in r["proxy_acc"] if s > 40) for r in runs if r["first_step_over_0.8"] is None]
+    assert f"at most {min(failed):.2f} to {max(failed):.2f} in five cheaper" in doc and len(failed) == 5
+    path = ROOT / "benchmarks/results/single_runs_2026-12-02/vision_metrics.jsonl"
+    vision = [json.loads(x) for x in path.read_text().splitlines()]
+    k4096 = max(x["proxy_acc"] for x in vision if "proxy_acc" in x and x["step"] > 40)
+    assert f"was at most {k4096:.2f} with K 4096" in doc
