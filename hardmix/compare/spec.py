@@ -363,16 +363,38 @@ def grid_size(axes: dict[str, list[Any]]) -> int:
     return n
 
 
+def _names_in(spec: dict[str, Any]) -> set[str]:
+    """Every name a spec's strategies answer to in ``strategy_args``: their spec names and the registered
+    names of their entries."""
+    names: set[str] = set()
+    for name, entries in (spec.get("strategies") or {}).items():
+        names.add(name)
+        for e in entries if isinstance(entries, list) else []:
+            if isinstance(e, dict) and "name" in e:
+                names.add(e["name"])
+    return names
+
+
 def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The keys of a comparison spec that changed in a way ``--resume`` cannot continue: everything except
-    added seeds, added strategies (a new name, or a new name in a task's ``strategies``), ``jobs`` and
-    ``output``.
+    added seeds, added strategies (a new name, or a new name in a task's ``strategies``, with its own
+    ``strategy_args`` and ``tune.grid`` entries), ``jobs`` and ``output``.
 
-    >>> old = {"seeds": [1, 2], "strategies": {"none": ["n"]}, "tasks": {"t": {"score": "a"}}}
+    >>> old = {"seeds": [1, 2], "strategies": {"none": [{"name": "none"}]}, "tasks": {"t": {"score": "a"}}}
     >>> spec_differences(old, {**old, "seeds": [1, 2, 3], "jobs": 2})
     []
     >>> spec_differences(old, {**old, "seeds": [1], "tasks": {"t": {"score": "b"}}})
     ['seeds (seed 2 removed)', 'tasks.t.score']
+
+    A strategy added with its task arguments extends the comparison; arguments for one it had do not:
+
+    >>> added = {**old, "strategies": {**old["strategies"], "synco": [{"name": "synco"}]}}
+    >>> def task_args(args):
+    ...     return {**added, "tasks": {"t": {"score": "a", "strategy_args": args}}}
+    >>> spec_differences(old, task_args({"synco": {"n_hard": 8}}))
+    []
+    >>> spec_differences(old, task_args({"none": {"x": 1}}))
+    ['tasks.t.strategy_args']
     """
     changed: list[str] = []
     for key in sorted(set(old) | set(new), key=lambda k: (SPEC_KEYS + (k,)).index(k)):
@@ -397,6 +419,8 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                     continue
                 for k in sorted(set(ta) | set(tb)):
                     va, vb = ta.get(k), tb.get(k)
+                    if k == "strategy_args" and isinstance(vb, dict) and isinstance(va or {}, dict):
+                        va = {**(va or {}), **{n: v for n, v in vb.items() if n not in _names_in(old)}}
                     if k == "strategies" and isinstance(va, list) and isinstance(vb, list):
                         if any(s not in vb for s in va):
                             changed.append(f"tasks.{name}.strategies (a strategy removed)")

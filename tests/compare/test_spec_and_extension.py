@@ -190,6 +190,8 @@ def test_a_finished_comparison_takes_more_seeds_and_strategies(text_spec, tmp_pa
         (lambda s: s["strategies"]["mixcse"][0].update(lam=0.3), "strategies.mixcse"),
         (lambda s: s.update(seeds=[2]), "seeds (seed 1 removed)"),
         (lambda s: s["tasks"]["text"].update(set={"train.lr": 0.1}), "tasks.text.set"),
+        (lambda s: s["tasks"]["text"].update(strategy_args={"mixcse": {"lam": 0.3}}),
+         "tasks.text.strategy_args"),
     ]:
         changed = copy.deepcopy(spec)
         change(changed)
