@@ -189,3 +189,57 @@ def test_the_premise_search_table_recomputes_from_its_records():
     vision = [json.loads(x) for x in path.read_text().splitlines()]
     k4096 = max(x["proxy_acc"] for x in vision if "proxy_acc" in x and x["step"] > 40)
     assert f"was at most {k4096:.2f} with K 4096" in doc
+
+
+# ------------------------------------------------------------------ the premise comparison's regime
+def _cells(task: str) -> list[Path]:
+    root = ROOT / "benchmarks/results/compare_premise/runs" / task
+    return sorted(p.parent for p in root.glob("*/seed*/results.json"))
+
+
+def test_the_premise_comparison_ran_where_its_premises_hold():
+    """Every vision cell of compare_premise logged a proxy accuracy (the 0-1 fraction) over 0.8 before its
+    last step, every strategy has 5 seeds, and every figure docs/results.md quotes about it (the regime's
+    and the verdicts', recomputed from the per-seed scores) is the records' own."""
+    summary = json.loads((ROOT / "benchmarks/results/compare_premise/summary.json").read_text())
+    assert summary["finished"] == summary["cells"] == 30
+    for task in ("text", "vision"):
+        assert all(len(v["seeds"]) == 5 for v in summary["tasks"][task]["strategies"].values())
+    firsts: dict[str, list[int]] = {}
+    tails = []
+    for cell in _cells("vision"):
+        rows = [json.loads(x) for x in (cell / "metrics.jsonl").read_text().splitlines()]
+        proxy = [(r["step"], r["proxy_acc"]) for r in rows if "proxy_acc" in r]
+        last = json.loads((cell / "results.json").read_text())["total_steps"]
+        assert all(0.0 <= a <= 1.0 for _, a in proxy), cell
+        first = next(s for s, a in proxy if a > 0.8)  # StopIteration: never passed
+        assert first < last == 1440, cell
+        firsts.setdefault(cell.parent.name, []).append(first)
+        tail = [a for s, a in proxy if s > 0.9 * last]
+        tails.append(sum(tail) / len(tail))
+    every = [f for fs in firsts.values() for f in fs]
+    assert len(every) == 15
+
+    def span(values: list[int]) -> str:
+        return f"{min(values):,} to {max(values):,}"
+
+    text_cells = [json.loads((c / "results.json").read_text()) for c in _cells("text")]
+    at_end = sum(r["best_step"] == r["total_steps"] for r in text_cells)
+    doc = " ".join((ROOT / "docs/results.md").read_text().split())
+    section = doc.split("## Where the premises hold")[1].split(" ## ")[0]
+    by = f"MoCo-v2 {span(firsts['none'])}, MoCHi {span(firsts['mochi'])}, MixCSE {span(firsts['mixcse'])}"
+    assert f"in each of the 15 vision cells, first at step {span(every)} of 1,440 ({by})" in section
+    assert f"over the last 10% of each run it averaged {min(tails):.2f} to {max(tails):.2f}" in section
+    assert f"first passed 0.8 at step {span(firsts['mixcse'])} against {span(firsts['none'])}" in section
+    assert f"{at_end} of the {len(text_cells)} text cells selected their last step" in section
+    # The verdicts in prose: each paired difference, its interval, Holm's p, the detectable difference.
+    for task, t in summary["tasks"].items():
+        base = t["strategies"]["none"]["seeds"]
+        diffs = {s: np.array([v["seeds"][k] - base[k] for k in base]) for s, v in t["strategies"].items()
+                 if s != "none"}
+        pvals = {s: stats.ttest_1samp(d, 0.0).pvalue for s, d in diffs.items()}
+        adjusted = dict(zip(pvals, holm(list(pvals.values()))))
+        for s, d in diffs.items():
+            lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
+            assert f"{d.mean():+.2f} [{lo:.2f}, {hi:.2f}] (p_holm {adjusted[s]:.3f})" in section, (task, s)
+            assert f"{_detectable(d.std(ddof=1), d.size):.2f}" in section, (task, s)
