@@ -227,6 +227,7 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
     at_end = sum(r["best_step"] == r["total_steps"] for r in text_cells)
     doc = " ".join((ROOT / "docs/results.md").read_text().split())
     section = doc.split("## Where the premises hold")[1].split(" ## ")[0]
+    readme = " ".join((ROOT / "README.md").read_text().split())
     by = f"MoCo-v2 {span(firsts['none'])}, MoCHi {span(firsts['mochi'])}, MixCSE {span(firsts['mixcse'])}"
     assert f"in each of the 15 vision cells, first at step {span(every)} of 1,440 ({by})" in section
     assert f"over the last 10% of each run it averaged {min(tails):.2f} to {max(tails):.2f}" in section
@@ -243,3 +244,6 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
             lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
             assert f"{d.mean():+.2f} [{lo:.2f}, {hi:.2f}] (p_holm {adjusted[s]:.3f})" in section, (task, s)
             assert f"{_detectable(d.std(ddof=1), d.size):.2f}" in section, (task, s)
+            unit = {("vision", "mochi"): " k-NN points", ("text", "mochi"): " STS points"}.get((task, s), "")
+            quoted = f"{d.mean():+.2f}{unit}"
+            assert f"{quoted}, p_holm {adjusted[s]:.3f}" in readme, (task, s)
