@@ -200,7 +200,8 @@ def _cells(task: str) -> list[Path]:
 def test_the_premise_comparison_ran_where_its_premises_hold():
     """Every vision cell of compare_premise logged a proxy accuracy (the 0-1 fraction) over 0.8 before its
     last step, every strategy has 5 seeds, and every figure docs/results.md quotes about it (the regime's
-    and the verdicts', recomputed from the per-seed scores) is the records' own."""
+    and the verdicts', recomputed from the per-seed scores) is the records' own, as README.md and
+    docs/strategies.md quote them too."""
     summary = json.loads((ROOT / "benchmarks/results/compare_premise/summary.json").read_text())
     assert summary["finished"] == summary["cells"] == 30
     for task in ("text", "vision"):
@@ -228,6 +229,7 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
     doc = " ".join((ROOT / "docs/results.md").read_text().split())
     section = doc.split("## Where the premises hold")[1].split(" ## ")[0]
     readme = " ".join((ROOT / "README.md").read_text().split())
+    strategies = " ".join((ROOT / "docs/strategies.md").read_text().split())
     by = f"MoCo-v2 {span(firsts['none'])}, MoCHi {span(firsts['mochi'])}, MixCSE {span(firsts['mixcse'])}"
     assert f"in each of the 15 vision cells, first at step {span(every)} of 1,440 ({by})" in section
     assert f"over the last 10% of each run it averaged {min(tails):.2f} to {max(tails):.2f}" in section
@@ -247,3 +249,7 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
             unit = {("vision", "mochi"): " k-NN points", ("text", "mochi"): " STS points"}.get((task, s), "")
             quoted = f"{d.mean():+.2f}{unit}"
             assert f"{quoted}, p_holm {adjusted[s]:.3f}" in readme, (task, s)
+            assert f"{d.mean():+.2f} [{lo:.2f}, {hi:.2f}] (p_holm {adjusted[s]:.3f}" in strategies, (task, s)
+            if s == "mochi":  # its null results, with the difference the seeds would have found
+                assert f"(p_holm {adjusted[s]:.3f}, detectable {_detectable(d.std(ddof=1), d.size):.2f})" \
+                    in strategies, task
