@@ -397,6 +397,7 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ['tasks.t.strategy_args']
     """
     changed: list[str] = []
+    old_names = _names_in(old)
     for key in sorted(set(old) | set(new), key=lambda k: (SPEC_KEYS + (k,)).index(k)):
         if key in FREE_KEYS:
             continue
@@ -420,7 +421,7 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                 for k in sorted(set(ta) | set(tb)):
                     va, vb = ta.get(k), tb.get(k)
                     if k == "strategy_args" and isinstance(vb, dict) and isinstance(va or {}, dict):
-                        va = {**(va or {}), **{n: v for n, v in vb.items() if n not in _names_in(old)}}
+                        va = {**(va or {}), **{n: v for n, v in vb.items() if n not in old_names}}
                     if k == "strategies" and isinstance(va, list) and isinstance(vb, list):
                         if any(s not in vb for s in va):
                             changed.append(f"tasks.{name}.strategies (a strategy removed)")

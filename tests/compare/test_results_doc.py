@@ -108,6 +108,27 @@ def _detectable(sd: float, n: int) -> float:
     return hi * sd
 
 
+def _paired(summary: dict, task: str) -> dict[str, dict]:
+    """Each strategy of a task against the summary's baseline, recomputed from the per-seed scores: the
+    paired differences, their mean and 95% interval, the paired t-test's p, Holm's p over the task's
+    strategies and the difference detectable at 80% power."""
+    t = summary["tasks"][task]
+    base = t["strategies"][summary["baseline"]]["seeds"]
+    diffs = {
+        s: np.array([v["seeds"][k] - base[k] for k in v["seeds"] if k in base])
+        for s, v in t["strategies"].items()
+        if s != summary["baseline"]
+    }
+    pvals = {s: stats.ttest_1samp(d, 0.0).pvalue for s, d in diffs.items()}
+    adjusted = dict(zip(pvals, holm(list(pvals.values()))))
+    paired = {}
+    for s, d in diffs.items():
+        lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
+        paired[s] = {"mean": d.mean(), "lo": lo, "hi": hi, "p": pvals[s], "p_holm": adjusted[s],
+                     "detectable": _detectable(d.std(ddof=1), d.size)}
+    return paired
+
+
 def test_the_corrected_verdicts_recompute_from_the_committed_scores() -> None:
     """docs/results.md's Holm table: every row's difference, interval, p, p_holm, verdict and detectable
     difference recomputed from the committed per-seed scores; the README's quoted p_holm values too."""
@@ -122,23 +143,14 @@ def test_the_corrected_verdicts_recompute_from_the_committed_scores() -> None:
         rows = {(r["task (score)"], r["strategy"]): r for r in table["rows"]}
         expected_rows = 0
         for task, t in summary["tasks"].items():
-            base = t["strategies"][summary["baseline"]]["seeds"]
-            diffs = {
-                s: np.array([v["seeds"][k] - base[k] for k in v["seeds"] if k in base])
-                for s, v in t["strategies"].items()
-                if s != summary["baseline"]
-            }
-            pvals = {s: stats.ttest_1samp(d, 0.0).pvalue for s, d in diffs.items()}
-            adjusted = dict(zip(pvals, holm(list(pvals.values()))))
-            for s, d in diffs.items():
+            for s, x in _paired(summary, task).items():
                 r = rows[(f"{task} ({t['score']})", s)]
-                lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
-                assert r["Δ [95% CI]"] == f"{d.mean():+.2f} [{lo:.2f}, {hi:.2f}]", (path, s)
-                assert r["p"] == f"{pvals[s]:.3f}" and r["p_holm"] == f"{adjusted[s]:.3f}", (path, s)
-                verdict = ("better" if d.mean() > 0 else "worse") if adjusted[s] < 0.05 else "n.s."
+                assert r["Δ [95% CI]"] == f"{x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}]", (path, s)
+                assert r["p"] == f"{x['p']:.3f}" and r["p_holm"] == f"{x['p_holm']:.3f}", (path, s)
+                verdict = ("better" if x["mean"] > 0 else "worse") if x["p_holm"] < 0.05 else "n.s."
                 assert r["verdict"] == verdict, (path, s)
-                assert r["detectable at 80% power"] == f"{_detectable(d.std(ddof=1), d.size):.2f}", (path, s)
-                quoted[(path.split("/")[2], task, s)] = adjusted[s]
+                assert r["detectable at 80% power"] == f"{x['detectable']:.2f}", (path, s)
+                quoted[(path.split("/")[2], task, s)] = x["p_holm"]
                 expected_rows += 1
         assert len(table["rows"]) == expected_rows
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -236,20 +248,13 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
     assert f"first passed 0.8 at step {span(firsts['mixcse'])} against {span(firsts['none'])}" in section
     assert f"{at_end} of the {len(text_cells)} text cells selected their last step" in section
     # The verdicts in prose: each paired difference, its interval, Holm's p, the detectable difference.
-    for task, t in summary["tasks"].items():
-        base = t["strategies"]["none"]["seeds"]
-        diffs = {s: np.array([v["seeds"][k] - base[k] for k in base]) for s, v in t["strategies"].items()
-                 if s != "none"}
-        pvals = {s: stats.ttest_1samp(d, 0.0).pvalue for s, d in diffs.items()}
-        adjusted = dict(zip(pvals, holm(list(pvals.values()))))
-        for s, d in diffs.items():
-            lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
-            assert f"{d.mean():+.2f} [{lo:.2f}, {hi:.2f}] (p_holm {adjusted[s]:.3f})" in section, (task, s)
-            assert f"{_detectable(d.std(ddof=1), d.size):.2f}" in section, (task, s)
+    for task in summary["tasks"]:
+        for s, x in _paired(summary, task).items():
+            interval = f"{x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] (p_holm {x['p_holm']:.3f}"
+            assert interval + ")" in section, (task, s)
+            assert f"{x['detectable']:.2f}" in section, (task, s)
             unit = {("vision", "mochi"): " k-NN points", ("text", "mochi"): " STS points"}.get((task, s), "")
-            quoted = f"{d.mean():+.2f}{unit}"
-            assert f"{quoted}, p_holm {adjusted[s]:.3f}" in readme, (task, s)
-            assert f"{d.mean():+.2f} [{lo:.2f}, {hi:.2f}] (p_holm {adjusted[s]:.3f}" in strategies, (task, s)
+            assert f"{x['mean']:+.2f}{unit}, p_holm {x['p_holm']:.3f}" in readme, (task, s)
+            assert interval in strategies, (task, s)
             if s == "mochi":  # its null results, with the difference the seeds would have found
-                assert f"(p_holm {adjusted[s]:.3f}, detectable {_detectable(d.std(ddof=1), d.size):.2f})" \
-                    in strategies, task
+                assert f"(p_holm {x['p_holm']:.3f}, detectable {x['detectable']:.2f})" in strategies, task
