@@ -201,6 +201,15 @@ def test_the_premise_search_table_recomputes_from_its_records():
     vision = [json.loads(x) for x in path.read_text().splitlines()]
     k4096 = max(x["proxy_acc"] for x in vision if "proxy_acc" in x and x["step"] > 40)
     assert f"was at most {k4096:.2f} with K 4096" in doc
+    # The cpu_full rerun's text runs: where each selected its model.
+    rerun = ROOT / "benchmarks/results/compare_cpu_full_rerun"
+    tuning = [json.loads(p.read_text()) for p in rerun.glob("tune/text/*/*/*/results.json")]
+    evaluation = [json.loads(p.read_text()) for p in rerun.glob("runs/text/*/*/results.json")]
+    steps = {(r["best_step"], r["total_steps"]) for r in tuning + evaluation}
+    ((best, total),) = steps
+    n_text = len(tuning) + len(evaluation)
+    assert (f"(all {n_text} text runs of `compare_cpu_full_rerun`, {len(tuning)} tuning "
+            f"and {len(evaluation)} evaluation, selected step {best} of {total})") in doc
 
 
 # ------------------------------------------------------------------ the premise comparison's regime
