@@ -30,13 +30,7 @@ def _p(p: float) -> str:
 def _check_task(summary: dict, task: str, table: dict) -> int:
     t = summary["tasks"][task]
     base_name = summary["baseline"]
-    base = t["strategies"][base_name]["seeds"]
-    pvals = {}
-    for s, row in t["strategies"].items():
-        if s != base_name:
-            common = [k for k in row["seeds"] if k in base]
-            pvals[s] = stats.ttest_rel([row["seeds"][k] for k in common], [base[k] for k in common]).pvalue
-    adjusted = dict(zip(pvals, holm(list(pvals.values()))))
+    paired = _paired(summary, task)
     checked = 0
     for r in table["rows"]:
         s = r["strategy"]
@@ -48,15 +42,13 @@ def _check_task(summary: dict, task: str, table: dict) -> int:
         checked += 3
         if s == base_name:
             continue
-        common = [k for k in t["strategies"][s]["seeds"] if k in base]
-        d = np.array([t["strategies"][s]["seeds"][k] - base[k] for k in common])
-        lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
-        assert r[f"Δ vs {base_name} [95% CI]"] == f"{d.mean():+.2f} [{lo:.2f}, {hi:.2f}]", s
-        assert r["p"] in (f"{pvals[s]:.3f}", _p(pvals[s])), s
+        x = paired[s]
+        assert r[f"Δ vs {base_name} [95% CI]"] == f"{x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}]", s
+        assert r["p"] in (f"{x['p']:.3f}", _p(x["p"])), s
         checked += 2
         if "p_holm" in r:
-            assert r["p_holm"] == _p(adjusted[s])
-            expected = ("better" if d.mean() > 0 else "worse") if adjusted[s] < 0.05 else "n.s."
+            assert r["p_holm"] == _p(x["p_holm"])
+            expected = ("better" if x["mean"] > 0 else "worse") if x["p_holm"] < 0.05 else "n.s."
             assert r["verdict"] == expected
             checked += 2
     return checked
