@@ -147,14 +147,18 @@ def test_the_corrected_verdicts_recompute_from_the_committed_scores() -> None:
 
 
 # ------------------------------------------------------------------------ the premise search's numbers
+def _records(folder: Path) -> list[dict]:
+    """A run's ``metrics.jsonl``, one dict a line."""
+    return [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
 def _premise_runs() -> dict:
     path = ROOT / "benchmarks/results/premise_search_2026-12-02/summary.json"
     return json.loads(path.read_text())["runs"]
 
 
 def _dev_curve(name: str) -> list[str]:
-    path = ROOT / "benchmarks/results/premise_search_2026-12-02/text" / name / "metrics.jsonl"
-    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    lines = _records(ROOT / "benchmarks/results/premise_search_2026-12-02/text" / name)
     return [f"{x['stsb_dev']:.2f}" for x in lines if "stsb_dev" in x]
 
 
@@ -218,7 +222,7 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
     firsts: dict[str, list[int]] = {}
     tails = []
     for cell in _cells("vision"):
-        rows = [json.loads(x) for x in (cell / "metrics.jsonl").read_text().splitlines()]
+        rows = _records(cell)
         proxy = [(r["step"], r["proxy_acc"]) for r in rows if "proxy_acc" in r]
         last = json.loads((cell / "results.json").read_text())["total_steps"]
         assert all(0.0 <= a <= 1.0 for _, a in proxy), cell
@@ -259,10 +263,6 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
 
 # ------------------------------------------------------------------ the CPU comparison across modalities
 CPU_FULL = ROOT / "benchmarks/results/compare_cpu_full"
-
-
-def _records(cell: Path) -> list[dict]:
-    return [json.loads(x) for x in (cell / "metrics.jsonl").read_text().splitlines()]
 
 
 def _mean_at(cells: list[Path], step: int, key: str) -> float:
