@@ -18,6 +18,7 @@ from hardmix.compare.report import summary_markdown
 from tests.compare.markdown_tables import holm, parse_tables
 
 ROOT = Path(__file__).resolve().parents[2]
+CPU_FULL = ROOT / "benchmarks/results/compare_cpu_full"
 BLOCK = re.compile(
     r"<!-- hardmix compare: (?P<path>\S+) -->\n(?P<body>.*?)<!-- end of hardmix compare -->", re.S
 )
@@ -194,9 +195,8 @@ def test_the_premise_search_table_recomputes_from_its_records():
     k4096 = max(x["proxy_acc"] for x in vision if "proxy_acc" in x and x["step"] > 40)
     assert f"was at most {k4096:.2f} with K 4096" in doc
     # The cpu_full comparison's text runs: where each selected its model.
-    rerun = ROOT / "benchmarks/results/compare_cpu_full"
-    tuning = [json.loads(p.read_text()) for p in rerun.glob("tune/text/*/*/*/results.json")]
-    evaluation = [json.loads(p.read_text()) for p in rerun.glob("runs/text/*/*/results.json")]
+    tuning = [json.loads(p.read_text()) for p in CPU_FULL.glob("tune/text/*/*/*/results.json")]
+    evaluation = [json.loads(p.read_text()) for p in CPU_FULL.glob("runs/text/*/*/results.json")]
     steps = {(r["best_step"], r["total_steps"]) for r in tuning + evaluation}
     ((best, total),) = steps
     n_text = len(tuning) + len(evaluation)
@@ -262,7 +262,9 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
 
 
 # ------------------------------------------------------------------ the CPU comparison across modalities
-CPU_FULL = ROOT / "benchmarks/results/compare_cpu_full"
+def _key_in(record: dict, key: str) -> str | None:
+    """The name ``key`` is logged under in a record (bare, or after a task's prefix: ``text/key``)."""
+    return next((k for k in record if k == key or k.endswith("/" + key)), None)
 
 
 def _mean_at(cells: list[Path], step: int, key: str) -> float:
@@ -270,12 +272,12 @@ def _mean_at(cells: list[Path], step: int, key: str) -> float:
     values = []
     for cell in cells:
         logged = [r for r in _records(cell) if r["step"] <= step and "loss" in r]
-        values.append(next(v for k, v in logged[-1].items() if k == key or k.endswith("/" + key)))
+        values.append(logged[-1][_key_in(logged[-1], key)])
     return float(np.mean(values))
 
 
 def _fmt(cells: list[Path], step: int, key: str) -> str:
-    if not any(k == key or k.endswith("/" + key) for r in _records(cells[0]) for k in r):
+    if not any(_key_in(r, key) for r in _records(cells[0])):
         return "-"  # not logged by this strategy
     return f"{_mean_at(cells, step, key):.2f}"
 
