@@ -292,14 +292,15 @@ VISION_AT_625 = {"proxy_acc": "proxy accuracy", "pos_sim": "positive cosine",
                  "uniformity": "uniformity", "anchor_grad_norm": "gradient norm"}
 
 
-def cpu_full_dynamics(task: str) -> tuple[list[str], list[list[str]]]:
-    """The diagnostics table that docs/results.md prints for a task of compare_cpu_full: means over the
-    evaluation seeds of the logged diagnostics, text at the selected step (20) and the last (100), vision
-    at the last (625); for text also the selection score's mean at steps 20, 60 and 100."""
-    strategies = json.loads((CPU_FULL / "summary.json").read_text())["tasks"][task]["strategies"]
+def dynamics(folder: Path, task: str) -> tuple[list[str], list[list[str]]]:
+    """The diagnostics table that docs/results.md prints for a task of a comparison with cpu_full.yaml's
+    budgets (``folder``): means over the evaluation seeds of the logged diagnostics, text at the selected
+    step (20) and the last (100), vision at the last (625); for text also the selection score's mean at
+    steps 20, 60 and 100."""
+    strategies = json.loads((folder / "summary.json").read_text())["tasks"][task]["strategies"]
     rows = []
     for s in strategies:
-        cells = sorted(p.parent for p in (CPU_FULL / "runs" / task / s).glob("seed*/results.json"))
+        cells = sorted(p.parent for p in (folder / "runs" / task / s).glob("seed*/results.json"))
         if task == "vision":
             rows.append([s, *(_fmt(cells, 625, k) for k in VISION_AT_625)])
             continue
@@ -343,7 +344,7 @@ def test_the_cpu_full_comparison_and_what_the_docs_say_of_it():
     raw = doc.split("## The CPU comparison across modalities")[1].split("\n## ")[0]
     tables = parse_tables(raw)
     for task in ("text", "vision"):
-        head, rows = cpu_full_dynamics(task)
+        head, rows = dynamics(CPU_FULL, task)
         (table,) = [tb for tb in tables if tb["head"] == head]
         assert [list(r.values()) for r in table["rows"]] == rows, task
     # Every other decimal the prose quotes is one of those checked above (the tool's block, its tuning
