@@ -274,3 +274,19 @@ def test_the_shipped_specs_do_not_compare_a_selection_score():
         for task in load_spec(path).tasks.values():
             assert not task.allow_selection_score, (path, task.name)
     assert os.path.isdir(root / "configs" / "compare")
+
+
+def test_the_specs_that_continue_cpu_full_only_add_strategies():
+    """strategies.yaml and variants.yaml say they resume a copy of a finished cpu_full comparison: each
+    differs from cpu_full.yaml only by added strategies (what ``--resume`` accepts), and adds some."""
+    from hardmix.compare.spec import spec_differences
+    from hardmix.config import load_yaml
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[2] / "configs" / "compare"
+    base = load_yaml(root / "cpu_full.yaml")
+    for name in ("strategies.yaml", "variants.yaml"):
+        spec = load_yaml(root / name)
+        assert spec_differences(base, spec) == [], name
+        assert set(spec["strategies"]) > set(base["strategies"]), name
+    moved = {**load_yaml(root / "variants.yaml"), "seeds": [1, 2, 3]}
+    assert spec_differences(base, moved) == ["seeds (seed 4 removed)"]
