@@ -284,19 +284,20 @@ def _fmt(cells: list[Path], step: int, key: str) -> str:
 
 TEXT_AT_20 = {"neg_sim": "negatives' cosine", "synthetic_sim": "synthetic cosine",
               "synthetic_harder_than_positive": "synthetic above positive", "uniformity": "uniformity",
-              "anchor_grad_norm": "gradient norm"}
+              "anchor_grad_norm": "gradient norm", "clamped": "floor active"}
 VISION_AT_625 = {"proxy_acc": "proxy accuracy", "pos_sim": "positive cosine",
                  "hardest_neg_sim": "hardest negative's cosine", "neg_sim": "negatives' cosine",
                  "synthetic_sim": "synthetic cosine",
                  "synthetic_harder_than_positive": "synthetic above positive",
-                 "uniformity": "uniformity", "anchor_grad_norm": "gradient norm"}
+                 "uniformity": "uniformity", "anchor_grad_norm": "gradient norm", "clamped": "floor active"}
 
 
 def dynamics(folder: Path, task: str) -> tuple[list[str], list[list[str]]]:
     """The diagnostics table that docs/results.md prints for a task of a comparison with cpu_full.yaml's
     budgets (``folder``): means over the evaluation seeds of the logged diagnostics, text at the selected
     step (20) and the last (100), vision at the last (625); for text also the selection score's mean at
-    steps 20, 60 and 100."""
+    steps 20, 60 and 100. A diagnostic that no strategy of the comparison logs (the floor of HCL and DCL,
+    say) has no column."""
     strategies = json.loads((folder / "summary.json").read_text())["tasks"][task]["strategies"]
     rows = []
     for s in strategies:
@@ -308,9 +309,12 @@ def dynamics(folder: Path, task: str) -> tuple[list[str], list[list[str]]]:
         rows.append([s, *(f"{v:.2f}" for v in dev[[0, 2, 4]]), *(_fmt(cells, 20, k) for k in TEXT_AT_20),
                      _fmt(cells, 100, "anchor_grad_norm")])
     if task == "vision":
-        return ["strategy", *VISION_AT_625.values()], rows
-    head = ["STS-B dev, step 20", "step 60", "step 100", *(f"{v}, step 20" for v in TEXT_AT_20.values())]
-    return ["strategy", *head, "gradient norm, step 100"], rows
+        head = ["strategy", *VISION_AT_625.values()]
+    else:
+        head = ["strategy", "STS-B dev, step 20", "step 60", "step 100",
+                *(f"{v}, step 20" for v in TEXT_AT_20.values()), "gradient norm, step 100"]
+    kept = [i for i in range(len(head)) if any(r[i] != "-" for r in rows)]  # a column no strategy logs: out
+    return [head[i] for i in kept], [[r[i] for i in kept] for r in rows]
 
 
 def _check_section(folder: Path, title: str) -> tuple[dict, str]:
