@@ -264,6 +264,11 @@ VISION_AT_625 = {"proxy_acc": "proxy accuracy", "pos_sim": "positive cosine",
                  "uniformity": "uniformity", "anchor_grad_norm": "gradient norm", "clamped": "floor active"}
 
 
+def _seed_cells(folder: Path, task: str, strategy: str) -> list[Path]:
+    """A comparison's finished evaluation cells of one strategy, in seed order."""
+    return sorted(p.parent for p in (folder / "runs" / task / strategy).glob("seed*/results.json"))
+
+
 def dynamics(folder: Path, task: str) -> tuple[list[str], list[list[str]]]:
     """The diagnostics table that docs/results.md prints for a task of a comparison with cpu_full.yaml's
     budgets (``folder``): means over the evaluation seeds of the logged diagnostics, text at the selected
@@ -273,7 +278,7 @@ def dynamics(folder: Path, task: str) -> tuple[list[str], list[list[str]]]:
     strategies = json.loads((folder / "summary.json").read_text())["tasks"][task]["strategies"]
     rows = []
     for s in strategies:
-        cells = sorted(p.parent for p in (folder / "runs" / task / s).glob("seed*/results.json"))
+        cells = _seed_cells(folder, task, s)
         if task == "vision":
             rows.append([s, *(_fmt(cells, 625, k) for k in VISION_AT_625)])
             continue
@@ -389,8 +394,7 @@ def test_the_strategies_comparison_and_what_the_docs_say_of_it():
     # DCL's images collapse first: every seed's uniformity within 0.01 of 0 at step 20 (every MoCo-v2
     # seed below -0.1), and exactly one seed still there at the last step
     def uniformity(strategy: str, step: int) -> list[float]:
-        cells = sorted(p.parent for p in (STRATEGIES / "runs/vision" / strategy).glob("seed*/results.json"))
-        return [_mean_at([cell], step, "uniformity") for cell in cells]
+        return [_mean_at([cell], step, "uniformity") for cell in _seed_cells(STRATEGIES, "vision", strategy)]
 
     assert all(u > -0.01 for u in uniformity("dcl", 20)) and all(u < -0.1 for u in uniformity("none", 20))
     assert sum(u > -0.01 for u in uniformity("dcl", 625)) == 1
