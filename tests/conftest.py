@@ -110,7 +110,8 @@ def tiny_text_config(tiny_bert_dir, tiny_corpus) -> dict:
         "model": {"name_or_path": str(tiny_bert_dir), "pooling": "cls"},
         "data": {"train_file": str(tiny_corpus), "max_length": 32},
         "loss": {"temperature": 0.05, "strategies": [{"name": "none"}]},
-        "train": {"batch_size": 16, "lr": 1e-3, "max_steps": 10, "device": "cpu", "seed": 1, "save_steps": 0},
+        "train": {"batch_size": 16, "lr": 1e-3, "max_steps": 10, "device": "cpu", "seed": 1, "save_steps": 0,
+                  "precision": "fp32"},  # float32 on every machine (auto is bf16 where the CPU computes it)
         "eval": {"eval_steps": 0, "at_end": False},
         "log": {"log_steps": 1, "progress": False},
     }
@@ -214,7 +215,8 @@ def tiny_vision_config_dict(dataset: Path, cache_dir: Path, **sections: dict) ->
         "model": {"backbone": "resnet10", "width": 8, "small_stem": True, "proj_hidden": 64, "proj_dim": 32,
                   "momentum": 0.99, "bn_splits": 2},
         "loss": {"temperature": 0.2, "strategies": "none", "queue_size": 96},
-        "train": {"epochs": 2, "batch_size": 32, "lr": 0.3, "device": "cpu", "threads": 1, "save_steps": 10},
+        "train": {"epochs": 2, "batch_size": 32, "lr": 0.3, "device": "cpu", "threads": 1, "save_steps": 10,
+                  "precision": "fp32"},  # float32 on every machine (auto is bf16 where the CPU computes it)
         "eval": {"at_end": False, "knn_k": 20},
         "log": {"log_steps": 1, "progress": False},
     }

@@ -169,16 +169,11 @@ class MoCo(nn.Module):
         all_ids = self.queue.ids.clone()
         queue_ids = all_ids if mask_same_sample else None
         query_ids = ids if mask_same_sample else None
-        q1, k2 = q1.float(), k2.float()
+        q1, k2 = q1.float(), k2.float()  # the loss upcasts too; the queue keeps float32 keys
         loss_gen = generator_on(generator, q1.device)
-        with torch.autocast(view1.device.type, enabled=False):  # the loss and the mixing in fp32
-            outputs = [loss_fn.queue(q1, k2, queue, query_ids, queue_ids, step=step, generator=loss_gen)]
-            if symmetric:
-                outputs.append(
-                    loss_fn.queue(
-                        q2.float(), k1.float(), queue, query_ids, queue_ids, step=step, generator=loss_gen
-                    )
-                )
+        outputs = [loss_fn.queue(q1, k2, queue, query_ids, queue_ids, step=step, generator=loss_gen)]
+        if symmetric:  # the loss computes in float32 with autocast off (ContrastiveLoss)
+            outputs.append(loss_fn.queue(q2, k1, queue, query_ids, queue_ids, step=step, generator=loss_gen))
         loss = sum(o.loss for o in outputs) / len(outputs)
         new_keys = torch.cat([k2, k1]) if symmetric else k2
         new_ids = torch.cat([ids, ids]) if symmetric else ids

@@ -65,6 +65,12 @@ def build_loss_strategies(strategies: Any) -> list[Strategy | Scheduled]:
     return [s for s in built if s.name != "none"]
 
 
+def _float32(*tensors: Tensor | None) -> list[Tensor | None]:
+    """fp16 / bf16 tensors as float32 (others as they are): the loss and the strategies compute in float32
+    or better, whatever precision the encoder ran in."""
+    return [t.float() if t is not None and t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors]
+
+
 def _check_same(names: str, tensors: Sequence[Tensor]) -> None:
     """Refuse tensors of different dtypes or devices, naming them."""
     if len({t.dtype for t in tensors}) > 1 or len({t.device for t in tensors}) > 1:
@@ -135,7 +141,8 @@ class ContrastiveLoss(nn.Module):
         step: int = 0,
         generator: torch.Generator | None = None,
     ) -> LossOutput:
-        """In-batch InfoNCE (SimCSE) with the strategies' extra negatives.
+        """In-batch InfoNCE (SimCSE) with the strategies' extra negatives, in float32 or better (fp16 /
+        bf16 views are upcast and autocast is off inside: under ``torch.autocast`` the loss is the same).
 
         Args:
             z1: (B, D) first view (anchors), local rows.
@@ -151,6 +158,12 @@ class ContrastiveLoss(nn.Module):
             ValueError: naming the argument, for an empty batch, a batch of one (no negatives), shapes,
                 dtypes or devices that do not match.
         """
+        z1, z2, z1_all, z2_all = _float32(z1, z2, z1_all, z2_all)
+        with torch.autocast(z1.device.type, enabled=False):
+            return self._in_batch(z1, z2, z1_all, z2_all, offset, step, generator)
+
+    def _in_batch(self, z1: Tensor, z2: Tensor, z1_all: Tensor | None, z2_all: Tensor | None, offset: int,
+                  step: int, generator: torch.Generator | None) -> LossOutput:
         if z1.dim() != 2 or z1.shape != z2.shape:
             raise ValueError(f"z1, z2: must both be (B, D), got {tuple(z1.shape)} and {tuple(z2.shape)}")
         if (z1_all is None) != (z2_all is None):
@@ -222,7 +235,8 @@ class ContrastiveLoss(nn.Module):
         step: int = 0,
         generator: torch.Generator | None = None,
     ) -> LossOutput:
-        """MoCo InfoNCE ``[q.k | q.queue] / tau`` (target 0) with the strategies' extra negatives.
+        """MoCo InfoNCE ``[q.k | q.queue] / tau`` (target 0) with the strategies' extra negatives, in
+        float32 or better (as :meth:`in_batch`).
 
         Args:
             q: (B, D) queries (with gradient), any norm.
@@ -238,6 +252,12 @@ class ContrastiveLoss(nn.Module):
             ValueError: naming the argument, for an empty batch or queue, a query whose every queue entry
                 is excluded, shapes, id lengths, dtypes or devices that do not match.
         """
+        q, k, queue = _float32(q, k, queue)
+        with torch.autocast(q.device.type, enabled=False):
+            return self._queue(q, k, queue, query_ids, queue_ids, step, generator)
+
+    def _queue(self, q: Tensor, k: Tensor, queue: Tensor, query_ids: Tensor | None, queue_ids: Tensor | None,
+               step: int, generator: torch.Generator | None) -> LossOutput:
         if q.dim() != 2 or q.shape != k.shape or queue.dim() != 2 or queue.shape[1] != q.shape[1]:
             raise ValueError(
                 f"q, k, queue: (B, D), (B, D) and (K, D) expected, got {tuple(q.shape)}, "

@@ -25,7 +25,7 @@ from hardmix.config import apply_overrides, build_config, load_yaml
 from hardmix.errors import ConfigError
 from hardmix.strategies.specs import build_strategy_specs
 
-Precision = Literal["fp32", "bf16", "fp16"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
 
 
 @dataclass
@@ -42,7 +42,11 @@ class TrainSection:
             parts that ``--resume`` continues.
         seed: seeds initialization, data order and every random draw.
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
-        precision: ``fp32``, or ``bf16`` / ``fp16`` autocast (CUDA only; fp16 with a gradient scaler).
+        precision: ``auto`` (bf16 where the hardware computes it natively: a CUDA device with bf16, a CPU
+            with AVX512-BF16 or AMX; fp32 elsewhere; on ``--resume`` the run's own), ``fp32``, or ``bf16`` /
+            ``fp16`` autocast of the encoder's forward (fp16 on CUDA only, with a gradient scaler); the loss,
+            the strategies, the queue and the optimizer's state stay float32. ``config.yaml`` and
+            ``results.json`` record the precision used.
         threads: torch CPU threads (null: torch's default); a resumed run is bit-exact with the same value.
         save_steps: write ``checkpoint.pt`` every this many steps (and always at the end); 0: at the end.
         max_nonfinite_steps: steps with a non-finite loss that are skipped (no update) before the run stops;
@@ -56,7 +60,7 @@ class TrainSection:
     stop_after_steps: int | None = field(default=None, metadata={"min": 1})
     seed: int = field(default=0, metadata={"min": 0, "max": 2**32 - 1})  # the generators' 32-bit seeds
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    precision: Precision = "fp32"
+    precision: Precision = "auto"
     threads: int | None = field(default=None, metadata={"min": 1})
     save_steps: int = field(default=500, metadata={"min": 0})
     max_nonfinite_steps: int = field(default=0, metadata={"min": 0})
@@ -200,8 +204,18 @@ def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -
 
 
 def resume_differences(saved: dict[str, Any], now: dict[str, Any], extra: tuple[str, ...] = ()) -> list[str]:
-    """The keys that differ between a run's config and its resume's and may not (see :data:`RESUMABLE`)."""
+    """The keys that differ between a run's config and its resume's and may not (see :data:`RESUMABLE`).
+
+    ``train.precision: auto`` in ``now`` agrees with any precision the run recorded: a resume keeps it.
+
+    >>> resume_differences({"train": {"precision": "bf16"}}, {"train": {"precision": "auto"}})
+    []
+    >>> resume_differences({"train": {"precision": "bf16"}}, {"train": {"precision": "fp32"}})
+    ['train.precision']
+    """
     allowed = RESUMABLE + tuple(extra)
+    if (now.get("train") or {}).get("precision") == "auto":
+        allowed += ("train.precision",)
 
     def may_change(key: str) -> bool:
         return any(key == p or (p.endswith(".") and key.startswith(p)) for p in allowed)

@@ -65,11 +65,26 @@ def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = N
         ConfigError, RunFolderError, CheckpointError, FileNotFoundError, ValueError: before training, for a
             bad setup (the message says what to change). RunError: the loss diverged or the folder is in use.
     """
-    runtime = start_runtime(cfg.train.device, cfg.train.precision, cfg.train.threads, cfg.train.seed)
+    out = Path(output or cfg.output)
+    runtime = start_runtime(cfg.train.device, cfg.train.precision, cfg.train.threads, cfg.train.seed,
+                            saved_precision(out) if resume else None)
+    cfg.train.precision = runtime.precision  # config.yaml and results.json record the precision used
     try:
-        return _Run(task_class, cfg, Path(output or cfg.output), resume, runtime).run()
+        return _Run(task_class, cfg, out, resume, runtime).run()
     finally:
         end_runtime(runtime)
+
+
+def saved_precision(out: Path) -> str | None:
+    """The ``train.precision`` of the run in ``out`` (its ``config.yaml``), or None where there is none: a
+    resumed run keeps the precision it started with (``auto`` resolves to it)."""
+    try:
+        saved = yaml.safe_load((out / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    train = saved.get("train") if isinstance(saved, dict) else None
+    value = train.get("precision") if isinstance(train, dict) else None
+    return value if isinstance(value, str) else None
 
 
 class _Run:
@@ -220,7 +235,8 @@ class _Run:
             self.state = None
             runtime.say(f"resumed {self.out} at step {self.step}/{self.total_steps}")
         runtime.say(f"{task.describe()}; {self.total_steps} steps of batch {cfg.train.batch_size} on "
-                    f"{runtime.device}" + (f" x {runtime.world} processes" if runtime.world > 1 else ""))
+                    f"{runtime.device}" + (f" x {runtime.world} processes" if runtime.world > 1 else "")
+                    + f" in {runtime.precision} ({runtime.precision_reason})")
         try:
             interrupted = self._loop(task)
         finally:
@@ -466,7 +482,8 @@ class _Run:
             interrupted=interrupted, wall_seconds=round(self.wall_seconds, 3),
             samples_per_second=(round(self.samples_per_second, 2) if getattr(self, "samples_per_second", None)
                                 else None),
-            seed=cfg.train.seed, strategies=plain_config(cfg)["loss"]["strategies"], world_size=runtime.world,
+            seed=cfg.train.seed, precision=runtime.precision,
+            strategies=plain_config(cfg)["loss"]["strategies"], world_size=runtime.world,
             task_info=task.info(), run_dir=str(self.out),
         )
         if runtime.main:
@@ -481,4 +498,4 @@ class _Run:
         return record
 
 
-__all__ = ["LEGACY_CHECKPOINTS", "preserved_rng", "run_training"]
+__all__ = ["LEGACY_CHECKPOINTS", "preserved_rng", "run_training", "saved_precision"]

@@ -16,6 +16,8 @@ Keys (``version`` 1):
 ``interrupted``      null, or the signal that stopped the run early (``SIGTERM``, ``SIGUSR1``)
 ``wall_seconds``     training time over every process of the run (resumes included), evaluations excluded
 ``samples_per_second`` training throughput of the last process
+``precision``        the precision the run used (``fp32``, ``bf16``, ``fp16``; ``train.precision: auto``
+                     resolved; absent from older records, whose CPU runs were all fp32)
 ``seed``, ``strategies``, ``world_size``, ``versions`` (hardmix, torch, python)
 ``task_info``        the task's own facts (text: the exported model and its pooling; vision: images used)
 ===================  ====================================================================================

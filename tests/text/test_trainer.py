@@ -140,7 +140,7 @@ def test_setup_errors_come_before_training(tmp_path, tiny_text_config, monkeypat
     # --resume where no run started (a requeued job that always passes it) starts from step 0
     assert train(_cfg(tiny_text_config, train={"max_steps": 1}), tmp_path / "e", resume=True)["finished"]
     with pytest.raises(ConfigError, match="train.precision"):
-        train(_cfg(tiny_text_config, train={"precision": "bf16", "device": "cpu"}), tmp_path / "f")
+        train(_cfg(tiny_text_config, train={"precision": "fp16", "device": "cpu"}), tmp_path / "f")
 
 
 def test_cli_with_overrides(tmp_path, tiny_text_config, capsys, one_torch_thread):
