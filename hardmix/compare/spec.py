@@ -8,6 +8,8 @@
       none:   [{name: none}]
       mixcse: [{name: mixcse, lam: 0.2}]
       mochi:  [{name: mochi}]
+    strategy_set:                       # optional: config overrides of one strategy's cells, every task
+      mochi: {train.lr: 0.05}           # (two arms that differ in a setting: fp32 / bf16 precision)
     tasks:
       text:                             # a name; `task:` the registered task (default: the name)
         config: configs/text/cpu_simcse.yaml
@@ -42,7 +44,7 @@ from typing import Any
 from hardmix.config import load_yaml
 from hardmix.errors import ConfigError
 
-SPEC_KEYS = ("seeds", "baseline", "strategies", "tasks", "output", "jobs", "tune", "launcher")
+SPEC_KEYS = ("seeds", "baseline", "strategies", "strategy_set", "tasks", "output", "jobs", "tune", "launcher")
 TASK_KEYS = (
     "task", "config", "set", "score", "allow_selection_score", "secondary", "strategy_args", "strategies",
     "launcher",
@@ -114,6 +116,7 @@ class CompareSpec:
     jobs: int = 1
     raw: dict[str, Any] = field(default_factory=dict)
     tune: TuneSpec | None = None
+    strategy_set: dict[str, list[str]] = field(default_factory=dict)
 
     def strategies_for(self, task: TaskSpec, strategy: str) -> list[dict[str, Any]]:
         """The ``loss.strategies`` list of one cell: the strategy's entries with the task's arguments,
@@ -194,6 +197,18 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
         raise ConfigError(
             f"{where}baseline: {baseline!r} is not one of the strategies ({', '.join(normalized)})"
         )
+    strategy_set = data.get("strategy_set") or {}
+    if not isinstance(strategy_set, dict) or any(not isinstance(v, dict) for v in strategy_set.values()):
+        raise ConfigError(f"{where}strategy_set: expected strategy name -> mapping of dotted keys to values")
+    for name, sets in strategy_set.items():
+        if name not in normalized:
+            raise ConfigError(
+                f"{where}strategy_set.{name}: not one of the strategies ({', '.join(normalized)})"
+            )
+        for k in sets:
+            if not isinstance(k, str) or "." not in k or k.startswith(("loss.strategies", "train.seed")):
+                raise ConfigError(f"{where}strategy_set.{name}.{k}: expected a dotted config key other than "
+                                  "loss.strategies and train.seed (the comparison sets those)")
     tasks = data["tasks"]
     if not isinstance(tasks, dict) or not tasks:
         raise ConfigError(f"{where}tasks: expected a mapping of task names to {{config, score, ...}}")
@@ -267,6 +282,8 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
         output=data.get("output"),
         jobs=jobs,
         raw=copy.deepcopy(data),
+        strategy_set={n: [f"{k}={override_value(v)}" for k, v in sets.items()]
+                      for n, sets in strategy_set.items()},
     )
 
 
@@ -395,6 +412,13 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     []
     >>> spec_differences(old, task_args({"none": {"x": 1}}))
     ['tasks.t.strategy_args']
+
+    So do a new strategy's config overrides (``strategy_set``), not those of one it had:
+
+    >>> spec_differences(old, {**added, "strategy_set": {"synco": {"train.lr": 0.1}}})
+    []
+    >>> spec_differences(old, {**added, "strategy_set": {"none": {"train.lr": 0.1}}})
+    ['strategy_set.none']
     """
     changed: list[str] = []
     old_names = _names_in(old)
@@ -412,6 +436,11 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                     changed.append(f"strategies.{name} (removed)")
                 elif a[name] != b[name]:
                     changed.append(f"strategies.{name}")
+        elif key == "strategy_set" and isinstance(a or {}, dict) and isinstance(b or {}, dict):
+            old_strategies = old.get("strategies") or {}
+            for name in sorted(set(a or {}) | set(b or {})):
+                if name in old_strategies and (a or {}).get(name) != (b or {}).get(name):
+                    changed.append(f"strategy_set.{name}")
         elif key == "tasks" and isinstance(a, dict) and isinstance(b, dict):
             for name in sorted(set(a) | set(b), key=lambda n: list({**a, **b}).index(n)):
                 ta, tb = a.get(name), b.get(name)

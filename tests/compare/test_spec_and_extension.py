@@ -290,3 +290,37 @@ def test_the_specs_that_continue_cpu_full_only_add_strategies():
         assert set(spec["strategies"]) > set(base["strategies"]), name
     moved = {**load_yaml(root / "variants.yaml"), "seeds": [1, 2, 3]}
     assert spec_differences(base, moved) == ["seeds (seed 4 removed)"]
+
+
+def test_strategy_set_gives_arms_that_differ_in_a_setting(text_spec, tmp_path):
+    """``strategy_set``: config overrides of one strategy's cells in every task (two arms that differ in
+    train.precision, say), validated like the task's ``set``; a strategy it does not name, or a key the
+    comparison sets itself, is refused naming it."""
+    spec = copy.deepcopy(text_spec)
+    spec["strategies"] = {"fp32": [{"name": "none"}], "bf16": [{"name": "none"}]}
+    spec["baseline"] = "fp32"
+    spec["strategy_set"] = {"fp32": {"train.precision": "fp32"}, "bf16": {"train.precision": "bf16"}}
+    cells = build_grid(parse_spec(spec), tmp_path / "out")
+    assert {c.strategy: c.config["train"]["precision"] for c in cells} == {"fp32": "fp32", "bf16": "bf16"}
+    for bad, message in (({"mochi": {"train.lr": 1.0}}, r"^strategy_set\.mochi: not one of the strategies"),
+                         ({"bf16": {"train.seed": 3}}, r"^strategy_set\.bf16\.train\.seed: expected a dotted"),
+                         ({"bf16": {"train.precision": "fp8"}}, "train.precision")):
+        with pytest.raises(ConfigError, match=message):
+            build_grid(parse_spec({**spec, "strategy_set": bad}), tmp_path / "out")
+
+
+def test_the_committed_comparisons_keep_the_precision_they_were_recorded_in():
+    """``train.precision``'s default is ``auto`` (bf16 where the CPU computes it): the specs of the committed
+    comparisons set fp32, which every one of their cells recorded, so ``--resume`` adds cells alike."""
+    from hardmix.compare.spec import load_spec
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    for name in ("cpu_full", "strategies", "premise", "variants"):
+        for task in load_spec(root / "configs/compare" / f"{name}.yaml").tasks.values():
+            assert "train.precision=fp32" in task.overrides, (name, task.name)
+    for name in ("cpu_full", "strategies", "premise"):
+        folder = root / "benchmarks/results" / f"compare_{name}"
+        assert yaml.safe_load((folder / "spec.yaml").read_text()) == yaml.safe_load(
+            (root / "configs/compare" / f"{name}.yaml").read_text())
+        configs = list(folder.glob("**/config.yaml"))
+        assert configs and {yaml.safe_load(c.read_text())["train"]["precision"] for c in configs} == {"fp32"}
