@@ -130,10 +130,14 @@ def choose_precision(asked: str, device: torch.device, saved: str | None = None)
     >>> choose_precision("fp32", torch.device("cpu"))
     ('fp32', 'train.precision: fp32')
     """
-    if asked == "auto" and saved in ("fp32", "bf16", "fp16"):
-        return saved, "train.precision: auto, resumed: the precision the run started with"
+    resumed = asked == "auto" and saved in ("fp32", "bf16", "fp16")
+    if resumed:
+        asked = str(saved)
     if asked == "fp16" and device.type != "cuda":
-        raise ConfigError("train.precision: fp16 needs CUDA; on the CPU use bf16 or fp32")
+        raise ConfigError("train.precision: fp16 needs CUDA" + (" (the resumed run used it)" if resumed else "")
+                          + "; on the CPU use bf16 or fp32")
+    if resumed and asked != "bf16":
+        return asked, "train.precision: auto, resumed: the precision the run started with"
     if device.type == "cuda":
         native = torch.cuda.is_bf16_supported()
         where = f"the CUDA device {torch.cuda.get_device_name(device)}"
@@ -143,6 +147,9 @@ def choose_precision(asked: str, device: torch.device, saved: str | None = None)
         where = f"this CPU ({', '.join(flags)})" if flags else "this CPU (no avx512_bf16 or amx_bf16 flag)"
     if asked == "bf16" and device.type == "cuda" and not native:
         raise ConfigError(f"train.precision: bf16 is not supported by {where}; use fp16 or fp32")
+    if resumed:
+        return asked, "train.precision: auto, resumed: the precision the run started with" + (
+            "" if native else f"; {where} emulates bfloat16: expect it slower than fp32")
     if asked != "auto":
         slow = asked == "bf16" and not native
         return asked, f"train.precision: {asked}" + (

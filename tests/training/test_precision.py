@@ -63,6 +63,8 @@ def test_a_resume_keeps_the_runs_precision_and_fp16_needs_cuda(monkeypatch) -> N
     assert choose_precision("auto", CPU, saved=None)[0] == "fp32"
     with pytest.raises(ConfigError, match="train.precision: fp16 needs CUDA"):
         choose_precision("fp16", CPU)
+    with pytest.raises(ConfigError, match=r"fp16 needs CUDA \(the resumed run used it\)"):
+        choose_precision("auto", CPU, saved="fp16")
 
 
 # ------------------------------------------------------------------- the loss and the strategies
