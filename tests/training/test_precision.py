@@ -280,3 +280,48 @@ def test_a_resume_across_the_choice_of_auto_keeps_the_runs_precision(
     # an explicit other precision on --resume is refused, naming the key
     with pytest.raises(ConfigError, match="train.precision"):
         run_training(task, cfg(precision="fp32", stop_after_steps=4), tmp_path / "parts", resume=True)
+
+
+# --------------------------------------------------------------------- evaluation stays float32
+def test_a_bf16_run_evaluates_in_float32(monkeypatch, tmp_path, tiny_text_config, tiny_vision_config,
+                                         one_torch_thread) -> None:
+    """The scores of a bf16 run (selection and held-out) come from float32 embeddings, outside autocast:
+    comparable with the published ones and with fp32 runs'."""
+    import hardmix.text.model as text_model
+    import hardmix.vision.evaluation as vision_evaluation
+    from hardmix.text.config import build_text_config
+    from hardmix.text.task import TextTask
+    from hardmix.training.config import build_task_config
+    from hardmix.vision.config import VisionConfig
+    from hardmix.vision.task import VisionTask
+
+    seen: list[tuple[bool, torch.dtype]] = []
+    real_features = vision_evaluation.extract_features
+
+    def features(*args, **kwargs):
+        out = real_features(*args, **kwargs)
+        seen.append((torch.is_autocast_enabled("cpu"), out.dtype))
+        return out
+
+    monkeypatch.setattr(vision_evaluation, "extract_features", features)
+    d = tiny_vision_config(train={"epochs": 1, "precision": "bf16"}, data={"val_samples": 60},
+                           eval={"at_end": True, "final_scores": ["knn_top1"]})
+    record = run_training(VisionTask, build_task_config(VisionConfig, d), tmp_path / "vision")
+    assert record["precision"] == "bf16" and "knn_top1" in record["final_scores"]
+    assert len(seen) >= 3 and set(seen) == {(False, torch.float32)}
+
+    seen.clear()
+    real_encode = text_model.ContrastiveSentenceModel.encode
+
+    def encode(self, *args, **kwargs):
+        out = real_encode(self, *args, **kwargs)
+        seen.append((torch.is_autocast_enabled("cpu"), torch.as_tensor(out).dtype))
+        return out
+
+    monkeypatch.setattr(text_model.ContrastiveSentenceModel, "encode", encode)
+    cfg = copy.deepcopy(tiny_text_config)
+    cfg["train"].update(precision="bf16", max_steps=2)
+    cfg["eval"].update(eval_steps=1)
+    record = run_training(TextTask, build_text_config(cfg), tmp_path / "text")
+    assert record["precision"] == "bf16" and record["best_score"] is not None
+    assert len(seen) >= 2 and set(seen) == {(False, torch.float32)}
