@@ -67,7 +67,7 @@ def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = N
     """
     out = Path(output or cfg.output)
     runtime = start_runtime(cfg.train.device, cfg.train.precision, cfg.train.threads, cfg.train.seed,
-                            saved_precision(out) if resume else None)
+                            saved_precision(out) if resume else None, task_class.name, task_class.auto_bf16)
     cfg.train.precision = runtime.precision  # config.yaml and results.json record the precision used
     try:
         return _Run(task_class, cfg, out, resume, runtime).run()

@@ -4,8 +4,9 @@ One implementation for every task: CPU threads, CUDA, bf16/fp16 autocast (fp16 w
 ``torchrun`` DDP (gloo on CPU, NCCL on GPU), the seeds of every process, rank-0 logging.
 
 ``train.precision: auto`` (the default) is resolved here once, by :func:`choose_precision`: bf16 autocast
-where the hardware computes bfloat16 natively (a CUDA device with bf16; a CPU with AVX512-BF16 or AMX-BF16),
-fp32 elsewhere, and on ``--resume`` the precision the run was started with, whatever this machine is.
+where the hardware computes bfloat16 natively (a CUDA device with bf16; a CPU with AVX512-BF16 or AMX-BF16)
+and the task's bf16 was shown to give fp32's answers (``Task.auto_bf16``), fp32 elsewhere, and on
+``--resume`` the precision the run was started with, whatever this machine is.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def cpu_bf16_flags() -> tuple[str, ...]:
     return bf16_flags_in("/proc/cpuinfo")
 
 
-def choose_precision(asked: str, device: torch.device, saved: str | None = None) -> tuple[str, str]:
+def choose_precision(asked: str, device: torch.device, saved: str | None = None,
+                     task: str | None = None, auto_bf16: bool = True) -> tuple[str, str]:
     """The precision a run uses for ``train.precision: asked`` on ``device``, and why (for the start line).
 
     Args:
@@ -121,6 +123,8 @@ def choose_precision(asked: str, device: torch.device, saved: str | None = None)
         device: the run's device.
         saved: on ``--resume``, the precision the run was started with (its ``config.yaml``): ``auto``
             keeps it, so a run and its resume agree on any hardware.
+        task, auto_bf16: the task and whether ``auto`` may choose bf16 for it
+            (:attr:`hardmix.training.Task.auto_bf16`: only where bf16 was shown to give fp32's answers).
 
     Raises:
         ConfigError: fp16 off CUDA, or bf16 on a CUDA device without it.
@@ -134,8 +138,8 @@ def choose_precision(asked: str, device: torch.device, saved: str | None = None)
     if resumed:
         asked = str(saved)
     if asked == "fp16" and device.type != "cuda":
-        raise ConfigError("train.precision: fp16 needs CUDA" + (" (the resumed run used it)" if resumed else "")
-                          + "; on the CPU use bf16 or fp32")
+        used = " (the resumed run used it)" if resumed else ""
+        raise ConfigError(f"train.precision: fp16 needs CUDA{used}; on the CPU use bf16 or fp32")
     if resumed and asked != "bf16":
         return asked, "train.precision: auto, resumed: the precision the run started with"
     if device.type == "cuda":
@@ -154,6 +158,10 @@ def choose_precision(asked: str, device: torch.device, saved: str | None = None)
         slow = asked == "bf16" and not native
         return asked, f"train.precision: {asked}" + (
             f"; {where} emulates bfloat16: expect it slower than fp32" if slow else "")
+    if native and not auto_bf16:
+        return "fp32", (f"train.precision: auto; {where} computes bfloat16 natively, but bf16 is not shown "
+                        f"to give {task or 'this task'}'s held-out scores within a point of fp32's "
+                        "(docs/results.md); train.precision: bf16 asks for it")
     if native:
         return "bf16", f"train.precision: auto; {where} computes bfloat16 natively"
     return "fp32", f"train.precision: auto; {where} does not compute bfloat16 natively"
@@ -171,13 +179,14 @@ def select_device(want: str, local_rank: int = 0) -> torch.device:
 
 
 def start_runtime(device: str, precision: str, threads: int | None, seed: int,
-                  saved_precision: str | None = None) -> Runtime:
+                  saved_precision: str | None = None, task: str | None = None,
+                  auto_bf16: bool = True) -> Runtime:
     """Select the device and the precision (:func:`choose_precision`), join ``torchrun``'s process group
     when ``WORLD_SIZE`` > 1, set the threads and seed this process with ``seed + rank``."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     dev = select_device(device, local_rank)
-    precision, why = choose_precision(precision, dev, saved_precision)
+    precision, why = choose_precision(precision, dev, saved_precision, task, auto_bf16)
     owns = False
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")

@@ -325,7 +325,8 @@ def _check_section(folder: Path, title: str) -> tuple[dict, str]:
     for task in summary["tasks"]:
         stats_ = [x[k] for x in _paired(summary, task).values() for k in ("mean", "lo", "hi", "detectable")]
         known |= {f"{abs(v):.2f}" for v in stats_}
-        known |= set(number.findall((folder / "runs" / task / "none/seed1/config.yaml").read_text()))
+        baseline_config = folder / "runs" / task / summary["baseline"] / "seed1/config.yaml"
+        known |= set(number.findall(baseline_config.read_text()))
     unknown = [n for n in number.findall(" ".join(prose)) if n not in known]
     assert not unknown, unknown
     return summary, section
@@ -398,3 +399,50 @@ def test_the_strategies_comparison_and_what_the_docs_say_of_it():
 
     assert all(u > -0.01 for u in uniformity("dcl", 20)) and all(u < -0.1 for u in uniformity("none", 20))
     assert sum(u > -0.01 for u in uniformity("dcl", 625)) == 1
+
+
+# ------------------------------------------------------------------ bf16 against fp32: precision.yaml
+PRECISION = ROOT / "benchmarks/results/compare_precision"
+
+
+def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch):
+    """compare_precision: fp32 and bf16 arms, 5 seeds a task, every cell in its arm's precision; its section
+    passes ``_check_section``; ``train.precision: auto`` picks bf16 for a task on a native-bf16 CPU exactly
+    when the 95% interval of its bf16 - fp32 lies inside +-1 point, and the section says which."""
+    import torch
+
+    from hardmix.training import runtime
+    from hardmix.training.api import resolve_task
+    from hardmix.training.runtime import choose_precision
+
+    summary, section = _check_section(PRECISION, "bf16 against fp32")
+    assert summary["cells"] == 20 and summary["baseline"] == "fp32"
+    for task in ("text", "vision"):
+        for arm in ("fp32", "bf16"):
+            cells = _seed_cells(PRECISION, task, arm)
+            assert len(cells) == 5
+            assert {json.loads((c / "results.json").read_text())["precision"] for c in cells} == {arm}
+    inside = {}
+    for task in summary["tasks"]:
+        x = _paired(summary, task)["bf16"]
+        inside[task] = -1.0 < x["lo"] and x["hi"] < 1.0
+        verdict = "inside" if inside[task] else "not inside"
+        quote = (f"{task}: {x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] (p_holm {x['p_holm']:.3f}; "
+                 f"detectable {x['detectable']:.2f}): the interval lies {verdict} ±1 point")
+        assert quote in section, task
+    # the text claims: the same selected step in every seed, the scores equal but one seed's 0.01, and
+    # the fp32 arm's scores are compare_cpu_full's SimCSE cells', seed for seed
+    text = {arm: [json.loads((c / "results.json").read_text()) for c in _seed_cells(PRECISION, "text", arm)]
+            for arm in ("fp32", "bf16")}
+    assert {r["best_step"] for rs in text.values() for r in rs} == {20}
+    gaps = [round(b["final_scores"]["sts_avg"] - a["final_scores"]["sts_avg"], 2)
+            for a, b in zip(text["fp32"], text["bf16"], strict=True)]
+    assert sorted(map(abs, gaps)) == [0.0, 0.0, 0.0, 0.0, 0.01]
+    assert summary["tasks"]["text"]["strategies"]["fp32"]["seeds"] == json.loads(
+        (CPU_FULL / "summary.json").read_text())["tasks"]["text"]["strategies"]["none"]["seeds"]
+    monkeypatch.setattr(runtime, "cpu_bf16_flags", lambda: ("avx512_bf16",))
+    for task, ok in inside.items():
+        cls = resolve_task(task)
+        assert cls.auto_bf16 == ok, task
+        chosen = choose_precision("auto", torch.device("cpu"), task=task, auto_bf16=cls.auto_bf16)[0]
+        assert chosen == ("bf16" if ok else "fp32"), task

@@ -53,6 +53,10 @@ def test_auto_is_bf16_exactly_where_the_cpu_computes_it(monkeypatch, flags, want
     assert choose_precision("fp32", CPU)[0] == "fp32"
     precision, why = choose_precision("bf16", CPU)
     assert precision == "bf16" and ("slower than fp32" in why) == (not flags)
+    # a task whose bf16 was not shown to give fp32's answers stays fp32 under auto, saying why
+    precision, why = choose_precision("auto", CPU, task="vision", auto_bf16=False)
+    assert precision == "fp32" and ("not shown to give vision's held-out scores" in why) == bool(flags)
+    assert choose_precision("bf16", CPU, task="vision", auto_bf16=False)[0] == "bf16"
 
 
 def test_a_resume_keeps_the_runs_precision_and_fp16_needs_cuda(monkeypatch) -> None:
@@ -245,7 +249,8 @@ def test_a_resume_across_the_choice_of_auto_keeps_the_runs_precision(
     monkeypatch, tmp_path, modality, tiny_text_config, tiny_vision_config, one_torch_thread
 ) -> None:
     """A run started with ``auto`` on a bf16 CPU and resumed with ``auto`` on a CPU without it continues
-    in bf16, exactly as the uninterrupted bf16 run; results.json and config.yaml say bf16."""
+    in the precision it started in (text: bf16; vision, whose bf16 is not shown equal: fp32), exactly as
+    the uninterrupted run in that precision; results.json and config.yaml say which."""
     if modality == "text":
         from hardmix.text.config import build_text_config as build
         from hardmix.text.task import TextTask as task
@@ -268,18 +273,21 @@ def test_a_resume_across_the_choice_of_auto_keeps_the_runs_precision(
         d["train"].update(train)
         return build(d)
 
-    run_training(task, cfg(precision="bf16"), tmp_path / "whole")
+    expected = "bf16" if task.auto_bf16 else "fp32"
+    assert expected == {"text": "bf16", "vision": "fp32"}[modality]
+    run_training(task, cfg(precision=expected), tmp_path / "whole")
     monkeypatch.setattr(runtime_module, "cpu_bf16_flags", lambda: ("avx512_bf16",))
     part = run_training(task, cfg(precision="auto", stop_after_steps=2), tmp_path / "parts")
-    assert part["precision"] == "bf16" and not part["finished"]
+    assert part["precision"] == expected and not part["finished"]
     monkeypatch.setattr(runtime_module, "cpu_bf16_flags", lambda: ())  # "another machine"
     done = run_training(task, cfg(precision="auto"), tmp_path / "parts", resume=True)
-    assert done["finished"] and done["precision"] == "bf16"
+    assert done["finished"] and done["precision"] == expected
     whole, parts = _record(tmp_path / "whole"), _record(tmp_path / "parts")
-    assert parts[:2] == ("bf16", "bf16") and parts == whole
+    assert parts[:2] == (expected, expected) and parts == whole
     # an explicit other precision on --resume is refused, naming the key
+    other = "fp32" if expected == "bf16" else "bf16"
     with pytest.raises(ConfigError, match="train.precision"):
-        run_training(task, cfg(precision="fp32", stop_after_steps=4), tmp_path / "parts", resume=True)
+        run_training(task, cfg(precision=other, stop_after_steps=4), tmp_path / "parts", resume=True)
 
 
 # --------------------------------------------------------------------- evaluation stays float32
