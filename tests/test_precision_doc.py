@@ -56,7 +56,8 @@ def test_the_bf16_section_quotes_its_records() -> None:
         for p in ("fp32", "bf16"):
             for who, key in (("hardmix", f"hardmix {p}"), ("peer", f"{peer} {p}")):
                 v = t[key]
-                assert got[f"{who} {p}"] == f"{_ms(v['median_step_seconds'])} ({v['samples_per_second']:.1f}/s)"
+                rate = f"{v['samples_per_second']:.1f}/s"
+                assert got[f"{who} {p}"] == f"{_ms(v['median_step_seconds'])} ({rate})"
             assert got[f"hardmix / peer, {p}"] == f"{t[f'hardmix / {peer} ({p}, samples per second)']:.3f}"
         assert got["bf16 speed-up: hardmix, peer"] == (
             f"{t['hardmix bf16 speed-up']:.2f}x, {t[f'{peer} bf16 speed-up']:.2f}x")
