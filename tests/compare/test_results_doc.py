@@ -430,6 +430,9 @@ def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch
         quote = (f"{task}: {x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] (p_holm {x['p_holm']:.3f}; "
                  f"detectable {x['detectable']:.2f}): the interval lies {verdict} ±1 point")
         assert quote in section, task
+        readme = " ".join((ROOT / "README.md").read_text().split())
+        assert f"moves by {x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}], " + (
+            "inside ±1 point" if inside[task] else "which 5 seeds cannot bound to a point") in readme, task
     # the text claims: the same selected step in every seed, the scores equal but one seed's 0.01, and
     # the fp32 arm's scores are compare_cpu_full's SimCSE cells', seed for seed
     text = {arm: [json.loads((c / "results.json").read_text()) for c in _seed_cells(PRECISION, "text", arm)]
