@@ -303,7 +303,7 @@ def test_strategy_set_gives_arms_that_differ_in_a_setting(text_spec, tmp_path):
     cells = build_grid(parse_spec(spec), tmp_path / "out")
     assert {c.strategy: c.config["train"]["precision"] for c in cells} == {"fp32": "fp32", "bf16": "bf16"}
     for bad, message in (({"mochi": {"train.lr": 1.0}}, r"^strategy_set\.mochi: not one of the strategies"),
-                         ({"bf16": {"train.seed": 3}}, r"^strategy_set\.bf16\.train\.seed: expected a dotted"),
+                         ({"bf16": {"train.seed": 3}}, r"^strategy_set\.bf16\.train\.seed: expected a"),
                          ({"bf16": {"train.precision": "fp8"}}, "train.precision")):
         with pytest.raises(ConfigError, match=message):
             build_grid(parse_spec({**spec, "strategy_set": bad}), tmp_path / "out")
