@@ -42,8 +42,9 @@ class TrainSection:
             parts that ``--resume`` continues.
         seed: seeds initialization, data order and every random draw.
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
-        precision: ``auto`` (bf16 where the hardware computes it natively: a CUDA device with bf16, a CPU
-            with AVX512-BF16 or AMX; fp32 elsewhere; on ``--resume`` the run's own), ``fp32``, or ``bf16`` /
+        precision: ``auto`` (bf16 where the hardware computes it natively, a CUDA device with bf16 or a CPU
+            with AVX512-BF16 or AMX, and the task's bf16 was shown to give fp32's answers, its ``auto_bf16``;
+            fp32 elsewhere; on ``--resume`` the run's own), ``fp32``, or ``bf16`` /
             ``fp16`` autocast of the encoder's forward (fp16 on CUDA only, with a gradient scaler); the loss,
             the strategies, the queue and the optimizer's state stay float32. ``config.yaml`` and
             ``results.json`` record the precision used.
