@@ -72,8 +72,14 @@ def encode(
 
 
 def read_lines(stream: io.TextIOBase | Any) -> list[str]:
-    """Sentences from a text stream, one a line (line endings removed; blank lines kept as rows)."""
-    return [line.rstrip("\r\n") for line in stream]
+    r"""Sentences from a text stream, one a line (line endings removed; blank lines kept as rows): row i is
+    line i. Only ``\n`` ends a line (a ``\r\n`` ending loses its ``\r``); a lone ``\r`` inside a line is
+    part of it, so open the stream with ``newline="\n"`` (universal newlines would split the line there).
+
+    >>> read_lines(io.TextIOWrapper(io.BytesIO(b"a\rb\nc\r\n"), encoding="utf-8", newline="\n"))
+    ['a\rb', 'c']
+    """
+    return [line.removesuffix("\n").removesuffix("\r") for line in stream]
 
 
 def cli_main(args: argparse.Namespace) -> int:
@@ -82,7 +88,7 @@ def cli_main(args: argparse.Namespace) -> int:
     if out_path is None and sys.stdout.isatty():
         raise ValueError("encode: refusing to write a binary .npy array to a terminal; redirect standard "
                          "output (> embeddings.npy) or pass --output")
-    stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict")
+    stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict", newline="\n")
     try:
         sentences = read_lines(stdin)
     except UnicodeDecodeError as e:

@@ -205,7 +205,8 @@ class TrainConfig(TrainSection):
         schedule: ``cosine`` (MoCo-v2) or ``constant``.
         warmup_epochs: linear learning-rate warm-up (solo-learn: 10).
         seed: the seed of initialization, data order and augmentations.
-        channels_last: channels-last tensors on CUDA (ignored on CPU).
+        channels_last: channels-last tensors on CUDA (ignored on the CPU, where it measured slower for the
+            CPU configs' network in fp32 and bf16: ``docs/performance.md``, "bf16 against fp32").
     """
 
     epochs: int = field(default=200, metadata={"min": 1})

@@ -176,6 +176,21 @@ def test_encode_cli(tmp_path, tiny_text_config, monkeypatch, capsysbinary, one_t
     np.testing.assert_allclose(arr, encode(tmp_path / "run" / "best", sentences), atol=1e-5)
 
 
+def test_encode_cli_row_i_is_line_i(tmp_path, tiny_text_config, monkeypatch, capsysbinary, one_torch_thread):
+    """A lone carriage return inside a line is part of that line's sentence: ``printf 'a\rb\nc\r\n'`` gives
+    2 rows (universal newlines made it 3, shifting every row after it); a CRLF ending is a line ending."""
+    import io
+
+    from hardmix.text import encode
+
+    train(_cfg(tiny_text_config, train={"max_steps": 1}), tmp_path / "run")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a man\rsings .\nc\r\n")))
+    assert main(["encode", str(tmp_path / "run" / "best")]) == 0
+    arr = np.load(io.BytesIO(capsysbinary.readouterr().out))
+    assert arr.shape[0] == 2
+    np.testing.assert_allclose(arr, encode(tmp_path / "run" / "best", ["a man\rsings .", "c"]), atol=1e-5)
+
+
 def test_resume_after_a_crash(tmp_path, tiny_text_config, monkeypatch, one_torch_thread):
     """A run killed between checkpoints resumes from the last one; metrics logged after it are rewritten."""
     sections = dict(train={"max_steps": 9, "save_steps": 3})
