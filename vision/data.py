@@ -251,12 +251,12 @@ def decode_images(
     Returns:
         (images (N, 3, H, W) uint8, indices of ``paths`` kept, skipped paths).
     """
-    from PIL import Image
+    from hardmix.vision.images import decode_errors
 
     def one(path: str) -> np.ndarray | Exception:
         try:
             return _decode(path, resolution)
-        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        except decode_errors() as e:
             return e
 
     from tqdm.auto import tqdm

@@ -57,6 +57,16 @@ def check_mode(mode: str, path: str | os.PathLike[str] = "<image>") -> None:
                              "convert the file to 8-bit RGB, or remove it")
 
 
+def decode_errors() -> tuple[type[BaseException], ...]:
+    """What opening or decoding an image file raises for a file that cannot be used: PIL's OSError,
+    ValueError and SyntaxError, and its DecompressionBombError (a header that claims more than twice
+    ``Image.MAX_IMAGE_PIXELS`` pixels, a possible decompression bomb), which derives from none of them.
+    Every reader of image files catches these and says which file, in one line."""
+    from PIL import Image
+
+    return (OSError, ValueError, SyntaxError, Image.DecompressionBombError)
+
+
 def check_header(path: str | os.PathLike[str]) -> None:
     """:func:`check_mode` from the file's header alone (no pixel is decoded), so that a folder decoded
     image by image during training is checked before the first step.
@@ -122,5 +132,5 @@ def open_rgb(path: str | os.PathLike[str]) -> Any:
 
 __all__ = [
     "ACCEPTED_MODES", "BACKGROUND", "REFUSED_MODES", "ImageModeError", "check_header", "check_mode",
-    "open_rgb", "to_rgb",
+    "decode_errors", "open_rgb", "to_rgb",
 ]

@@ -117,13 +117,13 @@ class _TwoViews(torch.utils.data.Dataset):
         return len(self.paths)
 
     def __getitem__(self, item: tuple[int, int]) -> Batch:
-        from hardmix.vision.images import open_rgb
+        from hardmix.vision.images import decode_errors, open_rgb
 
         index, seed = item
         path = self.paths[index]
         try:
             img = open_rgb(path)
-        except (OSError, ValueError, SyntaxError) as e:
+        except decode_errors() as e:
             raise ImageDataError(f"cannot decode image {path}: {e} (set data.skip_corrupt: true)") from e
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -261,8 +261,14 @@ def _choose_pipeline(cfg: VisionConfig, images: ImageList, idx: Tensor) -> str:
     if res is None:
         from PIL import Image
 
-        with Image.open(images.paths[int(idx[0])]) as im:
-            w, h = im.size
+        from hardmix.vision.images import decode_errors
+
+        first = images.paths[int(idx[0])]
+        try:
+            with Image.open(first) as im:
+                w, h = im.size
+        except decode_errors() as e:
+            raise ImageDataError(f"cannot decode image {first}: {e} (set data.skip_corrupt: true)") from None
     else:
         w = h = res
     return "tensor" if idx.numel() * 3 * w * h <= cfg.data.cache_max_gb * 2**30 else "pil"
@@ -271,14 +277,14 @@ def _choose_pipeline(cfg: VisionConfig, images: ImageList, idx: Tensor) -> str:
 def _check_headers(paths: list[str]) -> None:
     """Every image the PIL pipeline will decode during training opens and has a mode it converts: read
     from the headers before the first step (the tensor pipeline decodes every image before it)."""
-    from hardmix.vision.images import ImageModeError, check_header
+    from hardmix.vision.images import ImageModeError, check_header, decode_errors
 
     for path in paths:
         try:
             check_header(path)
         except ImageModeError as e:
             raise ImageDataError(f"{e} (set data.skip_corrupt: true to skip such files)") from None
-        except (OSError, ValueError, SyntaxError) as e:
+        except decode_errors() as e:
             raise ImageDataError(f"cannot decode image {path}: {e} (set data.skip_corrupt: true)") from None
 
 

@@ -222,3 +222,42 @@ def test_a_refused_mode_stops_the_build_before_the_first_batch(pipeline: str, tm
         train={"batch_size": 8}))
     with pytest.raises(ImageDataError, match=r"odd\.tif: image mode LAB .*skip_corrupt"):
         build_train_data(cfg, torch.device("cpu"))
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims ``width`` x ``height`` pixels (its data hold one byte)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00"))
+            + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("pipeline", ["pil", "tensor"])
+def test_a_decompression_bomb_is_refused_naming_the_file(pipeline: str, tmp_path: Path) -> None:
+    """A PNG whose header claims 60000 x 60000 pixels (PIL's DecompressionBombError, which is not an
+    OSError) stops either pipeline's build with the one line that names the file, not a traceback."""
+    import torch
+
+    from hardmix.training.api import load_config_for
+    from hardmix.vision.pipeline import build_train_data
+    from tests.conftest import tiny_vision_config_dict
+
+    bomb = _png_claiming(60000, 60000)
+    with pytest.raises(Image.DecompressionBombError):  # the premise: what PIL raises for it
+        Image.open(__import__("io").BytesIO(bomb))
+    for c in range(2):
+        folder = tmp_path / "images" / "train" / f"c{c}"
+        folder.mkdir(parents=True)
+        for i in range(8):
+            Image.fromarray(_u8(32, 32, 3)).save(folder / f"{i}.png")
+    (tmp_path / "images" / "train" / "c1" / "zbomb.png").write_bytes(bomb)
+    cfg = load_config_for("vision", tiny_vision_config_dict(
+        tmp_path / "images", tmp_path / "cache", data={"num_workers": 0, "pipeline": pipeline},
+        train={"batch_size": 8}))
+    with pytest.raises(ImageDataError, match=r"cannot decode image .*zbomb\.png: .*decompression bomb"):
+        build_train_data(cfg, torch.device("cpu"))
