@@ -87,9 +87,15 @@ class HardMixLoss(nn.Module):
         return self.compute_loss_from_embeddings(embeddings, labels)
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> Tensor:
-        """The loss of (anchor, positive) embeddings, each (B, D)."""
+        """The loss of (anchor, positive) embeddings, each (B, D). A batch of one pair has no in-batch
+        negative: it contributes no loss (a zero that keeps the graph), as ``MultipleNegativesRankingLoss``'s
+        cross-entropy over one column does, so an epoch whose last batch holds one pair trains on."""
         z1, z2 = embeddings
-        if self.gather_across_devices and is_distributed() and world_size() > 1:
+        gathered = self.gather_across_devices and is_distributed() and world_size() > 1
+        if z1.shape[0] * (world_size() if gathered else 1) < 2:
+            self.last_output = None
+            return 0.0 * (z1.sum() + z2.sum())
+        if gathered:
             out = self.loss_fn.in_batch(z1, z2, gather_with_grad(z1), gather_with_grad(z2),
                                         offset=rank_offset(z1.shape[0]), step=self.steps)
         else:

@@ -105,3 +105,33 @@ def test_the_documented_example_trains(bert_mini_path, tmp_path, monkeypatch, on
     namespace: dict[str, object] = {}
     exec(block.replace("google/bert_uncased_L-4_H-256_A-4", str(bert_mini_path)), namespace)  # noqa: S102
     assert namespace["loss"].steps > 0 and torch.isfinite(namespace["loss"].last_output.loss)
+
+
+def test_a_last_batch_of_one_pair_contributes_no_loss(bert_mini_path, sentences, tmp_path, one_torch_thread):
+    """9 pairs at batch 8: the epoch's second batch holds one pair, which has no in-batch negative. It adds
+    no loss (as MultipleNegativesRankingLoss's cross-entropy over one column) instead of stopping the
+    trainer, and a zero that still back-propagates."""
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers import SentenceTransformerTrainingArguments as Args
+
+    from hardmix.text.losses import MixCSELoss
+
+    torch.manual_seed(0)
+    model = SentenceTransformer(str(bert_mini_path), device="cpu")
+    loss = MixCSELoss(model, lam=0.2, temperature=0.05)
+    values: list[torch.Tensor] = []
+    hook = loss.register_forward_hook(lambda m, i, out: values.append(out.detach().clone()))
+    args = Args(output_dir=str(tmp_path / "st"), num_train_epochs=1, per_device_train_batch_size=8,
+                learning_rate=1e-4, warmup_steps=0, save_strategy="no", report_to="none", use_cpu=True,
+                seed=0, dataloader_num_workers=0, disable_tqdm=True)
+    data = datasets.Dataset.from_dict({"anchor": sentences[:9], "positive": sentences[:9]})
+    try:
+        SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=loss).train()
+    finally:
+        hook.remove()
+    assert len(values) == 2 and float(values[0]) > 0.0 and float(values[1]) == 0.0
+    assert loss.steps == 1  # the strategies' schedules count the steps that had a loss
+    one = [torch.randn(1, 16, requires_grad=True), torch.randn(1, 16, requires_grad=True)]
+    zero = loss.compute_loss_from_embeddings(one)
+    zero.backward()
+    assert float(zero) == 0.0 and torch.equal(one[0].grad, torch.zeros(1, 16))
