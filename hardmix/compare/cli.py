@@ -164,35 +164,67 @@ def _launch(args, spec, cells, out, jobs, keep):  # noqa: ANN001, ANN202
 
 
 def _run_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa: ANN001
+    from hardmix.utils.checkpoint import atomic_write_text
+
+    if args.report_only:
+        return _report(spec, out, cells, tune, [])
+    fresh = not (out / SPEC_COPY).is_file() and not (out / "logs").exists()
+    atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
+    if args.launcher == "local":
+        print(f"hardmix: each cell's output is in {out / 'logs'}/", file=sys.stderr)
+    try:
+        return _launch_and_report(args, spec, out, cells, tune, jobs, keep)
+    except BaseException:
+        if fresh and args.launcher != "local":
+            _forget_unsubmitted(out)
+        raise
+
+
+def _forget_unsubmitted(out: Path) -> None:
+    """A new comparison whose launcher submitted nothing (``sbatch`` missing, refused): remove the two
+    things this run wrote, ``spec.yaml`` and the empty ``logs/``, so the folder is as it was and a rerun
+    is not taken for a comparison under way. Nothing else is touched."""
+    from hardmix.compare.launcher import RECORDS
+
+    if (out / RECORDS).exists():
+        return  # some job was submitted: the comparison exists
+    (out / SPEC_COPY).unlink(missing_ok=True)
+    logs = out / "logs"
+    if logs.is_dir() and not any(logs.iterdir()):
+        logs.rmdir()
+
+
+def _launch_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa: ANN001
     from hardmix.compare.grid import build_grid
+    from hardmix.compare.tuning import best_points
+
+    failed = []
+    if tune:
+        failed = _launch(args, spec, tune, out, jobs, keep)
+        if failed is None:
+            return 0  # the jobs run on: --status follows them, --resume then runs the evaluation cells
+        best = best_points(spec, tune)
+        if best is None:
+            for cell, log in failed:
+                print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
+            raise RunError(f"{out}: tuning did not finish, so no strategy has its best point yet; fix "
+                           "the failed cells and rerun with --resume")
+        cells = build_grid(spec, out, check_data=False, points=best)
+    launched = _launch(args, spec, cells, out, jobs, keep)
+    if launched is None:
+        return 0  # the jobs run on: --status follows them, --report-only reports
+    failed += launched
+    for cell, log in failed:
+        print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
+    return _report(spec, out, cells, tune, failed)
+
+
+def _report(spec, out, cells, tune, failed) -> int:  # noqa: ANN001
     from hardmix.compare.plots import make_plots
     from hardmix.compare.report import write_csv, write_html, write_json, write_markdown
     from hardmix.compare.summary import cross_table, per_task_table, summarize, text_table
-    from hardmix.compare.tuning import best_points, tuning_table
-    from hardmix.utils.checkpoint import atomic_write_text
+    from hardmix.compare.tuning import tuning_table
 
-    failed = []
-    if not args.report_only:
-        atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
-        if args.launcher == "local":
-            print(f"hardmix: each cell's output is in {out / 'logs'}/", file=sys.stderr)
-        if tune:
-            failed = _launch(args, spec, tune, out, jobs, keep)
-            if failed is None:
-                return 0  # the jobs run on: --status follows them, --resume then runs the evaluation cells
-            best = best_points(spec, tune)
-            if best is None:
-                for cell, log in failed:
-                    print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
-                raise RunError(f"{out}: tuning did not finish, so no strategy has its best point yet; fix "
-                               "the failed cells and rerun with --resume")
-            cells = build_grid(spec, out, check_data=False, points=best)
-        launched = _launch(args, spec, cells, out, jobs, keep)
-        if launched is None:
-            return 0  # the jobs run on: --status follows them, --report-only reports
-        failed += launched
-        for cell, log in failed:
-            print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
     corrupt = [c for c in cells if c.status() == "corrupt"]
     for c in corrupt:
         print(f"hardmix: {c.label}: corrupt results.json, left out (rerun with --resume to run it again)",

@@ -234,3 +234,23 @@ def test_a_requeued_job_clears_the_lock_its_killed_run_left_on_another_node(tmp_
     assert not clear_own_lock(run, records, "text/none/seed2", "981") and lock.is_file()  # another cell's
     assert clear_own_lock(run, records, "text/none/seed1", "981") and not lock.exists()  # its own
     assert not clear_own_lock(run, records, "text/none/seed1", "981")  # no lock: nothing to do
+
+
+def test_a_launcher_that_cannot_submit_leaves_no_comparison_behind(text_spec, tmp_path, capsys):
+    """``--launcher slurm`` where nothing can be submitted (no ``sbatch`` here): one line naming the failure,
+    and the folder is left as it was (no ``spec.yaml``, no ``logs/``), so a plain rerun, here or with another
+    launcher, is not refused as "holds a comparison already"."""
+    path = _write(text_spec, tmp_path / "spec.yaml")
+    out = tmp_path / "cmp"
+    env_path = os.environ.get("PATH", "")
+    os.environ["PATH"] = str(tmp_path / "no-bin")  # no sbatch to be found
+    try:
+        errors = []
+        for _ in range(2):  # the rerun meets the same failure, not "holds a comparison already"
+            assert cli(["compare", path, "--output", str(out), "--launcher", "slurm"]) != 0
+            errors.append(capsys.readouterr().err.strip().splitlines()[-1])
+            assert not (out / "spec.yaml").exists() and not (out / "logs").exists()
+    finally:
+        os.environ["PATH"] = env_path
+    assert errors[0].startswith("hardmix: error:") and errors[1] == errors[0]
+    assert "holds a comparison already" not in errors[1]
