@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 PRECISIONS = ("fp32", "bf16")
 STEP_RUNS = {
@@ -75,7 +77,6 @@ def step_times(run: Path, skip: int) -> list[float]:
 
 def steps(task: str, n_steps: int, rounds: int, skip: int, threads: int, tmp: Path) -> dict[str, object]:
     config, sets = STEP_RUNS[task]
-    batch = 64
     times: dict[str, list[float]] = {p: [] for p in PRECISIONS}
     for r in range(rounds):
         order = PRECISIONS if r % 2 == 0 else PRECISIONS[::-1]  # alternated: ABBA...
@@ -96,6 +97,7 @@ def steps(task: str, n_steps: int, rounds: int, skip: int, threads: int, tmp: Pa
                 out,
             )
             times[precision] += step_times(out, skip)
+    batch = yaml.safe_load((out / "config.yaml").read_text())["train"]["batch_size"]  # the runs' own
     medians = {p: statistics.median(t) for p, t in times.items()}
     return {
         "config": config,

@@ -169,10 +169,10 @@ class MoCo(nn.Module):
         all_ids = self.queue.ids.clone()
         queue_ids = all_ids if mask_same_sample else None
         query_ids = ids if mask_same_sample else None
-        q1, k2 = q1.float(), k2.float()  # the loss upcasts too; the queue keeps float32 keys
         loss_gen = generator_on(generator, q1.device)
+        # the loss computes in float32 with autocast off (ContrastiveLoss); the queue takes float32 keys
         outputs = [loss_fn.queue(q1, k2, queue, query_ids, queue_ids, step=step, generator=loss_gen)]
-        if symmetric:  # the loss computes in float32 with autocast off (ContrastiveLoss)
+        if symmetric:
             outputs.append(loss_fn.queue(q2, k1, queue, query_ids, queue_ids, step=step, generator=loss_gen))
         loss = sum(o.loss for o in outputs) / len(outputs)
         new_keys = torch.cat([k2, k1]) if symmetric else k2

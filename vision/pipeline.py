@@ -106,6 +106,11 @@ class TensorBatches(Batches):
             yield self.batch(step)
 
 
+def undecodable(path: str, error: BaseException) -> ImageDataError:
+    """The one-line error of an image file the PIL pipeline cannot open or decode."""
+    return ImageDataError(f"cannot decode image {path}: {error} (set data.skip_corrupt: true)")
+
+
 class _TwoViews(torch.utils.data.Dataset):
     """Two views of one image, seeded per (sample, step) so that workers do not change the result."""
 
@@ -124,7 +129,7 @@ class _TwoViews(torch.utils.data.Dataset):
         try:
             img = open_rgb(path)
         except decode_errors() as e:
-            raise ImageDataError(f"cannot decode image {path}: {e} (set data.skip_corrupt: true)") from e
+            raise undecodable(path, e) from e
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             return self.transform(img), self.transform(img), torch.tensor(index)
@@ -268,7 +273,7 @@ def _choose_pipeline(cfg: VisionConfig, images: ImageList, idx: Tensor) -> str:
             with Image.open(first) as im:
                 w, h = im.size
         except decode_errors() as e:
-            raise ImageDataError(f"cannot decode image {first}: {e} (set data.skip_corrupt: true)") from None
+            raise undecodable(first, e) from None
     else:
         w = h = res
     return "tensor" if idx.numel() * 3 * w * h <= cfg.data.cache_max_gb * 2**30 else "pil"
@@ -285,7 +290,7 @@ def _check_headers(paths: list[str]) -> None:
         except ImageModeError as e:
             raise ImageDataError(f"{e} (set data.skip_corrupt: true to skip such files)") from None
         except decode_errors() as e:
-            raise ImageDataError(f"cannot decode image {path}: {e} (set data.skip_corrupt: true)") from None
+            raise undecodable(path, e) from None
 
 
 def build_train_data(cfg: VisionConfig, device: torch.device, rank: int = 0, world: int = 1) -> TrainData:

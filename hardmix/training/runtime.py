@@ -140,8 +140,6 @@ def choose_precision(asked: str, device: torch.device, saved: str | None = None,
     if asked == "fp16" and device.type != "cuda":
         used = " (the resumed run used it)" if resumed else ""
         raise ConfigError(f"train.precision: fp16 needs CUDA{used}; on the CPU use bf16 or fp32")
-    if resumed and asked != "bf16":
-        return asked, "train.precision: auto, resumed: the precision the run started with"
     if device.type == "cuda":
         native = torch.cuda.is_bf16_supported()
         where = f"the CUDA device {torch.cuda.get_device_name(device)}"
@@ -151,13 +149,11 @@ def choose_precision(asked: str, device: torch.device, saved: str | None = None,
         where = f"this CPU ({', '.join(flags)})" if flags else "this CPU (no avx512_bf16 or amx_bf16 flag)"
     if asked == "bf16" and device.type == "cuda" and not native:
         raise ConfigError(f"train.precision: bf16 is not supported by {where}; use fp16 or fp32")
-    if resumed:
-        return asked, "train.precision: auto, resumed: the precision the run started with" + (
-            "" if native else f"; {where} emulates bfloat16: expect it slower than fp32")
     if asked != "auto":
+        why = ("train.precision: auto, resumed: the precision the run started with" if resumed
+               else f"train.precision: {asked}")
         slow = asked == "bf16" and not native
-        return asked, f"train.precision: {asked}" + (
-            f"; {where} emulates bfloat16: expect it slower than fp32" if slow else "")
+        return asked, why + (f"; {where} emulates bfloat16: expect it slower than fp32" if slow else "")
     if native and not auto_bf16:
         return "fp32", (f"train.precision: auto; {where} computes bfloat16 natively, but bf16 is not shown "
                         f"to give {task or 'this task'}'s held-out scores within a point of fp32's "
