@@ -260,7 +260,7 @@ def build_grid(
         score_sets: list[str] | None = None
         for strategy in task.strategies or spec.strategies:
             point = (points or {}).get((task.name, strategy))
-            for seed in spec.seeds:
+            for seed in task.seeds:
                 run_dir = output / "runs" / task.name / strategy / f"seed{seed}"
                 if score_sets is None:
                     _, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point)

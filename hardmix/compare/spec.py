@@ -19,6 +19,7 @@
         strategy_args:                  # this task's arguments for a strategy, merged into its entries
           mochi: {n_hard: 48, n_pair: 48, n_query: 16}
         strategies: [none, mixcse, mochi]   # optional: the task runs only these (default: all)
+        seeds: [1, 2, 3, 4, 5]          # optional: this task's evaluation seeds (default: the spec's)
       vision:
         config: configs/vision/cpu_mocov2_cifar10.yaml
         set: {data.max_samples: 2000}
@@ -47,7 +48,7 @@ from hardmix.errors import ConfigError
 SPEC_KEYS = ("seeds", "baseline", "strategies", "strategy_set", "tasks", "output", "jobs", "tune", "launcher")
 TASK_KEYS = (
     "task", "config", "set", "score", "allow_selection_score", "secondary", "strategy_args", "strategies",
-    "launcher",
+    "launcher", "seeds",
 )
 # What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
 # new cells run), how many cells run at once, where the folder is and how cells are launched.
@@ -70,6 +71,8 @@ class TaskSpec:
         secondary: further reported scores (None: the task's other held-out scores).
         strategy_args: strategy name -> arguments merged into that strategy's entries for this task.
         strategies: the names of the strategies this task runs (None: every one).
+        seeds: this task's evaluation seeds (the spec's ``seeds`` unless the task gives its own: cheap
+            cells can have more seeds than costly ones).
     """
 
     name: str
@@ -81,6 +84,7 @@ class TaskSpec:
     secondary: list[str] | None = None
     strategy_args: dict[str, dict[str, Any]] = field(default_factory=dict)
     strategies: list[str] | None = None
+    seeds: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -166,15 +170,7 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
     for key in ("seeds", "strategies", "tasks"):
         if key not in data:
             raise ConfigError(f"{where}{key}: missing")
-    seeds = data["seeds"]
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
-    ):
-        raise ConfigError(f"{where}seeds: expected a list of non-negative integers, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{where}seeds: {seeds} repeats a seed")
+    seeds = _parse_seeds(data["seeds"], f"{where}seeds")
     strategies = data["strategies"]
     if not isinstance(strategies, dict) or not strategies:
         raise ConfigError(f"{where}strategies: expected a mapping of names to loss.strategies lists")
@@ -267,6 +263,7 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
             secondary=None if secondary is None else list(secondary),
             strategy_args=args,
             strategies=None if only is None else [str(n) for n in only],
+            seeds=_parse_seeds(t["seeds"], f"{where}{key}.seeds") if "seeds" in t else list(seeds),
         )
     jobs = data.get("jobs", 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -285,6 +282,19 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
         strategy_set={n: [f"{k}={override_value(v)}" for k, v in sets.items()]
                       for n, sets in strategy_set.items()},
     )
+
+
+def _parse_seeds(seeds: Any, key: str) -> list[int]:
+    """A list of distinct non-negative integer seeds, or a ConfigError naming ``key``."""
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
+    ):
+        raise ConfigError(f"{key}: expected a list of non-negative integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{key}: {seeds} repeats a seed")
+    return list(seeds)
 
 
 def _parse_tune(
@@ -357,7 +367,7 @@ def _parse_tune(
                 f"{where}tune.grid: the strategies' grids differ in size ({shown} points): give each as "
                 "many points, or set tune.equal_budget: false (the report then shows the unequal budgets)"
             )
-    overlap = sorted(set(tseeds) & set(seeds))
+    overlap = sorted(set(tseeds) & set(seeds).union(*(t.seeds for t in tasks.values())))
     if overlap:
         raise ConfigError(
             f"{where}tune.seeds: {overlap[0]} is also an evaluation seed; tuning seeds must be their own"
@@ -402,6 +412,13 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     []
     >>> spec_differences(old, {**old, "seeds": [1], "tasks": {"t": {"score": "b"}}})
     ['seeds (seed 2 removed)', 'tasks.t.score']
+
+    A task may be given more seeds than the spec's, not fewer:
+
+    >>> spec_differences(old, {**old, "tasks": {"t": {"score": "a", "seeds": [1, 2, 3]}}})
+    []
+    >>> spec_differences(old, {**old, "tasks": {"t": {"score": "a", "seeds": [2, 3]}}})
+    ['tasks.t.seeds (seed 1 removed)']
 
     A strategy added with its task arguments extends the comparison; arguments for one it had do not:
 
@@ -449,6 +466,14 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                     continue
                 for k in sorted(set(ta) | set(tb)):
                     va, vb = ta.get(k), tb.get(k)
+                    if k == "seeds":  # the task's own seeds, or the spec's: seeds may be added, not removed
+                        va, vb = ta.get(k, old.get("seeds")), tb.get(k, new.get("seeds"))
+                        if not isinstance(va, list) or not isinstance(vb, list):
+                            changed.append(f"tasks.{name}.seeds")
+                        elif any(s not in vb for s in va):
+                            gone = next(s for s in va if s not in vb)
+                            changed.append(f"tasks.{name}.seeds (seed {gone} removed)")
+                        continue
                     if k == "strategy_args" and isinstance(vb, dict) and isinstance(va or {}, dict):
                         va = {**(va or {}), **{n: v for n, v in vb.items() if n not in old_names}}
                     if k == "strategies" and isinstance(va, list) and isinstance(vb, list):

@@ -143,7 +143,7 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
         for strategy in task.strategies or spec.strategies:
             recs = {
                 seed: records[(task.name, strategy, seed)]
-                for seed in spec.seeds
+                for seed in task.seeds
                 if (task.name, strategy, seed) in records
             }
             # A score the run wrote as NaN (null) is kept as NaN and stated; one it never wrote is missing.
@@ -181,7 +181,8 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
             "task": task.task,
             "score": task.score,
             "strategies": per,
-            "paired": paired_table(per, spec.baseline, spec.seeds),
+            "seeds": task.seeds,
+            "paired": paired_table(per, spec.baseline, task.seeds),
             "selection_metric": selection,
             "score_is_selection": task.score == selection,
             "allow_selection_score": bool(getattr(task, "allow_selection_score", False)),

@@ -324,3 +324,31 @@ def test_the_committed_comparisons_keep_the_precision_they_were_recorded_in():
             (root / "configs/compare" / f"{name}.yaml").read_text())
         configs = list(folder.glob("**/config.yaml"))
         assert configs and {yaml.safe_load(c.read_text())["train"]["precision"] for c in configs} == {"fp32"}
+
+
+def test_a_task_may_have_its_own_seeds(text_spec, tmp_path):
+    """``tasks.<t>.seeds``: cheap tasks can have more seeds than costly ones; the cells, the tuning-seed
+    check and ``--resume``'s check (added seeds only) follow each task's own list."""
+    from hardmix.compare.spec import spec_differences
+
+    spec = copy.deepcopy(text_spec)
+    spec["tasks"]["more"] = {**spec["tasks"]["text"], "task": "text", "seeds": [1, 2, 3]}
+    parsed = parse_spec(spec)
+    assert parsed.tasks["text"].seeds == [1] and parsed.tasks["more"].seeds == [1, 2, 3]
+    cells = build_grid(parsed, tmp_path / "out", check_data=False)
+    assert sorted((c.task.name, c.seed) for c in cells) == [("more", 1), ("more", 2), ("more", 3),
+                                                           ("text", 1)]
+    for bad, message in (([3, 3], r"tasks\.more\.seeds: \[3, 3\] repeats a seed"),
+                         ([], r"tasks\.more\.seeds: expected a list of non-negative integers")):
+        with pytest.raises(ConfigError, match=message):
+            parse_spec({**spec, "tasks": {**spec["tasks"], "more": {**spec["tasks"]["more"], "seeds": bad}}})
+    tuned = {**spec, "tune": {"seeds": [3], "grid": {"none": {"loss.temperature": [0.05]}}}}
+    with pytest.raises(ConfigError, match="tune.seeds: 3 is also an evaluation seed"):
+        parse_spec(tuned)
+    fewer = copy.deepcopy(spec)
+    fewer["tasks"]["more"]["seeds"] = [1, 2]
+    assert spec_differences(spec, fewer) == ["tasks.more.seeds (seed 3 removed)"]
+    assert spec_differences(text_spec, spec) == ["tasks.more (added)"]
+    own = copy.deepcopy(text_spec)
+    own["tasks"]["text"]["seeds"] = [1, 4]  # the spec's [1] and one added
+    assert spec_differences(text_spec, own) == []
