@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from hardmix.compare.grid import Cell
+from hardmix.compare.summary import verdict_label
 from hardmix.training.metrics import read_metrics
 
 DYNAMICS = (
@@ -122,9 +123,11 @@ def _save(fig: Any, path: Path, dpi: int = 110) -> Path:
 
 def plot_forest(summary: dict[str, Any], path: Path) -> Path:
     """The answer: per task, each strategy's paired difference from the baseline (point) with its 95%
-    interval (line), a zero line, filled points where significant after Holm's correction; on the right
-    each row's p_holm and verdict. Comparisons without an interval (too few seeds, no spread) are drawn
-    as a cross at their mean; NaN ones are named on the right only."""
+    t-interval (line; each interval on its own, not corrected for the family), a zero line, filled points
+    where significant after Holm's correction (so a filled point's interval may touch zero, and an open
+    one's may not); on the right each row's p_holm and verdict (:func:`~hardmix.compare.summary.
+    verdict_label`). Comparisons without an interval (too few seeds, no spread) are drawn as a cross at
+    their mean; NaN ones are named on the right only. The legend says all of this."""
     plt = _pyplot()
     tasks = list(summary["tasks"])
     col = colours(_strategies(summary))
@@ -146,7 +149,7 @@ def plot_forest(summary: dict[str, Any], path: Path) -> Path:
             elif _finite(p.get("mean")):
                 ax.plot(p["mean"], y, "x", ms=8, color=col[s], mew=2)
             holm = p.get("p_holm")
-            label = p["verdict"] if not _finite(holm) else f"p_holm {holm:.3f}  {p['verdict']}"
+            label = verdict_label(p) if not _finite(holm) else f"p_holm {holm:.3f}  {verdict_label(p)}"
             ax.text(1.02, y, label, transform=ax.get_yaxis_transform(), va="center", fontsize=9,
                     fontweight="bold" if significant else "normal")
         ax.axvline(0.0, color="black", lw=1, zorder=0)
@@ -155,15 +158,19 @@ def plot_forest(summary: dict[str, Any], path: Path) -> Path:
         ax.grid(axis="x", alpha=0.3)
         unit = score_unit(t["score"], difference=True)
         ax.set_xlabel(f"{t['score']} − {summary['baseline']} ({unit}); higher is better")
-        ax.set_title(f"{task}: paired difference from {summary['baseline']}, 95% interval", fontsize=10)
+        ax.set_title(f"{task}: paired difference from {summary['baseline']}, 95% interval (uncorrected)",
+                     fontsize=10)
     handles = [
-        plt.Line2D([], [], marker="o", color="grey", mfc="grey", ls="-", label="significant (p_holm < 0.05)"),
-        plt.Line2D([], [], marker="o", color="grey", mfc="white", mew=2, ls="-", label="not significant"),
+        plt.Line2D([], [], marker="o", color="grey", mfc="grey", ls="-",
+                   label="filled: significant after Holm (p_holm < 0.05)"),
+        plt.Line2D([], [], marker="o", color="grey", mfc="white", mew=2, ls="-",
+                   label="open: not significant"),
         plt.Line2D([], [], marker="x", color="grey", ls="", mew=2, label="no interval (see verdict)"),
     ]
     fig.tight_layout()
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=9,
-               frameon=False)
+               frameon=False, title="lines: 95% t-intervals, each uncorrected; points filled by the "
+               "Holm-corrected test", title_fontsize=8)
     return _save(fig, path)
 
 

@@ -19,6 +19,7 @@ import yaml
 
 from hardmix.compare.stats import ALPHA, FEW_SEEDS, NAN_SCORE, NO_SPREAD, TOO_FEW
 from hardmix.compare.summary import (
+    T_TEST_ONLY,
     cell_count,
     markdown_table,
     per_task_table,
@@ -54,6 +55,17 @@ def notes(summary: dict[str, Any]) -> list[str]:
         "Holm-adjusted over the comparisons of each task, and a difference is called better or worse only "
         f"when p_holm < {ALPHA}, else n.s. (not significant)."
     ]
+    exact_min = sorted({(p["n"], p["p_exact_min"]) for t in summary["tasks"].values()
+                        for p in t["paired"].values() if p.get("p_exact_min") is not None
+                        and math.isfinite(p["p_exact_min"])})
+    if exact_min:
+        reach = ", ".join(f"{m:.4g} at n = {n}" for n, m in exact_min)
+        out.append(
+            "Beside it, the exact sign-flip test (p_exact, Holm-adjusted over the same family: p_exact_holm) "
+            "assumes nothing of the differences' distribution; it cannot go below 2 / 2^n whatever the "
+            f"differences ({reach}). A verdict marked {T_TEST_ONLY} holds under the t-test, which assumes "
+            "normal differences, but not under the exact test."
+        )
     ns = sorted({p["n"] for t in summary["tasks"].values() for p in t["paired"].values() if p["n"] >= 2})
     few = [n for n in ns if n < FEW_SEEDS]
     if few:
@@ -131,8 +143,8 @@ def write_markdown(summary: dict[str, Any], path: Path) -> Path:
 def write_csv(summary: dict[str, Any], path: Path) -> Path:
     buf = io.StringIO()
     w = csv.writer(buf)
-    keys = ["mean", "ci_low", "ci_high", "p_value", "p_holm", "effect_size", "min_detectable_difference",
-            "verdict"]
+    keys = ["mean", "ci_low", "ci_high", "p_value", "p_holm", "p_exact", "p_exact_holm", "effect_size",
+            "min_detectable_difference", "verdict"]
     w.writerow(["task", "score", "strategy", "n", "mean", "std", "sampling_se", "diff", *keys[1:],
                 "wall_seconds_mean"])
     for task, t in summary["tasks"].items():

@@ -12,9 +12,17 @@ For seeds s = 1..n with scores x_s (strategy) and y_s (baseline), the difference
 - ``min_detectable_difference``: the difference the paired t-test would detect with 80% power at
   alpha = 0.05 (two-sided, one comparison) with these n seeds, assuming the differences' standard deviation
   is the observed ``sd``: the effect size solved by :class:`statsmodels.stats.power.TTestPower`, times
-  ``sd``. Holm's correction tests the smallest p-value at 0.05 / m, so within a family of m it is larger.
+  ``sd``. Holm's correction tests the smallest p-value at 0.05 / m, so within a family of m it is larger;
+- ``p_exact``: the exact sign-flip (permutation) test's two-sided p-value, which assumes no distribution of
+  the differences: under the null each d_s is as likely to have either sign, so the 2^n sign patterns are
+  equally likely, and p is the fraction whose |sum| is at least the observed one (ties count as at least as
+  extreme; :func:`scipy.stats.permutation_test`, every pattern enumerated). It cannot go below
+  ``p_exact_min`` = 2 / 2^n (n = 5: 0.0625; n = 10: 0.002), whatever the differences; ``p_exact_holm`` is
+  its Holm adjustment over the same family.
 
 The verdict is "better" or "worse" only when ``p_holm`` < ``alpha``, else "n.s." (not significant).
+:func:`exact_test_agrees` says whether the exact test's ``p_exact_holm`` is below ``alpha`` too; a verdict
+that rests on the t-test alone (on the normality of the differences) is labelled so in every table.
 Degenerate inputs are stated as what they are, never as significant: "too few seeds" (fewer than 2 pairs:
 no test), "NaN score" (a score is NaN or infinite: no statistic is computed), "no spread" (every
 difference is the same, up to floating-point rounding: the t-test is undefined; ``mean`` is still given).
@@ -28,6 +36,11 @@ Example:
     (2.0, 'n.s.')
     >>> paired_difference([1.0, 2.0], [0.0, 1.0]).verdict
     'no spread'
+
+    Three seeds, all better: the t-test says so, the exact test cannot (2 / 2^3 = 0.25 at best):
+
+    >>> d.p_exact, d.p_exact_min, exact_test_agrees(d)
+    (0.25, 0.25, False)
 """
 
 from __future__ import annotations
@@ -66,6 +79,9 @@ class PairedDifference:
         min_detectable_difference: the difference detected with 80% power at alpha 0.05 with n seeds and
             this ``sd`` (NaN without a test).
         p_holm: the Holm-adjusted p-value within the task's family of comparisons (NaN without a test).
+        p_exact: the exact sign-flip test's two-sided p-value (NaN for NaN scores or fewer than 2 pairs).
+        p_exact_holm: ``p_exact`` Holm-adjusted within the task's family.
+        p_exact_min: the smallest ``p_exact`` that n pairs can give, 2 / 2^n.
     """
 
     mean: float
@@ -78,6 +94,9 @@ class PairedDifference:
     effect_size: float = math.nan
     min_detectable_difference: float = math.nan
     p_holm: float = math.nan
+    p_exact: float = math.nan
+    p_exact_holm: float = math.nan
+    p_exact_min: float = math.nan
 
     @property
     def tested(self) -> bool:
@@ -90,6 +109,30 @@ def verdict_for(mean: float, p: float, alpha: float = ALPHA) -> str:
     if p < alpha:
         return "better" if mean > 0 else "worse"
     return NOT_SIGNIFICANT
+
+
+def sign_flip_p(differences: np.ndarray) -> float:
+    """The exact two-sided sign-flip p-value of paired differences ``(n,)``: every one of the 2^n sign
+    patterns enumerated (:func:`scipy.stats.permutation_test`, ``permutation_type="samples"`` swaps each
+    pair, which flips its difference's sign), the statistic their mean.
+
+    >>> sign_flip_p(np.array([1.0, 2.0, 3.0, 4.0]))   # only all-plus and all-minus are as extreme
+    0.125
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    if d.size > 20:
+        raise ValueError(f"the exact sign-flip test enumerates 2^n patterns: n = {d.size} is too many")
+    result = stats.permutation_test(
+        (d, np.zeros_like(d)), lambda a, b, axis: np.mean(a - b, axis=axis), vectorized=True,
+        permutation_type="samples", n_resamples=np.inf, alternative="two-sided",
+    )
+    return float(min(1.0, result.pvalue))
+
+
+def exact_test_agrees(d: PairedDifference, alpha: float = ALPHA) -> bool:
+    """Whether the exact sign-flip test, Holm-adjusted like the t-test, also finds the difference
+    (``p_exact_holm`` < ``alpha``)."""
+    return math.isfinite(d.p_exact_holm) and d.p_exact_holm < alpha
 
 
 @functools.lru_cache(maxsize=256)
@@ -124,14 +167,16 @@ def paired_difference(
     if n < 2:
         return PairedDifference(float(d.mean()) if n else nan, nan, nan, nan, n, TOO_FEW)
     mean, sd = float(d.mean()), float(d.std(ddof=1))
+    exact = sign_flip_p(d)
+    exact_fields = {"p_exact": exact, "p_exact_holm": exact, "p_exact_min": 2.0 / 2**n}
     scale = max(1.0, float(np.abs(x).max()), float(np.abs(y).max()))
     if sd <= _RELATIVE_SPREAD * scale:
-        return PairedDifference(mean, nan, nan, nan, n, NO_SPREAD, sd=sd)
+        return PairedDifference(mean, nan, nan, nan, n, NO_SPREAD, sd=sd, **exact_fields)
     p = float(stats.ttest_rel(x, y).pvalue)
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
     return PairedDifference(
         mean, mean - half, mean + half, p, n, verdict_for(mean, p, alpha), sd=sd, effect_size=mean / sd,
-        min_detectable_difference=min_detectable_effect(n, alpha) * sd, p_holm=p,
+        min_detectable_difference=min_detectable_effect(n, alpha) * sd, p_holm=p, **exact_fields,
     )
 
 
@@ -147,6 +192,11 @@ def holm_adjusted(family: dict[str, PairedDifference], alpha: float = ALPHA) -> 
         adjusted = multipletests([family[k].p_value for k in tested], alpha=alpha, method="holm")[1]
         for k, p in zip(tested, adjusted):
             out[k] = replace(family[k], p_holm=float(p), verdict=verdict_for(family[k].mean, float(p), alpha))
+    exact = [k for k in tested if math.isfinite(family[k].p_exact)]  # the same family as the t-test's
+    if exact:
+        adjusted = multipletests([family[k].p_exact for k in exact], alpha=alpha, method="holm")[1]
+        for k, p in zip(exact, adjusted):
+            out[k] = replace(out[k], p_exact_holm=float(p))
     return out
 
 
@@ -165,9 +215,11 @@ __all__ = [
     "PairedDifference",
     "SIGNIFICANT",
     "TOO_FEW",
+    "exact_test_agrees",
     "holm_adjusted",
     "mean_std",
     "min_detectable_effect",
     "paired_difference",
+    "sign_flip_p",
     "verdict_for",
 ]

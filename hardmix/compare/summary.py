@@ -18,7 +18,7 @@ from typing import Any
 
 from hardmix.compare.grid import Cell
 from hardmix.compare.spec import CompareSpec
-from hardmix.compare.stats import holm_adjusted, mean_std, paired_difference
+from hardmix.compare.stats import ALPHA, SIGNIFICANT, holm_adjusted, mean_std, paired_difference
 from hardmix.training.metrics import read_metrics
 from hardmix.training.results import ResultsError, read_results
 
@@ -218,17 +218,37 @@ def _p(x: Any) -> str:
     return "<0.001" if x < 0.001 else f"{x:.3f}"
 
 
+T_TEST_ONLY = "(t-test only)"
+
+
+def verdict_label(p: dict[str, Any]) -> str:
+    """A comparison's verdict as the tables show it: the t-test's (Holm), marked ``(t-test only)`` when
+    the exact sign-flip test (Holm) does not find it too.
+
+    >>> verdict_label({"verdict": "better", "p_exact_holm": 0.0625})
+    'better (t-test only)'
+    >>> verdict_label({"verdict": "better", "p_exact_holm": 0.004}), verdict_label({"verdict": "n.s."})
+    ('better', 'n.s.')
+    """
+    v = p["verdict"]
+    exact = p.get("p_exact_holm")
+    if v in SIGNIFICANT and "p_exact_holm" in p and not (exact is not None and exact < ALPHA):
+        return f"{v} {T_TEST_ONLY}"
+    return v
+
+
 def verdict_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The answer: one row per task and strategy: the paired difference from the baseline with its 95%
-    interval, the p-value, the Holm-adjusted p-value and the verdict (which follows ``p_holm``)."""
+    interval, the t-test's p-value and its Holm adjustment, the exact sign-flip test's and its Holm
+    adjustment, and the verdict (which follows ``p_holm``; :func:`verdict_label`)."""
     head = ["task", "score", "strategy", f"Δ vs {summary['baseline']} [95% CI]", "n", "p", "p_holm",
-            "verdict"]
+            "p_exact", "p_exact_holm", "verdict"]
     rows = []
     for task, t in summary["tasks"].items():
         for strategy, p in t["paired"].items():
             rows.append(
                 [task, t["score"], strategy, _interval(p), str(p["n"]), _p(p["p_value"]),
-                 _p(p.get("p_holm")), p["verdict"]]
+                 _p(p.get("p_holm")), _p(p.get("p_exact")), _p(p.get("p_exact_holm")), verdict_label(p)]
             )
     return head, rows
 
@@ -244,7 +264,7 @@ def cross_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         cells = []
         for t in tasks:
             p = summary["tasks"][t]["paired"].get(s)
-            text = f"{_interval(p)} p_holm={_p(p.get('p_holm'))} {p['verdict']}" if p else "(not run)"
+            text = f"{_interval(p)} p_holm={_p(p.get('p_holm'))} {verdict_label(p)}" if p else "(not run)"
             cells.append(text)
         rows.append([s, *cells])
     return head, rows
@@ -261,6 +281,7 @@ def per_task_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[
         f"Δ vs {summary['baseline']} [95% CI]",
         "p",
         "p_holm",
+        "p_exact_holm",
         "effect size",
         "MDD (80%)",
         "eval SE",
@@ -278,10 +299,11 @@ def per_task_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[
                 _interval(p) if p else "(baseline)",
                 _p(p["p_value"]) if p else "",
                 _p(p.get("p_holm")) if p else "",
+                _p(p.get("p_exact_holm")) if p else "",
                 _fmt(p.get("effect_size")) if p else "",
                 _fmt(p.get("min_detectable_difference")) if p else "",
                 _fmt(row.get("sampling_se")),
-                p["verdict"] if p else "",
+                verdict_label(p) if p else "",
                 _fmt(row["wall_seconds_mean"], 0),
             ]
         )
@@ -368,5 +390,6 @@ __all__ = [
     "text_table",
     "tuning_budget_table",
     "tuning_table",
+    "verdict_label",
     "verdict_table",
 ]

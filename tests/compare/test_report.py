@@ -278,11 +278,12 @@ def test_the_report_opens_with_the_forest_plot_and_a_verdict_table(comparison):
     assert parser.order[[k for k, _ in parser.order].index("img")] == ("img", "forest")
     assert kinds[:2] == ["img", "table"]  # the forest plot first, then the verdict table
     verdicts = parser.tables[0]
-    assert verdicts[0] == ["task", "score", "strategy", "Δ vs none [95% CI]", "n", "p", "p_holm", "verdict"]
+    assert verdicts[0] == ["task", "score", "strategy", "Δ vs none [95% CI]", "n", "p", "p_holm", "p_exact",
+                           "p_exact_holm", "verdict"]
     assert [r[2] for r in verdicts[1:]] == ["mixcse", "mochi"]
     summary = _summary(comparison)
     for r in verdicts[1:]:
-        assert r[-1] == summary["tasks"]["vision"]["paired"][r[2]]["verdict"]
+        assert r[-1].split(" (")[0] == summary["tasks"]["vision"]["paired"][r[2]]["verdict"]
     # every plot of plots/ is in the report, byte for byte, and decodes as a PNG
     files = {p.stem: p for p in (comparison / "plots").glob("*.png")}
     assert set(files) == set(parser.images) >= {"forest", "scores", "selection_curves", "dynamics"}

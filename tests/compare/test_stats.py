@@ -115,3 +115,48 @@ def test_holm_never_makes_a_comparison_more_significant(rows, shift):
             assert d.p_holm >= family[k].p_value - 1e-15 and d.p_holm <= 1.0
         else:
             assert d.verdict not in ("better", "worse")
+
+
+def _sign_flip_by_enumeration(x, y):
+    """The exact two-sided sign-flip p written out: every sign pattern of the differences, counting those
+    whose |sum| is at least the observed |sum| (ties count, up to rounding of the sums)."""
+    import itertools
+
+    d = [a - b for a, b in zip(x, y)]
+    observed = abs(sum(d))
+    tol = 1e-9 * max(1.0, *(abs(v) for v in d))
+    hits = sum(abs(sum(s * v for s, v in zip(signs, d))) >= observed - tol
+               for signs in itertools.product((1, -1), repeat=len(d)))
+    return hits / 2 ** len(d)
+
+
+# Scores as the tasks report them (two decimals), so that ties among sign patterns really happen.
+two_decimals = st.integers(min_value=-3000, max_value=3000).map(lambda v: v / 100)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(two_decimals, two_decimals), min_size=2, max_size=10))
+def test_the_exact_sign_flip_p_matches_enumerating_every_sign_pattern(pairs):
+    x, y = [a for a, _ in pairs], [b for _, b in pairs]
+    d = paired_difference(x, y)
+    assert d.p_exact == pytest.approx(_sign_flip_by_enumeration(x, y), abs=1e-12)
+    assert d.p_exact_min == 2 / 2 ** len(pairs) and d.p_exact >= d.p_exact_min - 1e-15
+
+
+def test_five_seeds_all_better_cannot_pass_the_exact_test_ten_can():
+    """The issue's point: with 5 seeds all positive the exact test cannot go below 1/16; with 10 it can."""
+    five = paired_difference([51.0, 52.0, 51.5, 52.5, 51.2], [50.0, 50.1, 50.2, 50.3, 50.4])
+    assert five.verdict == "better" and five.p_exact == 0.0625 and five.p_exact == five.p_exact_min
+    ten = paired_difference([51.0 + i / 10 for i in range(10)], [50.0 + i / 11 for i in range(10)])
+    assert ten.p_exact == pytest.approx(2 / 1024) and ten.p_exact < 0.05
+
+
+def test_the_exact_p_is_holm_adjusted_over_the_t_test_s_family():
+    family = {
+        "a": paired_difference([3.0, 4.0, 5.0, 6.0, 7.0, 8.0], [0.0] * 6),
+        "b": paired_difference([1.0, -0.5, 2.0, 0.3, -0.2, 1.1], [0.0] * 6),
+        "c": paired_difference([2.0, 1.0, 3.0, 2.5, 1.5, -0.1], [0.0] * 6),
+    }
+    adjusted = holm_adjusted(family)
+    expected = holm([family[k].p_exact for k in "abc"])
+    assert [adjusted[k].p_exact_holm for k in "abc"] == pytest.approx(expected)
