@@ -108,12 +108,19 @@ def notes(summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def summary_markdown(summary: dict[str, Any]) -> str:
-    """The summary's tables in Markdown (``summary.md`` less its title): the verdict table, what to know
-    to read it, then per task its table and its other final scores, and the tuning when there was one."""
+def _seeds_line(summary: dict[str, Any]) -> str:
+    own = {t: v["seeds"] for t, v in summary["tasks"].items()
+           if v.get("seeds", summary["seeds"]) != summary["seeds"]}
+    seeds = f"seeds {summary['seeds']}" + "".join(f" ({t}: {s})" for t, s in own.items())
+    done = f"{summary['finished']} of {cell_count(summary)} runs finished."
+    return f"Baseline: `{summary['baseline']}`; {seeds}; {done}"
+
+
+def verdicts_markdown(summary: dict[str, Any], other_scores: bool = False) -> str:
+    """The answer in Markdown: the verdict table, what to know to read it, and per task its table (with
+    ``other_scores``, each task's other final scores too). What ``docs/`` quotes of a comparison."""
     lines = [
-        f"Baseline: `{summary['baseline']}`; seeds {summary['seeds']}; "
-        f"{summary['finished']} of {cell_count(summary)} runs finished.",
+        _seeds_line(summary),
         "",
         "### Verdicts",
         "",
@@ -125,8 +132,15 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     for task in summary["tasks"]:
         lines += [f"### {task}", "", markdown_table(*per_task_table(summary, task)), ""]
         head, rows = secondary_table(summary, task)
-        if len(head) > 1:
+        if other_scores and len(head) > 1:
             lines += ["Other final scores:", "", markdown_table(head, rows), ""]
+    return "\n".join(lines)
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """The summary's tables in Markdown (``summary.md`` less its title): the verdict table, what to know
+    to read it, then per task its table and its other final scores, and the tuning when there was one."""
+    lines = [verdicts_markdown(summary, other_scores=True)]
     if summary.get("tuning"):
         lines += ["### Tuning", "", markdown_table(*tuning_budget_table(summary)), ""]
         for task, per in summary["tuning"].items():
@@ -260,4 +274,7 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
     return atomic_write_text("".join(parts), path)
 
 
-__all__ = ["machine", "notes", "summary_markdown", "write_csv", "write_html", "write_json", "write_markdown"]
+__all__ = [
+    "machine", "notes", "summary_markdown", "verdicts_markdown", "write_csv", "write_html", "write_json",
+    "write_markdown",
+]
