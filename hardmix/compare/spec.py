@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -177,10 +178,9 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
     from hardmix.strategies import available_strategies
     from hardmix.strategies.specs import normalize_strategy_specs
 
+    check_names(list(strategies), f"{where}strategies")
     normalized = {}
     for name, entries in strategies.items():
-        if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
-            raise ConfigError(f"{where}strategies: {name!r} is not a usable name (letters, digits, - and _)")
         normalized[name] = normalize_strategy_specs(entries, key=f"strategies.{name}")
         for i, entry in enumerate(normalized[name]):
             if entry["name"] not in available_strategies():
@@ -208,6 +208,7 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
     tasks = data["tasks"]
     if not isinstance(tasks, dict) or not tasks:
         raise ConfigError(f"{where}tasks: expected a mapping of task names to {{config, score, ...}}")
+    check_names(list(tasks), f"{where}tasks")
     parsed = {}
     spec_dir = source.parent if source else None
     for name, t in tasks.items():
@@ -282,6 +283,37 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
         strategy_set={n: [f"{k}={override_value(v)}" for k, v in sets.items()]
                       for n, sets in strategy_set.items()},
     )
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def check_names(names: list[Any], key: str) -> None:
+    """Names a spec gives its tasks and strategies become folder names (``runs/<task>/<strategy>``), so
+    each must be a plain ASCII identifier (a letter or digit, then letters, digits, ``-`` and ``_``: never a
+    path, ``..`` or an absolute one) and unique after normalization (case and ``-``/``_`` ignored, as a
+    case-insensitive file system would see them); else a ConfigError naming it.
+
+    >>> check_names(["none", "mixcse_single", "SynCo-2"], "strategies")
+    >>> check_names(["text", "../../x"], "tasks")
+    Traceback (most recent call last):
+    ...
+    hardmix.errors.ConfigError: tasks: '../../x' is not a plain name (ASCII letters, digits, - and _; ...
+    >>> check_names(["mixcse-single", "MixCSE_single"], "strategies")
+    Traceback (most recent call last):
+    ...
+    hardmix.errors.ConfigError: strategies: 'MixCSE_single' and 'mixcse-single' name one folder on a ...
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name):
+            raise ConfigError(f"{key}: {name!r} is not a plain name (ASCII letters, digits, - and _; a name "
+                              "becomes a folder)")
+        folded = name.casefold().replace("-", "_")
+        if folded in seen:
+            raise ConfigError(f"{key}: {name!r} and {seen[folded]!r} name one folder on a case-insensitive "
+                              "file system; rename one")
+        seen[folded] = name
 
 
 def _parse_seeds(seeds: Any, key: str) -> list[int]:
@@ -509,4 +541,7 @@ def load_spec(path: str | os.PathLike[str]) -> CompareSpec:
     return parse_spec(load_yaml(p), source=p.resolve())
 
 
-__all__ = ["CompareSpec", "TaskSpec", "TuneSpec", "grid_size", "load_spec", "parse_spec", "spec_differences"]
+__all__ = [
+    "CompareSpec", "TaskSpec", "TuneSpec", "check_names", "grid_size", "load_spec", "parse_spec",
+    "spec_differences",
+]

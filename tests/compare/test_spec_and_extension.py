@@ -14,6 +14,8 @@ import sys
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hardmix.cli import main as cli
 from hardmix.compare.grid import build_grid
@@ -352,3 +354,40 @@ def test_a_task_may_have_its_own_seeds(text_spec, tmp_path):
     own = copy.deepcopy(text_spec)
     own["tasks"]["text"]["seeds"] = [1, 4]  # the spec's [1] and one added
     assert spec_differences(text_spec, own) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=4))
+def test_a_name_that_passes_stays_a_folder_inside_the_output(names):
+    """Property: a spec's task or strategy name either is refused or, as a path part, resolves to a folder
+    directly inside the output (never a path, ``..``, absolute, or a second name for another's folder)."""
+    from pathlib import Path
+
+    from hardmix.compare.spec import check_names
+
+    out = Path("/tmp/hardmix-out").resolve()
+    try:
+        check_names(names, "tasks")
+    except ConfigError as e:
+        assert str(e).startswith("tasks: ") and "\n" not in str(e)
+        return
+    folders = {(out / n).resolve() for n in names}
+    assert all(f.parent == out for f in folders)
+    assert len({f.name.casefold().replace("-", "_") for f in folders}) == len(names)
+
+
+def test_a_task_named_as_a_path_is_refused_before_anything_is_written(text_spec, tmp_path, capsys):
+    """The case of the third hostile round: a task named ``../../x`` or ``/abs/dir`` wrote its cells outside
+    ``--output`` and its cleanup deleted what was there. It is refused, naming it, and nothing is written."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("the user's")
+    for name in ("../../victim", str(victim), "a/b", ".."):
+        spec = copy.deepcopy(text_spec)
+        spec["tasks"] = {name: {**spec["tasks"]["text"], "task": "text"}}
+        out = tmp_path / "deep" / "cmp"
+        assert cli(["compare", str(_write(tmp_path, spec)), "--output", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"tasks: {name!r} is not a plain name" in err and "Traceback" not in err
+        assert not (tmp_path / "deep").exists()
+    assert [p.name for p in victim.iterdir()] == ["keep.txt"]
