@@ -74,7 +74,8 @@ def notes(summary: dict[str, Any]) -> list[str]:
             f"{FEW_SEEDS}). The t-test then has {' or '.join(str(n - 1) for n in few)} "
             f"degree{'s' if few != [2] else ''} of freedom "
             "and little power: only differences above the minimum detectable difference (MDD: 80% power at "
-            "alpha 0.05, from the observed spread of the paired differences) would be found reliably, so "
+            "Holm's strictest alpha, from the observed spread of the paired differences) would be found "
+            "reliably, so "
             "n.s. is not evidence of no difference, and a spread estimated from so few seeds is itself "
             "uncertain."
         )

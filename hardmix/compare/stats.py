@@ -9,10 +9,11 @@ For seeds s = 1..n with scores x_s (strategy) and y_s (baseline), the difference
   (every strategy against the same baseline; :func:`statsmodels.stats.multitest.multipletests`). A single
   comparison is a family of one (``p_holm == p_value``); :func:`holm_adjusted` adjusts a family;
 - ``effect_size``: the paired (standardized) effect ``mean / sd`` (Cohen's d_z);
-- ``min_detectable_difference``: the difference the paired t-test would detect with 80% power at
-  alpha = 0.05 (two-sided, one comparison) with these n seeds, assuming the differences' standard deviation
-  is the observed ``sd``: the effect size solved by :class:`statsmodels.stats.power.TTestPower`, times
-  ``sd``. Holm's correction tests the smallest p-value at 0.05 / m, so within a family of m it is larger;
+- ``min_detectable_difference``: the difference the paired t-test would detect with 80% power (two-sided)
+  with these n seeds, assuming the differences' standard deviation is the observed ``sd``: the effect size
+  solved by :class:`statsmodels.stats.power.TTestPower`, times ``sd``, at the alpha the verdict uses: alpha
+  for a family of one, and in a family of m comparisons alpha / m, the strictest threshold of Holm's
+  step-down (so a difference that large is found with 80% power whatever the other comparisons' p);
 - ``p_exact``: the exact sign-flip (permutation) test's two-sided p-value, which assumes no distribution of
   the differences: under the null each d_s is as likely to have either sign, so the 2^n sign patterns are
   equally likely, and p is the fraction whose |sum| is at least the observed one (ties count as at least as
@@ -76,8 +77,8 @@ class PairedDifference:
         verdict: "better", "worse", "n.s.", "too few seeds", "NaN score" or "no spread".
         sd: the sample standard deviation of the differences (NaN for n < 2).
         effect_size: ``mean / sd`` (NaN without a test).
-        min_detectable_difference: the difference detected with 80% power at alpha 0.05 with n seeds and
-            this ``sd`` (NaN without a test).
+        min_detectable_difference: the difference detected with 80% power with n seeds and this ``sd`` at
+            the verdict's alpha (0.05 / m in a family of m: :func:`holm_adjusted`; NaN without a test).
         p_holm: the Holm-adjusted p-value within the task's family of comparisons (NaN without a test).
         p_exact: the exact sign-flip test's two-sided p-value (NaN for NaN scores or fewer than 2 pairs).
         p_exact_holm: ``p_exact`` Holm-adjusted within the task's family.
@@ -190,8 +191,11 @@ def holm_adjusted(family: dict[str, PairedDifference], alpha: float = ALPHA) -> 
     out = dict(family)
     if tested:
         adjusted = multipletests([family[k].p_value for k in tested], alpha=alpha, method="holm")[1]
+        strictest = alpha / len(tested)  # Holm's first step: what min_detectable_difference is computed at
         for k, p in zip(tested, adjusted):
-            out[k] = replace(family[k], p_holm=float(p), verdict=verdict_for(family[k].mean, float(p), alpha))
+            d = family[k]
+            out[k] = replace(d, p_holm=float(p), verdict=verdict_for(d.mean, float(p), alpha),
+                             min_detectable_difference=min_detectable_effect(d.n, strictest) * d.sd)
     exact = [k for k in tested if math.isfinite(family[k].p_exact)]  # the same family as the t-test's
     if exact:
         adjusted = multipletests([family[k].p_exact for k in exact], alpha=alpha, method="holm")[1]

@@ -99,9 +99,10 @@ def test_every_committed_summary_carries_the_exact_test_recomputed():
                 assert p["p_exact_min"] == 2 / 2 ** p["n"], (name, task, s)
 
 
-def _detectable(sd: float, n: int) -> float:
-    """The paired difference found with 80% power at alpha 0.05 (two-sided), from the noncentral t."""
-    crit = stats.t.ppf(0.975, n - 1)
+def _detectable(sd: float, n: int, m: int = 1) -> float:
+    """The paired difference found with 80% power at alpha 0.05 / m (two-sided; Holm's strictest step in a
+    family of m), from the noncentral t."""
+    crit = stats.t.ppf(1 - 0.025 / m, n - 1)
 
     def power(effect: float) -> float:
         nc = effect * np.sqrt(n)
@@ -134,7 +135,7 @@ def _paired(summary: dict, task: str) -> dict[str, dict]:
         lo, hi = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
         paired[s] = {"mean": d.mean(), "lo": lo, "hi": hi, "p": pvals[s], "p_holm": adjusted[s],
                      "p_exact": exact[s], "p_exact_holm": exact_adjusted[s],
-                     "detectable": _detectable(d.std(ddof=1), d.size)}
+                     "detectable": _detectable(d.std(ddof=1), d.size, len(diffs))}
     return paired
 
 

@@ -160,3 +160,17 @@ def test_the_exact_p_is_holm_adjusted_over_the_t_test_s_family():
     adjusted = holm_adjusted(family)
     expected = holm([family[k].p_exact for k in "abc"])
     assert [adjusted[k].p_exact_holm for k in "abc"] == pytest.approx(expected)
+
+
+def test_in_a_family_the_detectable_difference_is_at_holm_s_strictest_alpha():
+    """The verdicts of a family of m use Holm's thresholds, the strictest alpha / m: the detectable
+    difference each comparison states is the one found with 80% power there (by the noncentral t)."""
+    family = {
+        "a": paired_difference([3.0, 4.0, 5.0, 6.5, 7.0, 8.0], [0.0] * 6),
+        "b": paired_difference([1.0, -0.5, 2.0, 0.3, -0.2, 1.1], [0.0] * 6),
+        "c": paired_difference([2.0, 1.0, 3.0, 2.5, 1.5, -0.1], [0.0] * 6),
+    }
+    for k, d in holm_adjusted(family).items():
+        effect = d.min_detectable_difference / d.sd
+        assert _power(effect, 6, alpha=0.05 / 3) == pytest.approx(0.8, abs=1e-4), k
+        assert d.min_detectable_difference > family[k].min_detectable_difference  # stricter than alone
