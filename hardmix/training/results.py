@@ -19,6 +19,11 @@ Keys (``version`` 1):
 ``precision``        the precision the run used (``fp32``, ``bf16``, ``fp16``; ``train.precision: auto``
                      resolved; absent from older records, whose CPU runs were all fp32)
 ``seed``, ``strategies``, ``world_size``, ``versions`` (hardmix, torch, python)
+``machine``          what the floats depend on beyond the config: ``cpu`` (the processor's name),
+                     ``cpu_kernels`` (the instruction set PyTorch's CPU kernels dispatch to, ``AVX512``,
+                     ``AVX2``, ...) and ``threads`` (torch's intra-op threads); a run repeats bitwise only
+                     where all three and the versions agree (``docs/results.md``, "What reproduces
+                     where"; absent from older records)
 ``task_info``        the task's own facts (text: the exported model and its pooling; vision: images used)
 ===================  ====================================================================================
 
@@ -69,6 +74,21 @@ def versions() -> dict[str, str]:
     return {"hardmix": __version__, "torch": str(torch.__version__), "python": platform.python_version()}
 
 
+def machine() -> dict[str, Any]:
+    """What a run's floats depend on beyond its config and the versions: the processor, the instruction
+    set PyTorch's CPU kernels dispatch to and the intra-op thread count.
+
+    >>> sorted(machine())
+    ['cpu', 'cpu_kernels', 'threads']
+    """
+    import torch
+
+    from hardmix.utils.machine import cpu_model
+
+    return {"cpu": cpu_model(), "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+            "threads": torch.get_num_threads()}
+
+
 def _finite_or_none(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None
@@ -78,7 +98,7 @@ def _finite_or_none(x: Any) -> Any:
 def results_record(**fields: Any) -> dict[str, Any]:
     """A results record with the schema's version and the versions of this process (non-finite scores are
     recorded as null: JSON has no NaN)."""
-    record = {"version": SCHEMA_VERSION, **fields, "versions": versions()}
+    record = {"version": SCHEMA_VERSION, **fields, "versions": versions(), "machine": machine()}
     for key in ("best_score", "last_score"):
         record[key] = _finite_or_none(record.get(key))
     record["final_scores"] = {k: _finite_or_none(v) for k, v in (record.get("final_scores") or {}).items()}

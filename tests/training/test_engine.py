@@ -89,6 +89,10 @@ def test_both_tasks_write_one_layout_and_one_results_schema(tmp_path, tiny_text_
         assert set(record["final_scores"]) == scores
         assert record["best_score"] == record["final_scores"][metric]
         assert record["versions"]["torch"] == str(torch.__version__) and record["seed"] in (0, 1)
+        # what the floats depend on beyond the config: read here another way (PyTorch's own dispatch
+        # and the run's thread setting), so two records say whether they can agree bitwise
+        assert record["machine"]["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
+        assert record["machine"]["threads"] == torch.get_num_threads() and record["machine"]["cpu"]
         assert record["wall_seconds"] > 0 and record["steps"] == record["total_steps"]
         lines = read_metrics(tmp_path / run)
         assert COMMON_METRICS <= set(lines[0]), set(lines[0]) ^ COMMON_METRICS
