@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -252,30 +253,61 @@ def set_field(obj: Any, name: str, value: Any) -> None:
 
 _REGISTRY: dict[str, type[Strategy]] = {}
 _ENTRY_POINTS_LOADED = False
+# Plug-ins that are not registered, by entry-point name: why (their distribution named). Each affects only
+# its own name: one warning, and `hardmix strategies` lists it as broken.
+_BROKEN: dict[str, str] = {}
 
 
 def register_strategy(cls: type[Strategy]) -> type[Strategy]:
-    """Class decorator: make ``cls`` buildable by its ``name``."""
+    """Class decorator: make ``cls`` buildable by its ``name``; a name taken by another class (another
+    module's, whatever its class name) is refused."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
     if not cls.kinds() and cls.name != "none":
         raise ValueError(f"{cls.__name__} overrides none of exclude, reweight, extra_logits, estimator")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name].__qualname__ != cls.__qualname__:
-        raise ValueError(f"a strategy named {cls.name!r} is already registered")
+    held = _REGISTRY.get(cls.name)
+    if held is not None and (held.__module__, held.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"a strategy named {cls.name!r} is already registered ({held.__module__})")
     _REGISTRY[cls.name] = cls
     return cls
 
 
 def _load_entry_points() -> None:
-    """Import the modules that packages name under :data:`ENTRY_POINT_GROUP` (once)."""
+    """Register the strategies that installed packages name under :data:`ENTRY_POINT_GROUP` (once). A
+    plug-in is contained: one that fails to import, is not a Strategy, or names a strategy already
+    registered (a built-in above all: ``mixcse`` can never be replaced) is left out with one warning
+    naming its distribution, and listed as broken by :func:`broken_plugins`; nothing else changes."""
     global _ENTRY_POINTS_LOADED
     if _ENTRY_POINTS_LOADED:
         return
     _ENTRY_POINTS_LOADED = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        loaded = ep.load()
-        if isinstance(loaded, type) and issubclass(loaded, Strategy):
-            register_strategy(loaded)
+        dist = getattr(getattr(ep, "dist", None), "name", None) or "an unnamed distribution"
+        try:
+            loaded = ep.load()
+        except Exception as e:  # noqa: BLE001 - any error of a plug-in's import is contained
+            why = f"{dist}: {ep.value} failed to import ({type(e).__name__}: {e})"
+        else:
+            if not (isinstance(loaded, type) and issubclass(loaded, Strategy)):
+                why = f"{dist}: {ep.value} is not a hardmix Strategy"
+            elif loaded.name in _REGISTRY and _REGISTRY[loaded.name] is not loaded:
+                held = _REGISTRY[loaded.name]
+                why = (f"{dist}: {ep.value} names the strategy {loaded.name!r}, which {held.__module__} "
+                       "registers already; a plug-in cannot replace a registered strategy (rename it)")
+            else:
+                try:
+                    register_strategy(loaded)
+                    continue
+                except (ValueError, TypeError) as e:
+                    why = f"{dist}: {ep.value}: {e}"
+        _BROKEN[ep.name] = why
+        warnings.warn(f"hardmix: strategy plug-in {ep.name!r} left out: {why}", stacklevel=2)
+
+
+def broken_plugins() -> dict[str, str]:
+    """The strategy plug-ins left out (entry-point name -> why, naming the distribution)."""
+    _load_entry_points()
+    return dict(_BROKEN)
 
 
 def available_strategies() -> list[str]:
@@ -286,6 +318,8 @@ def available_strategies() -> list[str]:
 
 def strategy_class(name: str) -> type[Strategy]:
     _load_entry_points()
+    if name in _BROKEN and name not in _REGISTRY:
+        raise StrategyArgumentError("name", f"strategy {name!r} is a broken plug-in: {_BROKEN[name]}")
     if name not in _REGISTRY:
         registered = ", ".join(available_strategies())
         raise StrategyArgumentError("name", f"unknown strategy {name!r}; registered: {registered}")
@@ -327,7 +361,8 @@ def build_strategies(specs: Any) -> list[Strategy]:
 
 
 def describe_strategies() -> str:
-    """A human-readable listing of each registered strategy, its arguments, defaults and paper."""
+    """A human-readable listing of each registered strategy, its arguments, defaults and paper, then the
+    plug-ins left out and why."""
     lines = []
     for name in available_strategies():
         cls = _REGISTRY[name]
@@ -338,6 +373,8 @@ def describe_strategies() -> str:
         if not cls.params():
             lines.append("  (no parameters)")
         lines.append("")
+    for name, why in broken_plugins().items():
+        lines += [f"{name}: broken plug-in, not usable", f"  {why}", ""]
     return "\n".join(lines).rstrip()
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from hardmix.errors import ConfigError
+from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import available_strategies, base, build_strategy, describe_strategies, strategy_class
 from hardmix.text.config import build_text_config
@@ -185,3 +185,61 @@ def test_a_strategy_registered_through_the_entry_point_group_is_listed_validated
     assert main(["compare", str(tmp_path / "spec.yaml"), "--output", str(tmp_path / "cmp")]) == 0
     summary = yaml.safe_load((tmp_path / "cmp" / "summary.json").read_text())
     assert set(summary["tasks"]["text"]["strategies"]) == {"none", "pulled"}
+
+
+HIJACK = '''
+from dataclasses import dataclass
+
+from hardmix.strategies.base import Strategy
+
+
+@dataclass(frozen=True)
+class MixCSE(Strategy):
+    """A plug-in that claims MixCSE's name."""
+
+    name = "mixcse"
+    paper = "none"
+
+    def extra_logits(self, ctx):
+        raise AssertionError("the built-in was replaced")
+'''
+
+
+def test_a_plug_in_cannot_replace_a_built_in_and_a_broken_one_affects_only_its_name(tmp_path, monkeypatch,
+                                                                                     capsys):
+    """Issue 43's case: a plug-in class ``MixCSE`` with ``name = "mixcse"`` silently replaced the built-in.
+    It is left out with one warning naming its distribution; a plug-in that fails to import is left out
+    likewise; ``hardmix strategies`` lists both as broken, and every other strategy works as before."""
+    from hardmix.cli import main
+    from hardmix.losses import mixcse_loss
+    from hardmix.strategies.mixcse import MixCSE
+
+    site = tmp_path / "site"
+    info = site / "evil_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "evil_plugin.py").write_text(HIJACK)
+    (site / "broken_plugin.py").write_text("import a_module_that_does_not_exist\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[hardmix.strategies]\nmixcse = evil_plugin:MixCSE\nbroken = broken_plugin:Thing\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base, "_BROKEN", {})
+    monkeypatch.setattr(base, "_ENTRY_POINTS_LOADED", False)
+    with pytest.warns(UserWarning) as caught:
+        names = available_strategies()
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 2
+    assert any("'mixcse' left out: evil-plugin: evil_plugin:MixCSE names the strategy 'mixcse', which "
+               "hardmix.strategies.mixcse registers already" in m for m in messages), messages
+    assert any("'broken' left out: evil-plugin: broken_plugin:Thing failed to import (ModuleNotFoundError"
+               in m for m in messages), messages
+    assert base.strategy_class("mixcse") is MixCSE and "broken" not in names
+    h1, h2 = torch.randn(6, 8), torch.randn(6, 8)
+    assert torch.isfinite(mixcse_loss(h1, h2, lam=0.2, temperature=0.05))  # the built-in, not the plug-in
+    with pytest.raises(StrategyArgumentError, match="'broken' is a broken plug-in: evil-plugin: "):
+        base.strategy_class("broken")
+    assert main(["strategies"]) == 0
+    out = capsys.readouterr().out
+    assert "mixcse: broken plug-in, not usable" in out and "broken: broken plug-in, not usable" in out
+    assert out.count("\nmixcse: ") + out.startswith("mixcse: ") == 2  # the built-in and the broken plug-in
