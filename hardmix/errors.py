@@ -26,6 +26,11 @@ class StrategyArgumentError(ValueError):
         super().__init__(f"{argument}: {message}" if argument else message)
 
 
+class StrategyOutputError(ValueError):
+    """A strategy's hook returned what the loss cannot use (a block of the wrong shape, NaN logits from
+    finite similarities); the message names the strategy and the hook."""
+
+
 class RunError(RuntimeError):
     """A training run cannot go on: its loss diverged, its folder is in use, or it was asked to stop.
     The message says what happened and what to do (resume, lower the learning rate, ...)."""
@@ -40,4 +45,4 @@ class RunInterrupted(KeyboardInterrupt):
         self.signal = signal
 
 
-__all__ = ["ConfigError", "RunError", "RunInterrupted", "StrategyArgumentError"]
+__all__ = ["ConfigError", "RunError", "RunInterrupted", "StrategyArgumentError", "StrategyOutputError"]

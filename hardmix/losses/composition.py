@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hardmix.errors import StrategyOutputError
 from hardmix.strategies.base import ContrastContext, Stats, Strategy
 
 NEG_INF = float("-inf")
@@ -54,9 +55,11 @@ def composed_direction(
         statistics by strategy name.
     """
     stats: dict[str, Stats] = {}
+    outputs: list[tuple[Strategy, str, Tensor]] = []  # every block a strategy gave, for the checks
     dropped = None
     for strategy in strategies:
         if (out := strategy.exclude(ctx)) is not None:
+            _check_shape(strategy, "exclude", out[0], tuple(ctx.logits.shape))
             dropped = out[0] if dropped is None else dropped | out[0]
             stats.setdefault(strategy.name, {}).update(out[1])
     if dropped is not None:
@@ -67,11 +70,15 @@ def composed_direction(
     logits = ctx.logits  # (B, N), the excluded negatives -inf
     for strategy in strategies:
         if (out := strategy.reweight(ctx)) is not None:  # on the negatives only, never the positive's column
+            _check_shape(strategy, "reweight", out[0], tuple(ctx.logits.shape))
+            outputs.append((strategy, "reweight", out[0]))
             logits = logits + out[0].masked_fill(~ctx.negative_mask, 0.0)
             stats.setdefault(strategy.name, {}).update(out[1])
     extras = []
     for strategy in strategies:
         if (out := strategy.extra_logits(ctx)) is not None:
+            _check_shape(strategy, "extra_logits", out[0], (ctx.logits.shape[0], None))
+            outputs.append((strategy, "extra_logits", out[0]))
             extras.append(out[0])
             stats.setdefault(strategy.name, {}).update(out[1])
     dtype = torch.promote_types(logits.dtype, torch.float32)
@@ -83,13 +90,46 @@ def composed_direction(
             ctx, ctx.positive_logits.to(dtype), all_negatives
         )
         stats.setdefault(estimators[0].name, {}).update(estimator_stats)
-        return per_anchor.mean(), stats
+        outputs.append((estimators[0], "estimator", per_anchor))
+        return _check_finite(per_anchor.mean(), ctx, outputs), stats
     if ctx.mode == "in_batch":
         blocks, targets = [logits, *extras], ctx.positive_index
     else:
         blocks = [ctx.positive_logits.unsqueeze(1), logits, *extras]
         targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
-    return F.cross_entropy(torch.cat([c.to(dtype) for c in blocks], dim=1), targets), stats
+    loss = F.cross_entropy(torch.cat([c.to(dtype) for c in blocks], dim=1), targets)
+    return _check_finite(loss, ctx, outputs), stats
+
+
+def _check_shape(strategy: Strategy, hook: str, block: Tensor, expected: tuple[int | None, ...]) -> None:
+    """A hook's block has the shape the loss needs (None: any size), else a StrategyOutputError naming
+    the strategy and the hook: never a bare torch error from inside the loss."""
+    shape = tuple(getattr(block, "shape", ()))
+    if len(shape) != len(expected) or any(e is not None and s != e for s, e in zip(shape, expected)):
+        want = ", ".join("M" if e is None else str(e) for e in expected)
+        raise StrategyOutputError(
+            f"strategy {strategy.name!r}: {hook} returned a block of shape {shape}, expected ({want}): one "
+            "row per anchor"
+        )
+
+
+def _check_finite(loss: Tensor, ctx: ContrastContext, outputs: list[tuple[Strategy, str, Tensor]]) -> Tensor:
+    """``loss``, unless it is NaN or infinite while the similarities it was built from are not, and a
+    strategy's block holds NaN or +inf: then that strategy made it, and a StrategyOutputError names it
+    (a loss made non-finite by the encoder itself is left to the trainer, whose message is about the
+    learning rate). -inf in a block is a masked entry, allowed."""
+    if bool(torch.isfinite(loss)):
+        return loss
+    if torch.isnan(ctx.logits).any() or torch.isposinf(ctx.logits).any():
+        return loss
+    for strategy, hook, block in outputs:
+        block = block.detach()
+        if torch.isnan(block).any() or torch.isposinf(block).any():
+            raise StrategyOutputError(
+                f"strategy {strategy.name!r}: {hook} returned NaN or +inf values from finite similarities: "
+                "a defect of the strategy, not of the learning rate"
+            )
+    return loss
 
 
 __all__ = ["composed_direction", "info_nce_term"]

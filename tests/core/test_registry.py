@@ -243,3 +243,49 @@ def test_a_plug_in_cannot_replace_a_built_in_and_a_broken_one_affects_only_its_n
     out = capsys.readouterr().out
     assert "mixcse: broken plug-in, not usable" in out and "broken: broken plug-in, not usable" in out
     assert out.count("\nmixcse: ") + out.startswith("mixcse: ") == 2  # the built-in and the broken plug-in
+
+
+def _faulty(kind: str):
+    """A registered strategy whose extra logits are of the wrong shape (``shape``) or NaN (``nan``)."""
+    @dataclasses.dataclass(frozen=True)
+    class Faulty(base.Strategy):
+        """A test strategy with a defect."""
+
+        name = f"faulty_{kind}"
+        paper = "a test"
+
+        def extra_logits(self, ctx):
+            b = ctx.anchors.shape[0]
+            if kind == "shape":
+                return ctx.anchors[: b - 1] @ ctx.anchors.T, {}
+            return torch.full((b, 2), math.nan), {}
+
+    return Faulty
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("shape", r"strategy 'faulty_shape': extra_logits returned a block of shape \(5, 6\), expected \(6, M\)"),
+    ("nan", r"strategy 'faulty_nan': extra_logits returned NaN or \+inf values from finite similarities"),
+])
+def test_a_strategy_s_faulty_logits_are_stopped_where_they_enter_the_loss_naming_it(
+    kind, message, monkeypatch, tmp_path, tiny_text_config, capsys
+):
+    """Issue 43's case: a plug-in returning logits of the wrong shape gave a bare torch traceback, one
+    returning NaN logits was stopped with advice to lower train.lr; both now name the strategy, in the
+    loss and through ``hardmix train`` (one line, exit 2)."""
+    from hardmix.cli import main
+    from hardmix.errors import StrategyOutputError
+
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    base.register_strategy(_faulty(kind))
+    h1, h2 = torch.randn(6, 8), torch.randn(6, 8)
+    with pytest.raises(StrategyOutputError, match=message):
+        ContrastiveLoss(temperature=0.1, strategies=[{"name": f"faulty_{kind}"}]).in_batch(h1, h2)
+    config = copy.deepcopy(tiny_text_config)
+    config["train"]["max_steps"] = 2
+    config["loss"]["strategies"] = [{"name": f"faulty_{kind}"}]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "text", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message.replace(r"\(5, 6\)", r"\(\d+, \d+\)").replace(r"\(6, M\)", r"\(\d+, M\)"), err)
+    assert "Traceback" not in err and "train.lr" not in err
