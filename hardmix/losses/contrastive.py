@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hardmix.errors import ConfigError
 from hardmix.losses.composition import composed_direction
 from hardmix.losses.info_nce import check_temperature
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews, check_composition
@@ -124,6 +125,17 @@ class ContrastiveLoss(nn.Module):
         """Turn the schedules given in epochs into optimizer steps (the engine calls it once the task
         knows its steps per epoch)."""
         self.strategies = [s.in_steps(steps_per_epoch) for s in self.strategies]
+
+    def check_schedules(self, total_steps: int) -> None:
+        """Refuse a schedule that keeps its strategy inactive for the whole run (its warm-up reaches the
+        run's last step), naming the key: such a run would train the baseline under the strategy's name."""
+        for s in self.strategies:
+            warmup = getattr(s, "warmup_steps", 0) if isinstance(s, Scheduled) else 0
+            if warmup and warmup >= total_steps:
+                raise ConfigError(
+                    f"loss.strategies ({s.name}).{s.warmup_key}: its warm-up ends at step {warmup}, at or "
+                    f"after the run's last ({total_steps}), so {s.name} would never act; shorten the warm-up"
+                )
 
     def _active(self, step: int) -> tuple[list[Strategy], dict[str, Stats]]:
         """The strategies of this step and the scheduled arguments' values."""

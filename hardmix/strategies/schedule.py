@@ -69,7 +69,8 @@ def _ramp(argument: str, spec: dict[str, Any]) -> Ramp:
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise StrategyArgumentError(argument, f"ramp steps must be a positive integer, got {steps!r}")
     if epochs is not None and (
-        isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs <= 0
+        isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or not math.isfinite(epochs)
+        or epochs <= 0
     ):
         raise StrategyArgumentError(argument, f"ramp epochs must be a positive number, got {epochs!r}")
     return Ramp(
@@ -90,6 +91,7 @@ class Scheduled:
     ramps: dict[str, Ramp] = field(default_factory=dict)
     warmup_steps: int | None = 0
     warmup_epochs: float | None = None
+    warmup_key: str = "warmup_steps"  # the key the warm-up was given under (its steps may come from epochs)
 
     def __post_init__(self) -> None:
         for name, ramp in self.ramps.items():  # every reachable value is one the strategy accepts
@@ -104,7 +106,8 @@ class Scheduled:
         return self.final.name
 
     def __getattr__(self, attribute: str) -> Any:  # symmetric, required_negatives, kinds, ...
-        if attribute.startswith("__") or attribute in ("final", "ramps", "warmup_steps", "warmup_epochs"):
+        if attribute.startswith("__") or attribute in ("final", "ramps", "warmup_steps", "warmup_epochs",
+                                                        "warmup_key"):
             raise AttributeError(attribute)
         return getattr(self.final, attribute)
 
@@ -116,10 +119,10 @@ class Scheduled:
             else dataclasses.replace(r, steps=max(1, round(r.epochs * steps_per_epoch)), epochs=None)
             for k, r in self.ramps.items()
         }
-        warmup = self.warmup_steps
+        warmup, key = self.warmup_steps, self.warmup_key
         if self.warmup_epochs is not None:
-            warmup = round(self.warmup_epochs * steps_per_epoch)
-        return Scheduled(self.final, ramps, warmup, None)
+            warmup, key = round(self.warmup_epochs * steps_per_epoch), "warmup_epochs"
+        return Scheduled(self.final, ramps, warmup, None, key)
 
     def at(self, step: int) -> Strategy | None:
         if self.warmup_epochs is not None or any(r.steps is None for r in self.ramps.values()):
@@ -170,6 +173,7 @@ def scheduled(spec: Any) -> Strategy | Scheduled:
         if (
             isinstance(warmup_epochs, bool)
             or not isinstance(warmup_epochs, (int, float))
+            or not math.isfinite(warmup_epochs)
             or warmup_epochs < 0
         ):
             raise StrategyArgumentError(

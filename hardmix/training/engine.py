@@ -221,6 +221,8 @@ class _Run:
         if self.state is not None and int(self.state["total_steps"]) != self.total_steps:
             raise RunFolderError(f"--resume: the run planned {self.state['total_steps']} steps, this one "
                                  f"{self.total_steps} over the same config; resume with the run's data")
+        if task.loss_fn is not None:
+            task.loss_fn.check_schedules(self.total_steps)
         self.stop_at = min(self.total_steps, cfg.train.stop_after_steps or self.total_steps)
         self.optimizer, self.scheduler = task.configure_optimizers(self.total_steps)
         self.scaler = runtime.grad_scaler()

@@ -289,3 +289,31 @@ def test_a_strategy_s_faulty_logits_are_stopped_where_they_enter_the_loss_naming
     err = capsys.readouterr().err
     assert re.search(message.replace(r"\(5, 6\)", r"\(\d+, \d+\)").replace(r"\(6, M\)", r"\(\d+, M\)"), err)
     assert "Traceback" not in err and "train.lr" not in err
+
+
+WARMUP = r"loss\.strategies\[0\]\.warmup_epochs: must be a non-negative number, got "
+NEVER = r"loss\.strategies \(mixcse\)\.warmup_"
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"warmup_epochs": math.inf}, WARMUP + "inf"),
+    ({"warmup_epochs": math.nan}, WARMUP + "nan"),
+    ({"lam": {"start": 0.1, "end": 0.3, "epochs": math.inf}}, r"loss\.strategies\[0\]\.lam: ramp epochs"),
+    ({"warmup_steps": 4}, NEVER + r"steps: its warm-up ends at step 4, at or after the run's last \(4\), so "
+                                  "mixcse would never act"),
+    ({"warmup_epochs": 2.0}, NEVER + r"epochs: its warm-up ends at step \d+"),
+])
+def test_schedules_that_cannot_be_or_would_never_act_are_refused_naming_the_key(entry, message, tmp_path,
+                                                                               tiny_text_config):
+    """Issue 43, item 6: ``.inf`` and ``.nan`` in schedule arguments (a traceback before), and a warm-up
+    that keeps the strategy inactive for the whole run (a silent baseline before), refused naming the key
+    before any step."""
+    from hardmix.text.task import TextTask
+    from hardmix.training import run_training
+
+    config = copy.deepcopy(tiny_text_config)
+    config["train"]["max_steps"] = 4
+    config["loss"]["strategies"] = [{"name": "mixcse", **entry}]
+    with pytest.raises(ConfigError, match=message):
+        run_training(TextTask, build_text_config(config), tmp_path / "run")
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
