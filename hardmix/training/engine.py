@@ -152,23 +152,21 @@ class _Run:
                              "data the run started with, or start a new run with another --output")
 
     def _finished_already(self) -> dict[str, Any] | None:
-        """A resumed run that had reached its budget: nothing to do."""
-        assert self.state is not None
-        if self.state["step"] < self.state["total_steps"]:
-            return None
+        """A resumed run whose ``results.json`` says it finished, with or without its checkpoint (a
+        comparison's cells never keep one): final, so nothing is trained again and its record is returned."""
         try:
             record = read_results(self.out)
         except ValueError:
             return None
-        if record.get("finished"):
-            self.runtime.say(f"{self.out} finished already ({self.state['step']} steps); nothing to do")
-            return record
-        return None
+        if not record.get("finished"):
+            return None
+        self.runtime.say(f"{self.out} finished already ({record['steps']} steps); nothing to do")
+        return record
 
     # ------------------------------------------------------------------------------------ the run
     def run(self) -> dict[str, Any]:
         self._check_folder()
-        if self.state is not None:
+        if self.resume:
             done = self._finished_already()
             if done is not None:
                 return done

@@ -169,6 +169,15 @@ def test_resuming_a_finished_run_says_so_and_exits_0(tmp_path, tiny_text_config,
     assert cli(["train", "text", str(path), "--output", str(tmp_path / "run"), "--resume"]) == 0
     assert "finished already" in capsys.readouterr().err
     assert (tmp_path / "run" / "checkpoint.pt").stat().st_mtime_ns == before
+    # Issue 43's case: without its checkpoint (a comparison's cells never keep one) a finished run was
+    # retrained from step 0 over its results; it is final, in the folder it was copied to as well.
+    results = (tmp_path / "run" / "results.json").read_bytes()
+    (tmp_path / "run" / "checkpoint.pt").unlink()
+    (tmp_path / "run").rename(tmp_path / "copied")
+    assert cli(["train", "text", str(path), "--output", str(tmp_path / "copied"), "--resume"]) == 0
+    assert f"{tmp_path / 'copied'} finished already (2 steps); nothing to do" in capsys.readouterr().err
+    assert (tmp_path / "copied" / "results.json").read_bytes() == results
+    assert not (tmp_path / "copied" / "checkpoint.pt").exists()
 
 
 def test_resume_refuses_changed_keys_naming_each(tmp_path, tiny_text_config, one_torch_thread):
