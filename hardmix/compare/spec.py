@@ -51,6 +51,19 @@ TASK_KEYS = (
     "task", "config", "set", "score", "allow_selection_score", "secondary", "strategy_args", "strategies",
     "launcher", "seeds",
 )
+# Config keys a comparison cannot set for its cells (in a task's ``set``, ``strategy_set`` or a tuning grid).
+NOT_IN_A_CELL = {
+    "output": "the comparison gives every cell its own folder under --output",
+    "train.stop_after_steps": "it stops a cell short of its budget, which a comparison cannot pair",
+}
+
+
+def check_cell_key(key: str, where: str) -> None:
+    """Refuse a key a comparison's cell cannot be given (:data:`NOT_IN_A_CELL`), naming where."""
+    if key in NOT_IN_A_CELL:
+        raise ConfigError(f"{where}.{key}: not a key a comparison can set ({NOT_IN_A_CELL[key]})")
+
+
 # What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
 # new cells run), how many cells run at once, where the folder is and how cells are launched.
 FREE_KEYS = ("jobs", "output", "launcher")
@@ -202,6 +215,7 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
                 f"{where}strategy_set.{name}: not one of the strategies ({', '.join(normalized)})"
             )
         for k in sets:
+            check_cell_key(str(k), f"{where}strategy_set.{name}")
             if not isinstance(k, str) or "." not in k or k.startswith(("loss.strategies", "train.seed")):
                 raise ConfigError(f"{where}strategy_set.{name}.{k}: expected a dotted config key other than "
                                   "loss.strategies and train.seed (the comparison sets those)")
@@ -224,6 +238,8 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
         sets = t.get("set") or {}
         if not isinstance(sets, dict):
             raise ConfigError(f"{where}{key}.set: expected a mapping of dotted keys to values")
+        for k in sets:
+            check_cell_key(str(k), f"{where}{key}.set")
         args = t.get("strategy_args") or {}
         if not isinstance(args, dict) or any(not isinstance(v, dict) for v in args.values()):
             raise ConfigError(f"{where}{key}.strategy_args: expected strategy name -> mapping of arguments")
@@ -365,6 +381,7 @@ def _parse_tune(
         if not isinstance(axes, dict):
             raise ConfigError(f"{where}tune.grid.{name}: expected a mapping of keys to lists of values")
         for k, values in axes.items():
+            check_cell_key(str(k), f"{where}tune.grid.{name}")
             if not isinstance(k, str) or "." not in k:
                 raise ConfigError(
                     f"{where}tune.grid.{name}.{k}: expected <strategy>.<argument> or a dotted config key"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -391,3 +392,23 @@ def test_a_task_named_as_a_path_is_refused_before_anything_is_written(text_spec,
         assert f"tasks: {name!r} is not a plain name" in err and "Traceback" not in err
         assert not (tmp_path / "deep").exists()
     assert [p.name for p in victim.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize("where", ["set", "strategy_set", "tune"])
+@pytest.mark.parametrize("key", ["train.stop_after_steps", "output"])
+def test_keys_a_comparison_cannot_set_are_refused_at_validation(text_spec, key, where):
+    """Issue 43, item 3: a key that stops a cell early or moves its folder is refused, naming where it was
+    given, before anything runs."""
+    spec = copy.deepcopy(text_spec)
+    value = 2 if key.startswith("train") else "/tmp/elsewhere"
+    if where == "set":
+        spec["tasks"]["text"]["set"] = {key: value}
+        named = f"tasks.text.set.{key}"
+    elif where == "strategy_set":
+        spec["strategy_set"] = {"none": {key: value}}
+        named = f"strategy_set.none.{key}"
+    else:
+        spec["tune"] = {"seeds": [101], "grid": {"none": {key: [value]}}}
+        named = f"tune.grid.none.{key}"
+    with pytest.raises(ConfigError, match=rf"^{re.escape(named)}: not a key a comparison can set"):
+        parse_spec(spec)
