@@ -66,6 +66,8 @@ class VisionTask(Task):
     def check(self) -> None:
         cfg = self.cfg
         dataset_root(cfg.data.dataset)
+        if cfg.data.max_samples:  # the images the run will use at most: the negatives' check before any
+            _check_negatives(cfg, cfg.data.max_samples)  # decoding (build checks it again on the real count)
         if cfg.eval.at_end or cfg.eval.eval_steps:
             if cfg.data.val_samples is None:
                 raise ConfigError(

@@ -256,10 +256,10 @@ def build_grid(
                 raise ConfigError(
                     f"tasks.{task.name}.strategy_args.{name}: neither a strategy of the spec nor used by one"
                 )
-        checked = False
         score_sets: list[str] | None = None
         for strategy in task.strategies or spec.strategies:
             point = (points or {}).get((task.name, strategy))
+            checked = False  # each strategy's config through the task's own checks (its data, its negatives)
             for seed in task.seeds:
                 run_dir = output / "runs" / task.name / strategy / f"seed{seed}"
                 if score_sets is None:
@@ -268,8 +268,8 @@ def build_grid(
                 cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point,
                                       score_overrides=score_sets)
                 _check_scores(task, task_cls, cfg)
-                if check_data and not checked:  # data, models, evaluation data (the same for every cell)
-                    check_task(task, task_cls, cfg)
+                if check_data and not checked:  # data, models, evaluation data, what the strategy needs
+                    check_task(task, task_cls, cfg, strategy)
                     checked = True
                 if check_existing:
                     check_same_config(cell)
@@ -277,8 +277,9 @@ def build_grid(
     return cells
 
 
-def check_task(task: TaskSpec, task_cls: type, cfg: Any) -> None:
-    """The task's own cheap checks (files, models, evaluation data) before any cell runs."""
+def check_task(task: TaskSpec, task_cls: type, cfg: Any, strategy: str | None = None) -> None:
+    """The task's own cheap checks (files, models, evaluation data, what the strategy needs of them)
+    before any cell runs: the checks a cell would run at its start, so none fails in mid-comparison."""
     import torch
 
     from hardmix.training.runtime import Runtime
@@ -286,7 +287,8 @@ def check_task(task: TaskSpec, task_cls: type, cfg: Any) -> None:
     try:
         task_cls(cfg, Runtime(torch.device("cpu"))).check()
     except (OSError, ValueError) as e:
-        raise ConfigError(f"tasks.{task.name}: {e}") from None
+        which = f" with strategy {strategy}" if strategy else ""
+        raise ConfigError(f"tasks.{task.name}{which}: {e}") from None
 
 
 def check_same_config(cell: Cell) -> None:

@@ -78,9 +78,9 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True) -> li
     assert spec.tune is not None or not tuned_tasks(spec)
     for task in tuned_tasks(spec):
         task_cls = task_class(task)
-        checked = False
         for strategy in task.strategies or spec.strategies:
             for i, point in enumerate(grid_points(spec.tune.grid[strategy])):
+                checked = False  # each point's config through the task's own checks
                 for seed in spec.tune.seeds:
                     run_dir = output / "tune" / task.name / strategy / f"point{i}" / f"seed{seed}"
                     cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point, i)
@@ -90,7 +90,7 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True) -> li
                             "metric, what tuning compares); turn on eval.at_end or eval.eval_steps"
                         )
                     if check_data and not checked:
-                        check_task(task, task_cls, cfg)
+                        check_task(task, task_cls, cfg, f"{strategy} at tune point {point}")
                         checked = True
                     check_same_config(cell)
                     cells.append(cell)

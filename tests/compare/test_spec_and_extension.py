@@ -412,3 +412,25 @@ def test_keys_a_comparison_cannot_set_are_refused_at_validation(text_spec, key, 
         named = f"tune.grid.none.{key}"
     with pytest.raises(ConfigError, match=rf"^{re.escape(named)}: not a key a comparison can set"):
         parse_spec(spec)
+
+
+def test_every_strategy_s_config_passes_the_task_s_own_checks_before_any_cell(tmp_path, tiny_vision_config,
+                                                                               capsys):
+    """Issue 43's case: a MoCHi n_hard that passes validation (<= the queue) but not the task's own check
+    (each query's own keys masked) failed in the middle of a comparison; it is refused before the first
+    cell, naming the task and the strategy, and nothing is written."""
+    (tmp_path / "vision.yaml").write_text(yaml.safe_dump(tiny_vision_config(
+        data={"max_samples": 64}, loss={"queue_size": 64, "mask_same_sample": True})))
+    spec = {
+        "seeds": [1], "baseline": "none",
+        "strategies": {"none": [{"name": "none"}], "mochi": [{"name": "mochi"}]},
+        "tasks": {"vision": {"config": str(tmp_path / "vision.yaml"), "score": "val_knn_top1",
+                             "allow_selection_score": True, "set": {"eval.at_end": True,
+                                                                     "data.val_samples": 32},
+                             "strategy_args": {"mochi": {"n_hard": 63, "n_pair": 8, "n_query": 4}}}},
+    }
+    out = tmp_path / "cmp"
+    assert cli(["compare", str(_write(tmp_path, spec)), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "tasks.vision with strategy mochi: loss.strategies[0].n_hard: 63 negatives needed" in err, err
+    assert not out.exists()
