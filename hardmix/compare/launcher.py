@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from hardmix.compare.grid import Cell
+from hardmix.compare.grid import cell_log as grid_cell_log
 from hardmix.compare.spec import CompareSpec
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.run_folder import LOCK, run_files
@@ -183,12 +184,14 @@ def require_submitit(launcher: str) -> Any:
 
 
 def cell_log(out: Path, cell: Cell) -> Path:
-    """The cell's log (its ``hardmix train`` output, rank 0's under a launcher)."""
-    return out / "logs" / f"{cell.task.name}-{cell.strategy}-seed{cell.seed}.log"
+    """The cell's log (its ``hardmix train`` output, rank 0's under a launcher): the one name
+    :func:`hardmix.compare.grid.cell_log` gives it, a tuning cell's point included."""
+    return grid_cell_log(cell, out / "logs")
 
 
 def _job_name(cell: Cell) -> str:
-    return f"hardmix-{cell.task.name}-{cell.strategy}-seed{cell.seed}"
+    """One job name per cell (a tuning cell's point included), from its label."""
+    return "hardmix-" + cell.label.replace("/", "-")
 
 
 def train_overrides(ls: LauncherSpec) -> list[str]:

@@ -254,3 +254,27 @@ def test_a_launcher_that_cannot_submit_leaves_no_comparison_behind(text_spec, tm
         os.environ["PATH"] = env_path
     assert errors[0].startswith("hardmix: error:") and errors[1] == errors[0]
     assert "holds a comparison already" not in errors[1]
+
+
+def test_every_tuning_cell_has_its_own_log_and_job_and_status_reads_it(text_spec, tmp_path):
+    """Issue 43's case: --status looked for a tuning cell's log under the evaluation cell's name ("no log
+    line"), and under --launcher slurm every tuning point of a strategy and seed shared one log file and
+    job name. One name per cell, from its label, in both."""
+    from hardmix.compare import launcher
+    from hardmix.compare.grid import cell_log
+    from hardmix.compare.tuning import tuning_cells
+
+    spec = copy.deepcopy(text_spec)
+    spec["tune"] = {"seeds": [101], "grid": {"none": {"loss.temperature": [0.05, 0.1]},
+                                             "mixcse": {"mixcse.lam": [0.1, 0.4]}}}
+    parsed = parse_spec(spec)
+    out = tmp_path / "cmp"
+    cells = tuning_cells(parsed, out, check_data=False)
+    logs = [launcher.cell_log(out, c) for c in cells]
+    jobs = [launcher.slurm_parameters(launcher_for(parsed, "text"), c)["job_name"] for c in cells]
+    assert len(set(logs)) == len(set(jobs)) == len(cells) == 4
+    assert logs == [cell_log(c, out / "logs") for c in cells]  # the name the local runner writes
+    assert jobs[0] == "hardmix-tune-text-none-point0-seed101"
+    logs[1].parent.mkdir(parents=True)
+    logs[1].write_text("$ hardmix train ...\nhardmix: error: the last line\n")
+    assert launcher.cell_state(cells[1], out, None).detail == "hardmix: error: the last line"
