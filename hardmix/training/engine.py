@@ -394,11 +394,23 @@ class _Run:
             if math.isfinite(score) and (self.best_score is None or score > self.best_score):
                 self.best_score, self.best_step, self.best_eval = score, self.step, scores
                 with preserved_rng():
-                    task.on_new_best(self.out, self.step, scores)
+                    self._writing(lambda: task.on_new_best(self.out, self.step, scores), self.out / "best")
             self.metrics.write({"step": self.step, "epoch": round(task.epoch_at(self.step), 4), **scores,
                                 f"best_{metric}": self.best_score, "best_step": self.best_step})
         self.runtime.barrier()
         return time.perf_counter() - t0
+
+    def _writing(self, write: Any, what: Path) -> None:
+        """Run a task's write of ``what`` (the best model's export); any failure of it (a full disk, a
+        library's own I/O error) stops the run with one line naming the folder, resumable from its last
+        checkpoint, never a library's traceback (the exports are atomic: no half folder is left)."""
+        try:
+            write()
+        except (ConfigError, RunError):
+            raise
+        except Exception as e:  # noqa: BLE001 - e.g. safetensors' SafetensorError on a full disk
+            raise RunError(f"writing {what} failed at step {self.step} ({type(e).__name__}: {e}); "
+                           f"{self._resume_hint()}") from None
 
     # ---------------------------------------------------------------------------------- checkpoint
     def _save(self, task: Task) -> None:
@@ -463,7 +475,8 @@ class _Run:
                 self._evaluate(task)
             if runtime.main:
                 with preserved_rng():
-                    task.finish(self.out, selected=self.best_step is not None)
+                    self._writing(lambda: task.finish(self.out, selected=self.best_step is not None),
+                                  self.out / "best")
                     if task.keeps_best:
                         evaluated = self.best_eval
                     else:

@@ -325,3 +325,40 @@ def test_the_python_api_returns_the_results_record(tmp_path, tiny_text_config, o
     assert results == read_results(tmp_path / "run") and results["steps"] == 3
     assert results["strategies"] == [MixCSE(lam=0.3).config()]  # every argument, as built
     assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["train"]["max_steps"] == 3
+
+
+def test_a_full_disk_while_the_best_model_is_written_is_one_line_and_the_run_resumes(
+    tmp_path, tiny_text_config, capsys, monkeypatch, one_torch_thread
+):
+    """Fault injection (issue 43's case): the export of ``best/`` fails as a full disk makes safetensors
+    fail; the run stops with one line naming the folder and its last checkpoint, no half ``best/`` is
+    left, and ``--resume`` finishes it with the losses of an uninterrupted run."""
+    import hardmix.text.task as text_task
+
+    cfg = _text(tiny_text_config, train={"max_steps": 4, "save_steps": 2}, eval={"eval_steps": 2})
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert cli(["train", "text", str(path), "--output", str(tmp_path / "straight")]) == 0
+    real, calls = text_task.export_model, []
+
+    class SafetensorError(Exception):  # what safetensors raises: not an OSError
+        pass
+
+    def full_disk(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise SafetensorError("Error while serializing: IoError(No space left on device (os error 28))")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(text_task, "export_model", full_disk)
+    capsys.readouterr()
+    assert cli(["train", "text", str(path), "--output", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"writing {tmp_path / 'run' / 'best'} failed at step 2 (SafetensorError: " in err, err
+    assert "no checkpoint was written yet" in err and "--resume" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "results.json").exists() or not read_results(tmp_path / "run")["finished"]
+    assert not any(p.name.startswith(".best") for p in (tmp_path / "run").iterdir())
+    monkeypatch.setattr(text_task, "export_model", real)
+    assert cli(["train", "text", str(path), "--output", str(tmp_path / "run"), "--resume"]) == 0
+    assert read_results(tmp_path / "run")["finished"]
+    assert _losses(tmp_path / "run") == _losses(tmp_path / "straight")
