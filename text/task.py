@@ -115,6 +115,7 @@ class TextTask(Task):
     default_score = "sts_avg"
     progress_label = "dev"
     keeps_best = True
+    exports = ("best",)
     auto_bf16 = True  # compare_precision: bf16 - fp32 on the held-out STS average is inside +-1 point
 
     cfg: TextTrainConfig

@@ -29,12 +29,10 @@ from hardmix.errors import ConfigError, RunError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.results import ResultsError, read_results
-from hardmix.training.run_folder import CHECKPOINT, CONFIG, LOCK, METRICS, RESULTS, TENSORBOARD, run_files
+from hardmix.training.run_folder import CHECKPOINT, CONFIG, METRICS, RESULTS, run_files
 
+# What a finished cell may keep besides its record (--keep): the resume checkpoint, the task's exports.
 KEEP_CHOICES = ("checkpoints", "models")
-# What a finished comparison cell keeps whatever --keep says: its record (the rest is the resume checkpoint
-# and the task's exported model, kept only when asked).
-RECORD_FILES = frozenset({CONFIG, METRICS, RESULTS, TENSORBOARD, LOCK})
 
 
 @dataclass
@@ -441,16 +439,18 @@ def task_metric(cell: Cell) -> str:
 
 
 def discard_unkept(cell: Cell, keep: frozenset[str] | set[str]) -> None:
-    """A finished cell's resume checkpoint and its task's exported files (``best/``, ...) go unless
-    ``keep`` names them (``checkpoints``, ``models``); its record (config, metrics, results) stays."""
-    for path in cell.run_dir.iterdir():
-        if path.name in RECORD_FILES:
-            continue
-        if path.name == CHECKPOINT:
-            if "checkpoints" not in keep:
-                path.unlink(missing_ok=True)
-        elif "models" not in keep:
-            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
+    """A finished cell's resume checkpoint and its task's exports (:attr:`Task.exports`: ``best/``) go
+    unless ``keep`` names them (``checkpoints``, ``models``). Only what hardmix itself wrote there, by
+    name, is deleted: its record (config, metrics, results) and anything else in the folder stay."""
+    names = [] if "checkpoints" in keep else [CHECKPOINT]
+    if "models" not in keep:
+        names += list(task_class(cell.task).exports)
+    for name in names:
+        path = cell.run_dir / name
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
 
 
 def describe_stop(cells: list[Cell]) -> str:

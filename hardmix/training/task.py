@@ -60,6 +60,9 @@ class Task(ABC):
         keeps_best: the task keeps the model of the best evaluation (text exports it), so the final
             scores are that model's; otherwise the final model is the result.
         progress_label: the selection metric's short name on the progress bar.
+        exports: the names the task writes into its run folder beside the engine's records (text:
+            ``best``, the exported model); ``hardmix compare`` deletes only these (and the checkpoint)
+            from a finished cell it does not keep, never anything else a folder holds.
         auto_bf16: whether ``train.precision: auto`` runs the task in bf16 where the hardware computes it
             natively: true only once a committed comparison showed the task's held-out scores in bf16
             within a point of fp32's (``configs/compare/precision.yaml``; text yes, vision not yet).
@@ -80,6 +83,7 @@ class Task(ABC):
     renamed_keys: ClassVar[dict[str, str]] = {}
     keeps_best: ClassVar[bool] = False
     progress_label: ClassVar[str] = "score"
+    exports: ClassVar[tuple[str, ...]] = ()
     auto_bf16: ClassVar[bool] = False
     loss_fn: ContrastiveLoss | None = None
 

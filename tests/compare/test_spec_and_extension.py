@@ -434,3 +434,24 @@ def test_every_strategy_s_config_passes_the_task_s_own_checks_before_any_cell(tm
     err = capsys.readouterr().err
     assert "tasks.vision with strategy mochi: loss.strategies[0].n_hard: 63 negatives needed" in err, err
     assert not out.exists()
+
+
+def test_a_finished_cell_s_cleanup_deletes_only_what_hardmix_wrote(text_spec, tmp_path):
+    """Issue 43, item 1: cleanup deleted "everything that is not a record" of a cell's folder. It deletes
+    the checkpoint and the task's exports by name (text: ``best/``), nothing else, whatever --keep says."""
+    from hardmix.compare.grid import discard_unkept
+
+    (cell,) = build_grid(parse_spec(text_spec), tmp_path / "out", check_data=False)
+    cell.run_dir.mkdir(parents=True)
+    for name in ("config.yaml", "metrics.jsonl", "results.json", "checkpoint.pt", "notes.txt"):
+        (cell.run_dir / name).write_text(name)
+    for folder in ("best", "mine"):
+        (cell.run_dir / folder).mkdir()
+        (cell.run_dir / folder / "f").write_text("x")
+    discard_unkept(cell, {"checkpoints"})
+    assert sorted(p.name for p in cell.run_dir.iterdir()) == [
+        "checkpoint.pt", "config.yaml", "metrics.jsonl", "mine", "notes.txt", "results.json"]
+    discard_unkept(cell, set())
+    assert sorted(p.name for p in cell.run_dir.iterdir()) == [
+        "config.yaml", "metrics.jsonl", "mine", "notes.txt", "results.json"]
+    assert (cell.run_dir / "mine" / "f").read_text() == "x"
