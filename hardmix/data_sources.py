@@ -10,9 +10,10 @@ they still agree). SimCSE's files are fetched at a fixed revision of their Hub r
 (:data:`SIMCSE_REVISION`, not ``main``); ``wiki1m_for_simcse.txt`` and BERT-mini's ``pytorch_model.bin``
 are verified by the SHA-256 the Hub publishes for them (their LFS pointers). The other files publish no
 checksum (``senteval.tar``, BERT-mini's ``config.json`` and ``vocab.txt``, CMC's class list), so they are
-verified by their length (the size below where it is known, else the length the server announces) and
-their SHA-256 is recorded at the first download (``<root>/.hardmix/checksums.json``) and checked at every
-later one.
+verified by their length (the size below where it is known, else the length the server announces), fetched
+whole in one transfer (a partial file of theirs is never resumed: kept bytes could be damaged unseen), and
+their SHA-256 is recorded at that first download (``<root>/.hardmix/checksums.json``) and checked at every
+later one. Pinning their SHA-256 here is still to do.
 
 Every URL is ``base/key`` when a mirror is given (``--base-url`` or ``HARDMIX_DATA_BASE_URL``): a mirror
 holds each source's file under its :attr:`Source.key`.

@@ -113,6 +113,7 @@ def download_file(
     retries: int = 3,
     progress: bool = True,
     timeout: float = 60.0,
+    resume: bool = True,
 ) -> Digest:
     """Download ``url`` to ``dest``, resuming ``dest.part`` if an earlier call was interrupted.
 
@@ -124,6 +125,9 @@ def download_file(
         retries: further attempts after a dropped connection, each resuming where the last stopped.
         progress: show a tqdm progress bar.
         timeout: seconds without data before an attempt is abandoned.
+        resume: continue a partial file (``dest.part``, or a dropped transfer); False restarts every
+            attempt from byte 0: what a file no checksum verifies needs, since damaged bytes kept from an
+            earlier transfer could not be told from good ones.
 
     Returns:
         The verified file's :class:`Digest`.
@@ -136,6 +140,8 @@ def download_file(
     part = dest.with_name(dest.name + ".part")
     got, total, last_error = 0, None, "no attempt"
     for _ in range(retries + 1):
+        if not resume:
+            part.unlink(missing_ok=True)
         try:
             got, total = _attempt(url, part, progress, dest.name, timeout)
         except urllib.error.HTTPError as e:
@@ -156,8 +162,11 @@ def download_file(
             break
         last_error = f"connection closed after {got} of {total} bytes"
     else:
-        raise DataDownloadError(f"{url}: transfer interrupted ({last_error}); {got} bytes are kept in "
-                                f"{part}: run the same command again to resume")
+        kept = (f"{got} bytes are kept in {part}: run the same command again to resume" if resume else
+                "no checksum verifies this file, so nothing is kept: run the same command again")
+        if not resume:
+            part.unlink(missing_ok=True)
+        raise DataDownloadError(f"{url}: transfer interrupted ({last_error}); {kept}")
     expected = size if size is not None else total
     if expected is not None and got != expected:
         part.unlink()

@@ -57,7 +57,8 @@ def fetch_source(
     root: Path, src: Source, base_url: str | None = None, progress: bool = True
 ) -> tuple[Path, dict[str, object] | None]:
     """Download one source into the downloads folder, verified by its published checksum, else by the
-    SHA-256 recorded at its first download.
+    SHA-256 recorded at its first download; a source neither verifies is fetched whole in one transfer
+    (a partial file of it is never resumed), and only then is its SHA-256 recorded.
 
     Returns:
         (the file, the record to keep when this was the first download of a source without a published
@@ -74,7 +75,9 @@ def fetch_source(
             return dest, None
         dest.unlink()
     url = src.url_for(base_url)
-    digest = download_file(url, dest, md5=src.md5, sha256=sha256, size=size, progress=progress)
+    verified = bool(src.md5 or sha256)  # else only its length checks it: never resumed from kept bytes
+    digest = download_file(url, dest, md5=src.md5, sha256=sha256, size=size, progress=progress,
+                           resume=verified)
     if not src.md5 and not src.sha256 and recorded is None:
         return dest, {"sha256": digest.sha256, "size": digest.size, "url": url}
     return dest, None

@@ -81,3 +81,35 @@ def test_missing_file_and_unreachable_server_are_one_line(served, tmp_path):
         port = s.getsockname()[1]
     with pytest.raises(DataDownloadError, match=r"cannot connect .*--base-url"):
         download_file(f"http://127.0.0.1:{port}/x", tmp_path / "x", retries=0, progress=False)
+
+
+def test_a_damaged_partial_file_of_an_unverified_source_is_never_resumed(served, tmp_path):
+    """Issue 43's case: a damaged ``senteval.tar.part`` was resumed and its SHA-256 recorded as the
+    reference. A source that no checksum verifies (none published, none recorded) is fetched whole, from
+    byte 0, in one transfer: kept bytes are discarded, so what gets recorded is the server's file."""
+    from hardmix.data_sources import Source
+    from hardmix.datasets.manager import fetch_source
+    from hardmix.datasets.records import downloads_dir
+
+    srv, payload, _ = served
+    root = tmp_path / "root"
+    src = Source("blob.bin", f"{srv.url}/blob.bin")  # no md5, no sha256: like senteval.tar
+    part = downloads_dir(root) / "blob.bin.part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b"\x00" * 1000)  # damaged bytes a resume would keep
+    dest, first = fetch_source(root, src, progress=False)
+    assert dest.read_bytes() == payload and not part.exists()
+    assert srv.state.requests == [("blob.bin", None)]  # no range request: nothing kept was trusted
+    assert first["sha256"] == hashlib.sha256(payload).hexdigest()
+    # a transfer of such a source dropped within the call starts again from byte 0, not from the cut
+    srv.state.cut_after["blob.bin"] = 5000
+    srv.state.requests.clear()
+    (downloads_dir(root) / "blob.bin").unlink()
+    dest, _ = fetch_source(root, src, progress=False)
+    assert dest.read_bytes() == payload and srv.state.requests == [("blob.bin", None), ("blob.bin", None)]
+    # and when every attempt fails, nothing is kept to be resumed later
+    srv.state.cut_after["blob.bin"] = 5000
+    dest.unlink()
+    with pytest.raises(DataDownloadError, match="no checksum verifies this file, so nothing is kept"):
+        download_file(src.url, dest, retries=0, progress=False, resume=False)
+    assert not part.exists()
