@@ -58,6 +58,9 @@ def register(top: argparse._SubParsersAction) -> None:
         default=None,
         help="comma list of the spec's tasks to run and report (default: all), e.g. --tasks text",
     )
+    p.add_argument("--retry-failed", action="store_true",
+                   help="with --resume: run the cells whose run failed again (a failure is a recorded "
+                        "result, never retried otherwise)")
     p.add_argument("--no-download", action="store_true",
                    help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=main)
@@ -157,7 +160,8 @@ def _launch(args, spec, cells, out, jobs, keep):  # noqa: ANN001, ANN202
     from hardmix.compare.grid import run_cells
 
     if args.launcher == "local":
-        return run_cells(cells, out, jobs=jobs, threads=args.threads, keep=keep)
+        return run_cells(cells, out, jobs=jobs, threads=args.threads, keep=keep,
+                         retry_failed=getattr(args, "retry_failed", False))
     from hardmix.compare import launcher
 
     return launcher.submit_cells(spec, cells, out, args.launcher, wait=args.wait)
@@ -246,6 +250,9 @@ def _report(spec, out, cells, tune, failed) -> int:  # noqa: ANN001
     for task in summary["tasks"]:
         print(f"\n{task}:")
         print(text_table(*per_task_table(summary, task)))
+    if summary["failed"]:
+        print(f"\nfailed ({len(summary['failed'])}, recorded; --resume --retry-failed runs them again): "
+              + "; ".join(f"{label}: {why}" for label, why in summary["failed"].items()))
     if summary["missing"]:
         print(f"\nmissing ({len(summary['missing'])}): {', '.join(summary['missing'])}")
     print(f"\nreport: {out / 'report.html'} (summary.md, summary.csv, summary.json, plots/)")

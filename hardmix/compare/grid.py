@@ -3,7 +3,9 @@
 Cell ``(task, strategy, seed)`` is ``hardmix train TASK CONFIG --output DIR/runs/<task>/<strategy>/seed<k>
 --set ...`` with the task's overrides, ``loss.strategies`` and ``train.seed``: it can be inspected,
 evaluated and resumed like any run. A finished cell (its ``results.json`` says so) is never run again; an
-interrupted one (a ``checkpoint.pt`` without a finished record) resumes.
+interrupted one (a ``checkpoint.pt`` without a finished record) resumes. A cell whose run failed (it
+diverged, or exited with an error) is a result too: ``failure.json`` in its folder records why, the
+comparison goes on without it, and ``--resume`` runs it again only when asked (``--retry-failed``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from hardmix.training.run_folder import CHECKPOINT, CONFIG, METRICS, RESULTS, ru
 
 # What a finished cell may keep besides its record (--keep): the resume checkpoint, the task's exports.
 KEEP_CHOICES = ("checkpoints", "models")
+# A failed cell's record: why its run failed (its exit status and last log line), written by run_cells.
+FAILURE = "failure.json"
 
 
 @dataclass
@@ -72,17 +76,38 @@ class Cell:
         return check_record(read_results(self.run_dir), self.run_dir / RESULTS, self.seed)
 
     def status(self) -> str:
-        """``finished``, ``corrupt`` (a ``results.json`` that is not a record of this cell), ``partial``
-        (a run to resume: its checkpoint, or its files from before the first) or ``pending``."""
+        """``finished``, ``failed`` (its run failed: :meth:`failure` says why), ``corrupt`` (a
+        ``results.json`` that is not a record of this cell), ``partial`` (a run to resume: its checkpoint,
+        or its files from before the first) or ``pending``."""
         if (self.run_dir / RESULTS).exists():
             try:
                 if self.record()["finished"]:
                     return "finished"
             except ResultsError:
                 return "corrupt"
+        if (self.run_dir / FAILURE).is_file():
+            return "failed"
         # a run folder stopped before its first checkpoint is resumed too (from step 0): a new run may not
         # write over it
         return "partial" if run_files(self.run_dir) else "pending"
+
+    def failure(self) -> str | None:
+        """Why the cell's run failed (its record's ``reason``), or None."""
+        try:
+            return str(json.loads((self.run_dir / FAILURE).read_text(encoding="utf-8"))["reason"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def record_failure(self, returncode: int, log: Path) -> None:
+        """Record that the cell's run failed: its exit status and the last line of its log."""
+        from hardmix.utils.checkpoint import atomic_write_text
+
+        text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+        lines = text.strip().splitlines()
+        reason = lines[-1] if lines else f"exit status {returncode}"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(json.dumps({"returncode": returncode, "reason": reason}, indent=2) + "\n",
+                          self.run_dir / FAILURE)
 
     def command(self, resume: bool = False, extra: list[str] | None = None) -> list[str]:
         """The ``hardmix train`` command of this cell (``--resume`` for a partial one)."""
@@ -481,8 +506,10 @@ def run_cells(
     threads: int | None = None,
     progress: bool = True,
     keep: frozenset[str] | set[str] = frozenset(),
+    retry_failed: bool = False,
 ) -> list[tuple[Cell, Path]]:
-    """Run every cell that is not finished, ``jobs`` at a time, each a ``hardmix train`` process with
+    """Run every cell that is neither finished nor failed (failed ones too with ``retry_failed``: their
+    failure record is removed first), ``jobs`` at a time, each a ``hardmix train`` process with
     ``train.threads`` = ``threads // jobs`` (``threads``: the CPU count by default) and its output in
     ``DIR/logs/``; one progress bar in steps over them all. A cell whose ``results.json`` is corrupt is said
     so, set aside (:func:`set_aside`) and run again. A finished cell keeps no checkpoint and no exported
@@ -501,7 +528,11 @@ def run_cells(
             moved = set_aside(c)
             print(f"hardmix: {reason}; the cell runs again (its folder was moved to {moved})",
                   file=sys.stderr)
-    todo = [c for c in cells if c.status() != "finished"]
+    if retry_failed:
+        for c in cells:
+            if c.status() == "failed":
+                (c.run_dir / FAILURE).unlink()
+    todo = [c for c in cells if c.status() not in ("finished", "failed")]
     per_job = max(1, (threads or os.cpu_count() or 1) // jobs)
     logs = output / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -545,7 +576,8 @@ def run_cells(
                     continue
                 running.remove(r)
                 ended.append(r.cell)
-                if r.proc.returncode != 0 and not stop:
+                if r.proc.returncode != 0 and not stop:  # a result: recorded, not retried unless asked
+                    r.cell.record_failure(r.proc.returncode, r.log)
                     failed.append((r.cell, r.log))
                 if r.proc.returncode == 0 and r.cell.status() == "finished":
                     discard_unkept(r.cell, keep)
@@ -567,6 +599,6 @@ def run_cells(
 
 
 __all__ = [
-    "KEEP_CHOICES", "Cell", "Progress", "build_grid", "check_record", "make_cell", "print_commands",
-    "run_cells", "set_aside",
+    "FAILURE", "KEEP_CHOICES", "Cell", "Progress", "build_grid", "check_record", "make_cell",
+    "print_commands", "run_cells", "set_aside",
 ]

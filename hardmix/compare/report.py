@@ -100,6 +100,13 @@ def notes(summary: dict[str, Any]) -> list[str]:
             out.append(
                 f"{task}: {t['score']} is held out; the best step is selected on {t['selection_metric']}."
             )
+    if summary.get("failed"):
+        out.append(
+            f"{len(summary['failed'])} of {cell_count(summary)} runs failed, each a recorded result left out "
+            "of the tests (rerun them with --resume --retry-failed): "
+            + "; ".join(f"{label} ({why})" for label, why in summary["failed"].items())
+            + "."
+        )
     if summary["missing"]:
         out.append(
             f"{len(summary['missing'])} of {cell_count(summary)} runs are missing: "

@@ -10,10 +10,10 @@ For seeds s = 1..n with scores x_s (strategy) and y_s (baseline), the difference
   comparison is a family of one (``p_holm == p_value``); :func:`holm_adjusted` adjusts a family;
 - ``effect_size``: the paired (standardized) effect ``mean / sd`` (Cohen's d_z);
 - ``min_detectable_difference``: the difference the paired t-test would detect with 80% power (two-sided)
-  with these n seeds, assuming the differences' standard deviation is the observed ``sd``: the effect size
-  solved by :class:`statsmodels.stats.power.TTestPower`, times ``sd``, at the alpha the verdict uses: alpha
-  for a family of one, and in a family of m comparisons alpha / m, the strictest threshold of Holm's
-  step-down (so a difference that large is found with 80% power whatever the other comparisons' p);
+  with these n seeds, assuming the differences' standard deviation is the observed ``sd``: the effect
+  size solved on the noncentral t (:func:`min_detectable_effect`), times ``sd``, at the alpha the verdict
+  uses: alpha for a family of one, and in a family of m comparisons alpha / m, the strictest threshold of
+  Holm's step-down (so a difference that large is found with 80% power whatever the other comparisons' p);
 - ``p_exact``: the exact sign-flip (permutation) test's two-sided p-value, which assumes no distribution of
   the differences: under the null each d_s is as likely to have either sign, so the 2^n sign patterns are
   equally likely, and p is the fraction whose |sum| is at least the observed one (ties count as at least as
@@ -139,17 +139,25 @@ def exact_test_agrees(d: PairedDifference, alpha: float = ALPHA) -> bool:
 @functools.lru_cache(maxsize=256)
 def min_detectable_effect(n: int, alpha: float = ALPHA, power: float = POWER) -> float:
     """The standardized effect (mean / sd of the differences) a two-sided paired t-test over ``n`` pairs
-    detects with ``power`` at ``alpha`` (:class:`statsmodels.stats.power.TTestPower`).
+    detects with ``power`` at ``alpha``: the root of the power under the noncentral t (SciPy's ``nct``,
+    Brent's method). statsmodels' ``TTestPower.solve_power`` is not used: at small n and small alpha
+    (3 pairs at 0.025) its power turns NaN inside the bracket and it returns a wrong root.
 
     >>> round(min_detectable_effect(10), 3)
     0.996
     """
-    from statsmodels.stats.power import TTestPower
+    from scipy import optimize
 
     if n < 2:
         return math.nan
-    return float(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
-                                          alternative="two-sided"))
+    df, crit = n - 1, float(stats.t.ppf(1 - alpha / 2, n - 1))
+
+    def shortfall(effect: float) -> float:
+        nc = effect * math.sqrt(n)
+        lower = float(stats.nct.cdf(-crit, df, nc))
+        return float(stats.nct.sf(crit, df, nc)) + (lower if math.isfinite(lower) else 0.0) - power
+
+    return float(optimize.brentq(shortfall, 1e-6, 100.0, xtol=1e-10))
 
 
 def paired_difference(

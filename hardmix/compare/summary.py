@@ -129,11 +129,13 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
     from hardmix.training.api import resolve_task
 
     records, missing = collect(cells)
+    failed = {c.label: c.failure() or "failed" for c in cells if c.status() == "failed"}
     out: dict[str, Any] = {
         "baseline": spec.baseline,
         "seeds": spec.seeds,
         "tasks": {},
-        "missing": missing,
+        "missing": [label for label in missing if label not in failed],
+        "failed": failed,
         "finished": len(records),
         "cells": len(cells),
     }
@@ -332,16 +334,17 @@ def secondary_table(summary: dict[str, Any], task: str) -> tuple[list[str], list
 
 def tuning_table(summary: dict[str, Any], task: str, strategy: str) -> tuple[list[str], list[list[str]]]:
     """One strategy's tuning grid on a task (``summary["tuning"]``): each point, its selection score per
-    tuning seed and their mean; the chosen point marked."""
+    tuning seed (``failed`` where that run failed or scored NaN) and their mean; the chosen point marked."""
     tu = summary["tuning"][task][strategy]
-    seeds = list(dict.fromkeys(str(s) for g in tu["grid"] for s in g["seeds"]))
+    seeds = list(dict.fromkeys(str(s) for g in tu["grid"] for s in [*g["seeds"], *g.get("failed", {})]))
     head = ["point", *(f"seed {s}" for s in seeds), f"mean {tu['score']}", "chosen"]
     rows = []
     for g in tu["grid"]:
         point = ", ".join(f"{k}={v}" for k, v in g["point"].items()) or "(defaults)"
-        by_seed = {str(k): v for k, v in g["seeds"].items()}
+        by_seed = {str(k): _fmt(v) for k, v in g["seeds"].items()}
+        by_seed.update({str(k): "failed" for k in g.get("failed", {})})
         chosen = "✓" if g["point"] == tu["best"] else ""
-        rows.append([point, *(_fmt(by_seed.get(s)) for s in seeds), _fmt(g["mean"]), chosen])
+        rows.append([point, *(by_seed.get(s, "n/a") for s in seeds), _fmt(g["mean"]), chosen])
     return head, rows
 
 

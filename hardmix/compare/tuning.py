@@ -26,7 +26,7 @@ from typing import Any
 
 from hardmix.compare.grid import Cell, check_same_config, check_task, make_cell, task_class
 from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
-from hardmix.errors import ConfigError
+from hardmix.errors import ConfigError, RunError
 from hardmix.training.results import ResultsError
 
 
@@ -116,9 +116,23 @@ def _score(cell: Cell, metric: str) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
+def _outcome(cell: Cell, metric: str) -> tuple[str, float | None]:
+    """A tuning cell's outcome: ``("scored", score)``, ``("failed", None)`` (its run failed, or it
+    finished with a NaN or infinite score) or ``("pending", None)`` (not run, or to resume)."""
+    status = cell.status()
+    if status == "failed":
+        return "failed", None
+    if status == "finished":
+        score = _score(cell, metric)
+        return ("scored", score) if score is not None else ("failed", None)
+    return "pending", None
+
+
 def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
     """``summary["tuning"]``: per task and strategy the selection metric, the budget (steps per run, runs),
-    every point's score per tuning seed and mean, and the best point (None until every point has a score).
+    every point's score per tuning seed, its mean and its failed seeds, and the best point: chosen among the
+    points every seed scored once no cell is pending (a point with a failed or NaN cell is not chosen; the
+    others still are), None until then or when every point failed (``all_failed``).
     """
     out: dict[str, Any] = {}
     for task in tuned_tasks(spec):
@@ -126,32 +140,49 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
         out[task.name] = {}
         for strategy in task.strategies or spec.strategies:
             mine = [c for c in cells if c.task.name == task.name and c.strategy == strategy]
-            grid, steps, runs = [], set(), 0
+            grid, steps, runs, pending = [], set(), 0, False
             for i, point in enumerate(grid_points(spec.tune.grid[strategy])):
-                seeds = {}
+                seeds, failed = {}, {}
                 for c in (c for c in mine if c.point_index == i):
-                    score = _score(c, metric)
-                    if score is not None:
+                    state, score = _outcome(c, metric)
+                    if state == "scored":
                         seeds[c.seed] = score
                         runs += 1
                         steps.add(c.record()["total_steps"])
+                    elif state == "failed":
+                        failed[c.seed] = c.failure() or f"{metric} is not a number"
+                    else:
+                        pending = True
                 mean = sum(seeds.values()) / len(seeds) if len(seeds) == len(spec.tune.seeds) else None
-                grid.append({"point": point, "seeds": seeds, "mean": mean})
-            complete = all(g["mean"] is not None for g in grid)
-            best = max(grid, key=lambda g: g["mean"])["point"] if complete else None  # ties: the first
+                grid.append({"point": point, "seeds": seeds, "mean": mean, "failed": failed})
+            scored = [g for g in grid if g["mean"] is not None]
+            # ties: the first point
+            best = max(scored, key=lambda g: g["mean"])["point"] if scored and not pending else None
             out[task.name][strategy] = {
                 "score": metric,
                 "steps_per_run": max(steps) if steps else None,
                 "runs": runs,
                 "grid": grid,
                 "best": best,
+                "all_failed": not pending and not scored,
             }
     return out
 
 
 def best_points(spec: CompareSpec, cells: list[Cell]) -> dict[tuple[str, str], dict[str, Any]] | None:
-    """The best point of every tuned (task, strategy), or None while a tuning cell lacks its score."""
+    """The best point of every tuned (task, strategy), or None while a tuning cell is pending.
+
+    Raises:
+        RunError: every point of a strategy failed (naming it and the first reason): it has nothing to
+            evaluate, and the comparison says so rather than retrying.
+    """
     table = tuning_table(spec, cells)
+    for task, rows in table.items():
+        for strategy, row in rows.items():
+            if row["all_failed"]:
+                reason = next(iter(row["grid"][0]["failed"].values()), "failed")
+                raise RunError(f"tune: every point of {strategy} on {task} failed (first: {reason}); its "
+                               "grid has nothing to evaluate: give it other points in a new comparison")
     best = {(t, s): row["best"] for t, rows in table.items() for s, row in rows.items()}
     return None if any(p is None for p in best.values()) else best
 

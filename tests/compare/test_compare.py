@@ -96,11 +96,11 @@ def grid_spec(tmp_path, tiny_text_config, tiny_vision_config):
         (lambda s: s["tasks"]["vision"].update(task="audio"), r"tasks\.vision\.task: unknown task 'audio'"),
         (
             lambda s: s["tasks"]["text"].update(set={"data.train_file": "/nowhere/corpus.txt"}),
-            r"tasks\.text: .*/nowhere/corpus\.txt",
+            r"tasks\.text with strategy none: .*/nowhere/corpus\.txt",
         ),
         (
             lambda s: s["tasks"]["vision"].update(set={"data.dataset": "/nowhere/images"}),
-            r"tasks\.vision: data\.dataset: .*/nowhere/images",
+            r"tasks\.vision with strategy none: data\.dataset: .*/nowhere/images",
         ),
         (
             lambda s: s["tasks"]["vision"].update(strategy_args={"mochi": {"n_hard": 8}}),

@@ -455,3 +455,32 @@ def test_a_finished_cell_s_cleanup_deletes_only_what_hardmix_wrote(text_spec, tm
     assert sorted(p.name for p in cell.run_dir.iterdir()) == [
         "config.yaml", "metrics.jsonl", "mine", "notes.txt", "results.json"]
     assert (cell.run_dir / "mine" / "f").read_text() == "x"
+
+
+def test_a_diverging_tuning_point_is_a_recorded_result_and_the_comparison_finishes(text_spec, tmp_path,
+                                                                                   capsys):
+    """Fault injection (issue 43's case): with ``train.lr: [3e-5, 1e8]`` every --resume failed the same
+    cell and fixing the grid was refused, so the comparison could never finish. The failed point is now a
+    result: recorded with its reason, tuning chooses among the other points, the evaluation runs, --resume
+    does not retry it, and --retry-failed does."""
+    spec = copy.deepcopy(text_spec)
+    spec["tune"] = {"seeds": [101], "grid": {"none": {"train.lr": [3.0e-5, 1.0e+8]}}}
+    path, out = _write(tmp_path, spec), tmp_path / "cmp"
+    assert cli(["compare", str(path), "--output", str(out), "--threads", "1"]) == 1  # a cell failed now
+    captured = capsys.readouterr()
+    failed = out / "tune" / "text" / "none" / "point1" / "seed101" / "failure.json"
+    reason = json.loads(failed.read_text())["reason"]
+    assert reason and "tune/text/none/point1/seed101 failed" in captured.err
+    assert read_results(out / "runs" / "text" / "none" / "seed1")["finished"]  # evaluated at the good point
+    summary = json.loads((out / "summary.json").read_text())
+    grid = summary["tuning"]["text"]["none"]["grid"]
+    assert summary["tuning"]["text"]["none"]["best"] == {"train.lr": 3.0e-5}
+    assert grid[1]["mean"] is None and grid[1]["failed"] == {"101": reason}
+    assert "| train.lr=100000000.0 | failed | n/a |" in (out / "summary.md").read_text()
+    log = out / "logs" / "tune-text-none-point1-seed101.log"
+    runs = log.read_text().count("$ ")
+    assert cli(["compare", str(path), "--output", str(out), "--resume", "--threads", "1"]) == 0
+    assert log.read_text().count("$ ") == runs  # a recorded failure is not retried
+    assert cli(["compare", str(path), "--output", str(out), "--resume", "--retry-failed",
+                "--threads", "1"]) == 1
+    assert log.read_text().count("$ ") == runs + 1 and failed.is_file()

@@ -22,11 +22,13 @@ def _power(effect: float, n: int, alpha: float = 0.05) -> float:
     return stats.nct.sf(crit, n - 1, nc) + np.nan_to_num(stats.nct.cdf(-crit, n - 1, nc))
 
 
-@pytest.mark.parametrize("n", [2, 3, 5, 10, 30])
-def test_the_minimum_detectable_effect_has_80_percent_power(n):
-    expected = optimize.brentq(lambda e: _power(e, n) - 0.8, 1e-3, 30.0)
-    assert min_detectable_effect(n) == pytest.approx(expected, rel=1e-4)
-    assert _power(min_detectable_effect(n), n) == pytest.approx(0.8, abs=1e-4)
+@pytest.mark.parametrize("n, alpha", [(2, 0.05), (3, 0.05), (5, 0.05), (10, 0.05), (30, 0.05),
+                                      (3, 0.025),  # where statsmodels' solve_power returned a wrong root
+                                      (5, 0.05 / 7), (10, 0.05 / 7)])
+def test_the_minimum_detectable_effect_has_80_percent_power(n, alpha):
+    expected = optimize.brentq(lambda e: _power(e, n, alpha) - 0.8, 1e-3, 30.0)
+    assert min_detectable_effect(n, alpha) == pytest.approx(expected, rel=1e-4)
+    assert _power(min_detectable_effect(n, alpha), n, alpha) == pytest.approx(0.8, abs=1e-4)
 
 
 def test_every_statistic_of_a_comparison_on_known_numbers():
