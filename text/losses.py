@@ -28,6 +28,7 @@ Example (``tests/text/test_st_losses.py`` runs this with bert-mini)::
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -59,6 +60,12 @@ class HardMixLoss(nn.Module):
     Inputs (forward): two tokenized columns (anchor, positive) of B rows each; ``labels`` are ignored.
     Returns: the scalar loss. ``last_output`` keeps the core's :class:`LossOutput` of the last call
     (``.stats()``: positive and negative similarity and each strategy's diagnostics).
+
+    Schedules (a strategy's warm-up or ramp) count optimizer steps once the trainer reports them:
+    ``trainer.add_callback(loss.callback())`` sets :attr:`steps` to the trainer's ``global_step`` before
+    each step, so gradient accumulation does not multiply them and a resumed trainer continues them.
+    Without it they count the training forward calls (one per step without accumulation), and a loss
+    with a schedule says so once.
     """
 
     def __init__(
@@ -77,6 +84,21 @@ class HardMixLoss(nn.Module):
         self.loss_fn = ContrastiveLoss(temperature, strategies, symmetric=symmetric)
         self.steps = 0
         self.last_output: LossOutput | None = None
+        self._told_trainer = False  # the callback reports the trainer's steps
+        self._warned = False
+
+    def callback(self) -> Any:
+        """A ``transformers.TrainerCallback`` that sets :attr:`steps` to the trainer's ``global_step`` at
+        the start of every optimizer step (restored on resume); add it with ``trainer.add_callback``."""
+        from transformers import TrainerCallback
+
+        loss = self
+
+        class StepsFromTrainer(TrainerCallback):
+            def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                loss.steps, loss._told_trainer = int(state.global_step), True
+
+        return StepsFromTrainer()
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
         features = list(sentence_features)
@@ -100,8 +122,13 @@ class HardMixLoss(nn.Module):
                                         offset=rank_offset(z1.shape[0]), step=self.steps)
         else:
             out = self.loss_fn.in_batch(z1, z2, step=self.steps)
-        if torch.is_grad_enabled():
-            self.steps += 1  # a training step (the strategies' warm-ups count these)
+        if torch.is_grad_enabled() and not self._told_trainer:
+            self.steps += 1  # a training forward call (the schedules count these without the callback)
+            if not self._warned and self.loss_fn.has_schedule():
+                self._warned = True
+                warnings.warn(f"{type(self).__name__}: the strategies' schedules count forward calls; add "
+                              "trainer.add_callback(loss.callback()) to count optimizer steps (gradient "
+                              "accumulation, resume)", stacklevel=2)
         self.last_output = out
         return out.loss
 

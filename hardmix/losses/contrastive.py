@@ -126,6 +126,10 @@ class ContrastiveLoss(nn.Module):
         knows its steps per epoch)."""
         self.strategies = [s.in_steps(steps_per_epoch) for s in self.strategies]
 
+    def has_schedule(self) -> bool:
+        """Whether a strategy's arguments or activity depend on the step (a warm-up or a ramp)."""
+        return any(isinstance(s, Scheduled) for s in self.strategies)
+
     def check_schedules(self, total_steps: int) -> None:
         """Refuse a schedule that keeps its strategy inactive for the whole run (its warm-up reaches the
         run's last step), naming the key: such a run would train the baseline under the strategy's name."""

@@ -135,3 +135,44 @@ def test_a_last_batch_of_one_pair_contributes_no_loss(bert_mini_path, sentences,
     zero = loss.compute_loss_from_embeddings(one)
     zero.backward()
     assert float(zero) == 0.0 and torch.equal(one[0].grad, torch.zeros(1, 16))
+
+
+def test_schedules_count_optimizer_steps_and_continue_on_the_trainer_s_resume(bert_mini_path, sentences,
+                                                                              tmp_path, one_torch_thread):
+    """Issue 43's case: the losses' schedules counted forward calls, which gradient accumulation
+    multiplies, and restarted at 0 when the trainer resumed. With ``loss.callback()`` they count the
+    trainer's optimizer steps (``global_step``), restored by a resumed trainer."""
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers import SentenceTransformerTrainingArguments as Args
+
+    from hardmix.text.losses import MixCSELoss
+
+    def run(max_steps, resume=None):
+        torch.manual_seed(0)
+        model = SentenceTransformer(str(bert_mini_path), device="cpu")
+        loss = MixCSELoss(model, lam={"start": 0.1, "end": 0.3, "steps": 4}, temperature=0.05)
+        seen: list[int] = []
+        hook = loss.register_forward_pre_hook(lambda m, i: seen.append(loss.steps))
+        args = Args(output_dir=str(tmp_path / "st"), max_steps=max_steps, per_device_train_batch_size=4,
+                    gradient_accumulation_steps=2, learning_rate=1e-4, warmup_steps=0, save_strategy="steps",
+                    save_steps=2, report_to="none", use_cpu=True, seed=0, dataloader_num_workers=0,
+                    disable_tqdm=True)
+        data = datasets.Dataset.from_dict({"anchor": sentences, "positive": sentences})
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=loss)
+        trainer.add_callback(loss.callback())
+        try:
+            trainer.train(resume_from_checkpoint=resume)
+        finally:
+            hook.remove()
+        return seen
+
+    assert run(3) == [0, 0, 1, 1, 2, 2]  # two forward calls a step, one count
+    assert run(3, resume=str(tmp_path / "st" / "checkpoint-2")) == [2, 2]  # continued from the trainer
+    # without the callback a scheduled loss counts forward calls, and says so once
+    model = SentenceTransformer(str(bert_mini_path), device="cpu")
+    loss = MixCSELoss(model, lam={"start": 0.1, "end": 0.3, "steps": 4}, temperature=0.05)
+    z = [torch.randn(4, 8, requires_grad=True), torch.randn(4, 8, requires_grad=True)]
+    with pytest.warns(UserWarning, match=r"add trainer\.add_callback\(loss\.callback\(\)\)"):
+        loss.compute_loss_from_embeddings(z)
+    loss.compute_loss_from_embeddings(z)
+    assert loss.steps == 2
