@@ -140,6 +140,26 @@ def _int_label(path: Path, lineno: int, text: str, allowed: tuple[int, ...]) -> 
 
 
 # --------------------------------------------------------------------------------------------- STS
+def scorable(pairs: SentencePairs, path: Path) -> SentencePairs:
+    """``pairs`` if a Spearman correlation can be computed on them (at least 2 pairs, gold scores that
+    vary), else a ValueError naming the file: a degenerate evaluation set is refused when read, never
+    turned into a NaN score at the end of a run.
+
+    >>> scorable(SentencePairs(["a", "b"], ["c", "d"], np.array([1.0, 1.0])), Path("sts-dev.csv"))
+    Traceback (most recent call last):
+    ...
+    ValueError: sts-dev.csv: 2 scored pairs whose gold scores are all 1.0: no correlation can be computed ...
+    """
+    n = len(pairs)
+    if n < 2:
+        raise ValueError(f"{path}: {n} scored pair{'s' if n != 1 else ''}: a correlation needs at least 2; "
+                         "is this the right file?")
+    if np.ptp(pairs.labels) == 0:
+        raise ValueError(f"{path}: {n} scored pairs whose gold scores are all {pairs.labels[0]}: no "
+                         "correlation can be computed on them; is this the right file?")
+    return pairs
+
+
 def load_sts_subset(folder: str | os.PathLike[str], subset: str) -> SentencePairs:
     """Load one STS12-16 subset: ``STS.input.<subset>.txt`` and ``STS.gs.<subset>.txt``.
 
@@ -173,7 +193,7 @@ def load_sts_subset(folder: str | os.PathLike[str], subset: str) -> SentencePair
         scores.append(_float(gs, lineno, gold, "gold score"))
         sent1.append(_norm(fields[0]))
         sent2.append(_norm(fields[1]))
-    return SentencePairs(sent1, sent2, np.asarray(scores, dtype=np.float64))
+    return scorable(SentencePairs(sent1, sent2, np.asarray(scores, dtype=np.float64)), gs)
 
 
 def load_sts_year(task: str, root: str | os.PathLike[str] | None = None) -> dict[str, SentencePairs]:
@@ -210,7 +230,7 @@ def load_stsb(split: str = "test", root: str | os.PathLike[str] | None = None) -
         scores.append(_float(path, lineno, fields[4], "score"))
         sent1.append(_norm(fields[5]))
         sent2.append(_norm(fields[6]))
-    return SentencePairs(sent1, sent2, np.asarray(scores, dtype=np.float64))
+    return scorable(SentencePairs(sent1, sent2, np.asarray(scores, dtype=np.float64)), path)
 
 
 def load_sickr(split: str = "test", root: str | os.PathLike[str] | None = None) -> SentencePairs:
@@ -239,7 +259,7 @@ def load_sickr(split: str = "test", root: str | os.PathLike[str] | None = None) 
         scores.append(_float(path, lineno, fields[3], "relatedness score"))
         sent1.append(_norm(fields[1]))
         sent2.append(_norm(fields[2]))
-    return SentencePairs(sent1, sent2, np.asarray(scores, dtype=np.float64))
+    return scorable(SentencePairs(sent1, sent2, np.asarray(scores, dtype=np.float64)), path)
 
 
 # ---------------------------------------------------------------------------------------- transfer

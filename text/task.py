@@ -104,6 +104,17 @@ def _check_eval_data(cfg: TextTrainConfig) -> None:
         raise ConfigError(f"eval: {e}{hint}") from None
     if not dev.is_file():
         raise ConfigError(f"eval: {dev} not found (STS-B dev, for model selection){hint}")
+    # every evaluation set the run will score, read now: a degenerate one (empty, one pair, constant gold
+    # scores) is refused before training, naming its file (:func:`hardmix.text.senteval_data.scorable`)
+    from hardmix.text.evaluation import STS_TASKS, load_sts_suite
+    from hardmix.text.senteval_data import load_stsb
+
+    try:
+        load_stsb("dev")
+        if cfg.eval.final_sts:
+            load_sts_suite(cfg.eval.sts_tasks or STS_TASKS)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"eval: {e}") from None
 
 
 class TextTask(Task):

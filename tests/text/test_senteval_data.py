@@ -177,3 +177,30 @@ def test_missing_data_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("HARDMIX_DATA", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="senteval"):
         sd.load_mrpc()
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([], "0 scored pairs: a correlation needs at least 2"),
+    (["g\tMSRvid\t2012\t0000\t4.0\ta man .\ta woman ."], "1 scored pair: a correlation needs at least 2"),
+    ([f"g\tMSRvid\t2012\t000{i}\t3.0\ta man {i} .\ta woman {i} ." for i in range(5)],
+     "5 scored pairs whose gold scores are all 3.0"),
+])
+def test_a_degenerate_evaluation_set_is_refused_before_training_naming_the_file(
+    lines, message, tmp_path, monkeypatch, tiny_text_config, capsys
+):
+    """Issue 43, item 6: an empty STS-B dev, one pair, or constant gold scores gave a NaN selection score
+    at the first evaluation; the run is refused before any step, naming the file."""
+    import yaml
+
+    from hardmix.cli import main
+
+    dev = tmp_path / "root" / "senteval" / "STS" / "STSBenchmark" / "sts-dev.csv"
+    dev.parent.mkdir(parents=True)
+    dev.write_text("".join(x + "\n" for x in lines))
+    monkeypatch.setenv("HARDMIX_DATA", str(tmp_path / "root"))
+    config = {**tiny_text_config, "eval": {"eval_steps": 2, "at_end": True}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert main(["train", "text", str(tmp_path / "c.yaml"), "--output", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert f"{dev}: {message}" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
