@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from hardmix.training import checkpoint as ckpt
 from hardmix.training.config import build_task_config
+from hardmix.utils.checkpoint import load_matching
 from hardmix.vision.augment import normalize_uint8
 from hardmix.vision.augmented_features import AugmentedFeatures, frozen_forward, linear_augment_config
 from hardmix.vision.backbones import build_backbone
@@ -73,7 +74,7 @@ def backbone_from_state(state: dict[str, Any]) -> tuple[nn.Module, VisionConfig]
     net, _ = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
     prefix = "encoder_q.backbone."
     weights = {k[len(prefix) :]: v for k, v in state["model"].items() if k.startswith(prefix)}
-    net.load_state_dict(weights)
+    load_matching(net, weights, f"the checkpoint's {prefix[:-1]}")
     return net.eval(), cfg
 
 

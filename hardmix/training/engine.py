@@ -34,7 +34,7 @@ from hardmix.training.run_folder import CONFIG, METRICS, TENSORBOARD, RunFolderE
 from hardmix.training.runtime import Runtime, end_runtime, start_runtime
 from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
-from hardmix.utils.checkpoint import atomic_write_text
+from hardmix.utils.checkpoint import atomic_write_text, load_matching
 from hardmix.utils.rng import rng_state, set_rng_state
 
 #: Checkpoint names of hardmix before the shared engine: a folder holding one holds an older run.
@@ -447,7 +447,10 @@ class _Run:
 
     def _restore(self, state: dict[str, Any]) -> None:
         task = self.task
-        task.model().load_state_dict(state["model"])
+        try:
+            load_matching(task.model(), state["model"], str(self.checkpoint_path))
+        except ValueError as e:
+            raise RunFolderError(f"--resume: {e}") from None
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and state["scaler"] is not None:

@@ -64,3 +64,32 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
 def atomic_write_text(text: str, path: str | os.PathLike[str]) -> Path:
     """Write a text file atomically (temporary file, fsync, ``os.replace``)."""
     return _atomic_write(path, lambda f: f.write(text), "w")
+
+
+def load_matching(module: torch.nn.Module, state: dict[str, Any], source: str) -> None:
+    """Load ``state`` into ``module`` only if it matches key by key (every key of the module present, no
+    other key, every shape equal), else a ValueError of one line naming ``source`` and the first
+    mismatch: a partial or foreign checkpoint is refused, never half-loaded or a torch traceback.
+
+    >>> net = torch.nn.Linear(2, 3)
+    >>> load_matching(net, {"weight": torch.zeros(3, 2)}, "ckpt.pt")
+    Traceback (most recent call last):
+    ...
+    ValueError: ckpt.pt: does not match the model: 1 of its 2 tensors missing (first: bias)
+    """
+    own = module.state_dict()
+    missing = [k for k in own if k not in state]
+    extra = [k for k in state if k not in own]
+    shapes = [k for k in own if k in state and tuple(getattr(state[k], "shape", ())) != tuple(own[k].shape)]
+    if missing:
+        raise ValueError(f"{source}: does not match the model: {len(missing)} of its {len(own)} tensors "
+                         f"missing (first: {missing[0]})")
+    if extra:
+        raise ValueError(f"{source}: does not match the model: {len(extra)} tensors the model does not have "
+                         f"(first: {extra[0]})")
+    if shapes:
+        k = shapes[0]
+        raise ValueError(f"{source}: does not match the model: {k} has shape {tuple(state[k].shape)}, the "
+                         f"model's {tuple(own[k].shape)}")
+    module.load_state_dict(state)
+

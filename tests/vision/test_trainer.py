@@ -243,3 +243,32 @@ def test_invalid_config_fails_naming_the_key(tiny_vision_config, tmp_path, capsy
     d = tiny_vision_config(loss={"strategies": [{"name": "mochi", "n_hard": 95}]}, data={"max_samples": 32})
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 95 negatives needed .* own keys"):
         train(_cfg(d), tmp_path / "run")
+
+
+def test_a_partial_checkpoint_is_refused_key_by_key(long_run, tmp_path, capsys):
+    """Issue 43, item 6: a checkpoint whose model lacks a tensor (or holds a foreign one) is refused in one
+    line naming the tensor, by ``hardmix eval knn`` and by ``--resume``, never half-loaded."""
+    import shutil
+
+    from hardmix.training import checkpoint as ckpt
+
+    out, _ = long_run
+    dataset = yaml.safe_load((out / "config.yaml").read_text())["data"]["dataset"]
+    for change, named in (
+        (lambda m: m.pop(next(k for k in m if k.startswith("encoder_q.backbone."))), "missing (first: "),
+        (lambda m: m.update({"encoder_q.backbone.extra": torch.zeros(1)}),
+         "the model does not have (first: "),
+    ):
+        run = tmp_path / f"run{len(named)}"
+        shutil.copytree(out, run)
+        state = ckpt.read_checkpoint_file(run / "checkpoint.pt")
+        change(state["model"])
+        ckpt.save_checkpoint(state, run / "checkpoint.pt", task="vision")
+        capsys.readouterr()
+        assert cli(["eval", "knn", str(run), "--dataset", dataset, "--k", "5"]) == 2
+        err = capsys.readouterr().err
+        assert "does not match the model" in err and named in err and "Traceback" not in err
+        (run / "results.json").unlink()  # an unfinished run: --resume loads its checkpoint
+        assert cli(["train", "vision", str(run / "config.yaml"), "--output", str(run), "--resume"]) != 0
+        err = capsys.readouterr().err
+        assert "does not match the model" in err and "Traceback" not in err
