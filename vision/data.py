@@ -360,7 +360,16 @@ def eval_splits(
     these class folders, as ImageNet-100 over an ImageNet folder)."""
     root = dataset_root(dataset, key)
     train = scan_image_folder(split_folder(root, ["train"], key), classes=classes, key=key)
-    test = scan_image_folder(split_folder(root, list(EVAL_SPLITS), key), classes=train.classes, key=key)
+    test_folder = split_folder(root, list(EVAL_SPLITS), key)
+    if classes is None:  # every class of the test split is evaluated: none may be left out silently
+        unseen = [c for c in class_folders(test_folder) if c not in train.classes]
+        if unseen:
+            raise ImageDataError(
+                f"{key}: {test_folder} has {len(unseen)} class folder(s) the training split lacks "
+                f"({', '.join(unseen[:5])}{' ...' if len(unseen) > 5 else ''}): their images could not be "
+                "scored against training images; remove them or give both splits the same classes"
+            )
+    test = scan_image_folder(test_folder, classes=train.classes, key=key)
     return train, test
 
 

@@ -272,3 +272,21 @@ def test_a_partial_checkpoint_is_refused_key_by_key(long_run, tmp_path, capsys):
         assert cli(["train", "vision", str(run / "config.yaml"), "--output", str(run), "--resume"]) != 0
         err = capsys.readouterr().err
         assert "does not match the model" in err and "Traceback" not in err
+
+
+def test_test_images_of_a_class_the_training_split_lacks_are_refused_naming_it(vision_tree_factory):
+    """Issue 43, item 6: the test split was scanned with the training split's classes, so a test class the
+    training split lacks was left out of every score without a word; it is refused, naming the class."""
+    import shutil
+
+    from hardmix.vision.data import ImageDataError, eval_splits
+
+    root = vision_tree_factory()
+    test = next(p for p in root.iterdir() if p.name in ("test", "val"))
+    first = sorted(p for p in test.iterdir() if p.is_dir())[0]
+    shutil.copytree(first, test / "zebra")
+    with pytest.raises(ImageDataError, match=r"1 class folder\(s\) the training split lacks \(zebra\)"):
+        eval_splits(str(root))
+    shutil.rmtree(test / "zebra")
+    train, held = eval_splits(str(root))
+    assert held.classes == train.classes
