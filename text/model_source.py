@@ -118,10 +118,10 @@ def _hub_status(name: str) -> tuple[bool, str | None]:
         return True, None
     except (OSError, ValueError):
         pass
-    offline = any(os.environ.get(v, "").lower() in ("1", "true", "yes", "on")
-                  for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    if offline:
-        return False, "offline mode is set (HF_HUB_OFFLINE)"
+    offline = [v for v in ("HARDMIX_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+               if os.environ.get(v, "").lower() in ("1", "true", "yes", "on")]
+    if offline:  # no connection is attempted, not even the reachability check
+        return False, f"offline mode is set ({offline[0]})"
     if not _hub_reachable():
         return False, "the Hugging Face Hub cannot be reached"
     return False, None

@@ -135,6 +135,11 @@ def download_file(
     Raises:
         DataDownloadError: one line naming the URL and what to do.
     """
+    from hardmix.datasets.needs import OFFLINE_ENV, offline
+
+    if offline():  # the one place every download goes through: offline means no connection at all
+        raise DataDownloadError(f"{url}: {OFFLINE_ENV}=1 is set, so no connection is attempted; unset it to "
+                                "download, or lay the file out by hand (docs/data.md)")
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")

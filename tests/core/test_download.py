@@ -113,3 +113,26 @@ def test_a_damaged_partial_file_of_an_unverified_source_is_never_resumed(served,
     with pytest.raises(DataDownloadError, match="no checksum verifies this file, so nothing is kept"):
         download_file(src.url, dest, retries=0, progress=False, resume=False)
     assert not part.exists()
+
+
+def test_hardmix_offline_means_no_connection_is_attempted(served, tmp_path, monkeypatch, capsys):
+    """Issue 43, item 5: with HARDMIX_OFFLINE=1 no command attempts a connection: a download is refused
+    before any request (the local server sees none), and a Hub model name is refused without the
+    reachability probe."""
+    from hardmix.cli import main
+    from hardmix.text import model_source
+
+    srv, _, md5 = served
+    monkeypatch.setenv("HARDMIX_OFFLINE", "1")
+    with pytest.raises(DataDownloadError, match="HARDMIX_OFFLINE=1 is set, so no connection is attempted"):
+        download_file(f"{srv.url}/blob.bin", tmp_path / "b", md5=md5, progress=False)
+    assert main(["data", "download", "cifar10", "--root", str(tmp_path / "root"), "--base-url", srv.url]) == 2
+    assert "no connection is attempted" in capsys.readouterr().err
+    assert srv.state.requests == []
+
+    def probe():
+        raise AssertionError("a connection was attempted")
+
+    monkeypatch.setattr(model_source, "_hub_reachable", probe)
+    cached, why = model_source._hub_status("some-org/a-model-that-is-not-cached")
+    assert (cached, why) == (False, "offline mode is set (HARDMIX_OFFLINE)")
