@@ -34,6 +34,7 @@ from hardmix.datasets.records import (
     read_manifest,
     record_checksum,
     recorded_checksum,
+    records_dir,
     verify_files,
     write_manifest,
 )
@@ -163,6 +164,18 @@ def download(
 
     for n in names:
         visit(n)
+    from hardmix.training.run_folder import RunLock
+
+    lock = RunLock(records_dir(root), what="a download into this data root")  # one download at a time
+    lock.acquire()
+    try:
+        return _download_each(order, root, base_url, progress, keep_archives, sources)
+    finally:
+        lock.release()
+
+
+def _download_each(order: list[DataSet], root: Path, base_url: str | None, progress: bool,
+                   keep_archives: bool, sources: Mapping[str, Source]) -> list[Outcome]:
     outcomes = []
     for ds in order:
         target = root / ds.target

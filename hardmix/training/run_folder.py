@@ -60,9 +60,10 @@ class RunLock:
     over. Released by :meth:`release` (the engine does so in a ``finally``).
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, what: str = "a run") -> None:
         self.path = folder / LOCK
         self.held = False
+        self.what = what  # what the holder does there, for the refusal ("a run", "a download")
 
     def acquire(self) -> None:
         me = {"pid": os.getpid(), "host": socket.gethostname()}
@@ -77,7 +78,7 @@ class RunLock:
                 json.dump(me, f)
             self.held = True
             return
-        raise RunError(f"{self.path}: could not take the run folder's lock")
+        raise RunError(f"{self.path}: could not take the folder's lock")
 
     def _refuse_or_clear(self, me: dict[str, object]) -> None:
         """Another lock exists: refuse while its process lives, else remove it (a dead process's)."""
@@ -87,7 +88,7 @@ class RunLock:
         except (OSError, ValueError, KeyError, TypeError):
             pid, host = -1, str(me["host"])  # unreadable: a process died while writing it
         if host != me["host"] or (pid != me["pid"] and pid > 0 and _alive(pid)):
-            raise RunError(f"{self.path.parent}: a run is in progress there (process {pid} on {host}); "
+            raise RunError(f"{self.path.parent}: {self.what} is in progress there (process {pid} on {host}); "
                            f"wait for it to end, or remove {self.path} if that process is gone")
         self.path.unlink(missing_ok=True)
 

@@ -4,6 +4,7 @@ response off after N bytes (a dropped connection)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -80,9 +81,14 @@ class LocalServer:
                                        daemon=True)
 
     def __enter__(self) -> LocalServer:
+        # The tests run with HARDMIX_OFFLINE=1 (conftest) so that nothing reaches the network; a test that
+        # serves files here downloads from this machine, so it is lifted while the server runs.
+        self._offline = os.environ.pop("HARDMIX_OFFLINE", None)
         self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        if self._offline is not None:
+            os.environ["HARDMIX_OFFLINE"] = self._offline

@@ -136,3 +136,22 @@ def test_hardmix_offline_means_no_connection_is_attempted(served, tmp_path, monk
     monkeypatch.setattr(model_source, "_hub_reachable", probe)
     cached, why = model_source._hub_status("some-org/a-model-that-is-not-cached")
     assert (cached, why) == (False, "offline mode is set (HARDMIX_OFFLINE)")
+
+
+def test_two_downloads_into_one_root_take_a_lock(served, tmp_path, capsys):
+    """Issue 43, item 5: a second download into a data root while one is in progress is refused in one
+    line (before any request), instead of two processes writing the same archive."""
+    import json as _json
+
+    from hardmix.cli import main
+    from hardmix.datasets.records import records_dir
+
+    srv, _, _ = served
+    root = tmp_path / "root"
+    lock = records_dir(root) / ".lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(_json.dumps({"pid": os.getppid(), "host": socket.gethostname()}))  # a live process
+    assert main(["data", "download", "cifar10", "--root", str(root), "--base-url", srv.url]) == 2
+    err = capsys.readouterr().err
+    assert "a download into this data root is in progress there" in err and "Traceback" not in err
+    assert srv.state.requests == []
