@@ -499,6 +499,22 @@ def describe_stop(cells: list[Cell]) -> str:
     return "; ".join(parts)
 
 
+def _stop_with_parent() -> None:
+    """In a cell's process, before it starts: ask Linux to send it SIGTERM when ``hardmix compare`` dies,
+    SIGKILL included (``prctl(PR_SET_PDEATHSIG)``), so no training process outlives the comparison; on
+    SIGTERM a run checkpoints and stops, resumable. Elsewhere nothing is done."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if os.getppid() == 1:  # the comparison died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def run_cells(
     cells: list[Cell],
     output: Path,
@@ -567,6 +583,7 @@ def run_cells(
                         stdout=f,
                         stderr=subprocess.STDOUT,
                         env={**os.environ, "OMP_NUM_THREADS": str(per_job)},
+                        preexec_fn=_stop_with_parent,
                     )
                 running.append(_Running(cell, proc, log))
             time.sleep(0.2)

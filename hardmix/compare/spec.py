@@ -479,6 +479,12 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     >>> spec_differences(old, task_args({"none": {"x": 1}}))
     ['tasks.t.strategy_args']
 
+    The baseline never changes silently: a spec without ``baseline:`` compares with its first strategy,
+    so a strategy added in front of it is refused:
+
+    >>> spec_differences(old, {**old, "strategies": {"synco": [{"name": "synco"}], **old["strategies"]}})
+    ['baseline (was none, now synco)']
+
     So do a new strategy's config overrides (``strategy_set``), not those of one it had:
 
     >>> spec_differences(old, {**added, "strategy_set": {"synco": {"train.lr": 0.1}}})
@@ -488,8 +494,14 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """
     changed: list[str] = []
     old_names = _names_in(old)
+
+    def baseline(spec: dict[str, Any]) -> Any:  # a spec without baseline: compares with its first strategy
+        return spec.get("baseline", next(iter(spec.get("strategies") or {}), None))
+
+    if baseline(old) != baseline(new):  # never silently, e.g. by a strategy added in front
+        changed.append(f"baseline (was {baseline(old)}, now {baseline(new)})")
     for key in sorted(set(old) | set(new), key=lambda k: (SPEC_KEYS + (k,)).index(k)):
-        if key in FREE_KEYS:
+        if key in FREE_KEYS or key == "baseline":  # the effective baseline is compared above
             continue
         a, b = old.get(key), new.get(key)
         if key == "seeds" and isinstance(a, list) and isinstance(b, list):

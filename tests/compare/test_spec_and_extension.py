@@ -484,3 +484,32 @@ def test_a_diverging_tuning_point_is_a_recorded_result_and_the_comparison_finish
     assert cli(["compare", str(path), "--output", str(out), "--resume", "--retry-failed",
                 "--threads", "1"]) == 1
     assert log.read_text().count("$ ") == runs + 1 and failed.is_file()
+
+
+def test_killing_the_comparison_leaves_no_training_process_behind(text_spec, tmp_path):
+    """Issue 43, item 3: SIGKILL of ``hardmix compare`` (which cannot pass anything on) left its cells'
+    training processes running; they get SIGTERM from the kernel when it dies, checkpoint and stop."""
+    import signal
+    import time
+
+    spec = copy.deepcopy(text_spec)
+    spec["tasks"]["text"]["set"] = {"train.epochs": 10000, "train.max_steps": 100000, "train.save_steps": 0}
+    path, out = _write(tmp_path, spec), tmp_path / "cmp"
+    proc = subprocess.Popen([sys.executable, "-m", "hardmix", "compare", str(path), "--output", str(out),
+                             "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def trainers() -> list[str]:
+        ps = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+        return [line for line in ps.splitlines() if " train " in line and str(out) in line]
+
+    t0 = time.time()
+    while not (out / "runs" / "text" / "none" / "seed1" / "metrics.jsonl").is_file():
+        assert time.time() - t0 < 180 and proc.poll() is None, "the cell never started"
+        time.sleep(0.5)
+    assert trainers()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    t0 = time.time()
+    while trainers():
+        assert time.time() - t0 < 30, trainers()
+        time.sleep(0.5)
