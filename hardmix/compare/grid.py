@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.api import load_config_for, resolve_task
-from hardmix.training.config import plain_config, resume_differences
+from hardmix.training.config import config_differences, plain_config, resume_differences
 from hardmix.training.results import ResultsError, read_results
 from hardmix.training.run_folder import CHECKPOINT, CONFIG, METRICS, RESULTS, run_files
 
@@ -314,13 +314,27 @@ def check_task(task: TaskSpec, task_cls: type, cfg: Any, strategy: str | None = 
         raise ConfigError(f"tasks.{task.name}{which}: {e}") from None
 
 
+# What may differ between a cell's recorded config and the spec's without changing its result: where and
+# how it ran, its checkpoints and its logs. Everything else (the evaluation's keys included: they make the
+# scores a test pairs) must be equal, or the cell is not one of this comparison.
+CELL_FREE_KEYS = ("output", "train.threads", "train.device", "train.save_steps", "log.")
+
+
 def check_same_config(cell: Cell) -> None:
+    """A cell folder holding a run (finished or not) was made from this cell's config, every key but
+    :data:`CELL_FREE_KEYS` equal, else a ConfigError naming the keys: a comparison never pools cells of
+    two configs (an ``eval.*`` key edited between two resumes, say)."""
     saved = cell.run_dir / CONFIG
     if not saved.is_file():
         return
     done = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
     done["output"] = cell.config.get("output")
-    changed = resume_differences(done, cell.config)
+    changed = [k for k in config_differences(done, cell.config)
+               if not any(k == p or (p.endswith(".") and k.startswith(p)) for p in CELL_FREE_KEYS)]
+    if (cell.config.get("train") or {}).get("precision") == "auto" and not resume_differences(
+            {"train": {"precision": (done.get("train") or {}).get("precision")}},
+            {"train": {"precision": "auto"}}):
+        changed = [k for k in changed if k != "train.precision"]
     if changed:
         raise ConfigError(
             f"{cell.label}: {cell.run_dir} was trained with another config ({', '.join(changed)} "

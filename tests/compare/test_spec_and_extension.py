@@ -513,3 +513,20 @@ def test_killing_the_comparison_leaves_no_training_process_behind(text_spec, tmp
     while trainers():
         assert time.time() - t0 < 30, trainers()
         time.sleep(0.5)
+
+
+def test_an_evaluation_key_edited_between_resumes_is_refused_naming_it(text_spec, tmp_path, capsys):
+    """Issue 43's case: an ``eval.*`` key edited in a task's config file between two --resumes (seeds
+    added) pooled cells scored under two protocols in one t-test, without a word. A cell's recorded config
+    must equal the spec's in every key but where and how it ran, so the resume is refused, naming it."""
+    path, out = _write(tmp_path, text_spec), tmp_path / "cmp"
+    assert cli(["compare", str(path), "--output", str(out), "--threads", "1"]) == 0
+    config = yaml.safe_load((tmp_path / "text.yaml").read_text())
+    config["eval"]["max_length"] = 16
+    (tmp_path / "text.yaml").write_text(yaml.safe_dump(config))
+    more = _write(tmp_path, {**text_spec, "seeds": [1, 2]}, "more.yaml")
+    capsys.readouterr()
+    assert cli(["compare", str(more), "--output", str(out), "--resume", "--threads", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "text/none/seed1: " in err and "was trained with another config (eval.max_length differ)" in err
+    assert not (out / "runs" / "text" / "none" / "seed2").exists()
