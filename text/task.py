@@ -176,6 +176,27 @@ class TextTask(Task):
 
         return {"corpus sentences": len(self.corpus), "corpus sha256": file_digest(self.corpus_path)}
 
+    def input_digest(self) -> str:
+        """The contents of the model's files (a local folder) and of the STS files the run scores on."""
+        from hardmix.text.evaluation import STS_TASKS
+        from hardmix.text.senteval_data import senteval_dir
+        from hardmix.training.fingerprint import files_digest
+
+        files = sorted(p for p in Path(self.model_source).rglob("*") if p.is_file()) \
+            if Path(str(self.model_source)).is_dir() else []
+        e, root = self.cfg.eval, senteval_dir() if self.cfg.eval.eval_steps or self.cfg.eval.at_end \
+            or self.cfg.eval.final_sts else None
+        if root is not None:
+            files.append(root / "STS" / "STSBenchmark" / "sts-dev.csv")
+            for task in (e.sts_tasks or STS_TASKS) if e.final_sts else []:
+                if task == "STS-B":
+                    files.append(root / "STS" / "STSBenchmark" / "sts-test.csv")
+                elif task == "SICK-R":
+                    files.append(root / "SICK" / "SICK_test_annotated.txt")
+                else:
+                    files += sorted((root / "STS" / f"{task}-en-test").glob("STS.*.txt"))
+        return files_digest(files)
+
     def steps_for(self, epochs: int) -> int:
         schedule = self.order.schedule(epochs)
         self.epoch_starts = [sum(schedule[:e]) for e in range(len(schedule) + 1)]

@@ -111,6 +111,18 @@ class VisionTask(Task):
         return {"images": len(images.paths), "training images": int(idx.numel()),
                 "image list sha256": listing_digest(images.paths, images.folder)}
 
+    def input_digest(self) -> str | None:
+        """The listing (paths and sizes) of the evaluation's images: the k-NN bank's split and the test
+        split of ``eval.dataset``; None when the run scores no test images."""
+        from hardmix.training.fingerprint import listing_digest
+        from hardmix.vision.data import eval_splits
+
+        cfg = self.cfg
+        if not (cfg.eval.at_end and cfg.eval.final_scores):
+            return None
+        train, test = eval_splits(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
+        return listing_digest([*train.paths, *test.paths], train.folder.parent)
+
     def steps_for(self, epochs: int) -> int:
         return self.spe * epochs
 

@@ -30,6 +30,7 @@ from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import config_differences, plain_config, resume_differences
+from hardmix.training.fingerprint import FREE_OF_RESULT
 from hardmix.training.results import ResultsError, read_results
 from hardmix.training.run_folder import CHECKPOINT, CONFIG, METRICS, RESULTS, run_files
 
@@ -317,7 +318,7 @@ def check_task(task: TaskSpec, task_cls: type, cfg: Any, strategy: str | None = 
 # What may differ between a cell's recorded config and the spec's without changing its result: where and
 # how it ran, its checkpoints and its logs. Everything else (the evaluation's keys included: they make the
 # scores a test pairs) must be equal, or the cell is not one of this comparison.
-CELL_FREE_KEYS = ("output", "train.threads", "train.device", "train.save_steps", "log.")
+CELL_FREE_KEYS = tuple(k for k in FREE_OF_RESULT if k != "train.seed")  # each cell has its own seed
 
 
 def check_same_config(cell: Cell) -> None:

@@ -19,10 +19,31 @@ from typing import Any
 from hardmix.compare.grid import Cell
 from hardmix.compare.spec import CompareSpec
 from hardmix.compare.stats import ALPHA, SIGNIFICANT, holm_adjusted, mean_std, paired_difference
+from hardmix.errors import ConfigError
 from hardmix.training.metrics import read_metrics
 from hardmix.training.results import ResultsError, read_results
 
 SE_SUFFIX = "_se"  # final_scores["<score>_se"]: the evaluation's sampling standard error of <score>
+
+
+def check_fingerprints(cells: list[Cell], records: dict[tuple[str, str, int], dict[str, Any]]) -> None:
+    """The finished cells of a task agree on their data, inputs and hardmix version, and those of a
+    strategy on their config too (``results.json`` ``fingerprint``, from the seed aside), else a
+    ConfigError naming two cells and what differs: a paired test never pools cells made from other data,
+    evaluation sets or configs. Records without a fingerprint (older ones) are not compared."""
+    first: dict[tuple[str, ...], tuple[str, Any]] = {}
+    for c in cells:
+        record = records.get((c.task.name, c.strategy, c.seed))
+        fp = (record or {}).get("fingerprint")
+        if not isinstance(fp, dict):
+            continue
+        for part in ("data", "inputs", "hardmix", "config"):
+            where = (c.task.name, part) if part != "config" else (c.task.name, c.strategy, part)
+            seen = first.setdefault(where, (c.label, fp.get(part)))
+            if seen[1] != fp.get(part):
+                raise ConfigError(f"{c.label} and {seen[0]} were made from different {part} (their "
+                                  "results.json fingerprints differ): they cannot be compared; rerun one "
+                                  "of them, or compare them in separate comparisons")
 
 
 def collect(cells: list[Cell]) -> tuple[dict[tuple[str, str, int], dict[str, Any]], list[str]]:
@@ -129,6 +150,7 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
     from hardmix.training.api import resolve_task
 
     records, missing = collect(cells)
+    check_fingerprints(cells, records)
     failed = {c.label: c.failure() or "failed" for c in cells if c.status() == "failed"}
     out: dict[str, Any] = {
         "baseline": spec.baseline,

@@ -400,6 +400,17 @@ class _Run:
         self.runtime.barrier()
         return time.perf_counter() - t0
 
+    def _fingerprint(self, task: Task) -> dict[str, Any]:
+        """What determines the result (``results.json``'s ``fingerprint``): the resolved config but where
+        and how it ran (:data:`FREE_OF_RESULT`), the training data, the other inputs (model files,
+        evaluation sets) and hardmix's version. Two cells of a comparison pair only when theirs agree but
+        for the seed."""
+        from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest
+        from hardmix.version import __version__
+
+        return {"config": config_digest(plain_config(self.cfg), FREE_OF_RESULT),
+                "data": self.data_fingerprint, "inputs": task.input_digest(), "hardmix": __version__}
+
     def _writing(self, write: Any, what: Path) -> None:
         """Run a task's write of ``what`` (the best model's export); any failure of it (a full disk, a
         library's own I/O error) stops the run with one line naming the folder, resumable from its last
@@ -501,6 +512,7 @@ class _Run:
             seed=cfg.train.seed, precision=runtime.precision,
             strategies=plain_config(cfg)["loss"]["strategies"], world_size=runtime.world,
             task_info=task.info(), run_dir=str(self.out),
+            fingerprint=self._fingerprint(task),
         )
         if runtime.main:
             write_results(record, self.out)

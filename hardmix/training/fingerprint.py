@@ -14,6 +14,10 @@ import hashlib
 import os
 from collections.abc import Sequence
 
+#: Config keys that do not change a result: where and how it ran, its checkpoints and logs, and the seed
+#: (a result's fingerprint is compared across seeds; a comparison's cells must agree on the rest).
+FREE_OF_RESULT = ("output", "train.threads", "train.device", "train.save_steps", "log.", "train.seed")
+
 
 def file_digest(path: str | os.PathLike[str]) -> str:
     """The SHA-256 of a file's bytes (hex)."""
@@ -33,4 +37,28 @@ def listing_digest(paths: Sequence[str], root: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-__all__ = ["file_digest", "listing_digest"]
+def files_digest(paths: Sequence[str | os.PathLike[str]]) -> str:
+    """The SHA-256 (hex) of files' contents in order, each by its name and its own SHA-256 (a file changed,
+    added, removed or renamed changes it; where the files lie does not)."""
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(f"{os.path.basename(p)}\0{file_digest(p)}\n".encode())
+    return h.hexdigest()
+
+
+def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
+    """The SHA-256 (hex) of a plain config (canonical JSON), without the dotted keys or prefixes (``log.``)
+    in ``ignore``."""
+    import json
+
+    def keep(key: str) -> bool:
+        return not any(key == p or (p.endswith(".") and key.startswith(p)) for p in ignore)
+
+    def walk(d: dict, prefix: str = "") -> dict:
+        return {k: walk(v, f"{prefix}{k}.") if isinstance(v, dict) else v
+                for k, v in d.items() if keep(f"{prefix}{k}")}
+
+    return hashlib.sha256(json.dumps(walk(config), sort_keys=True, default=str).encode()).hexdigest()
+
+
+__all__ = ["FREE_OF_RESULT", "config_digest", "file_digest", "files_digest", "listing_digest"]

@@ -25,6 +25,12 @@ Keys (``version`` 1):
                      where all three and the versions agree (``docs/results.md``, "What reproduces
                      where"; absent from older records)
 ``task_info``        the task's own facts (text: the exported model and its pooling; vision: images used)
+``fingerprint``      what determines the result: ``config`` (the SHA-256 of the resolved config but where and
+                     how it ran and the seed: :data:`hardmix.training.fingerprint.FREE_OF_RESULT`),
+                     ``data`` (the training data's fingerprint), ``inputs`` (a SHA-256 of the model files
+                     and evaluation sets: text; of the evaluation images' listing: vision) and ``hardmix``
+                     (the version); ``hardmix compare`` tests cells together only when theirs agree
+                     (absent from older records)
 ===================  ====================================================================================
 
 Example:

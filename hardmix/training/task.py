@@ -108,6 +108,12 @@ class Task(ABC):
         refuses other data, naming the entries that differ. None: not checked."""
         return None
 
+    def input_digest(self) -> str | None:
+        """A SHA-256 of what the run reads beyond its training data (model files, evaluation sets; after
+        :meth:`build`), kept in the result's fingerprint: a result made from other inputs is another
+        result. None: not recorded."""
+        return None
+
     @abstractmethod
     def steps_for(self, epochs: int) -> int:
         """Optimizer steps in ``epochs`` passes over the data."""

@@ -530,3 +530,20 @@ def test_an_evaluation_key_edited_between_resumes_is_refused_naming_it(text_spec
     err = capsys.readouterr().err
     assert "text/none/seed1: " in err and "was trained with another config (eval.max_length differ)" in err
     assert not (out / "runs" / "text" / "none" / "seed2").exists()
+
+
+def test_cells_made_from_other_data_are_never_tested_together(text_spec, tmp_path, capsys):
+    """Issue 43, item 2: each result records a fingerprint of its config, data, inputs and version; a
+    report over cells whose fingerprints disagree (the corpus changed between two resumes, say) refuses,
+    naming the cells and what differs, instead of pooling them in one paired test."""
+    spec = {**text_spec, "seeds": [1, 2]}
+    path, out = _write(tmp_path, spec), tmp_path / "cmp"
+    assert cli(["compare", str(path), "--output", str(out), "--threads", "1", "--jobs", "2"]) == 0
+    one, two = (read_results(out / "runs" / "text" / "none" / f"seed{k}") for k in (1, 2))
+    assert one["fingerprint"] == two["fingerprint"]  # the seed aside, the two cells were made alike
+    damaged = {**two, "fingerprint": {**two["fingerprint"], "data": {"corpus sha256": "0" * 64}}}
+    (out / "runs" / "text" / "none" / "seed2" / "results.json").write_text(json.dumps(damaged))
+    capsys.readouterr()
+    assert cli(["compare", str(path), "--output", str(out), "--report-only"]) == 2
+    err = capsys.readouterr().err
+    assert "text/none/seed2 and text/none/seed1 were made from different data" in err, err

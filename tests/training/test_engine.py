@@ -93,6 +93,8 @@ def test_both_tasks_write_one_layout_and_one_results_schema(tmp_path, tiny_text_
         # and the run's thread setting), so two records say whether they can agree bitwise
         assert record["machine"]["cpu_kernels"] == torch.backends.cpu.get_cpu_capability()
         assert record["machine"]["threads"] == torch.get_num_threads() and record["machine"]["cpu"]
+        fp = record["fingerprint"]  # what determines the result, compared by hardmix compare
+        assert set(fp) == {"config", "data", "inputs", "hardmix"} and len(fp["config"]) == 64 and fp["data"]
         assert record["wall_seconds"] > 0 and record["steps"] == record["total_steps"]
         lines = read_metrics(tmp_path / run)
         assert COMMON_METRICS <= set(lines[0]), set(lines[0]) ^ COMMON_METRICS
