@@ -139,6 +139,34 @@ def _paired(summary: dict, task: str) -> dict[str, dict]:
     return paired
 
 
+def quote(x: dict) -> str:
+    """How docs quote a paired comparison: the difference, its 95% interval, Holm's p of the t-test and of
+    the exact sign-flip test, and the difference the seeds detect at the verdicts' alpha."""
+    return (f"{x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] (p_holm {_p(x['p_holm'])}, exact "
+            f"{_p(x['p_exact_holm'])}, detectable {x['detectable']:.2f})")
+
+
+def short_quote(x: dict) -> str:
+    """How the README quotes it: the difference, Holm's p of both tests."""
+    return f"{x['mean']:+.2f} (p_holm {_p(x['p_holm'])}, exact {_p(x['p_exact_holm'])})"
+
+
+def _summary_of(name: str) -> dict:
+    return json.loads((ROOT / f"benchmarks/results/compare_{name}/summary.json").read_text())
+
+
+def quoted_family(task: str, strategy: str, own: str) -> dict:
+    """The recomputed statistics docs quote for ``strategy`` on ``task`` of comparison ``own``: the family
+    policy of docs/compare.md, "when two committed comparisons share cells, the larger family is the one
+    quoted": compare_strategies' when it holds the same cells (the same per-seed scores of the strategy
+    and the baseline), else ``own``'s."""
+    mine = _summary_of(own)
+    larger = _summary_of("strategies")
+    t, u = mine["tasks"][task]["strategies"], larger["tasks"].get(task, {}).get("strategies", {})
+    same = all(s in u and u[s]["seeds"] == t[s]["seeds"] for s in (strategy, mine["baseline"]))
+    return _paired(larger if same and own != "strategies" else mine, task)[strategy]
+
+
 # ------------------------------------------------------------------------ the premise search's numbers
 def _records(folder: Path) -> list[dict]:
     """A run's ``metrics.jsonl``, one dict a line."""
@@ -240,17 +268,12 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
     assert f"over the last 10% of each run it averaged {min(tails):.2f} to {max(tails):.2f}" in section
     assert f"first passed 0.8 at step {span(firsts['mixcse'])} against {span(firsts['none'])}" in section
     assert f"{at_end} of the {len(text_cells)} text cells selected their last step" in section
-    # The verdicts in prose: each paired difference, its interval, Holm's p, the detectable difference.
+    # The verdicts in prose (and in the README and docs/strategies.md): each paired difference, its
+    # interval, both tests' Holm p and the detectable difference.
     for task in summary["tasks"]:
         for s, x in _paired(summary, task).items():
-            interval = f"{x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] (p_holm {x['p_holm']:.3f}"
-            assert interval + ")" in section, (task, s)
-            assert f"{x['detectable']:.2f}" in section, (task, s)
-            unit = {("vision", "mochi"): " k-NN points", ("text", "mochi"): " STS points"}.get((task, s), "")
-            assert f"{x['mean']:+.2f}{unit}, p_holm {x['p_holm']:.3f}" in readme, (task, s)
-            assert interval in strategies, (task, s)
-            if s == "mochi":  # its null results, with the difference the seeds would have found
-                assert f"(p_holm {x['p_holm']:.3f}, detectable {x['detectable']:.2f})" in strategies, task
+            assert quote(x) in section and quote(x) in strategies, (task, s)
+            assert short_quote(x) in readme, (task, s)
 
 
 # ------------------------------------------------------------------ the CPU comparison across modalities
@@ -315,12 +338,12 @@ def dynamics(folder: Path, task: str) -> tuple[list[str], list[list[str]]]:
 
 
 def _check_section(folder: Path, title: str) -> tuple[dict, str]:
-    """The checks every comparison section of docs/results.md passes: each strategy has 5 seeds; each
-    paired difference, its interval, Holm's p and the difference the seeds detect are in the section's
-    prose, recomputed from the per-seed scores; its diagnostics tables are the cells' logs' (``dynamics``);
-    and every other decimal of its prose is one of those checked (the tool's block, its tuning tables
-    included, the diagnostics tables, the recomputed paired statistics) or a setting of the runs. Returns
-    the summary and the section's text, whitespace collapsed."""
+    """The checks every comparison section of docs/results.md passes: each strategy has 5 seeds or more;
+    each paired difference, its interval, both tests' Holm p and the difference the seeds detect are in
+    the section's prose (:func:`quote`), recomputed from the per-seed scores; its diagnostics tables are
+    the cells' logs' (``dynamics``); and every other decimal of its prose is one of those checked (the
+    tool's block, the diagnostics tables, the recomputed paired statistics) or a setting of the runs.
+    Returns the summary and the section's text, whitespace collapsed."""
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["finished"] == summary["cells"]
     for task in summary["tasks"]:
@@ -329,9 +352,7 @@ def _check_section(folder: Path, title: str) -> tuple[dict, str]:
     section = " ".join(raw.split())
     for task in summary["tasks"]:
         for s, x in _paired(summary, task).items():
-            interval = f"{x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] (p_holm {x['p_holm']:.3f}"
-            assert interval in section, (task, s)
-            assert f"detectable {x['detectable']:.2f}" in section, (task, s)
+            assert quote(x) in section, (task, s)
     tables = parse_tables(raw)
     for task in summary["tasks"]:
         head, rows = dynamics(folder, task)
@@ -345,6 +366,8 @@ def _check_section(folder: Path, title: str) -> tuple[dict, str]:
     for task in summary["tasks"]:
         stats_ = [x[k] for x in _paired(summary, task).values() for k in ("mean", "lo", "hi", "detectable")]
         known |= {f"{abs(v):.2f}" for v in stats_}
+        known |= {_p(x[k]).lstrip("<") for x in _paired(summary, task).values()
+                  for k in ("p_holm", "p_exact_holm")}
         baseline_config = folder / "runs" / task / summary["baseline"] / "seed1/config.yaml"
         known |= set(number.findall(baseline_config.read_text()))
     unknown = [n for n in number.findall(" ".join(prose)) if n not in known]
@@ -353,29 +376,29 @@ def _check_section(folder: Path, title: str) -> tuple[dict, str]:
 
 
 def test_the_cpu_full_comparison_and_what_the_docs_say_of_it():
-    """compare_cpu_full: every strategy has 5 seeds; its section passes ``_check_section``; the README's and
-    docs/strategies.md's quotes of its verdicts and the papers table's hardmix numbers are recomputed from
-    the per-seed scores."""
+    """compare_cpu_full: text at 10 seeds, vision at 5; its section passes ``_check_section``; the README's
+    and docs/strategies.md's quotes of its verdicts (from the larger family where compare_strategies holds
+    the same cells) and the papers table's hardmix numbers are recomputed from the per-seed scores."""
     summary, _ = _check_section(CPU_FULL, "The CPU comparison across modalities")
-    assert summary["cells"] == 40
+    seeds = {"text": 10, "vision": 5}
+    for task, n in seeds.items():
+        assert all(len(v["seeds"]) == n for v in summary["tasks"][task]["strategies"].values()), task
+    assert summary["cells"] == sum(n * len(summary["tasks"][t]["strategies"]) for t, n in seeds.items())
     assert len(list(CPU_FULL.glob("tune/*/*/point*/seed*/results.json"))) == 48
-    for task in ("text", "vision"):
-        assert all(len(v["seeds"]) == 5 for v in summary["tasks"][task]["strategies"].values())
     flat = " ".join((ROOT / "docs/results.md").read_text().split())
     papers = flat.split("## The papers and us")[1].split(" ## ")[0]
     readme = " ".join((ROOT / "README.md").read_text().split())
     strategies_md = " ".join((ROOT / "docs/strategies.md").read_text().split())
     for task, t in summary["tasks"].items():
-        for s, x in _paired(summary, task).items():
-            interval = f"{x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] (p_holm {x['p_holm']:.3f}"
-            assert interval in strategies_md, (task, s)
+        for s in _paired(summary, task):
+            x = quoted_family(task, s, "cpu_full")
+            assert quote(x) in strategies_md, (task, s)
         for s, v in t["strategies"].items():
             if (task, s) == ("vision", "mixcse"):  # no paper's row: MixCSE is a text method
                 continue
             assert f"`{s}`: {t['score']} {v['mean']:.2f} ± {v['std']:.2f}" in papers, (task, s)
     for task, s in (("text", "mixcse"), ("text", "mochi"), ("vision", "mixcse"), ("vision", "mochi")):
-        x = _paired(summary, task)[s]
-        assert f"{x['mean']:+.2f} (p_holm {x['p_holm']:.3f})" in readme, (task, s)
+        assert short_quote(quoted_family(task, s, "cpu_full")) in readme, (task, s)
 
 
 # ------------------------------------------------------------------ beyond the papers: strategies.yaml
@@ -383,15 +406,19 @@ STRATEGIES = ROOT / "benchmarks/results/compare_strategies"
 
 
 def test_the_strategies_comparison_and_what_the_docs_say_of_it():
-    """compare_strategies: cpu_full.yaml's strategies with SynCo, HCL and DCL added, each with 5 seeds; its
-    section passes ``_check_section``; the cells it shares with compare_cpu_full are those runs (their
+    """compare_strategies: cpu_full.yaml's strategies with SynCo, HCL and DCL added, with cpu_full's seeds;
+    its section passes ``_check_section``; the cells it shares with compare_cpu_full are those runs (their
     records byte for byte: strategies.yaml continues cpu_full.yaml); docs/strategies.md and the README
     quote the added strategies' verdicts as recomputed from the per-seed scores."""
     summary, _ = _check_section(STRATEGIES, "Beyond the papers")
-    assert summary["cells"] == 70
+    base = _summary_of("cpu_full")
+    for task, t in summary["tasks"].items():
+        own = {len(v["seeds"]) for v in t["strategies"].values()}
+        assert own == {len(base["tasks"][task]["seeds"])}, task
+    assert summary["cells"] == sum(len(t["seeds"]) * len(t["strategies"]) for t in summary["tasks"].values())
     assert len(list(STRATEGIES.glob("tune/*/*/point*/seed*/results.json"))) == 84
     shared = [p for part in ("runs", "tune") for p in sorted(CPU_FULL.glob(f"{part}/**/*")) if p.is_file()]
-    assert len(shared) == 264  # 88 cells: results.json, config.yaml, metrics.jsonl
+    assert len(shared) == 3 * (48 + base["cells"])  # each cell: results.json, config.yaml, metrics.jsonl
     for path in shared:
         assert (STRATEGIES / path.relative_to(CPU_FULL)).read_bytes() == path.read_bytes(), path
     strategies_md = " ".join((ROOT / "docs/strategies.md").read_text().split())
@@ -399,17 +426,16 @@ def test_the_strategies_comparison_and_what_the_docs_say_of_it():
     for task in summary["tasks"]:
         paired = _paired(summary, task)
         for s in ("synco", "hcl", "dcl"):
-            x = paired[s]
-            quote = f"{x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] (p_holm {x['p_holm']:.3f}"
-            assert quote in strategies_md, (task, s)
-            assert f"{x['mean']:+.2f} (p_holm {x['p_holm']:.3f})" in readme, (task, s)
+            assert quote(paired[s]) in strategies_md, (task, s)
+            assert short_quote(paired[s]) in readme, (task, s)
         for s in ("none", "synco", "hcl", "dcl"):  # the scores docs/strategies.md quotes beside them
             v = summary["tasks"][task]["strategies"][s]
             assert f"{v['mean']:.2f} ± {v['std']:.2f}" in strategies_md, (task, s)
     # every text run of the added strategies, tuning included, selected step 20 of 100
     added = [json.loads(p.read_text()) for s in ("synco", "hcl", "dcl")
              for p in STRATEGIES.glob(f"*/text/{s}/**/results.json")]
-    assert len(added) == 33 and {(r["best_step"], r["total_steps"]) for r in added} == {(20, 100)}
+    assert len(added) == 3 * (6 + len(summary["tasks"]["text"]["seeds"]))
+    assert {(r["best_step"], r["total_steps"]) for r in added} == {(20, 100)}
     claim = "every text run of the added strategies, tuning included, selected its model at step 20 of 100"
     assert claim in " ".join((ROOT / "docs/results.md").read_text().split())
     # DCL's images collapse first: every seed's uniformity within 0.01 of 0 at step 20 (every MoCo-v2
