@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from tqdm.auto import tqdm
 
-from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
+from hardmix.compare.spec import CompareSpec, TaskSpec, apply_point, override_value
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import config_differences, plain_config, resume_differences
@@ -183,8 +183,6 @@ def make_cell(
     Returns:
         The cell and its config object (for the score checks).
     """
-    from hardmix.compare.tuning import apply_point
-
     entries, point_sets = apply_point(spec, task, strategy, point or {})
     overrides = [
         *task.overrides,

@@ -37,6 +37,7 @@ first run, so a bad key, value, strategy, score or config file is an error namin
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -552,6 +553,36 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return changed
 
 
+def grid_points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every point of a grid, the first axis varying slowest.
+
+    >>> grid_points({"mixcse.lam": [0.1, 0.2], "loss.temperature": [0.05]})
+    [{'mixcse.lam': 0.1, 'loss.temperature': 0.05}, {'mixcse.lam': 0.2, 'loss.temperature': 0.05}]
+    >>> grid_points({})
+    [{}]
+    """
+    keys = list(axes)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*axes.values())]
+
+
+def apply_point(
+    spec: CompareSpec, task: TaskSpec, strategy: str, point: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """A cell's ``loss.strategies`` entries and extra ``--set`` items at a grid point: ``<entry>.<arg>``
+    sets the argument of the strategy's entries of that registered name, any other key is a config key.
+    """
+    entries = spec.strategies_for(task, strategy)
+    sets = []
+    for key, value in point.items():
+        prefix, arg = key.split(".", 1)
+        hits = [e for e in entries if e["name"] == prefix]
+        for e in hits:
+            e[arg] = value
+        if not hits:
+            sets.append(f"{key}={override_value(value)}")
+    return entries, sets
+
+
 def select_tasks(spec: CompareSpec, names: str | None) -> CompareSpec:
     """The spec restricted to a comma list of its tasks (``--tasks``); None keeps them all."""
     if names is None:
@@ -571,6 +602,6 @@ def load_spec(path: str | os.PathLike[str]) -> CompareSpec:
 
 
 __all__ = [
-    "CompareSpec", "TaskSpec", "TuneSpec", "check_names", "grid_size", "load_spec", "parse_spec",
-    "spec_differences",
+    "CompareSpec", "TaskSpec", "TuneSpec", "apply_point", "check_names", "grid_points", "grid_size",
+    "load_spec", "parse_spec", "spec_differences",
 ]

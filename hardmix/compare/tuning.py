@@ -19,45 +19,14 @@ finished once and resumed like the evaluation cells.
 
 from __future__ import annotations
 
-import itertools
 import math
 from pathlib import Path
 from typing import Any
 
 from hardmix.compare.grid import Cell, check_same_config, check_task, make_cell, task_class
-from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
+from hardmix.compare.spec import CompareSpec, TaskSpec, grid_points
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.results import ResultsError
-
-
-def grid_points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Every point of a grid, the first axis varying slowest.
-
-    >>> grid_points({"mixcse.lam": [0.1, 0.2], "loss.temperature": [0.05]})
-    [{'mixcse.lam': 0.1, 'loss.temperature': 0.05}, {'mixcse.lam': 0.2, 'loss.temperature': 0.05}]
-    >>> grid_points({})
-    [{}]
-    """
-    keys = list(axes)
-    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*axes.values())]
-
-
-def apply_point(
-    spec: CompareSpec, task: TaskSpec, strategy: str, point: dict[str, Any]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """A cell's ``loss.strategies`` entries and extra ``--set`` items at a grid point: ``<entry>.<arg>``
-    sets the argument of the strategy's entries of that registered name, any other key is a config key.
-    """
-    entries = spec.strategies_for(task, strategy)
-    sets = []
-    for key, value in point.items():
-        prefix, arg = key.split(".", 1)
-        hits = [e for e in entries if e["name"] == prefix]
-        for e in hits:
-            e[arg] = value
-        if not hits:
-            sets.append(f"{key}={override_value(value)}")
-    return entries, sets
 
 
 def tuned_tasks(spec: CompareSpec) -> list[TaskSpec]:
@@ -187,4 +156,4 @@ def best_points(spec: CompareSpec, cells: list[Cell]) -> dict[tuple[str, str], d
     return None if any(p is None for p in best.values()) else best
 
 
-__all__ = ["apply_point", "best_points", "first_points", "grid_points", "tuning_cells", "tuning_table"]
+__all__ = ["best_points", "first_points", "tuning_cells", "tuning_table"]
