@@ -337,7 +337,7 @@ def dynamics(folder: Path, task: str) -> tuple[list[str], list[list[str]]]:
     return [head[i] for i in kept], [[r[i] for i in kept] for r in rows]
 
 
-def _check_section(folder: Path, title: str) -> tuple[dict, str]:
+def _check_section(folder: Path, title: str, diagnostics: bool = True) -> tuple[dict, str]:
     """The checks every comparison section of docs/results.md passes: each strategy has 5 seeds or more;
     each paired difference, its interval, both tests' Holm p and the difference the seeds detect are in
     the section's prose (:func:`quote`), recomputed from the per-seed scores; its diagnostics tables are
@@ -354,7 +354,7 @@ def _check_section(folder: Path, title: str) -> tuple[dict, str]:
         for s, x in _paired(summary, task).items():
             assert quote(x) in section, (task, s)
     tables = parse_tables(raw)
-    for task in summary["tasks"]:
+    for task in summary["tasks"] if diagnostics else ():
         head, rows = dynamics(folder, task)
         (table,) = [tb for tb in tables if tb["head"] == head]
         assert [list(r.values()) for r in table["rows"]] == rows, task
@@ -461,7 +461,7 @@ def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch
     from hardmix.training.api import resolve_task
     from hardmix.training.runtime import choose_precision
 
-    summary, section = _check_section(PRECISION, "bf16 against fp32")
+    summary, section = _check_section(PRECISION, "bf16 against fp32", diagnostics=False)
     assert summary["cells"] == 20 and summary["baseline"] == "fp32"
     for task in ("text", "vision"):
         for arm in ("fp32", "bf16"):

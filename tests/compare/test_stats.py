@@ -145,6 +145,15 @@ def test_the_exact_sign_flip_p_matches_enumerating_every_sign_pattern(pairs):
     assert d.p_exact_min == 2 / 2 ** len(pairs) and d.p_exact >= d.p_exact_min - 1e-15
 
 
+def test_near_zero_ties_count_as_at_least_as_extreme():
+    """The example hypothesis found against SciPy's permutation_test (its tolerance scales with the
+    statistic, so near 0 it split ties by rounding): 0.96875 where the enumeration gives 1."""
+    pairs = [(13.84, 9.34), (-14.6, 0.0), (0.37, 15.86), (5.12, -19.17), (5.8, 0.0), (0.0, 0.0), (0.0, 0.0),
+             (0.0, 4.48)]
+    x, y = [a for a, _ in pairs], [b for _, b in pairs]
+    assert paired_difference(x, y).p_exact == _sign_flip_by_enumeration(x, y) == 1.0
+
+
 def test_five_seeds_all_better_cannot_pass_the_exact_test_ten_can():
     """The issue's point: with 5 seeds all positive the exact test cannot go below 1/16; with 10 it can."""
     five = paired_difference([51.0, 52.0, 51.5, 52.5, 51.2], [50.0, 50.1, 50.2, 50.3, 50.4])

@@ -68,10 +68,10 @@ def _sts_year(root: Path, task: str, subsets: dict[str, tuple[str, str]]) -> Non
         _write(folder / f"STS.gs.{name}.txt", gs)
 
 
-GOOD_STS13 = {
-    "FNWN": ("a b\tc d\n", "1.0\n"),
+GOOD_STS13 = {  # each subset scorable: at least 2 pairs whose gold scores vary
+    "FNWN": ("a b\tc d\ne\tf\n", "1.0\n3.0\n"),
     "headlines": ("x  y\tz\ne\tf\n", "2.5\n4\n"),
-    "OnWN": ("p\tq\n", "0.2\n"),
+    "OnWN": ("p\tq\nr\ts\n", "0.2\n0.8\n"),
 }
 
 
