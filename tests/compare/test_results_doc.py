@@ -473,9 +473,7 @@ def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch
         x = _paired(summary, task)["bf16"]
         inside[task] = -1.0 < x["lo"] and x["hi"] < 1.0
         verdict = "inside" if inside[task] else "not inside"
-        quote = (f"{task}: {x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] (p_holm {x['p_holm']:.3f}; "
-                 f"detectable {x['detectable']:.2f}): the interval lies {verdict} ±1 point")
-        assert quote in section, task
+        assert f"{task}: {quote(x)}: the interval lies {verdict} ±1 point" in section, task
         readme = " ".join((ROOT / "README.md").read_text().split())
         assert f"moves by {x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}], " + (
             "inside ±1 point" if inside[task] else "which 5 seeds cannot bound to a point") in readme, task
