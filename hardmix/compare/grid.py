@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from hardmix.compare.spec import CompareSpec, TaskSpec, apply_point, override_value
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.api import load_config_for, resolve_task
-from hardmix.training.config import config_differences, plain_config, resume_differences
+from hardmix.training.config import config_differences, key_in, plain_config
 from hardmix.training.fingerprint import FREE_OF_RESULT
 from hardmix.training.results import ResultsError, read_results
 from hardmix.training.run_folder import CHECKPOINT, CONFIG, METRICS, RESULTS, run_files
@@ -328,11 +328,8 @@ def check_same_config(cell: Cell) -> None:
         return
     done = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
     done["output"] = cell.config.get("output")
-    changed = [k for k in config_differences(done, cell.config)
-               if not any(k == p or (p.endswith(".") and k.startswith(p)) for p in CELL_FREE_KEYS)]
-    if (cell.config.get("train") or {}).get("precision") == "auto" and not resume_differences(
-            {"train": {"precision": (done.get("train") or {}).get("precision")}},
-            {"train": {"precision": "auto"}}):
+    changed = [k for k in config_differences(done, cell.config) if not key_in(k, CELL_FREE_KEYS)]
+    if (cell.config.get("train") or {}).get("precision") == "auto":  # auto keeps the precision recorded
         changed = [k for k in changed if k != "train.precision"]
     if changed:
         raise ConfigError(

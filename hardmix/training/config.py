@@ -218,10 +218,16 @@ def resume_differences(saved: dict[str, Any], now: dict[str, Any], extra: tuple[
     if (now.get("train") or {}).get("precision") == "auto":
         allowed += ("train.precision",)
 
-    def may_change(key: str) -> bool:
-        return any(key == p or (p.endswith(".") and key.startswith(p)) for p in allowed)
+    return [k for k in config_differences(saved, now) if not key_in(k, allowed)]
 
-    return [k for k in config_differences(saved, now) if not may_change(k)]
+
+def key_in(key: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    """Whether a dotted config key is one of ``patterns``: a key itself, or a section's prefix (``log.``).
+
+    >>> key_in("log.progress", ("output", "log.")), key_in("eval.max_length", ("output", "log."))
+    (True, False)
+    """
+    return any(key == p or (p.endswith(".") and key.startswith(p)) for p in patterns)
 
 
 def build_task_config(
@@ -302,6 +308,7 @@ __all__ = [
     "build_task_config",
     "check_renamed",
     "config_differences",
+    "key_in",
     "load_task_config",
     "plain_config",
     "resume_differences",

@@ -51,12 +51,11 @@ def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
     in ``ignore``."""
     import json
 
-    def keep(key: str) -> bool:
-        return not any(key == p or (p.endswith(".") and key.startswith(p)) for p in ignore)
+    from hardmix.training.config import key_in
 
     def walk(d: dict, prefix: str = "") -> dict:
         return {k: walk(v, f"{prefix}{k}.") if isinstance(v, dict) else v
-                for k, v in d.items() if keep(f"{prefix}{k}")}
+                for k, v in d.items() if not key_in(f"{prefix}{k}", ignore)}
 
     return hashlib.sha256(json.dumps(walk(config), sort_keys=True, default=str).encode()).hexdigest()
 

@@ -257,7 +257,7 @@ def test_a_launcher_that_cannot_submit_leaves_no_comparison_behind(text_spec, tm
 
 
 def test_every_tuning_cell_has_its_own_log_and_job_and_status_reads_it(text_spec, tmp_path):
-    """Issue 43's case: --status looked for a tuning cell's log under the evaluation cell's name ("no log
+    """--status looked for a tuning cell's log under the evaluation cell's name ("no log
     line"), and under --launcher slurm every tuning point of a strategy and seed shared one log file and
     job name. One name per cell, from its label, in both."""
     from hardmix.compare import launcher

@@ -378,7 +378,7 @@ def test_a_name_that_passes_stays_a_folder_inside_the_output(names):
 
 
 def test_a_task_named_as_a_path_is_refused_before_anything_is_written(text_spec, tmp_path, capsys):
-    """The case of the third hostile round: a task named ``../../x`` or ``/abs/dir`` wrote its cells outside
+    """A task named ``../../x`` or ``/abs/dir`` wrote its cells outside
     ``--output`` and its cleanup deleted what was there. It is refused, naming it, and nothing is written."""
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -397,7 +397,7 @@ def test_a_task_named_as_a_path_is_refused_before_anything_is_written(text_spec,
 @pytest.mark.parametrize("where", ["set", "strategy_set", "tune"])
 @pytest.mark.parametrize("key", ["train.stop_after_steps", "output"])
 def test_keys_a_comparison_cannot_set_are_refused_at_validation(text_spec, key, where):
-    """Issue 43, item 3: a key that stops a cell early or moves its folder is refused, naming where it was
+    """A key that stops a cell early or moves its folder is refused, naming where it was
     given, before anything runs."""
     spec = copy.deepcopy(text_spec)
     value = 2 if key.startswith("train") else "/tmp/elsewhere"
@@ -416,7 +416,7 @@ def test_keys_a_comparison_cannot_set_are_refused_at_validation(text_spec, key, 
 
 def test_every_strategy_s_config_passes_the_task_s_own_checks_before_any_cell(tmp_path, tiny_vision_config,
                                                                                capsys):
-    """Issue 43's case: a MoCHi n_hard that passes validation (<= the queue) but not the task's own check
+    """A MoCHi n_hard that passes validation (<= the queue) but not the task's own check
     (each query's own keys masked) failed in the middle of a comparison; it is refused before the first
     cell, naming the task and the strategy, and nothing is written."""
     (tmp_path / "vision.yaml").write_text(yaml.safe_dump(tiny_vision_config(
@@ -437,7 +437,7 @@ def test_every_strategy_s_config_passes_the_task_s_own_checks_before_any_cell(tm
 
 
 def test_a_finished_cell_s_cleanup_deletes_only_what_hardmix_wrote(text_spec, tmp_path):
-    """Issue 43, item 1: cleanup deleted "everything that is not a record" of a cell's folder. It deletes
+    """Cleanup deleted "everything that is not a record" of a cell's folder. It deletes
     the checkpoint and the task's exports by name (text: ``best/``), nothing else, whatever --keep says."""
     from hardmix.compare.grid import discard_unkept
 
@@ -459,7 +459,7 @@ def test_a_finished_cell_s_cleanup_deletes_only_what_hardmix_wrote(text_spec, tm
 
 def test_a_diverging_tuning_point_is_a_recorded_result_and_the_comparison_finishes(text_spec, tmp_path,
                                                                                    capsys):
-    """Fault injection (issue 43's case): with ``train.lr: [3e-5, 1e8]`` every --resume failed the same
+    """Fault injection: with ``train.lr: [3e-5, 1e8]`` every --resume failed the same
     cell and fixing the grid was refused, so the comparison could never finish. The failed point is now a
     result: recorded with its reason, tuning chooses among the other points, the evaluation runs, --resume
     does not retry it, and --retry-failed does."""
@@ -487,7 +487,7 @@ def test_a_diverging_tuning_point_is_a_recorded_result_and_the_comparison_finish
 
 
 def test_killing_the_comparison_leaves_no_training_process_behind(text_spec, tmp_path):
-    """Issue 43, item 3: SIGKILL of ``hardmix compare`` (which cannot pass anything on) left its cells'
+    """SIGKILL of ``hardmix compare`` (which cannot pass anything on) left its cells'
     training processes running; they get SIGTERM from the kernel when it dies, checkpoint and stop."""
     import signal
     import time
@@ -516,7 +516,7 @@ def test_killing_the_comparison_leaves_no_training_process_behind(text_spec, tmp
 
 
 def test_an_evaluation_key_edited_between_resumes_is_refused_naming_it(text_spec, tmp_path, capsys):
-    """Issue 43's case: an ``eval.*`` key edited in a task's config file between two --resumes (seeds
+    """An ``eval.*`` key edited in a task's config file between two --resumes (seeds
     added) pooled cells scored under two protocols in one t-test, without a word. A cell's recorded config
     must equal the spec's in every key but where and how it ran, so the resume is refused, naming it."""
     path, out = _write(tmp_path, text_spec), tmp_path / "cmp"
@@ -533,7 +533,7 @@ def test_an_evaluation_key_edited_between_resumes_is_refused_naming_it(text_spec
 
 
 def test_cells_made_from_other_data_are_never_tested_together(text_spec, tmp_path, capsys):
-    """Issue 43, item 2: each result records a fingerprint of its config, data, inputs and version; a
+    """Each result records a fingerprint of its config, data, inputs and version; a
     report over cells whose fingerprints disagree (the corpus changed between two resumes, say) refuses,
     naming the cells and what differs, instead of pooling them in one paired test."""
     spec = {**text_spec, "seeds": [1, 2]}

@@ -155,7 +155,7 @@ def test_near_zero_ties_count_as_at_least_as_extreme():
 
 
 def test_five_seeds_all_better_cannot_pass_the_exact_test_ten_can():
-    """The issue's point: with 5 seeds all positive the exact test cannot go below 1/16; with 10 it can."""
+    """With 5 seeds all positive the exact test cannot go below 1/16; with 10 it can."""
     five = paired_difference([51.0, 52.0, 51.5, 52.5, 51.2], [50.0, 50.1, 50.2, 50.3, 50.4])
     assert five.verdict == "better" and five.p_exact == 0.0625 and five.p_exact == five.p_exact_min
     ten = paired_difference([51.0 + i / 10 for i in range(10)], [50.0 + i / 11 for i in range(10)])

@@ -84,7 +84,7 @@ def test_missing_file_and_unreachable_server_are_one_line(served, tmp_path):
 
 
 def test_a_damaged_partial_file_of_an_unverified_source_is_never_resumed(served, tmp_path):
-    """Issue 43's case: a damaged ``senteval.tar.part`` was resumed and its SHA-256 recorded as the
+    """A damaged ``senteval.tar.part`` was resumed and its SHA-256 recorded as the
     reference. A source that no checksum verifies (none published, none recorded) is fetched whole, from
     byte 0, in one transfer: kept bytes are discarded, so what gets recorded is the server's file."""
     from hardmix.data_sources import Source
@@ -116,7 +116,7 @@ def test_a_damaged_partial_file_of_an_unverified_source_is_never_resumed(served,
 
 
 def test_hardmix_offline_means_no_connection_is_attempted(served, tmp_path, monkeypatch, capsys):
-    """Issue 43, item 5: with HARDMIX_OFFLINE=1 no command attempts a connection: a download is refused
+    """With HARDMIX_OFFLINE=1 no command attempts a connection: a download is refused
     before any request (the local server sees none), and a Hub model name is refused without the
     reachability probe."""
     from hardmix.cli import main
@@ -139,7 +139,7 @@ def test_hardmix_offline_means_no_connection_is_attempted(served, tmp_path, monk
 
 
 def test_two_downloads_into_one_root_take_a_lock(served, tmp_path, capsys):
-    """Issue 43, item 5: a second download into a data root while one is in progress is refused in one
+    """A second download into a data root while one is in progress is refused in one
     line (before any request), instead of two processes writing the same archive."""
     import json as _json
 

@@ -207,7 +207,7 @@ class MixCSE(Strategy):
 
 def test_a_plug_in_cannot_replace_a_built_in_and_a_broken_one_affects_only_its_name(tmp_path, monkeypatch,
                                                                                      capsys):
-    """Issue 43's case: a plug-in class ``MixCSE`` with ``name = "mixcse"`` silently replaced the built-in.
+    """A plug-in class ``MixCSE`` with ``name = "mixcse"`` silently replaced the built-in.
     It is left out with one warning naming its distribution; a plug-in that fails to import is left out
     likewise; ``hardmix strategies`` lists both as broken, and every other strategy works as before."""
     from hardmix.cli import main
@@ -270,7 +270,7 @@ def _faulty(kind: str):
 def test_a_strategy_s_faulty_logits_are_stopped_where_they_enter_the_loss_naming_it(
     kind, message, monkeypatch, tmp_path, tiny_text_config, capsys
 ):
-    """Issue 43's case: a plug-in returning logits of the wrong shape gave a bare torch traceback, one
+    """A plug-in returning logits of the wrong shape gave a bare torch traceback, one
     returning NaN logits was stopped with advice to lower train.lr; both now name the strategy, in the
     loss and through ``hardmix train`` (one line, exit 2)."""
     from hardmix.cli import main
@@ -305,7 +305,7 @@ NEVER = r"loss\.strategies \(mixcse\)\.warmup_"
 ])
 def test_schedules_that_cannot_be_or_would_never_act_are_refused_naming_the_key(entry, message, tmp_path,
                                                                                tiny_text_config):
-    """Issue 43, item 6: ``.inf`` and ``.nan`` in schedule arguments (a traceback before), and a warm-up
+    """``.inf`` and ``.nan`` in schedule arguments (a traceback before), and a warm-up
     that keeps the strategy inactive for the whole run (a silent baseline before), refused naming the key
     before any step."""
     from hardmix.text.task import TextTask

@@ -188,7 +188,7 @@ def test_missing_data_folder(tmp_path, monkeypatch):
 def test_a_degenerate_evaluation_set_is_refused_before_training_naming_the_file(
     lines, message, tmp_path, monkeypatch, tiny_text_config, capsys
 ):
-    """Issue 43, item 6: an empty STS-B dev, one pair, or constant gold scores gave a NaN selection score
+    """An empty STS-B dev, one pair, or constant gold scores gave a NaN selection score
     at the first evaluation; the run is refused before any step, naming the file."""
     import yaml
 

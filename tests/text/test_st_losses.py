@@ -139,7 +139,7 @@ def test_a_last_batch_of_one_pair_contributes_no_loss(bert_mini_path, sentences,
 
 def test_schedules_count_optimizer_steps_and_continue_on_the_trainer_s_resume(bert_mini_path, sentences,
                                                                               tmp_path, one_torch_thread):
-    """Issue 43's case: the losses' schedules counted forward calls, which gradient accumulation
+    """The losses' schedules counted forward calls, which gradient accumulation
     multiplies, and restarted at 0 when the trainer resumed. With ``loss.callback()`` they count the
     trainer's optimizer steps (``global_step``), restored by a resumed trainer."""
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer

@@ -171,7 +171,7 @@ def test_resuming_a_finished_run_says_so_and_exits_0(tmp_path, tiny_text_config,
     assert cli(["train", "text", str(path), "--output", str(tmp_path / "run"), "--resume"]) == 0
     assert "finished already" in capsys.readouterr().err
     assert (tmp_path / "run" / "checkpoint.pt").stat().st_mtime_ns == before
-    # Issue 43's case: without its checkpoint (a comparison's cells never keep one) a finished run was
+    # Without its checkpoint (a comparison's cells never keep one) a finished run was
     # retrained from step 0 over its results; it is final, in the folder it was copied to as well.
     results = (tmp_path / "run" / "results.json").read_bytes()
     (tmp_path / "run" / "checkpoint.pt").unlink()
@@ -332,7 +332,7 @@ def test_the_python_api_returns_the_results_record(tmp_path, tiny_text_config, o
 def test_a_full_disk_while_the_best_model_is_written_is_one_line_and_the_run_resumes(
     tmp_path, tiny_text_config, capsys, monkeypatch, one_torch_thread
 ):
-    """Fault injection (issue 43's case): the export of ``best/`` fails as a full disk makes safetensors
+    """Fault injection: the export of ``best/`` fails as a full disk makes safetensors
     fail; the run stops with one line naming the folder and its last checkpoint, no half ``best/`` is
     left, and ``--resume`` finishes it with the losses of an uninterrupted run."""
     import hardmix.text.task as text_task

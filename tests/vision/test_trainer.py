@@ -246,7 +246,7 @@ def test_invalid_config_fails_naming_the_key(tiny_vision_config, tmp_path, capsy
 
 
 def test_a_partial_checkpoint_is_refused_key_by_key(long_run, tmp_path, capsys):
-    """Issue 43, item 6: a checkpoint whose model lacks a tensor (or holds a foreign one) is refused in one
+    """A checkpoint whose model lacks a tensor (or holds a foreign one) is refused in one
     line naming the tensor, by ``hardmix eval knn`` and by ``--resume``, never half-loaded."""
     import shutil
 
@@ -275,7 +275,7 @@ def test_a_partial_checkpoint_is_refused_key_by_key(long_run, tmp_path, capsys):
 
 
 def test_test_images_of_a_class_the_training_split_lacks_are_refused_naming_it(vision_tree_factory):
-    """Issue 43, item 6: the test split was scanned with the training split's classes, so a test class the
+    """The test split was scanned with the training split's classes, so a test class the
     training split lacks was left out of every score without a word; it is refused, naming the class."""
     import shutil
 
