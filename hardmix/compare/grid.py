@@ -118,6 +118,23 @@ class Cell:
         return cmd + (["--resume"] if resume else [])
 
 
+def interpreter_command(command: list[str]) -> list[str]:
+    """``command`` (``hardmix ...``) run by this interpreter, without the working folder on ``sys.path``.
+
+    ``python -m hardmix`` puts the working folder first on ``sys.path``: run from a clone with hardmix
+    installed (not editable), it would import the clone's ``hardmix/``, which lacks ``hardmix.text`` and
+    ``hardmix.vision`` (installed from ``text/`` and ``vision/``), and every cell would fail. ``-P``
+    (Python 3.11+) leaves it out; on 3.10 the same is done by hand.
+
+    >>> interpreter_command(["hardmix", "train", "text", "c.yaml"])[-3:]
+    ['train', 'text', 'c.yaml']
+    """
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", "hardmix", *command[1:]]
+    runner = "import sys; del sys.path[0]; from hardmix.cli import main; sys.exit(main())"
+    return [sys.executable, "-c", runner, *command[1:]]
+
+
 def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
@@ -584,7 +601,7 @@ def run_cells(
                     resume=cell.status() == "partial",
                     extra=[f"train.threads={per_job}", "log.progress=false"],
                 )
-                cmd = [sys.executable, "-m", "hardmix", *cmd[1:]]
+                cmd = interpreter_command(cmd)
                 with open(log, "a", encoding="utf-8") as f:
                     f.write(f"$ {shlex.join(cmd)}\n")
                     f.flush()

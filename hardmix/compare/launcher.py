@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from hardmix.compare.grid import Cell
+from hardmix.compare.grid import Cell, interpreter_command
 from hardmix.compare.grid import cell_log as grid_cell_log
 from hardmix.compare.spec import CompareSpec
 from hardmix.errors import ConfigError, RunError
@@ -264,7 +264,7 @@ class CellJob:
             # node stay visible, the engine picks cuda:LOCAL_RANK.
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
         resume = bool(run_files(Path(self.run_dir)))  # a checkpoint, or a run stopped before its first
-        cmd = [sys.executable, "-m", "hardmix", *self.command[1:], *(["--resume"] if resume else [])]
+        cmd = interpreter_command([*self.command, *(["--resume"] if resume else [])])
         child_env = dict(os.environ)
         if self.threads:
             child_env["OMP_NUM_THREADS"] = str(self.threads)

@@ -24,7 +24,7 @@ from PIL import Image
 from scipy import stats
 
 from hardmix.cli import main as cli
-from hardmix.compare.grid import build_grid
+from hardmix.compare.grid import build_grid, interpreter_command
 from hardmix.compare.spec import load_spec, parse_spec
 from hardmix.compare.stats import paired_difference
 from hardmix.errors import ConfigError
@@ -322,3 +322,18 @@ def test_every_strategy_of_a_spec_gets_its_own_colour(n):
     first, again = colours(names), colours(names)
     assert list(first) == names and first == again  # the spec's order, the same in every plot
     assert len({tuple(c) for c in first.values()}) == n  # no two strategies share a colour
+
+
+def test_cells_import_the_installed_hardmix_when_run_from_a_clone(tmp_path):
+    # A clone's working folder holds hardmix/ without hardmix.text and hardmix.vision (installed from
+    # text/ and vision/); `python -m hardmix` run there would import it and every cell would fail.
+    clone = tmp_path / "clone"
+    (clone / "hardmix").mkdir(parents=True)
+    (clone / "hardmix" / "__init__.py").write_text("raise ImportError('the clone is not installed')\n")
+    plain = subprocess.run([sys.executable, "-m", "hardmix", "strategies"], cwd=clone, capture_output=True,
+                           text=True)
+    assert plain.returncode != 0 and "the clone is not installed" in plain.stderr  # what a cell met before
+    done = subprocess.run(interpreter_command(["hardmix", "strategies"]), cwd=clone, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert "mixcse" in done.stdout and "mochi" in done.stdout
