@@ -19,7 +19,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from hardmix.text.pooling import check_pooling, needs_hidden_states, pool
+from hardmix.utils.confine import remove_written
 
 log = logging.getLogger(__name__)
 
@@ -277,8 +277,7 @@ def export_model(
     tmp = out_dir.parent / f".{out_dir.name}.tmp"
     old = out_dir.parent / f".{out_dir.name}.old"
     for p in (tmp, old):
-        if p.exists():
-            shutil.rmtree(p)
+        remove_written(p, out_dir.parent)
     tmp.mkdir(parents=True)
     model.backbone.save_pretrained(tmp)
     model.tokenizer.save_pretrained(tmp)
@@ -313,6 +312,5 @@ def export_model(
     if out_dir.exists():
         os.replace(out_dir, old)
     os.replace(tmp, out_dir)
-    if old.exists():
-        shutil.rmtree(old)
+    remove_written(old, out_dir.parent)
     return out_dir

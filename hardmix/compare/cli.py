@@ -189,10 +189,11 @@ def _forget_unsubmitted(out: Path) -> None:
     things this run wrote, ``spec.yaml`` and the empty ``logs/``, so the folder is as it was and a rerun
     is not taken for a comparison under way. Nothing else is touched."""
     from hardmix.compare.launcher import RECORDS
+    from hardmix.utils.confine import remove_written
 
     if (out / RECORDS).exists():
         return  # some job was submitted: the comparison exists
-    (out / SPEC_COPY).unlink(missing_ok=True)
+    remove_written(out / SPEC_COPY, out)
     logs = out / "logs"
     if logs.is_dir() and not any(logs.iterdir()):
         logs.rmdir()

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from hardmix.training.config import config_differences, key_in, plain_config
 from hardmix.training.fingerprint import FREE_OF_RESULT
 from hardmix.training.results import ResultsError, read_results
 from hardmix.training.run_folder import CHECKPOINT, CONFIG, METRICS, RESULTS, run_files
+from hardmix.utils.confine import confined, remove_written
 
 # What a finished cell may keep besides its record (--keep): the resume checkpoint, the task's exports.
 KEEP_CHOICES = ("checkpoints", "models")
@@ -301,6 +301,7 @@ def build_grid(
             checked = False  # each strategy's config through the task's own checks (its data, its negatives)
             for seed in task.seeds:
                 run_dir = output / "runs" / task.name / strategy / f"seed{seed}"
+                confined(run_dir, output)  # a link planted in the output folder leads nowhere else
                 if score_sets is None:
                     _, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point)
                     score_sets = _resolve_scores(task, task_cls, cfg)
@@ -498,11 +499,7 @@ def discard_unkept(cell: Cell, keep: frozenset[str] | set[str]) -> None:
     if "models" not in keep:
         names += list(task_class(cell.task).exports)
     for name in names:
-        path = cell.run_dir / name
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-        elif path.is_dir():
-            shutil.rmtree(path)
+        remove_written(cell.run_dir / name, cell.run_dir)
 
 
 def describe_stop(cells: list[Cell]) -> str:
@@ -574,7 +571,7 @@ def run_cells(
     if retry_failed:
         for c in cells:
             if c.status() == "failed":
-                (c.run_dir / FAILURE).unlink()
+                remove_written(c.run_dir / FAILURE, c.run_dir)
     todo = [c for c in cells if c.status() not in ("finished", "failed")]
     per_job = max(1, (threads or os.cpu_count() or 1) // jobs)
     logs = output / "logs"

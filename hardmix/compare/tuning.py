@@ -27,6 +27,7 @@ from hardmix.compare.grid import Cell, check_same_config, check_task, make_cell,
 from hardmix.compare.spec import CompareSpec, TaskSpec, grid_points
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.results import ResultsError
+from hardmix.utils.confine import confined
 
 
 def tuned_tasks(spec: CompareSpec) -> list[TaskSpec]:
@@ -52,6 +53,7 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True) -> li
                 checked = False  # each point's config through the task's own checks
                 for seed in spec.tune.seeds:
                     run_dir = output / "tune" / task.name / strategy / f"point{i}" / f"seed{seed}"
+                    confined(run_dir, output)
                     cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point, i)
                     if task_cls.selection_metric not in task_cls.score_names(cfg):
                         raise ConfigError(

@@ -10,7 +10,6 @@ checked and left alone (a second call does nothing). Sources are fetched into
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -39,6 +38,7 @@ from hardmix.datasets.records import (
     write_manifest,
 )
 from hardmix.paths import download_root
+from hardmix.utils.confine import remove_written
 
 
 class DataCheckError(ValueError):
@@ -116,13 +116,6 @@ def check_dataset(root: Path, ds: DataSet) -> list[str]:
     return problems
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
-
-
 def download(
     names: Iterable[str],
     root: str | os.PathLike[str] | None = None,
@@ -191,7 +184,7 @@ def _download_each(order: list[DataSet], root: Path, base_url: str | None, progr
         tmp = target.with_name(f".tmp.{target.name}")
         work = downloads_dir(root) / f"{ds.name}.work"
         for p in (tmp, work):
-            _remove(p)
+            remove_written(p, root)
         target.parent.mkdir(parents=True, exist_ok=True)
         work.mkdir(parents=True)
         try:
@@ -202,8 +195,8 @@ def _download_each(order: list[DataSet], root: Path, base_url: str | None, progr
                                      f"({problems[0]}); is the source still the official one?")
             os.replace(tmp, target)
         finally:
-            _remove(tmp)
-            _remove(work)
+            remove_written(tmp, root)
+            remove_written(work, root)
         for key, (_, first) in fetched.items():  # a first download's checksum, once the data passed
             if first is not None:
                 record_checksum(root, key, str(first["url"]), str(first["sha256"]), int(first["size"]))
@@ -215,7 +208,7 @@ def _download_each(order: list[DataSet], root: Path, base_url: str | None, progr
         })
         if not keep_archives:
             for path in files.values():
-                _remove(path)
+                remove_written(path, root)
         outcomes.append(Outcome(ds.name, target, "downloaded"))
     return outcomes
 

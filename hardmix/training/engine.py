@@ -30,7 +30,15 @@ from hardmix.training import checkpoint as ckpt
 from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.metrics import MetricsLog, tensorboard_writer_class
 from hardmix.training.results import read_results, results_record, write_results
-from hardmix.training.run_folder import CONFIG, METRICS, TENSORBOARD, RunFolderError, RunLock, run_files
+from hardmix.training.run_folder import (
+    CONFIG,
+    METRICS,
+    RESULTS,
+    TENSORBOARD,
+    RunFolderError,
+    RunLock,
+    run_files,
+)
 from hardmix.training.runtime import Runtime, end_runtime, start_runtime
 from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
@@ -153,23 +161,27 @@ class _Run:
 
     def _finished_already(self) -> dict[str, Any] | None:
         """A resumed run whose ``results.json`` says it finished, with or without its checkpoint (a
-        comparison's cells never keep one): final, so nothing is trained again and its record is returned."""
+        comparison's cells never keep one): final, so nothing is trained again and its record is returned.
+        A ``results.json`` that cannot be read is refused: no retrained run writes over it."""
+        if not (self.out / RESULTS).exists():
+            return None
         try:
             record = read_results(self.out)
-        except ValueError:
-            return None
-        if not record.get("finished"):
-            return None
+        except ValueError as e:
+            raise RunFolderError(f"--resume: {e}; whether the run finished is unknown, so it is not trained "
+                                 "again over it: move the file aside to resume from the checkpoint") from None
+        if not record.get("finished") or record.get("task") != self.task_class.name:
+            return None  # not finished, or another task's run: the folder's checks say what to do
         self.runtime.say(f"{self.out} finished already ({record['steps']} steps); nothing to do")
         return record
 
     # ------------------------------------------------------------------------------------ the run
     def run(self) -> dict[str, Any]:
-        self._check_folder()
-        if self.resume:
+        if self.resume:  # a finished run is final: nothing of the folder is checked for training again
             done = self._finished_already()
             if done is not None:
                 return done
+        self._check_folder()
         task = self.task = self.task_class(self.cfg, self.runtime)
         task.check()
         lock = RunLock(self.out)
