@@ -104,6 +104,14 @@ def _attempt(url: str, part: Path, progress: bool, desc: str, timeout: float) ->
     return part.stat().st_size, total
 
 
+def _mismatch(digest: Digest, md5: str | None, sha256: str | None) -> str | None:
+    """What of the expected checksums ``digest`` fails (``md5 mismatch (expected ..., got ...)``), or None."""
+    for name, want, have in (("md5", md5, digest.md5), ("sha256", sha256, digest.sha256)):
+        if want is not None and want.lower() != have:
+            return f"{name} mismatch (expected {want}, got {have})"
+    return None
+
+
 def download_file(
     url: str,
     dest: str | os.PathLike[str],
@@ -127,7 +135,9 @@ def download_file(
         timeout: seconds without data before an attempt is abandoned.
         resume: continue a partial file (``dest.part``, or a dropped transfer); False restarts every
             attempt from byte 0: what a file no checksum verifies needs, since damaged bytes kept from an
-            earlier transfer could not be told from good ones.
+            earlier transfer could not be told from good ones. A resumed file that then fails its length
+            or checksum is downloaded again from byte 0, once, within the call: kept bytes are used only
+            when the whole file verifies.
 
     Returns:
         The verified file's :class:`Digest`.
@@ -143,6 +153,7 @@ def download_file(
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
+    kept_bytes = resume and part.exists() and part.stat().st_size > 0  # from an earlier call
     got, total, last_error = 0, None, "no attempt"
     for _ in range(retries + 1):
         if not resume:
@@ -173,15 +184,14 @@ def download_file(
             part.unlink(missing_ok=True)
         raise DataDownloadError(f"{url}: transfer interrupted ({last_error}); {kept}")
     expected = size if size is not None else total
-    if expected is not None and got != expected:
-        part.unlink()
-        raise DataDownloadError(f"{url}: got {got} bytes, expected {expected}; the partial file was deleted, "
-                                "run again to download afresh")
-    digest = file_digest(part)
-    for name, want, have in (("md5", md5, digest.md5), ("sha256", sha256, digest.sha256)):
-        if want is not None and want.lower() != have:
-            part.unlink()
-            raise DataDownloadError(f"{url}: {name} mismatch (expected {want}, got {have}); the download was "
-                                    "deleted: run again, and if it persists the source has changed")
-    os.replace(part, dest)
-    return digest
+    digest = file_digest(part) if expected is None or got == expected else None
+    problem = f"got {got} bytes, expected {expected}" if digest is None else _mismatch(digest, md5, sha256)
+    if problem is None:
+        os.replace(part, dest)
+        return digest
+    part.unlink()
+    if kept_bytes:  # the bytes kept from an earlier call were not the file's: start over, once
+        return download_file(url, dest, md5=md5, sha256=sha256, size=size, retries=retries,
+                             progress=progress, timeout=timeout, resume=resume)
+    raise DataDownloadError(f"{url}: {problem}; the download was deleted: run again, and if it persists the "
+                            "source has changed")

@@ -260,3 +260,135 @@ def test_tuning_chooses_among_the_points_that_scored_and_says_when_none_did(
     else:
         best = max(range(3), key=lambda p: (means[p] is not None, means[p] or -math.inf, -p))
         assert best_points(spec, grid) == {("text", "none"): {"loss.temperature": [0.05, 0.1, 0.2][best]}}
+
+
+# ------------------------------------------------------------------------- 4. plug-ins are contained
+PLUGIN_KINDS = ["fine", "built-in name", "fails to import", "not a strategy", "no hook"]
+
+
+@PROPS
+@given(kinds=st.lists(st.sampled_from(PLUGIN_KINDS), min_size=1, max_size=4),
+       builtin=st.sampled_from(["mixcse", "mochi", "none", "dcl"]))
+def test_any_set_of_plug_ins_leaves_the_built_ins_and_every_other_name_as_they_were(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, kinds: list[str],
+        builtin: str) -> None:
+    import warnings
+
+    from hardmix.strategies import base
+
+    site = tmp_path_factory.mktemp("site")
+    tag = site.name.replace("-", "_")  # module names unique to this example
+    builtins = {name: base.strategy_class(name) for name in base.available_strategies()}
+    lines, expect_ok, expect_broken = [], set(), set()
+    for i, kind in enumerate(kinds):
+        module, entry = f"plugin_{tag}_{i}", f"plug_{tag}_{i}"
+        name = builtin if kind == "built-in name" else entry
+        hook = "" if kind == "no hook" else "    def extra_logits(self, ctx):\n        return None, {}\n"
+        body = {"fails to import": "import a_module_that_does_not_exist\n",
+                "not a strategy": "class Plugin:\n    name = 'x'\n"}.get(kind, (
+                    "import dataclasses\nfrom hardmix.strategies.base import Strategy\n\n"
+                    f"@dataclasses.dataclass(frozen=True)\nclass Plugin(Strategy):\n    name = {name!r}\n"
+                    f"    paper = 'a test'\n\n{hook}"))
+        (site / f"{module}.py").write_text(body)
+        lines.append(f"{entry if kind != 'built-in name' else builtin} = {module}:Plugin")
+        (expect_ok if kind == "fine" else expect_broken).add(entry if kind != "built-in name" else builtin)
+    info = site / "some_plugins-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: some-plugins\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[hardmix.strategies]\n" + "\n".join(lines) + "\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base, "_BROKEN", {})
+    monkeypatch.setattr(base, "_ENTRY_POINTS_LOADED", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        names = set(base.available_strategies())
+    assert {n: base.strategy_class(n) for n in builtins} == builtins  # no built-in replaced
+    assert names == set(builtins) | expect_ok
+    assert set(base.broken_plugins()) == expect_broken
+    assert len([w for w in caught if "some-plugins" in str(w.message)]) == len(kinds) - len(expect_ok)
+    monkeypatch.undo()
+
+
+# ------------------------------------------------------------------- 5. downloads are verified, or not used
+@pytest.fixture(scope="module")
+def served_file(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    import hashlib
+
+    from tests.core.http_server import LocalServer
+
+    folder = tmp_path_factory.mktemp("srv")
+    payload = bytes(range(256)) * 400
+    (folder / "data.tar").write_bytes(payload)
+    with LocalServer(folder) as srv:
+        yield srv, payload, hashlib.sha256(payload).hexdigest()
+
+
+@PROPS
+@given(kept=st.one_of(st.integers(0, 102_400).map(lambda n: ("prefix", n, None)),
+                      st.tuples(st.just("flipped"), st.integers(1, 102_400), st.integers(0, 102_399)),
+                      st.binary(min_size=1, max_size=300).map(lambda b: ("foreign", 0, b)),
+                      st.just(("longer", 0, None))),
+       cut=st.one_of(st.none(), st.integers(1, 90_000)))
+def test_a_kept_partial_download_is_used_only_when_the_whole_file_verifies(
+        served_file: Any, tmp_path_factory: pytest.TempPathFactory, kept: tuple[str, int, Any],
+        cut: int | None) -> None:
+    from hardmix.datasets.download import download_file
+
+    srv, payload, sha256 = served_file
+    dest = tmp_path_factory.mktemp("dl") / "data.tar"
+    part = dest.with_name("data.tar.part")
+    kind, n, extra = kept
+    if kind == "prefix":
+        part.write_bytes(payload[:n])
+    elif kind == "flipped":
+        damaged = bytearray(payload[:n])
+        damaged[extra % n] ^= 0xFF
+        part.write_bytes(bytes(damaged))
+    elif kind == "foreign":
+        part.write_bytes(extra)
+    else:
+        part.write_bytes(payload + b"more")
+    if cut is not None:
+        srv.state.cut_after["data.tar"] = cut
+    digest = download_file(f"{srv.url}/data.tar", dest, sha256=sha256, retries=3, progress=False)
+    assert dest.read_bytes() == payload and digest.sha256 == sha256 and not part.exists()
+
+
+# ------------------------------------------------- 6. every value and every evaluation is checked before work
+def _numeric_arguments() -> list[tuple[str, str]]:
+    import dataclasses
+
+    from hardmix.strategies.base import available_strategies, strategy_class
+
+    out = []
+    for name in available_strategies():
+        for f in dataclasses.fields(strategy_class(name)):
+            if isinstance(f.default, (int, float)) and not isinstance(f.default, bool):
+                out.append((name, f.name))
+        if name in ("mochi", "mixcse"):
+            out += [(name, "warmup_steps"), (name, "warmup_epochs")]
+    return out
+
+
+numbers = st.one_of(st.sampled_from([math.nan, math.inf, -math.inf, 0, -1, 1, 0.5, 1e308, -1e-9, 10**12]),
+                    st.floats(-10, 10, allow_nan=False), st.integers(-5, 200))
+
+
+@PROPS
+@given(argument=st.sampled_from(_numeric_arguments()), value=numbers)
+def test_a_strategy_or_schedule_number_is_finite_in_range_or_refused_naming_its_key(
+        argument: tuple[str, str], value: float) -> None:
+    from hardmix.training.api import load_config_for
+
+    strategy, key = argument
+    cfg = {"model": {"name_or_path": "m"}, "data": {"train_file": "c.txt", "max_length": 32},
+           "loss": {"strategies": [{"name": strategy, key: value}]},
+           "train": {"batch_size": 16, "lr": 0.001, "max_steps": 100, "seed": 1, "save_steps": 0}}
+    try:
+        built = load_config_for("text", cfg)
+    except ConfigError as e:  # a value that is not a finite number is named; else the entry's key at fault
+        named = f"loss.strategies[0].{key}" if not math.isfinite(value) else "loss.strategies[0]."
+        assert str(e).startswith(named) and "\n" not in str(e), str(e)
+        return
+    assert math.isfinite(value) and built.loss.strategies, f"{strategy}.{key} = {value} accepted"
