@@ -806,9 +806,13 @@ def _assert_equal(a: Any, b: Any) -> None:
 # -------------------------------------------------------------------------------------------- the doc
 HEADER = """# Reliability: what bad input gets
 
-Generated from the case table of the bad-input suite (`tests/reliability/cases.py`) by
-`python -m tests.reliability.cases`; `tests/reliability/test_doc.py` fails when this file differs from it.
-Do not edit by hand.
+Generated from `tests/reliability/cases.py` (the invariants below and the case table of the bad-input
+suite) by `python -m tests.reliability.cases`; `tests/reliability/test_doc.py` fails when this file differs
+from it, when a function named here does not exist, or when a test named here is not in its file. Do not edit
+by hand.
+"""
+
+CASES_INTRO = """## The cases
 
 Every case runs the command line in-process (`hardmix.cli.main`) on a fresh folder and checks:
 
@@ -858,8 +862,114 @@ def _parts(case: Case) -> str:
     return "refused: " + ", ".join(f"`{p}`" if "`" not in p else p for p in parts)
 
 
+@dataclass(frozen=True)
+class Invariant:
+    """What hardmix keeps true whatever the input, where it is kept (``module:qualified name``, each
+    importable), what uses it, and its tests (``file::test``)."""
+
+    statement: str
+    kept_by: tuple[str, ...]
+    used_by: str
+    tests: tuple[str, ...]
+
+
+_INV = "tests/reliability/test_invariants.py::"
+INVARIANTS = (
+    Invariant("Writes stay where the user said: every file hardmix creates, replaces or deletes resolves "
+              "inside the folder named for it; names from a spec are plain identifiers, unique after "
+              "normalization; cleanup deletes only what hardmix wrote, by name; no command writes onto one "
+              "of its inputs.",
+              ("hardmix.utils.confine:confined", "hardmix.utils.confine:remove_written",
+               "hardmix.compare.spec:check_names", "hardmix.cli:check_outputs"),
+              "a comparison's cells and tuning points (their folders, cleanup, `--retry-failed`, the spec "
+              "copy), `hardmix data download` (work and temporary folders, archives), `hardmix export text`, "
+              "every command's output options",
+              (_INV + "test_spec_names_are_refused_or_every_cell_stays_inside_the_output",
+               _INV + "test_removing_what_hardmix_wrote_never_touches_anything_outside_its_folder",
+               _INV + "test_a_link_planted_in_the_output_folder_is_refused_and_nothing_is_written_through_it",
+               "tests/compare/test_spec_and_extension.py::"
+               "test_a_finished_cell_s_cleanup_deletes_only_what_hardmix_wrote")),
+    Invariant("A finished result is final and says what made it: `results.json` records the fingerprint of "
+              "its config, data, inputs and hardmix's version; `--resume` of a finished run says so and "
+              "never trains, with or without its checkpoint; a record it cannot read is refused, not "
+              "trained over; one paired test pools only cells whose fingerprints agree but for the seed.",
+              ("hardmix.training.fingerprint:config_digest", "hardmix.training.engine:_Run._finished_already",
+               "hardmix.compare.summary:check_fingerprints", "hardmix.compare.grid:check_same_config"),
+              "`hardmix train --resume` (text, vision, every trainer on the engine), `hardmix compare` "
+              "(`--resume`, `--report-only`)",
+              (_INV + "test_the_config_fingerprint_changes_exactly_when_a_key_that_makes_the_result_does",
+               _INV + "test_fault_injection_a_finished_run_is_never_trained_again",
+               "tests/training/test_engine.py::test_resuming_a_finished_run_says_so_and_exits_0")),
+    Invariant("A comparison always finishes: a cell or tuning point that fails, diverges or scores NaN is a "
+              "recorded result with its reason; tuning chooses among the other points; `--resume` does not "
+              "retry a recorded failure (`--retry-failed` does); keys that cannot belong in a cell are "
+              "refused at validation; killing `hardmix compare` leaves no training process behind.",
+              ("hardmix.compare.grid:Cell.record_failure", "hardmix.compare.tuning:tuning_table",
+               "hardmix.compare.spec:check_cell_key"),
+              "`hardmix compare` (local jobs and `--launcher slurm`), `--status`, `--report-only`",
+              (_INV + "test_tuning_chooses_among_the_points_that_scored_and_says_when_none_did",
+               "tests/compare/test_spec_and_extension.py::"
+               "test_a_diverging_tuning_point_is_a_recorded_result_and_the_comparison_finishes",
+               "tests/compare/test_spec_and_extension.py::"
+               "test_killing_the_comparison_leaves_no_training_process_behind")),
+    Invariant("Plug-ins are contained: a built-in strategy cannot be replaced; a plug-in that fails to "
+              "import, is not a strategy or names a taken strategy affects only its own name (one warning, "
+              "listed as broken); a strategy's logits are checked for shape and finiteness where they enter "
+              "the loss, naming the strategy.",
+              ("hardmix.strategies.base:_load_entry_points", "hardmix.losses.composition:_check_shape",
+               "hardmix.losses.composition:_check_finite"),
+              "every strategy lookup (training, comparisons, `hardmix strategies`, `hardmix.losses`), every "
+              "loss computation",
+              (_INV + "test_any_set_of_plug_ins_leaves_the_built_ins_and_every_other_name_as_they_were",
+               "tests/core/test_registry.py::"
+               "test_a_plug_in_cannot_replace_a_built_in_and_a_broken_one_affects_only_its_name",
+               "tests/core/test_registry.py::"
+               "test_a_strategy_s_faulty_logits_are_stopped_where_they_enter_the_loss_naming_it")),
+    Invariant("Downloads are verified, or not used: a file is placed only once its published or pinned "
+              "checksum (else its first download's recorded SHA-256) verifies; kept partial bytes are used "
+              "only when the whole file then verifies, else the file is fetched again; an unverified source "
+              "is never resumed; two downloads into one root take a lock; `HARDMIX_OFFLINE=1` attempts no "
+              "connection.",
+              ("hardmix.datasets.download:download_file", "hardmix.datasets.manager:fetch_source"),
+              "`hardmix data download`, the Hub stand-in for a missing model, every source in "
+              "`hardmix/data_sources.py`",
+              (_INV + "test_a_kept_partial_download_is_used_only_when_the_whole_file_verifies",
+               "tests/core/test_download.py::test_a_damaged_partial_file_of_an_unverified_source_is_never_resumed",
+               "tests/core/test_download.py::test_two_downloads_into_one_root_take_a_lock")),
+    Invariant("Every value and every evaluation is checked before work: strategy and schedule numbers are "
+              "finite and in range; a schedule that never activates its strategy is refused; a degenerate "
+              "evaluation set is refused naming its file; a checkpoint or exported backbone is loaded key "
+              "by key; test images of a class the training split lacks are refused naming it.",
+              ("hardmix.strategies.base:check_number",
+               "hardmix.losses.contrastive:ContrastiveLoss.check_schedules",
+               "hardmix.text.senteval_data:scorable", "hardmix.utils.checkpoint:load_matching"),
+              "config validation of every command, `hardmix train` before its first step, `hardmix eval`",
+              (_INV + "test_a_strategy_or_schedule_number_is_finite_in_range_or_refused_naming_its_key",
+               "tests/reliability/test_fuzz.py::test_random_values_of_text_config_keys",
+               "tests/text/test_senteval_data.py::"
+               "test_a_degenerate_evaluation_set_is_refused_before_training_naming_the_file",
+               "tests/vision/test_trainer.py::test_a_partial_checkpoint_is_refused_key_by_key",
+               "tests/vision/test_trainer.py::"
+               "test_test_images_of_a_class_the_training_split_lacks_are_refused_naming_it")),
+)
+
+
+def render_invariants() -> list[str]:
+    lines = ["## The six invariants", "",
+             "Each is kept in one place (the functions named), used by every command it concerns, and tested "
+             "over its inputs by property tests (hypothesis, derandomized) and, where a fault can break it, "
+             "by fault injection.", ""]
+    for i, inv in enumerate(INVARIANTS, 1):
+        lines += [f"{i}. **{inv.statement.split(':')[0]}**:{inv.statement.split(':', 1)[1]}",
+                  f"   - kept by: {', '.join(f'`{k}`' for k in inv.kept_by)}",
+                  f"   - used by: {inv.used_by}",
+                  f"   - tested by: {', '.join(f'`{t}`' for t in inv.tests)}"]
+    return lines + [""]
+
+
 def render() -> str:
-    lines = [HEADER, "| command | input tried | what it gets | case |", "|---|---|---|---|"]
+    lines = [HEADER, *render_invariants(), CASES_INTRO, "| command | input tried | what it gets | case |",
+             "|---|---|---|---|"]
     for case in CASES:
         lines.append(f"| `hardmix {case.command}` | {_cell(case.tried)} | {_cell(_parts(case))} | "
                      f"`{case.name}` |")
