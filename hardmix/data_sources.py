@@ -97,14 +97,21 @@ SOURCES: dict[str, Source] = {s.key: s for s in (
     # SHA-256 as the Hub publishes it for this file.
     Source("wiki1m_for_simcse.txt", f"{_SIMCSE}/wiki1m_for_simcse.txt",
            sha256="7b1825863a99aa76479b0456f7c210539dfaeeb69598b41fb4de4f524dd5a706"),
-    # CIFAR-10, python version; MD5 and size as published by torchvision.
+    # CIFAR-10, python version; MD5 and size as published by torchvision, SHA-256 as Keras's
+    # keras/datasets/cifar10.py pins it.
     Source("cifar-10-python.tar.gz", "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
-           md5="c58f30108f718f92721af3b95e74349a", size=170498071),
-    # Imagenette v2, the official 160 px release (fast.ai); MD5 as published by torchvision.
+           md5="c58f30108f718f92721af3b95e74349a",
+           sha256="6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce", size=170498071),
+    # Imagenette v2, the official 160 px release (fast.ai); MD5 as published by torchvision, SHA-256 and
+    # size as TensorFlow Datasets records them (tensorflow_datasets/url_checksums/imagenette.txt).
     Source("imagenette2-160.tgz", "https://s3.amazonaws.com/fast-ai-imageclas/imagenette2-160.tgz",
-           md5="e793b78cc4c9e9a4ccc0c1155377a412"),
-    # The ImageNet-100 subset of CMC (Tian et al. 2019), on which MoCHi reports: 100 WordNet ids.
-    Source("imagenet100.txt", "https://raw.githubusercontent.com/HobbitLong/CMC/master/imagenet100.txt"),
+           md5="e793b78cc4c9e9a4ccc0c1155377a412",
+           sha256="88daccb09b6fce93f45e6c09ddeb269cce705549e6bff322092a2a5a11489863", size=98948031),
+    # The ImageNet-100 subset of CMC (Tian et al. 2019), on which MoCHi reports: 100 WordNet ids, at the
+    # commit read for this pin (its SHA-256 is that of the list in the shared data, byte for byte).
+    Source("imagenet100.txt", "https://raw.githubusercontent.com/HobbitLong/CMC/"
+           "bc687a26de7ae350d98f671d25d164b65336b8c2/imagenet100.txt",
+           sha256="79f3f1552ccc478ce24bd934b4573625db584ddc1f4643ae23c994a94cb11397", size=1000),
     # Google's BERT-mini (Turc et al. 2019, "Well-Read Students Learn Better"), uncased.
     Source("bert-mini/config.json", f"{_BERT_MINI}/config.json"),
     Source("bert-mini/vocab.txt", f"{_BERT_MINI}/vocab.txt"),

@@ -30,6 +30,10 @@ def _md5(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
@@ -103,8 +107,10 @@ def test_cifar10_and_imagenette_download_into_the_vision_layout(mirror, tmp_path
     archive, members, first = _cifar_archive()
     (folder / "cifar-10-python.tar.gz").write_bytes(archive)
     (folder / "imagenette2-160.tgz").write_bytes(tgz := _imagenette_archive())
-    sources = _registry(**{"cifar-10-python.tar.gz": {"md5": _md5(archive), "size": len(archive)},
-                           "imagenette2-160.tgz": {"md5": _md5(tgz)}})
+    sources = _registry(**{"cifar-10-python.tar.gz": {"md5": _md5(archive), "sha256": _sha256(archive),
+                                                      "size": len(archive)},
+                           "imagenette2-160.tgz": {"md5": _md5(tgz), "sha256": _sha256(tgz),
+                                                   "size": len(tgz)}})
     datasets = {**DATASETS, "cifar10": dataclasses.replace(DATASETS["cifar10"], members=members)}
     root = tmp_path / "root"
     out = download(["cifar10", "imagenette-64"], root=root, base_url=srv.url, progress=False,
@@ -261,8 +267,11 @@ def test_imagenet100_class_list_downloads_and_a_wrong_file_is_never_placed(mirro
     srv, folder = mirror
     (folder / "imagenet100.txt").write_text("n01440764\nnot-an-id\n")
     root = tmp_path / "root"
-    with pytest.raises(DataCheckError, match=r"expected 100 WordNet ids .*found 2, e\.g\. 'not-an-id'"):
+    with pytest.raises(DataDownloadError, match=r"got 20 bytes, expected 1000"):  # the pinned size
         download(["imagenet100-classes"], root=root, base_url=srv.url, progress=False)
+    unpinned = _registry(**{"imagenet100.txt": {"sha256": None, "size": None}})
+    with pytest.raises(DataCheckError, match=r"expected 100 WordNet ids .*found 2, e\.g\. 'not-an-id'"):
+        download(["imagenet100-classes"], root=root, base_url=srv.url, progress=False, sources=unpinned)
     assert not list((root / "images").iterdir())  # no half-made or wrong file at the target
     assert not (root / ".hardmix" / "checksums.json").exists()  # a rejected file's sha256 is not recorded
     (folder / "imagenet100.txt").write_bytes(shared.read_bytes())

@@ -93,7 +93,8 @@ def _mirror(folder: Path, shared: Path, monkeypatch) -> None:
     for key, checks in {
         "wiki1m_for_simcse.txt": {"sha256": None},
         "bert-mini/pytorch_model.bin": {"sha256": None},
-        "cifar-10-python.tar.gz": {"md5": hashlib.md5(archive).hexdigest(), "size": len(archive)},
+        "cifar-10-python.tar.gz": {"md5": hashlib.md5(archive).hexdigest(),
+                                   "sha256": hashlib.sha256(archive).hexdigest(), "size": len(archive)},
     }.items():
         monkeypatch.setitem(SOURCES, key, dataclasses.replace(SOURCES[key], **checks))
     monkeypatch.setitem(DATASETS, "cifar10", dataclasses.replace(DATASETS["cifar10"], members=members))
