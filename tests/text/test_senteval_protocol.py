@@ -242,8 +242,7 @@ def test_cli_transfer_writes_the_protocol_and_refuses_another(senteval_root, tin
     stderr, exit status 2, before the model is loaded."""
     import json
 
-    from hardmix.cli import build_parser, main
-    from hardmix.text.cli import _check_eval
+    from hardmix.cli import main
 
     monkeypatch.setenv("HARDMIX_DATA", str(senteval_root.parent))
     load = ev.load_transfer_suite  # one task keeps the test short
@@ -255,8 +254,10 @@ def test_cli_transfer_writes_the_protocol_and_refuses_another(senteval_root, tin
     assert list(scores) == ["TREC", "avg", "protocol"] and scores["protocol"] == "senteval"
     assert scores["avg"] == scores["TREC"] and 0 < scores["TREC"] <= 100
 
-    _check_eval(build_parser().parse_args(["eval", "text", str(tiny_bert_dir), "--protocol", "senteval"]))
-    assert main(["eval", "text", str(tmp_path / "no_model"), "--protocol", "converged"]) == 2
+    missing = str(tmp_path / "no_model")  # the protocol is checked first; then the model is looked for
+    assert main(["eval", "text", missing, "--protocol", "senteval"]) == 2
+    assert "no_model" in capsys.readouterr().err
+    assert main(["eval", "text", missing, "--protocol", "converged"]) == 2
     captured = capsys.readouterr()
     assert captured.err == "hardmix: error: --protocol converged: the only transfer protocol is senteval " \
                            "(SentEval's)\n"
