@@ -10,8 +10,7 @@ For one model and each pooling given, the script
    seconds, the load average before and after). SentEval's own encoding is not part of its time here, so
    its times are a lower bound on what SentEval costs with a model;
 3. runs the whole ``hardmix eval text --tasks transfer`` command (a fresh process: model loading, data
-   loading, encoding and every classifier) once per protocol (``senteval``,
-   ``converged``), timed the same way.
+   loading, encoding and every classifier), timed the same way.
 
 SentEval needs three compatibility shims on Python 3.11 and a machine without CUDA, applied in this process
 only (the checkout is not modified): ``inspect.getargspec`` (removed in Python 3.11) is aliased to
@@ -182,9 +181,9 @@ def run_senteval(senteval_path: str, table: dict[str, np.ndarray], tasks: list[s
 
 
 # ------------------------------------------------------------------------------------ hardmix
-def run_hardmix_on_table(table: dict[str, np.ndarray], protocol: str, tasks: list[str]) -> dict:
-    """hardmix's protocol on the same embedding table as SentEval, task by task, timed (classifiers only);
-    for ``senteval`` each task also records the Adam steps SentEval's sequential run of it makes."""
+def run_hardmix_on_table(table: dict[str, np.ndarray], tasks: list[str]) -> dict:
+    """hardmix's SentEval protocol on the same embedding table as SentEval, task by task, timed (classifiers
+    only); each task also records the Adam steps SentEval's sequential run of it makes."""
     suite = ev.load_transfer_suite(tasks)
 
     def embed(batch: list[str]) -> np.ndarray:
@@ -193,19 +192,19 @@ def run_hardmix_on_table(table: dict[str, np.ndarray], protocol: str, tasks: lis
     out = {}
     for task in suite:
         with Clock() as c:
-            res = ev.run_transfer_task(task, suite[task], embed, protocol=protocol)
+            res = ev.run_transfer_task(task, suite[task], embed)
         res.pop("pred", None)
         out[task] = {**res, **c.record()}
-        print(f"  hardmix ({protocol}) {task}: {res['acc']} in {c.wall:.1f}s", file=sys.stderr, flush=True)
+        print(f"  hardmix {task}: {res['acc']} in {c.wall:.1f}s", file=sys.stderr, flush=True)
     return out
 
 
-def run_hardmix(model: str, pooling: str, protocol: str, threads: int | None) -> dict:
+def run_hardmix(model: str, pooling: str, threads: int | None) -> dict:
     """The whole ``hardmix eval text --tasks transfer`` command in a fresh process, timed."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "scores.json"
         cmd = [sys.executable, "-m", "hardmix", "eval", "text", model, "--tasks", "transfer",
-               "--pooling", pooling, "--protocol", protocol, "--json", str(out)]
+               "--pooling", pooling, "--json", str(out)]
         env = dict(os.environ)
         if threads:
             env["OMP_NUM_THREADS"] = str(threads)
@@ -265,8 +264,6 @@ def report(paths: list[str], same_load_tasks: list[str] | None = None) -> str:
                     else "-")
         cells = [f"{diff[t]:+.2f}" if t in diff else "-" for t in tasks]
         lines.append("| difference | " + " | ".join(cells) + f" | {avg_diff} |")
-        if "converged" in cli:
-            lines.append(row("hardmix `converged`", cli["converged"]["scores"]))
         lines.append("")
         # times
         measured = [t for t in tasks if t in se and t in same]
@@ -299,8 +296,8 @@ def report(paths: list[str], same_load_tasks: list[str] | None = None) -> str:
             lines.append("")
             lines.append(f"SentEval measured on {', '.join(measured)}: {1000 * per_wall:.2f} ms wall, "
                          f"{1000 * per_cpu:.2f} ms CPU per Adam step (validation checks included).")
-            for protocol, r in cli.items():
-                lines.append(f"- whole `hardmix eval text --tasks transfer --protocol {protocol}`: "
+            if (r := cli.get("senteval")) is not None:
+                lines.append("- whole `hardmix eval text --tasks transfer`: "
                              f"{r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU (load "
                              f"{r['load_before'][0]} -> {r['load_after'][0]}); SentEval's classifiers "
                              f"alone / this: {tot['se_w'] / r['wall_s']:.1f}x wall, "
@@ -337,7 +334,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pooling", nargs="+", default=["cls", "avg"])
     p.add_argument("--senteval-tasks", default=",".join(ev.TRANSFER_TASKS),
                    help="comma list of the tasks SentEval runs (default: all 7)")
-    p.add_argument("--protocols", default="senteval,converged", help="hardmix protocols to run")
     p.add_argument("--skip-hardmix", action="store_true")
     p.add_argument("--skip-senteval", action="store_true")
     p.add_argument("--skip-same-embeddings", action="store_true",
@@ -398,15 +394,13 @@ def main(argv: list[str] | None = None) -> int:
             if not args.skip_same_embeddings:
                 print(f"{pooling}: hardmix on the same embeddings", file=sys.stderr, flush=True)
                 run["hardmix_same_embeddings"] = {
-                    "senteval": run_hardmix_on_table(table, "senteval", list(SENTEVAL_NAMES)),
+                    "senteval": run_hardmix_on_table(table, list(SENTEVAL_NAMES)),
                     "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
                 save()
-            for protocol in [s.strip() for s in args.protocols.split(",") if s.strip()]:
-                print(f"{pooling}: hardmix eval text --protocol {protocol}", file=sys.stderr, flush=True)
-                run.setdefault("hardmix", {})[protocol] = {
-                    **run_hardmix(model, pooling, protocol, args.threads),
-                    "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-                save()
+            print(f"{pooling}: hardmix eval text", file=sys.stderr, flush=True)
+            run.setdefault("hardmix", {})["senteval"] = {
+                **run_hardmix(model, pooling, args.threads), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+            save()
     save()
     print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -10,11 +10,33 @@ import argparse
 
 from hardmix.cli import lazy_command
 
+#: The transfer protocol ``--protocol`` accepts: official SentEval's, the only one, which the JSON records
+#: (:data:`hardmix.text.evaluation.PROTOCOL`, not imported here: that module loads torch).
+PROTOCOL = "senteval"
+
 
 def _check(args: argparse.Namespace) -> None:
     from hardmix.config import check_options
 
     check_options(args, positive=("batch_size", "max_length"))
+
+
+def _check_eval(args: argparse.Namespace) -> None:
+    """:func:`_check`, and ``--protocol`` is SentEval's: anything else (hardmix's former ``converged``) is
+    refused in one line, before any model or data is loaded.
+
+    Example:
+        >>> _check_eval(argparse.Namespace(batch_size=128, max_length=None, protocol="converged"))
+        Traceback (most recent call last):
+        ...
+        hardmix.errors.ConfigError: --protocol converged: the only transfer protocol is senteval (SentEval's)
+    """
+    from hardmix.errors import ConfigError
+
+    _check(args)
+    if args.protocol != PROTOCOL:
+        raise ConfigError(f"--protocol {args.protocol}: the only transfer protocol is {PROTOCOL} "
+                          "(SentEval's)")
 
 
 def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser actions)
@@ -27,12 +49,11 @@ def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser
     p.add_argument("--max-length", type=int, default=None)
     p.add_argument("--aggregation", default="all", choices=["all", "mean", "wmean"],
                    help="STS12-16 aggregation (SimCSE's 'all' by default)")
-    p.add_argument("--protocol", default="senteval", choices=["senteval", "converged"],
-                   help="transfer protocol: senteval (official SentEval's classifier and protocol, comparable"
-                        " with the papers' tables; default) or converged (hardmix's own: each classifier at "
-                        "its regularised optimum, deterministic, not comparable with published numbers)")
+    p.add_argument("--protocol", default=PROTOCOL, metavar=PROTOCOL,
+                   help="transfer protocol: senteval, the only one (official SentEval's classifier and "
+                        "protocol, comparable with the papers' tables; the JSON records it)")
     p.add_argument("--json", dest="json_out", default=None, help="write the scores to this JSON file")
-    p.set_defaults(func=lazy_command("hardmix.text.evaluation:cli_main", _check))
+    p.set_defaults(func=lazy_command("hardmix.text.evaluation:cli_main", _check_eval))
 
     p = top.add_parser("encode", help="encode sentences (stdin, one a line) to a .npy array (stdout)")
     p.add_argument("model", help="a hardmix export or a Hugging Face folder")

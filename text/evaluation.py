@@ -28,16 +28,12 @@ from tqdm.auto import tqdm
 from hardmix.text import senteval_data as data
 from hardmix.text import senteval_protocol as sp
 from hardmix.text.sts import AGGREGATIONS, score_pairs, score_year, spearman, system_scores
-from hardmix.text.transfer import SENTEVAL_L2, inner_kfold_eval, kfold_eval, split_eval
 
 STS_TASKS: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R")
 TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC")
-#: MRPC pair features: [u, v, |u - v|, u * v] (the ``converged`` protocol's default) or SentEval's own
-#: [|u - v|, u * v] (the ``senteval`` protocol's).
-MRPC_FEATURES = ("uv_absdiff_prod", "senteval")
-#: Transfer protocols: ``senteval`` reproduces official SentEval's (Adam, early stopping; comparable with
-#: the papers' tables), ``converged`` is hardmix's own (each classifier at its regularised optimum).
-PROTOCOLS = ("senteval", "converged")
+#: The transfer protocol, recorded with every transfer result: official SentEval's (Adam, early stopping;
+#: :mod:`hardmix.text.senteval_protocol`), the one the papers' tables use and the only one hardmix runs.
+PROTOCOL = "senteval"
 
 EncodeFn = Callable[[list[str]], np.ndarray]
 
@@ -227,77 +223,14 @@ def _task_sentences(task: str, d) -> list[str]:  # noqa: ANN001
     return [s for split in d.values() for s in split.sentences]
 
 
-def pair_features(u: np.ndarray, v: np.ndarray, kind: str = "uv_absdiff_prod") -> np.ndarray:
-    """Sentence-pair features from (n, d) embeddings u, v.
+def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """SentEval's MRPC features of sentence pairs, [|u - v|, u * v]: (n, 2d) from (n, d) embeddings u, v.
 
-    Args:
-        u: (n, d) first-sentence embeddings.
-        v: (n, d) second-sentence embeddings.
-        kind: ``"uv_absdiff_prod"``: [u, v, |u - v|, u * v], (n, 4d); ``"senteval"``: SentEval's MRPC
-            features [|u - v|, u * v], (n, 2d).
+    Example:
+        >>> pair_features(np.array([[1.0, -2.0]]), np.array([[3.0, 4.0]]))
+        array([[ 2.,  6.,  3., -8.]])
     """
-    if kind == "uv_absdiff_prod":
-        return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
-    if kind == "senteval":
-        return np.concatenate([np.abs(u - v), u * v], axis=1)
-    raise ValueError(f"unknown pair features {kind!r}; expected one of {MRPC_FEATURES}")
-
-
-def _check_protocol(protocol: str) -> str:
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol: unknown transfer protocol {protocol!r}; expected one of "
-                         f"{', '.join(PROTOCOLS)}")
-    return protocol
-
-
-def run_transfer_task(
-    task: str,
-    d,  # noqa: ANN001 (the task's data from load_transfer_suite)
-    embed: EncodeFn,
-    seed: int = 1111,
-    kfold: int = 10,
-    l2_grid: tuple[float, ...] = SENTEVAL_L2,
-    mrpc_features: str | None = None,
-    device=None,  # noqa: ANN001
-    protocol: str = "senteval",
-) -> dict:
-    """Run one transfer task's protocol on embeddings from ``embed``.
-
-    Args:
-        task: one of :data:`TRANSFER_TASKS`.
-        d: the task's data from :func:`load_transfer_suite`.
-        embed: ``list[str] -> (n, d)`` embeddings.
-        seed: the protocol's seed (folds, and for ``senteval`` the classifiers').
-        kfold: folds.
-        l2_grid: L2 values.
-        mrpc_features: MRPC pair features (default: ``"senteval"`` for the senteval protocol, else
-            ``"uv_absdiff_prod"``).
-        device: torch device of the classifiers.
-        protocol: ``"senteval"`` or ``"converged"`` (:data:`PROTOCOLS`).
-
-    Returns:
-        The protocol's result dict (``acc``, ``devacc``, ``l2``, ...; MRPC adds ``f1``).
-    """
-    if _check_protocol(protocol) == "senteval":
-        return _run_senteval_task(task, d, embed, seed, kfold, l2_grid, mrpc_features or "senteval", device)
-    mrpc_features = mrpc_features or "uv_absdiff_prod"
-    kw = {"l2_grid": l2_grid, "device": device}
-    if task in data.BINARY_FILES:
-        return inner_kfold_eval(embed(d.sentences), d.labels, k=kfold, seed=seed, **kw)
-    if task == "SST":
-        return split_eval(embed(d["train"].sentences), d["train"].labels, embed(d["dev"].sentences),
-                          d["dev"].labels, embed(d["test"].sentences), d["test"].labels, **kw)
-    if task == "TREC":
-        return kfold_eval(embed(d["train"].sentences), d["train"].labels, embed(d["test"].sentences),
-                          d["test"].labels, k=kfold, seed=seed, **kw)
-    if task == "MRPC":
-        feats = {s: pair_features(embed(d[s].sent1), embed(d[s].sent2), mrpc_features)
-                 for s in ("train", "test")}
-        out = kfold_eval(feats["train"], d["train"].labels, feats["test"], d["test"].labels, k=kfold,
-                         seed=seed, **kw)
-        out["f1"] = _f1(out["pred"], d["test"].labels)
-        return out
-    raise ValueError(f"unknown transfer task {task!r}")
+    return np.concatenate([np.abs(u - v), u * v], axis=1)
 
 
 def _f1(pred: np.ndarray, gold: np.ndarray) -> float:
@@ -312,10 +245,31 @@ def _sorted_labeled(d, embed: EncodeFn) -> tuple[np.ndarray, np.ndarray]:  # noq
     return embed([d.sentences[i] for i in order]), np.asarray(d.labels)[order]
 
 
-def _run_senteval_task(task: str, d, embed: EncodeFn, seed: int, kfold: int,  # noqa: ANN001
-                       l2_grid: tuple[float, ...], mrpc_features: str, device) -> dict:  # noqa: ANN001
-    """:func:`run_transfer_task` with SentEval's protocol (:mod:`hardmix.text.senteval_protocol`), the
-    samples in SentEval's order (it sorts each task's samples by length and label before its folds)."""
+def run_transfer_task(
+    task: str,
+    d,  # noqa: ANN001 (the task's data from load_transfer_suite)
+    embed: EncodeFn,
+    seed: int = 1111,
+    kfold: int = 10,
+    l2_grid: tuple[float, ...] = sp.SENTEVAL_L2,
+    device=None,  # noqa: ANN001
+) -> dict:
+    """Run one transfer task's SentEval protocol (:mod:`hardmix.text.senteval_protocol`) on embeddings from
+    ``embed``, the samples in SentEval's order (it sorts each task's samples by length and label before its
+    folds).
+
+    Args:
+        task: one of :data:`TRANSFER_TASKS`.
+        d: the task's data from :func:`load_transfer_suite`.
+        embed: ``list[str] -> (n, d)`` embeddings.
+        seed: the protocol's seed (folds and classifiers).
+        kfold: folds.
+        l2_grid: L2 values.
+        device: torch device of the classifiers.
+
+    Returns:
+        The protocol's result dict (``acc``, ``devacc``, ``l2``, ...; MRPC adds ``f1``).
+    """
     kw = {"seed": seed, "l2_grid": l2_grid, "device": device}
     if task in data.BINARY_FILES:
         X, y = _sorted_labeled(d, embed)
@@ -333,7 +287,7 @@ def _run_senteval_task(task: str, d, embed: EncodeFn, seed: int, kfold: int,  # 
             order = sp.senteval_order([(len(a.split()), len(b.split()), int(c))
                                        for a, b, c in zip(p.sent1, p.sent2, p.labels)])
             u, v = embed([p.sent1[i] for i in order]), embed([p.sent2[i] for i in order])
-            feats[s] = (pair_features(u, v, mrpc_features), np.asarray(p.labels)[order])
+            feats[s] = (pair_features(u, v), np.asarray(p.labels)[order])
         out = sp.kfold(*feats["train"], *feats["test"], 2, k=kfold, **kw)
         out["f1"] = _f1(out["pred"], feats["test"][1])
         return out
@@ -346,34 +300,27 @@ def evaluate_transfer(
     tasks: Sequence[str] = TRANSFER_TASKS,
     root: str | os.PathLike[str] | None = None,
     kfold: int = 10,
-    mrpc_features: str | None = None,
     device=None,  # noqa: ANN001
     show_progress: bool = True,
     details: dict | None = None,
-    protocol: str = "senteval",
 ) -> dict[str, float | str]:
-    """Transfer tasks: test accuracy x 100 of logistic regression on frozen embeddings, plus ``"avg"``.
+    """Transfer tasks with SentEval's protocol and classifier (logistic regression on frozen embeddings,
+    Adam, early stopping; comparable with the papers' transfer tables): test accuracy x 100, plus ``"avg"``.
 
     Args:
         encoder: a SentenceEncoder or a callable ``list[str] -> (n, d)``.
-        seed: seed of the fold assignments (and, for ``senteval``, of the classifiers).
+        seed: seed of the fold assignments and of the classifiers.
         tasks: a subset of :data:`TRANSFER_TASKS`.
         root: the SentEval data folder (default ``$HARDMIX_DATA/senteval``).
         kfold: outer/inner fold count (10, the papers' SentEval setting).
-        mrpc_features: ``"uv_absdiff_prod"`` ([u, v, |u - v|, u * v]) or ``"senteval"`` ([|u - v|, u * v]);
-            default: SentEval's for the ``senteval`` protocol, ``uv_absdiff_prod`` for ``converged``.
         device: torch device of the classifiers (default CUDA when available, else CPU).
         show_progress: progress bar while encoding.
         details: if a dict is given, per-task protocol results and timings are stored in it.
-        protocol: ``"senteval"`` (default: official SentEval's classifier and protocol, comparable with
-            the papers' transfer tables) or ``"converged"`` (hardmix's own: every classifier at its
-            regularised optimum; deterministic, not comparable with published SentEval numbers).
 
     Returns:
         ``{"MR": .., "CR": .., "SUBJ": .., "MPQA": .., "SST": .., "TREC": .., "MRPC": .., "avg": ..,
-        "protocol": protocol}``.
+        "protocol": "senteval"}`` (:data:`PROTOCOL`).
     """
-    _check_protocol(protocol)
     suite = load_transfer_suite(tasks, root)
     t0 = time.perf_counter()
     sentences = {task: _task_sentences(task, d) for task, d in suite.items()}
@@ -383,8 +330,7 @@ def evaluate_transfer(
     per_task: dict[str, dict] = {}
     for task, d in suite.items():
         t1 = time.perf_counter()
-        out = run_transfer_task(task, d, embed, seed=seed, kfold=kfold, mrpc_features=mrpc_features,
-                                device=device, protocol=protocol)
+        out = run_transfer_task(task, d, embed, seed=seed, kfold=kfold, device=device)
         out.pop("pred", None)
         out["classifier_seconds"] = time.perf_counter() - t1
         out["encode_seconds"] = enc_seconds[task]
@@ -393,10 +339,8 @@ def evaluate_transfer(
     if details is not None:
         details.update({"tasks": per_task, "encode_seconds": t_enc,
                         "n_sentences": len(set().union(*sentences.values())),
-                        "seed": seed, "kfold": kfold, "protocol": protocol,
-                        "mrpc_features": mrpc_features or ("senteval" if protocol == "senteval"
-                                                           else "uv_absdiff_prod")})
-    return {**_with_avg(scores), "protocol": protocol}
+                        "seed": seed, "kfold": kfold, "protocol": PROTOCOL})
+    return {**_with_avg(scores), "protocol": PROTOCOL}
 
 
 # ---------------------------------------------------------------------------------------------- CLI
@@ -421,11 +365,6 @@ def cli_main(args: argparse.Namespace) -> int:
     if bad or not groups:
         raise ValueError(f"--tasks: unknown task group(s) {bad or groups}; "
                          "expected a comma list of sts, transfer")
-    protocol = getattr(args, "protocol", "senteval")
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"--protocol: unknown transfer protocol {protocol!r}; expected one of "
-                         f"{', '.join(PROTOCOLS)}")
-    args.protocol = protocol
     data.senteval_dir()  # fail early, naming the folder, when the data is missing
     encoder = SentenceEncoder(args.model, pooling=args.pooling, max_length=args.max_length,
                               batch_size=args.batch_size)
@@ -440,10 +379,9 @@ def cli_main(args: argparse.Namespace) -> int:
         print()
     if "transfer" in groups:
         t = time.perf_counter()
-        results["transfer"] = evaluate_transfer(encoder, protocol=args.protocol)
-        how = ("SentEval's protocol and classifier (Adam, early stopping)" if args.protocol == "senteval"
-               else "hardmix's converged protocol, not comparable with published SentEval numbers")
-        print(format_table(f"Transfer: accuracy x 100 (logistic regression, {how}, 10 folds) "
+        results["transfer"] = evaluate_transfer(encoder)
+        print(format_table("Transfer: accuracy x 100 (logistic regression, SentEval's protocol and "
+                           "classifier (Adam, early stopping), 10 folds) "
                            f"[{time.perf_counter() - t:.0f}s]", results["transfer"]))
     if args.json_out:
         out = Path(args.json_out)

@@ -211,3 +211,54 @@ def test_kfold_folds_are_senteval_s(senteval_root, task, n, n_test, split):
 def test_sst_split_sizes(senteval_root):
     d = ev.load_transfer_suite(["SST"], senteval_root)["SST"]
     assert [len(d[s].labels) for s in ("train", "dev", "test")] == [67349, 872, 1821]
+
+
+# ------------------------------------------------------------------------ the evaluation and the CLI
+def test_pair_features_are_senteval_s():
+    """MRPC's features are SentEval's [|u - v|, u * v]."""
+    u, v = np.array([[1.0, -2.0]]), np.array([[3.0, 4.0]])
+    np.testing.assert_array_equal(ev.pair_features(u, v), [[2, 6, 3, -8]])
+
+
+@pytest.mark.data
+def test_transfer_runs_on_real_data(senteval_root, bow_encoder, one_torch_thread):
+    """SentEval's protocol on TREC and MRPC with 2 folds: above chance (the majority class), the average of
+    the rounded scores, the protocol recorded, SentEval's classifier count."""
+    details: dict = {}
+    scores = ev.evaluate_transfer(bow_encoder, root=senteval_root, kfold=2, show_progress=False,
+                                  details=details, tasks=["TREC", "MRPC"])
+    assert list(scores) == ["TREC", "MRPC", "avg", "protocol"] and scores["protocol"] == "senteval"
+    assert 22.6 < scores["TREC"] <= 100 and 66.5 < scores["MRPC"] <= 100
+    assert scores["avg"] == round((scores["TREC"] + scores["MRPC"]) / 2, 2)
+    assert details["protocol"] == "senteval" and details["tasks"]["TREC"]["n_classifiers"] == 2 * 4 + 4
+    assert 0 < details["tasks"]["MRPC"]["f1"] <= 100
+
+
+@pytest.mark.data
+def test_cli_transfer_writes_the_protocol_and_refuses_another(senteval_root, tiny_bert_dir, tmp_path, capsys,
+                                                              monkeypatch, one_torch_thread):
+    """``hardmix eval text --tasks transfer --json`` writes ``"protocol": "senteval"`` beside the scores;
+    ``--protocol senteval`` is accepted, any other (the removed ``converged``) is refused with one line on
+    stderr, exit status 2, before the model is loaded."""
+    import json
+
+    from hardmix.cli import main
+
+    monkeypatch.setenv("HARDMIX_DATA", str(senteval_root.parent))
+    load = ev.load_transfer_suite  # one task keeps the test short
+    monkeypatch.setattr(ev, "load_transfer_suite", lambda tasks, root=None: load(("TREC",), root))
+    out = tmp_path / "scores.json"
+    assert main(["eval", "text", str(tiny_bert_dir), "--tasks", "transfer", "--json", str(out)]) == 0
+    assert "SentEval's protocol and classifier" in capsys.readouterr().out
+    scores = json.loads(out.read_text())["transfer"]
+    assert list(scores) == ["TREC", "avg", "protocol"] and scores["protocol"] == "senteval"
+    assert scores["avg"] == scores["TREC"] and 0 < scores["TREC"] <= 100
+
+    missing = str(tmp_path / "no_model")  # the protocol is checked first; then the model is looked for
+    assert main(["eval", "text", missing, "--protocol", "senteval"]) == 2
+    assert "no_model" in capsys.readouterr().err
+    assert main(["eval", "text", missing, "--protocol", "converged"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "hardmix: error: --protocol converged: the only transfer protocol is senteval " \
+                           "(SentEval's)\n"
+    assert captured.out == ""
