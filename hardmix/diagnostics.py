@@ -5,14 +5,11 @@
   the mean similarity to synthetic negatives comes from each strategy's statistics (``LossOutput.stats()``);
 - :func:`anchor_gradient_norm`: the norm of the loss gradient with respect to the anchors (the
   vanishing-gradient argument of MixCSE, Sec. 4.1);
-- :func:`fraction_harder_than_positive`: synthetic negatives nearer to the anchor than its positive
-  (MixCSE's bound on lam, Sec. 4.3);
 - :func:`max_pairwise_angle`: the largest angle in a set of embeddings (the spread of the cap, Sec. 4.2).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -75,21 +72,6 @@ def anchor_gradient_norm(
 
 
 @torch.no_grad()
-def fraction_harder_than_positive(anchors: Tensor, positives: Tensor, synthetic: Tensor) -> float:
-    """Fraction of synthetic negatives whose cosine to the anchor exceeds the positive's.
-
-    Args:
-        anchors: (B, D).
-        positives: (B, D).
-        synthetic: (B, M, D) synthetic negatives of each anchor.
-    """
-    a = F.normalize(anchors.float(), dim=-1)
-    pos = (a * F.normalize(positives.float(), dim=-1)).sum(-1)  # (B,)
-    syn = torch.einsum("bd,bmd->bm", a, F.normalize(synthetic.float(), dim=-1))
-    return float((syn > pos.unsqueeze(1)).float().mean())
-
-
-@torch.no_grad()
 def max_pairwise_angle(x: Tensor) -> float:
     """The largest angle (radians) between two rows of ``x`` (N, D).
 
@@ -105,12 +87,6 @@ def max_pairwise_angle(x: Tensor) -> float:
     i, j = divmod(flat, cos.shape[1])
     a, b = F.normalize(x[i].double(), dim=0), F.normalize(x[j].double(), dim=0)
     return float(2.0 * torch.atan2(torch.linalg.vector_norm(a - b), torch.linalg.vector_norm(a + b)))
-
-
-def mixed_negative_cosine(lam: float) -> float:
-    """Cosine of anchor and mixture when the positive is aligned and the negative orthogonal:
-    lam / sqrt(lam^2 + (1 - lam)^2) (MixCSE Sec. 4.1), the similarity that keeps the gradient alive."""
-    return lam / math.sqrt(lam * lam + (1 - lam) ** 2)
 
 
 @torch.no_grad()

@@ -1,4 +1,5 @@
-"""The core's error types, in a module that imports nothing else of hardmix (every part may raise them).
+"""The core's error types and the argument checks that raise them, in a module that imports nothing else of
+hardmix (every part may raise them).
 
 Example:
     >>> err = StrategyArgumentError("lam", "must be in (0, 1), got 1.5")
@@ -7,6 +8,8 @@ Example:
 """
 
 from __future__ import annotations
+
+import math
 
 
 class ConfigError(ValueError):
@@ -45,4 +48,44 @@ class RunInterrupted(KeyboardInterrupt):
         self.signal = signal
 
 
-__all__ = ["ConfigError", "RunError", "RunInterrupted", "StrategyArgumentError", "StrategyOutputError"]
+def check_int(argument: str, value: object, low: int = 0) -> int:
+    """``value`` as an int >= ``low``, or a StrategyArgumentError naming ``argument``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        kind = "a positive" if low == 1 else "a non-negative" if low == 0 else f"an (>= {low})"
+        raise StrategyArgumentError(argument, f"must be {kind} integer, got {value!r}")
+    return value
+
+
+def check_number(argument: str, value: object, low: float, high: float, closed: str = "()") -> float:
+    """``value`` as a float in the interval ``closed`` (e.g. ``"[)"``) from low to high, or an error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise StrategyArgumentError(
+            argument, f"must be a number in {closed[0]}{low:g}, {high:g}{closed[1]}, got {value!r}"
+        )
+    ok_low = value >= low if closed[0] == "[" else value > low
+    ok_high = value <= high if closed[1] == "]" else value < high
+    if not (ok_low and ok_high):
+        raise StrategyArgumentError(
+            argument, f"must be in {closed[0]}{low:g}, {high:g}{closed[1]}, got {value}"
+        )
+    return float(value)
+
+
+def check_bool(argument: str, value: object, allow_none: bool = False) -> None:
+    """Raise a StrategyArgumentError naming ``argument`` unless ``value`` is a bool (or None if allowed)."""
+    if not (isinstance(value, bool) or (allow_none and value is None)):
+        raise StrategyArgumentError(
+            argument, f"must be true or false{' or null' if allow_none else ''}, got {value!r}"
+        )
+
+
+__all__ = [
+    "ConfigError",
+    "RunError",
+    "RunInterrupted",
+    "StrategyArgumentError",
+    "StrategyOutputError",
+    "check_bool",
+    "check_int",
+    "check_number",
+]

@@ -292,14 +292,6 @@ class BatchOrder:
             return [self.n // self.batch_size] * epochs
         return [self.batches_per_epoch(e) for e in range(epochs)]
 
-    def locate(self, step: int, epochs: int) -> tuple[int, int]:
-        """(epoch, position) of the batch that optimizer step ``step`` (0-based) trains on."""
-        for epoch, count in enumerate(self.schedule(epochs)):
-            if step < count:
-                return epoch, step
-            step -= count
-        raise IndexError("step beyond the last epoch")
-
 
 def collate(
     corpus: TokenizedCorpus,

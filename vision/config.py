@@ -25,8 +25,6 @@ from hardmix.training.config import EvalSection, LossSection, TaskConfig, TrainS
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)  # solo-learn's CIFAR-10 statistics
-CIFAR10_STD = (0.247, 0.243, 0.261)
 
 
 @dataclass

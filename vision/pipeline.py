@@ -202,7 +202,6 @@ class TrainData:
         split: the scanned training split.
         val_indices: the sorted indices into ``split`` of the validation images (``data.val_samples``),
             never trained on.
-        train_indices: the sorted indices into ``split`` of the images trained on.
     """
 
     batches: Batches
@@ -212,7 +211,6 @@ class TrainData:
     skipped: list[str] = field(default_factory=list)
     split: ImageList | None = None
     val_indices: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
-    train_indices: Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
 
 
 def train_image_list(cfg: VisionConfig, exclude: frozenset[int] = frozenset()) -> tuple[ImageList, Tensor]:
@@ -340,4 +338,4 @@ def build_train_data(cfg: VisionConfig, device: torch.device, rank: int = 0, wor
         raise ImageDataError(
             f"train.batch_size: {batches.n} training images do not fill one batch of {b} (data.max_samples?)"
         )
-    return TrainData(batches, batches.n, images.classes, pipeline, bad, images, val, idx)
+    return TrainData(batches, batches.n, images.classes, pipeline, bad, images, val)

@@ -367,7 +367,7 @@ def print_commands(cells: list[Cell]) -> list[str]:
 
 class _Running:
     def __init__(self, cell: Cell, proc: subprocess.Popen, log: Path) -> None:
-        self.cell, self.proc, self.log, self.started = cell, proc, log, time.time()
+        self.cell, self.proc, self.log = cell, proc, log
 
 
 def cell_log(cell: Cell, logs: Path) -> Path:

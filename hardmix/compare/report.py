@@ -43,10 +43,6 @@ def machine() -> dict[str, Any]:
     }
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
 def notes(summary: dict[str, Any]) -> list[str]:
     """What the reader must know to read the verdicts, in words: the correction, few seeds, degenerate
     comparisons, a compared score that is the selection score, missing runs."""

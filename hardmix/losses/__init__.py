@@ -1,7 +1,8 @@
-"""Contrastive losses: InfoNCE in both layouts, the strategy-extended ContrastiveLoss, MixCSE."""
+"""Contrastive losses: the strategy-extended ContrastiveLoss (in-batch and queue), InfoNCE's logits and
+cross-entropy as it computes them, MixCSE."""
 
 from hardmix.losses.contrastive import ContrastiveLoss, LossOutput
-from hardmix.losses.info_nce import in_batch_logits, info_nce, queue_logits
+from hardmix.losses.info_nce import cosine_logits, info_nce, paired_logits
 from hardmix.losses.mixcse import mixcse_loss
 
-__all__ = ["ContrastiveLoss", "LossOutput", "in_batch_logits", "info_nce", "mixcse_loss", "queue_logits"]
+__all__ = ["ContrastiveLoss", "LossOutput", "cosine_logits", "info_nce", "mixcse_loss", "paired_logits"]

@@ -9,7 +9,8 @@ valid negative) and the positive logits p (B,):
 2. the log-weights are summed and added to the valid entries of l: ``l <- l + sum_s log w_s``;
 3. every strategy's extra columns X_s (B, M_s) are appended: ``C = [l | X_1 | X_2 | ...]``;
 4. the per-anchor loss is the estimator's ``estimator(p, C)`` if a strategy defines one, else InfoNCE's
-   ``logsumexp([p | C]) - p``; the loss is its mean over the anchors.
+   ``logsumexp([p | C]) - p``; the loss is its mean over the anchors
+   (:func:`~hardmix.losses.info_nce.info_nce`).
 
 The order of the strategies in ``loss.strategies`` does not change the result (exclusions unite, weights
 add, columns concatenate). Refused, with an error naming the strategy: two estimators (each replaces the
@@ -23,19 +24,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from hardmix.errors import StrategyOutputError
+from hardmix.losses.info_nce import info_nce
 from hardmix.strategies.base import ContrastContext, Stats, Strategy
 
 NEG_INF = float("-inf")
-
-
-def info_nce_term(positive_logits: Tensor, negative_logits: Tensor) -> Tensor:
-    """InfoNCE's per-anchor loss ``logsumexp([p | C]) - p``: (B,) from (B,) and (B, C)."""
-    both = torch.cat([positive_logits.unsqueeze(1), negative_logits], dim=1)
-    return torch.logsumexp(both, dim=1) - positive_logits
 
 
 def composed_direction(
@@ -97,7 +92,7 @@ def composed_direction(
     else:
         blocks = [ctx.positive_logits.unsqueeze(1), logits, *extras]
         targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
-    loss = F.cross_entropy(torch.cat([c.to(dtype) for c in blocks], dim=1), targets)
+    loss = info_nce(torch.cat([c.to(dtype) for c in blocks], dim=1), targets)
     return _check_finite(loss, ctx, outputs), stats
 
 
@@ -132,4 +127,4 @@ def _check_finite(loss: Tensor, ctx: ContrastContext, outputs: list[tuple[Strate
     return loss
 
 
-__all__ = ["composed_direction", "info_nce_term"]
+__all__ = ["composed_direction"]

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from hardmix.errors import ConfigError
 from hardmix.losses.composition import composed_direction
-from hardmix.losses.info_nce import check_temperature
+from hardmix.losses.info_nce import check_temperature, cosine_logits, paired_logits
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews, check_composition
 from hardmix.strategies.schedule import Scheduled, scheduled
 
@@ -214,7 +214,7 @@ class ContrastiveLoss(nn.Module):
         def direction(
             anchors: Tensor, positives: Tensor, candidates: Tensor, views: UnnormalizedViews, index: int
         ) -> tuple[Tensor, dict[str, Stats], Tensor]:
-            logits = anchors @ candidates.T / tau  # (B, N)
+            logits = cosine_logits(anchors, candidates, tau)  # (B, N)
             ctx = ContrastContext(
                 anchors=anchors,
                 positives=positives,
@@ -304,10 +304,10 @@ class ContrastiveLoss(nn.Module):
                 raise ValueError(
                     "queue_ids: every queue entry is excluded for some query (empty slots or its own id)"
                 )
-        logits = h @ negatives.T / tau  # (B, K), gradient to q only
+        logits = cosine_logits(h, negatives, tau)  # (B, K), gradient to q only
         if queue_ids is not None:
             logits = logits.masked_fill(~valid, float("-inf"))
-        pos = (h * key).sum(dim=1) / tau  # (B,)
+        pos = paired_logits(h, key, tau)  # (B,)
         ctx = ContrastContext(
             anchors=h,
             positives=key,

@@ -1,15 +1,16 @@
-"""InfoNCE over logits, with an explicit temperature (van den Oord et al. 2018; SimCSE Eq. 1; MoCo Eq. 1).
+"""InfoNCE, its logits and its cross-entropy, as :class:`~hardmix.losses.ContrastiveLoss` computes them
+(van den Oord et al. 2018; SimCSE Eq. 1; MoCo Eq. 1):
 
     L_i = -log exp(s_i+ / tau) / sum_j exp(s_ij / tau)
 
-Two layouts: in-batch (B x N logits, the positive of row i in column ``targets[i]``, SimCSE) and queue
-([positive | queue], target 0, MoCo). Extra negative logits are appended as columns; excluded entries
-are ``-inf``.
+Two layouts: in-batch (B x N logits :func:`cosine_logits`, the positive of row i in column ``targets[i]``,
+SimCSE) and queue ([:func:`paired_logits` | :func:`cosine_logits` of the queue], target 0, MoCo). The
+strategies' extra negative logits are appended as columns; excluded entries are ``-inf``
+(:mod:`hardmix.losses.composition`); :func:`info_nce` is the mean cross-entropy of the result.
 """
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -27,6 +28,30 @@ def check_temperature(temperature: float) -> None:
         raise ValueError(f"temperature: must be a positive number, got {temperature!r}")
 
 
+def cosine_logits(anchors: Tensor, candidates: Tensor, temperature: float) -> Tensor:
+    """(B, N) logits ``anchors @ candidates.T / tau`` of unit anchors (B, D) and candidates (N, D): the
+    in-batch logits (candidates: the other view) and the queue's (candidates: the queue).
+
+    Example:
+        >>> import torch
+        >>> cosine_logits(torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 0.0], [0.0, 1.0]]), 0.5)
+        tensor([[2., 0.]])
+    """
+    return anchors @ candidates.T / temperature
+
+
+def paired_logits(anchors: Tensor, positives: Tensor, temperature: float) -> Tensor:
+    """(B,) logits ``anchor_i . positive_i / tau`` of unit anchors and positives (B, D) (MoCo's q.k).
+
+    Example:
+        >>> import torch
+        >>> a, p = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+        >>> paired_logits(a, p, 0.5)
+        tensor([2., 0.])
+    """
+    return (anchors * positives).sum(dim=1) / temperature
+
+
 def info_nce(logits: Tensor, targets: Tensor) -> Tensor:
     """Mean InfoNCE (cross-entropy) of logits that are already divided by the temperature.
 
@@ -35,6 +60,7 @@ def info_nce(logits: Tensor, targets: Tensor) -> Tensor:
         targets: (B,) column of each row's positive.
 
     Example:
+        >>> import torch
         >>> logits = torch.tensor([[2.0, 0.0], [0.0, 2.0]])
         >>> round(float(info_nce(logits, torch.tensor([0, 1]))), 4)
         0.1269
@@ -42,20 +68,4 @@ def info_nce(logits: Tensor, targets: Tensor) -> Tensor:
     return F.cross_entropy(logits, targets)
 
 
-def in_batch_logits(anchors: Tensor, candidates: Tensor, temperature: float) -> Tensor:
-    """(B, N) cosine-similarity logits ``normalize(anchors) @ normalize(candidates).T / tau``."""
-    check_temperature(temperature)
-    return F.normalize(anchors, dim=-1) @ F.normalize(candidates, dim=-1).T / temperature
-
-
-def queue_logits(query: Tensor, key: Tensor, queue: Tensor, temperature: float) -> Tensor:
-    """(B, 1 + K) MoCo logits ``[q.k | q.queue] / tau`` of unit vectors; the target is column 0.
-
-    Args:
-        query: (B, D) unit-norm queries.
-        key: (B, D) unit-norm keys (the positives).
-        queue: (K, D) unit-norm negatives.
-    """
-    check_temperature(temperature)
-    positive = (query * key).sum(dim=1, keepdim=True)
-    return torch.cat([positive, query @ queue.T], dim=1) / temperature
+__all__ = ["check_temperature", "cosine_logits", "info_nce", "paired_logits"]

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,6 +110,21 @@ class ContrastContext:
         if not self.candidates.requires_grad:
             return self.logits
         return self.anchors @ self.candidates.detach().T / self.temperature
+
+    def mixing_products(self, stop_grad: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """The inner products a mixture of each anchor's positive with its candidates is computed from
+        (:func:`hardmix.mixing.mixed_negative_logits`): (B, 1) ``h_i . p_i / tau``, (B, N) ``h_i . n_j / tau``
+        and (B, N) ``p_i . n_j``. With ``stop_grad`` their gradient reaches the anchors only (as through
+        SG on the mixtures); without, the loss's own logits (invalid entries arbitrary)."""
+        if stop_grad:
+            with torch.no_grad():
+                pos_neg = self.positives @ self.candidates.T  # (B, N) p_i . n_j
+            anchor_neg = self.anchor_logits()  # (B, N) h_i . SG(n_j) / tau
+            anchor_pos = (self.anchors * self.positives.detach()).sum(1, keepdim=True) / self.temperature
+        else:
+            pos_neg = self.positives @ self.candidates.T
+            anchor_neg, anchor_pos = self.logits, self.positive_logits.unsqueeze(1)
+        return anchor_pos, anchor_neg, pos_neg
 
     def selection_similarities(self) -> Tensor:
         """(B, N) values that rank each anchor's negatives, without gradient: the logits when they are
@@ -214,36 +228,6 @@ class Strategy:
 def arg(default: Any, help: str) -> Any:
     """A strategy argument: its default and the one line ``hardmix strategies`` shows."""
     return dataclasses.field(default=default, metadata={"help": help})
-
-
-def check_int(argument: str, value: object, low: int = 0) -> int:
-    """``value`` as an int >= ``low``, or a StrategyArgumentError naming ``argument``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        kind = "a positive" if low == 1 else "a non-negative" if low == 0 else f"an (>= {low})"
-        raise StrategyArgumentError(argument, f"must be {kind} integer, got {value!r}")
-    return value
-
-
-def check_number(argument: str, value: object, low: float, high: float, closed: str = "()") -> float:
-    """``value`` as a float in the interval ``closed`` (e.g. ``"[)"``) from low to high, or an error."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise StrategyArgumentError(
-            argument, f"must be a number in {closed[0]}{low:g}, {high:g}{closed[1]}, got {value!r}"
-        )
-    ok_low = value >= low if closed[0] == "[" else value > low
-    ok_high = value <= high if closed[1] == "]" else value < high
-    if not (ok_low and ok_high):
-        raise StrategyArgumentError(
-            argument, f"must be in {closed[0]}{low:g}, {high:g}{closed[1]}, got {value}"
-        )
-    return float(value)
-
-
-def check_bool(argument: str, value: object, allow_none: bool = False) -> None:
-    if not (isinstance(value, bool) or (allow_none and value is None)):
-        raise StrategyArgumentError(
-            argument, f"must be true or false{' or null' if allow_none else ''}, got {value!r}"
-        )
 
 
 def set_field(obj: Any, name: str, value: Any) -> None:

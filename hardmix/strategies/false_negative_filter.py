@@ -37,17 +37,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError
-from hardmix.strategies.base import (
-    ContrastContext,
-    Stats,
-    Strategy,
-    arg,
-    check_int,
-    check_number,
-    register_strategy,
-    set_field,
-)
+from hardmix.errors import StrategyArgumentError, check_int, check_number
+from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 from hardmix.utils.counting import count_true
 
 

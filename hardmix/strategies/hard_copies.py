@@ -4,9 +4,10 @@ Mixing for Contrastive Learning, NeurIPS 2020).
 
 MoCHi (:mod:`hardmix.strategies.mochi`) adds s pair mixtures h_k = normalize(alpha_k n_a + (1 - alpha_k) n_b)
 and s' query mixtures h'_k = normalize(beta_k q~ + (1 - beta_k) n_c) of each query's N hardest negatives.
-This control takes the same random draws (:func:`~hardmix.strategies.mochi.mochi_draws`, the same
-generator calls in the same order) over the same pool (:func:`~hardmix.strategies.mochi.hardest`), and
-appends, instead of each synthetic point, a copy of one of its sources:
+This control takes the same random draws (:func:`~hardmix.mixing.mochi_draws`, the same generator calls in
+the same order) over the same pool (:func:`~hardmix.mixing.hardest`), both through
+:func:`~hardmix.mixing.mochi_selection` as MoCHi, and appends, instead of each synthetic point, a copy of one
+of its sources:
 
     c_k  = SG(n_a)    (pair k's first negative),   k = 1..s
     c'_k = SG(n_c)    (query mixture k's negative), k = 1..s'
@@ -29,8 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hardmix.strategies.base import ContrastContext, Stats, register_strategy
-from hardmix.strategies.mochi import MoCHi, MochiDraws
+from hardmix.mixing import MochiDraws, check_enough_negatives, check_mochi_arguments, mochi_selection
+from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 
 
 def copied_negatives(hard: Tensor, draws: MochiDraws) -> Tensor:
@@ -48,14 +49,14 @@ def copied_negatives(hard: Tensor, draws: MochiDraws) -> Tensor:
 
 @register_strategy
 @dataclass(frozen=True)
-class HardCopies(MoCHi):
+class HardCopies(Strategy):
     """Control for MoCHi: copies of each query's hardest negatives, as many as MoCHi's mixtures, no mixing.
 
-    Args: MoCHi's, with its names, defaults and validation (a subclass of
-    :class:`~hardmix.strategies.mochi.MoCHi`, so that one spec configures both): ``n_hard`` N, ``n_pair`` s
-    (copies of the first negative of each of MoCHi's pairs), ``n_query`` s' (copies of the negative of each
-    of MoCHi's query mixtures), ``beta_max`` (drawn as MoCHi's, so that the random stream is MoCHi's; it
-    changes no copy).
+    Args: MoCHi's (:class:`~hardmix.strategies.mochi.MoCHi`), with its names, defaults and validation
+    (:func:`~hardmix.mixing.check_mochi_arguments`), so that one spec configures both: ``n_hard`` N,
+    ``n_pair`` s (copies of the first negative of each of MoCHi's pairs), ``n_query`` s' (copies of the
+    negative of each of MoCHi's query mixtures), ``beta_max`` (drawn as MoCHi's, so that the random stream
+    is MoCHi's; it changes no copy).
 
     Example:
         >>> copies = HardCopies(n_hard=4, n_pair=2, n_query=1)
@@ -68,13 +69,30 @@ class HardCopies(MoCHi):
         "hardmix's control for Kalantidis et al., Hard Negative Mixing for Contrastive Learning, "
         "NeurIPS 2020 (arXiv:2010.01028): MoCHi's draws, copies instead of mixtures"
     )
+    negatives_argument = "n_hard"
+    small = {"n_hard": 4, "n_pair": 4, "n_query": 2}
+    n_hard: int = arg(1024, "N: hardest negatives per query (MoCHi's, paper: 1024)")
+    n_pair: int = arg(1024, "s: copies of the first negative of MoCHi's pairs (paper: 1024 on ImageNet-100)")
+    n_query: int = arg(128, "s': copies of the negative of MoCHi's query mixtures (paper: 128, ImageNet-100)")
+    beta_max: float = arg(0.5, "MoCHi's query weight bound, drawn so that the draws are MoCHi's (paper: 0.5)")
+
+    def __post_init__(self) -> None:
+        beta_max = check_mochi_arguments(self.n_hard, self.n_pair, self.n_query, self.beta_max)
+        set_field(self, "beta_max", beta_max)
+
+    @property
+    def required_negatives(self) -> int:
+        return self.n_hard
 
     def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
         """(B, s + s') q . SG(n) / tau for each copied negative n, pair copies first."""
         if self.n_pair + self.n_query == 0:
             return None
+        check_enough_negatives(self.n_hard, ctx.fewest_negatives(), ctx.mode)
         with torch.no_grad():
-            copies = copied_negatives(*self.select_and_draw(ctx))
+            copies = copied_negatives(*mochi_selection(
+                ctx.selection_similarities(), ctx.negative_mask, self.n_hard, self.n_pair, self.n_query,
+                self.beta_max, ctx.generator, ctx.anchors.dtype))
         logits = ctx.anchor_logits().gather(1, copies)
         with torch.no_grad():
             values, positive = logits.detach().double(), ctx.positive_logits.detach().double().unsqueeze(1)

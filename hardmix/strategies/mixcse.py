@@ -16,8 +16,8 @@ The (B, N, D) mixtures are not built: for unit vectors ||lam p + (1 - lam) n||^2
     h . normalize(lam p + (1 - lam) n)
         = (lam h.p + (1 - lam) h.n) / sqrt(lam^2 + (1 - lam)^2 + 2 lam (1 - lam) p.n)
 
-needs only h.p, h.n (the logits the loss has) and p.n (:func:`mixture_logits`); SG(m'_ij) is the same
-expression with p and n detached. Its gradient is the mixtures', since p and n are unit (the
+needs only h.p, h.n (the logits the loss has) and p.n (:func:`hardmix.mixing.mixture_logits`); SG(m'_ij) is
+the same expression with p and n detached. Its gradient is the mixtures', since p and n are unit (the
 normalization upstream removes the radial part).
 
 Reference mode: the logits of the official MixCSE code (BDBC-KG-NLP/MixCSE_AAAI2022, ``cl_forward``),
@@ -34,69 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError
-from hardmix.strategies.base import (
-    ContrastContext,
-    Stats,
-    Strategy,
-    arg,
-    check_bool,
-    check_number,
-    register_strategy,
-    set_field,
-)
-
-NEG_INF = float("-inf")
-
-
-def mixture_logits(anchor_pos: Tensor, anchor_neg: Tensor, pos_neg: Tensor, lam: Tensor | float) -> Tensor:
-    """``h . normalize(lam p + (1 - lam) n)`` for unit h, p, n from ``h.p``, ``h.n`` and ``p.n`` (they
-    broadcast; h.p and h.n may be scaled alike, e.g. divided by tau, and the result is scaled so).
-
-    Example:
-        >>> one, zero = torch.tensor(1.0), torch.tensor(0.0)
-        >>> mixture_logits(one, zero, zero, 0.5)  # h = p orthogonal to n: cos 45 degrees
-        tensor(0.7071)
-    """
-    squared_norm = lam * lam + (1.0 - lam) ** 2 + 2.0 * lam * (1.0 - lam) * pos_neg
-    return (lam * anchor_pos + (1.0 - lam) * anchor_neg) * squared_norm.clamp_min(1e-12).rsqrt()
-
-
-def mixed_negative_logits(ctx: ContrastContext, lam: Tensor | float, stop_grad: bool) -> Tensor:
-    """(B, N) ``h_i . m'_ij / tau`` for every candidate j (-inf where j is not a valid negative of i),
-    ``lam`` a number or a (B, 1) tensor (one lambda per anchor); with ``stop_grad`` the gradient
-    reaches the anchors only, as through SG(m'_ij)."""
-    valid = ctx.negative_mask
-    if stop_grad:
-        with torch.no_grad():
-            pos_neg = ctx.positives @ ctx.candidates.T  # (B, N) p_i . n_j
-        anchor_neg = ctx.anchor_logits()  # (B, N) h_i . SG(n_j) / tau
-        anchor_pos = (ctx.anchors * ctx.positives.detach()).sum(1, keepdim=True) / ctx.temperature
-    else:
-        pos_neg = ctx.positives @ ctx.candidates.T
-        anchor_neg, anchor_pos = ctx.logits, ctx.positive_logits.unsqueeze(1)
-    anchor_neg = anchor_neg.masked_fill(~valid, 0.0)  # finite everywhere: no inf reaches a product
-    return mixture_logits(anchor_pos, anchor_neg, pos_neg.to(anchor_neg.dtype), lam).masked_fill(
-        ~valid, NEG_INF
-    )
-
-
-def synthetic_stats(ctx: ContrastContext, logits: Tensor, valid: Tensor | None = None) -> Stats:
-    """Mean cosine of the anchors to their synthetic negatives and the fraction of those more similar to
-    the anchor than its positive (the paper's bound on lam, Sec. 4.3)."""
-    with torch.no_grad():
-        logits = logits.detach().float()
-        positive = ctx.positive_logits.detach().float().unsqueeze(1)
-        if valid is None:
-            return {
-                "synthetic_sim": logits.mean() * ctx.temperature,
-                "synthetic_harder_than_positive": (logits > positive).float().mean(),
-            }
-        n = valid.sum().clamp_min(1)
-        return {
-            "synthetic_sim": torch.where(valid, logits, 0.0).sum() / n * ctx.temperature,
-            "synthetic_harder_than_positive": ((logits > positive) & valid).sum() / n,
-        }
+from hardmix.errors import StrategyArgumentError, check_bool, check_number
+from hardmix.mixing import mixed_negative_logits, synthetic_stats
+from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 
 
 @register_strategy
@@ -161,8 +101,8 @@ class MixCSE(Strategy):
         """(B, N) h_i . SG(m'_ij) / tau (clean), or the official code's two blocks (reference)."""
         if self.mode == "reference":
             return self.reference_logits(ctx), {}
-        mixed = mixed_negative_logits(ctx, self.lam, self.stop_grad)
-        return mixed, synthetic_stats(ctx, mixed, ctx.negative_mask)
+        mixed = mixed_negative_logits(*ctx.mixing_products(self.stop_grad), ctx.negative_mask, self.lam)
+        return mixed, synthetic_stats(mixed, ctx.positive_logits, ctx.temperature, ctx.negative_mask)
 
     def reference_logits(self, ctx: ContrastContext) -> Tensor:
         """(B, 2N) the official code's blocks S2 and S3 (``docs/mixcse_modes.md``)."""

@@ -33,7 +33,7 @@ With ``lam_max`` = 0.2, the paper's constant, lam_i is 0.2 wherever the bound do
 where the paper's constant would make a mixture harder than the anchor's positive (less the margin).
 
 :meth:`MixCSEAdaptive.extra_logits` takes MixCSE's mixed logits at the per-row lam_i
-(:func:`~hardmix.strategies.mixcse.mixed_negative_logits`, from the inner products), lam_i from
+(:func:`~hardmix.mixing.mixed_negative_logits`, from the inner products), lam_i from
 :func:`adaptive_lam`.
 """
 
@@ -45,18 +45,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError
-from hardmix.strategies.base import (
-    ContrastContext,
-    Stats,
-    Strategy,
-    arg,
-    check_bool,
-    check_number,
-    register_strategy,
-    set_field,
-)
-from hardmix.strategies.mixcse import mixed_negative_logits, mixture_logits
+from hardmix.errors import StrategyArgumentError, check_bool, check_number
+from hardmix.mixing import mixed_negative_logits, mixture_logits
+from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 
 
 class AdaptiveLam(NamedTuple):
@@ -184,4 +175,4 @@ class MixCSEAdaptive(Strategy):
         lam = out.lam.to(ctx.logits.dtype).unsqueeze(1)  # (B, 1) lam_i, detached
         stats = {"lam_mean": out.lam.mean(), "lam_smallest": out.lam.min(),
                  "bound_bites": out.bites.float().mean()}
-        return mixed_negative_logits(ctx, lam, self.stop_grad), stats
+        return mixed_negative_logits(*ctx.mixing_products(self.stop_grad), ctx.negative_mask, lam), stats

@@ -7,7 +7,7 @@ Types 1 (the query mixed into a hard negative, alpha ~ U(0, 0.5)) and 3 (two har
 MoCHi's query and pair mixtures (:mod:`hardmix.strategies.mochi`, whose ``beta_max`` and ``n_pair`` give
 them; SynCo's type 3 draws its two negatives with replacement where MoCHi draws distinct pairs). This
 strategy adds the other four. For a query q (detached: q~) and a hard negative n chosen uniformly, with
-replacement, among its N hardest valid negatives (MoCHi's :func:`~hardmix.strategies.mochi.hardest`),
+replacement, among its N hardest valid negatives (MoCHi's selection, :func:`~hardmix.mixing.hardest`),
 in this fixed order of columns:
 
     extrapolated  s = normalize(n + b (n - q~)),           b ~ U(0, extrapolation_max)
@@ -43,8 +43,8 @@ Where the equations and defaults come from (read, not copied):
   default like ``mochi``'s, hardmix's choice).
 - hardmix's choices: the hard negatives are each query's valid ones only (``ctx.negative_mask``: never
   its positive, an excluded queue entry or a negative another strategy excluded), chosen in fp32 and
-  listed in ascending index (MoCHi's :func:`hardest`); the counts need not be at most N (the picks are with
-  replacement; the official code asserts N >= every count); the random numbers come from
+  listed in ascending index (MoCHi's :func:`~hardmix.mixing.hardest`); the counts need not be at most N
+  (the picks are with replacement; the official code asserts N >= every count); the random numbers come from
   ``ctx.generator`` in the order of :func:`synco_draws`; the same definition serves in-batch anchors
   (the candidates are the batch's positives) and queues.
 
@@ -61,25 +61,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.strategies.base import (
-    ContrastContext,
-    Stats,
-    Strategy,
-    arg,
-    check_int,
-    check_number,
-    register_strategy,
-    set_field,
-)
-from hardmix.strategies.mixcse import synthetic_stats
-from hardmix.strategies.mochi import MoCHi, hardest
+from hardmix.errors import check_int, check_number
+from hardmix.mixing import check_enough_negatives, hardest, synthetic_stats
+from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 
 KINDS = ("extrapolated", "noise", "perturbed", "adversarial")  # the order of the columns
 
 
 class SyncoDraws(NamedTuple):
     """SynCo's random numbers for a batch; positions index each query's N hardest negatives, as listed by
-    :func:`~hardmix.strategies.mochi.hardest` (ascending negative index)."""
+    :func:`~hardmix.mixing.hardest` (ascending negative index)."""
 
     extrapolated: Tensor  # (B, n_extrapolated) int64 position of the extrapolated negative
     extrapolation: Tensor  # (B, n_extrapolated) b ~ U(0, extrapolation_max)
@@ -145,7 +136,8 @@ def synco_synthesize(
     Args:
         query: (B, D) unit queries q (used detached: q~).
         negatives: (K, D) unit negatives (the queue, or the in-batch candidates).
-        hard: (B, N) each query's hardest negatives (indices into ``negatives``), see :func:`hardest`.
+        hard: (B, N) each query's hardest negatives (indices into ``negatives``), see
+            :func:`~hardmix.mixing.hardest`.
         draws: the positions among ``hard`` and the numbers, see :func:`synco_draws`.
         sigma, delta, eta: the scales of the noise, perturbed and adversarial kinds.
 
@@ -241,11 +233,11 @@ class SynCo(Strategy):
         in the order of :data:`KINDS`."""
         if sum(self.counts) == 0:
             return None
-        MoCHi.check_available(self, ctx)  # type: ignore[arg-type]
+        check_enough_negatives(self.n_hard, ctx.fewest_negatives(), ctx.mode)
         hard = hardest(ctx.selection_similarities(), self.n_hard, ctx.negative_mask)  # (B, N)
         batch, dim = ctx.anchors.shape
         draws = synco_draws(batch, dim, self.n_hard, self.counts, self.extrapolation_max, ctx.generator,
                             ctx.anchors.device, ctx.anchors.dtype)
         points = synco_synthesize(ctx.anchors, ctx.candidates, hard, draws, self.sigma, self.delta, self.eta)
         logits = (points @ ctx.anchors.unsqueeze(2)).squeeze(2) / ctx.temperature  # (B, M)
-        return logits, synthetic_stats(ctx, logits)
+        return logits, synthetic_stats(logits, ctx.positive_logits, ctx.temperature)

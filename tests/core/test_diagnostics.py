@@ -13,9 +13,7 @@ from hardmix.diagnostics import (
     alignment,
     anchor_gradient_norm,
     embedding_diagnostics,
-    fraction_harder_than_positive,
     max_pairwise_angle,
-    mixed_negative_cosine,
     similarity_stats,
     uniformity,
 )
@@ -80,15 +78,6 @@ def test_anchor_gradient_norm_matches_the_analytic_info_nce_gradient() -> None:
     assert value > 0 and a.grad is None
 
 
-def test_fraction_of_synthetic_negatives_harder_than_the_positive() -> None:
-    a, p = _unit(5, 6, 5), _unit(5, 6, 6)
-    syn = torch.randn(5, 7, 6, dtype=torch.float64)
-    an, pn, sn = a.numpy(), p.numpy(), normalize(syn.numpy())
-    want = np.mean([[an[i] @ sn[i, m] > an[i] @ pn[i] for m in range(7)] for i in range(5)])
-    assert abs(fraction_harder_than_positive(a, p, syn) - want) < 1e-6
-    assert fraction_harder_than_positive(a, a, syn) == 0.0
-
-
 def test_max_pairwise_angle_is_brute_force_maximum() -> None:
     g = torch.Generator().manual_seed(0)
     for _ in range(50):  # near-antipodal pairs included: 3-d points often have one
@@ -99,13 +88,6 @@ def test_max_pairwise_angle_is_brute_force_maximum() -> None:
         assert abs(max_pairwise_angle(x.float()) - want) < 1e-5
     assert max_pairwise_angle(torch.tensor([[1.0, 0.0], [-1.0, 0.0]])) == pytest.approx(math.pi)
     assert max_pairwise_angle(torch.randn(1, 4)) == 0.0
-
-
-def test_mixed_negative_cosine_is_the_cosine_of_the_mixture() -> None:
-    lam = 0.2
-    h, h_pos, h_neg = np.array([1.0, 0, 0]), np.array([1.0, 0, 0]), np.array([0.0, 1, 0])
-    m = lam * h_pos + (1 - lam) * h_neg
-    assert abs(mixed_negative_cosine(lam) - h @ m / np.linalg.norm(m)) < 1e-12
 
 
 def test_embedding_diagnostics_bundle() -> None:

@@ -19,9 +19,8 @@ from hardmix.cli import main as cli
 from hardmix.config import ConfigError
 from hardmix.errors import StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
-from hardmix.mixing import mochi_synthesize
+from hardmix.mixing import hardest, mochi_draws, mochi_synthesize
 from hardmix.strategies import ContrastContext, HardCopies, MoCHi, build_strategy
-from hardmix.strategies.mochi import hardest, mochi_draws
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training

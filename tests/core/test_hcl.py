@@ -14,11 +14,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hardmix.debiased import debiased_negative_term
 from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
 from hardmix.mixing import mochi_synthesize
 from hardmix.strategies import DCL, HCL, available_strategies, build_strategy, describe_strategies
-from hardmix.strategies.hcl import debiased_negative_term
 
 from ._reference import finite_difference_np, hcl_anchor_np, hcl_in_batch_np, hcl_queue_np, hcl_rows_np
 

@@ -1,5 +1,7 @@
 """The core's import structure, read from the source of every module under ``hardmix/``: no import cycle
-between its parts, the strategies import no loss or trainer, no private name crosses a module.
+between its parts nor between its modules, the strategies import no loss or trainer, no strategy imports
+another (the math they share lives in ``hardmix.mixing`` and ``hardmix.debiased``, which import no
+strategy), no private name crosses a module.
 
 A part is a subpackage (``hardmix.strategies``) or a top-level module (``hardmix.mixing``). The package root
 (``hardmix/__init__.py``: ``__version__`` and the lazy ``hardmix.train`` facade) is not a part: Python
@@ -120,7 +122,103 @@ def test_no_import_cycle_between_the_parts_of_the_core() -> None:
 
 def test_strategies_import_no_loss_and_no_trainer() -> None:
     imported = _part_graph()["hardmix.strategies"]
-    assert not {"hardmix.losses", "hardmix.training", "hardmix.mixing"} & set(imported), imported
+    assert not {"hardmix.losses", "hardmix.training"} & set(imported), imported
+
+
+def test_the_shared_math_imports_no_strategy_no_loss_and_no_trainer() -> None:
+    graph = _part_graph()
+    for part in ("hardmix.mixing", "hardmix.debiased"):
+        upward = {"hardmix.strategies", "hardmix.losses", "hardmix.training"} & set(graph[part])
+        assert not upward, graph[part]
+
+
+def _strategy_modules() -> set[str]:
+    """The modules under ``hardmix/strategies/`` that register a strategy (a class decorated with
+    ``register_strategy``); the base, the schedules and the specs do not."""
+    found = set()
+    for name, path in _modules().items():
+        if not name.startswith("hardmix.strategies."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(d, ast.Name) and d.id == "register_strategy" for d in node.decorator_list
+            ):
+                found.add(name)
+    return found
+
+
+def _strategy_imports_of_strategies(modules: dict[str, Path], strategies: set[str]) -> list[str]:
+    """``'a imports b (line)'`` for every import of a strategy module by another one (``from
+    hardmix.strategies import mochi`` and ``from hardmix.strategies.mochi import x`` alike)."""
+    offences = []
+    for name in sorted(strategies):
+        for target, names, line in _imports(name, modules[name]):
+            targets = {target, *(f"{target}.{n}" for n in names)}
+            offences += [f"{name} imports {t} (line {line})" for t in sorted(targets & strategies - {name})]
+    return offences
+
+
+def test_strategy_finder_sees_the_registered_strategies() -> None:
+    strategies = _strategy_modules()
+    assert {"hardmix.strategies.mixcse", "hardmix.strategies.mochi", "hardmix.strategies.none"} <= strategies
+    assert not {"hardmix.strategies.base", "hardmix.strategies.schedule"} & strategies
+
+
+def test_no_strategy_imports_another_strategy() -> None:
+    offences = _strategy_imports_of_strategies(_modules(), _strategy_modules())
+    assert not offences, offences
+
+
+def test_a_strategy_importing_another_is_found(tmp_path: Path) -> None:
+    module = tmp_path / "copycat.py"
+    module.write_text("from hardmix.strategies.mochi import MoCHi\nfrom hardmix.strategies import mixcse\n")
+    modules = {**_modules(), "hardmix.strategies.copycat": module}
+    strategies = {"hardmix.strategies.copycat", "hardmix.strategies.mochi", "hardmix.strategies.mixcse"}
+    assert _strategy_imports_of_strategies(modules, strategies) == [
+        "hardmix.strategies.copycat imports hardmix.strategies.mochi (line 1)",
+        "hardmix.strategies.copycat imports hardmix.strategies.mixcse (line 2)",
+    ]
+
+
+def _module_level_graph() -> dict[str, dict[str, list[str]]]:
+    """module -> imported hardmix module -> lines, for the imports that run when the module is imported
+    (statements at module level, not inside a function, a class body or ``if TYPE_CHECKING``)."""
+    modules = _modules()
+    graph: dict[str, dict[str, list[str]]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = graph.setdefault(name, {})
+        tree = ast.parse(path.read_text(), str(path))
+        statements = list(tree.body)
+        while statements:
+            node = statements.pop(0)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                statements += node.body + node.orelse
+            elif isinstance(node, ast.Try):
+                statements += node.body + node.orelse + node.finalbody
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in modules:
+                        edges.setdefault(alias.name, []).append(str(node.lineno))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in node.names:
+                    target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                    if target in modules and target != name:
+                        edges.setdefault(target, []).append(str(node.lineno))
+    return graph
+
+
+def test_no_import_cycle_between_the_modules_of_the_core() -> None:
+    graph = _module_level_graph()
+    assert "hardmix.mixing" in graph["hardmix.strategies.mochi"]
+    cycle = _find_cycle(graph)
+    if cycle:
+        where = [f"{a} -> {b} (line {', '.join(graph[a][b])})" for a, b in zip(cycle, cycle[1:])]
+        raise AssertionError("import cycle between modules of the core: " + "; ".join(where))
 
 
 def _private_uses() -> set[str]:

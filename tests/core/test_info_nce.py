@@ -1,5 +1,6 @@
-"""InfoNCE in both layouts and ContrastiveLoss without mixing, against hand-written NumPy; the loss's
-refusals of inputs that have no defined value."""
+"""InfoNCE's logits and cross-entropy (the functions ContrastiveLoss computes them with) and ContrastiveLoss
+without mixing, in both layouts, against hand-written NumPy; the loss's refusals of inputs that have no
+defined value."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix.losses import ContrastiveLoss, in_batch_logits, info_nce, queue_logits
+from hardmix.losses import ContrastiveLoss, cosine_logits, info_nce, paired_logits
 from hardmix.strategies import ContrastContext, Strategy
 
 from ._reference import cross_entropy, info_nce_in_batch, logsumexp, normalize
@@ -22,22 +23,32 @@ def _randn(*shape: int, seed: int = 0) -> torch.Tensor:
 
 def test_info_nce_is_cross_entropy() -> None:
     logits = _randn(5, 9, seed=1)
+    logits[1, 4] = float("-inf")  # an excluded entry
     targets = torch.tensor([0, 3, 8, 2, 2])
     assert abs(float(info_nce(logits, targets)) - cross_entropy(logits.numpy(), targets.numpy())) < 1e-12
 
 
-def test_in_batch_and_queue_logits() -> None:
-    a, c = _randn(4, 6, seed=2), _randn(7, 6, seed=3)
-    want = normalize(a.numpy()) @ normalize(c.numpy()).T / 0.1
-    np.testing.assert_allclose(in_batch_logits(a, c, 0.1).numpy(), want, atol=1e-12)
-    q, k, queue = (
-        F.normalize(x, dim=1) for x in (_randn(4, 6, seed=4), _randn(4, 6, seed=5), _randn(9, 6, seed=6))
-    )
-    got = queue_logits(q, k, queue, 0.2).numpy()
-    qn, kn, nn_ = q.numpy(), k.numpy(), queue.numpy()
+def test_cosine_and_paired_logits() -> None:
+    a, c, p = (F.normalize(_randn(n, 6, seed=s), dim=1) for n, s in ((4, 2), (7, 3), (4, 4)))
+    an, cn, pn = a.numpy(), c.numpy(), p.numpy()
+    got = cosine_logits(a, c, 0.1).numpy()
     for i in range(4):
-        assert abs(got[i, 0] - qn[i] @ kn[i] / 0.2) < 1e-12
-        np.testing.assert_allclose(got[i, 1:], nn_ @ qn[i] / 0.2, atol=1e-12)
+        for j in range(7):
+            assert abs(got[i, j] - sum(an[i, d] * cn[j, d] for d in range(6)) / 0.1) < 1e-12
+    got = paired_logits(a, p, 0.2).numpy()
+    for i in range(4):
+        assert abs(got[i] - sum(an[i, d] * pn[i, d] for d in range(6)) / 0.2) < 1e-12
+
+
+def test_the_loss_is_info_nce_of_its_logits() -> None:
+    """ContrastiveLoss's queue loss is info_nce of [paired_logits | cosine_logits] with target 0, and its
+    in-batch loss info_nce of cosine_logits with the diagonal as targets: bit for bit, the same functions."""
+    q, k, queue = (F.normalize(_randn(n, 6, seed=s), dim=1) for n, s in ((4, 5), (4, 6), (9, 7)))
+    logits = torch.cat([paired_logits(q, k, 0.2).unsqueeze(1), cosine_logits(q, queue, 0.2)], dim=1)
+    want = info_nce(logits, torch.zeros(4, dtype=torch.long))
+    assert torch.equal(ContrastiveLoss(0.2).queue(q, k, queue).loss, want)
+    want = info_nce(cosine_logits(q, k, 0.05), torch.arange(4))
+    assert torch.equal(ContrastiveLoss(0.05).in_batch(q, k).loss, want)
 
 
 def test_inputs_without_a_defined_loss_are_refused_naming_the_argument() -> None:

@@ -109,7 +109,8 @@ PLUGIN = textwrap.dedent('''
 
     import torch.nn.functional as F
 
-    from hardmix.strategies.base import Strategy, arg, check_number
+    from hardmix.errors import check_number
+    from hardmix.strategies.base import Strategy, arg
 
 
     @dataclass(frozen=True)

@@ -65,7 +65,6 @@ def test_order_is_deterministic_and_covers_the_epoch():
     assert np.array_equal(e0, again.epoch_batches(0))
     assert not np.array_equal(e0, order.epoch_batches(1))
     assert not np.array_equal(e0, BatchOrder(103, batch_size=10, seed=4).epoch_batches(0))
-    assert order.locate(13, epochs=2) == (1, 3)
     assert np.array_equal(order.batch(1, 3), again.epoch_batches(1)[3])
 
 
