@@ -940,7 +940,7 @@ INVARIANTS = (
               "finite and in range; a schedule that never activates its strategy is refused; a degenerate "
               "evaluation set is refused naming its file; a checkpoint or exported backbone is loaded key "
               "by key; test images of a class the training split lacks are refused naming it.",
-              ("hardmix.strategies.base:check_number",
+              ("hardmix.errors:check_number",
                "hardmix.losses.contrastive:ContrastiveLoss.check_schedules",
                "hardmix.text.senteval_data:scorable", "hardmix.utils.checkpoint:load_matching"),
               "config validation of every command, `hardmix train` before its first step, `hardmix eval`",
