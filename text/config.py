@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hardmix.errors import ConfigError
-from hardmix.strategies.specs import check_negatives_available, excluded_by_others
+from hardmix.strategies.build import check_setup
 from hardmix.text.pooling import POOLINGS
 from hardmix.training.config import EvalSection as BaseEvalSection
 from hardmix.training.config import LossSection as BaseLossSection
@@ -173,20 +173,16 @@ class TextTrainConfig(TaskConfig):
         if self.loss.queue_size > 0 and loss_fn.symmetric:
             raise ConfigError("loss.queue_size: a queue of negatives needs a one-direction loss; set "
                               "loss.symmetric: false (and bidirectional: false for mixcse)")
-        strategies = self.loss.strategies
-        for i, s in enumerate(strategies):
+        for i, s in enumerate(self.loss.strategies):
             if self.loss.queue_size > 0 and s.in_batch_only:
                 raise ConfigError(f"loss.strategies[{i}].{s.in_batch_only}: this setting has no queue "
                                   "(set loss.queue_size: 0)")
-            # The needed negatives exist when the strategy starts: the batch's B - 1, plus what the queue
-            # holds by then (a warm-up in steps).
-            in_batch = self.train.batch_size - 1
-            queued = min(self.loss.queue_size, (getattr(s, "warmup_steps", 0) or 0) * self.train.batch_size)
-            where = f"the {in_batch} in-batch negatives of train.batch_size={self.train.batch_size}"
-            if self.loss.queue_size:
-                where += f" plus the {queued} queued by step warmup_steps"
-            check_negatives_available(s, in_batch + queued, where, f"loss.strategies[{i}]",
-                                      excluded_by_others(strategies, i))
+        # The needed negatives exist when a strategy starts: the batch's B - 1, plus what the queue holds by
+        # then (a warm-up in steps).
+        in_batch = self.train.batch_size - 1
+        check_setup(self.loss.strategies, in_batch,
+                    f"the {in_batch} in-batch negatives of train.batch_size={self.train.batch_size}",
+                    queue_size=self.loss.queue_size, keys_per_step=self.train.batch_size)
 
 
 def build_loss(loss: LossSection) -> Any:

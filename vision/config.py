@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hardmix.errors import ConfigError
-from hardmix.strategies.specs import check_negatives_available, excluded_by_others
+from hardmix.strategies.build import check_setup
 from hardmix.training.config import EvalSection, LossSection, TaskConfig, TrainSection
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -183,7 +183,6 @@ class LossConfig(LossSection):
     mask_same_sample: bool = True
 
     def validate(self) -> None:
-        super().validate()
         for i, strategy in enumerate(self.strategies):
             if strategy.in_batch_only:
                 raise ConfigError(f"loss.strategies[{i}].{strategy.in_batch_only}: this setting needs "
@@ -275,11 +274,9 @@ class VisionConfig(TaskConfig):
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def validate(self) -> None:
-        strategies = self.loss.strategies
-        k = self.loss.queue_size
-        for i, strategy in enumerate(strategies):
-            check_negatives_available(strategy, k, f"loss.queue_size={k}", f"loss.strategies[{i}]",
-                                      excluded_by_others(strategies, i))
+        # a first check of the strategies' negatives against the queue (the task checks them again once it
+        # knows the images, whose own keys it excludes)
+        check_setup(self.loss.strategies, self.loss.queue_size, f"loss.queue_size={self.loss.queue_size}")
         if self.model.bn_splits > 1 and self.train.batch_size % self.model.bn_splits:
             raise ConfigError(
                 f"model.bn_splits: train.batch_size={self.train.batch_size} is not divisible by "

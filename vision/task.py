@@ -27,7 +27,7 @@ from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
 from hardmix.distributed import average_running_statistics
 from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
-from hardmix.strategies.specs import check_negatives_available, excluded_by_others
+from hardmix.strategies.build import check_setup
 from hardmix.training import StepResult, Task
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import TEST_SCORES, VisionConfig
@@ -38,17 +38,14 @@ from hardmix.vision.pipeline import build_train_data
 
 
 def _check_negatives(cfg: VisionConfig, n: int) -> None:
-    """MoCHi's N hardest negatives must exist after excluding the query's own keys from the queue."""
+    """The strategies' negatives (MoCHi's N hardest) must exist in the queue after excluding each query's
+    own keys from it (``n`` images)."""
     k = cfg.loss.queue_size
     views = 2 if cfg.loss.symmetric else 1
     own = views * (math.ceil(k / (views * n)) + 1) if cfg.loss.mask_same_sample else 0
     available = k - min(own, k)
-    strategies = cfg.loss.strategies
-    where = (f"the {available} negatives left when a queue of {k} over {n} images excludes each query's "
-             f"own keys (up to {own})")
-    for i, s in enumerate(strategies):
-        key = f"loss.strategies[{i}]"
-        check_negatives_available(s, available, where, key, excluded_by_others(strategies, i))
+    check_setup(cfg.loss.strategies, available, f"the {available} negatives left when a queue of {k} over "
+                f"{n} images excludes each query's own keys (up to {own})")
 
 
 class VisionTask(Task):

@@ -190,12 +190,12 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
     if not isinstance(strategies, dict) or not strategies:
         raise ConfigError(f"{where}strategies: expected a mapping of names to loss.strategies lists")
     from hardmix.strategies import available_strategies
-    from hardmix.strategies.specs import normalize_strategy_specs
+    from hardmix.strategies.build import strategy_entries
 
     check_names(list(strategies), f"{where}strategies")
     normalized = {}
     for name, entries in strategies.items():
-        normalized[name] = normalize_strategy_specs(entries, key=f"strategies.{name}")
+        normalized[name] = strategy_entries(entries, key=f"strategies.{name}")
         for i, entry in enumerate(normalized[name]):
             if entry["name"] not in available_strategies():
                 raise ConfigError(

@@ -54,7 +54,7 @@ def composed_direction(
     dropped = None
     for strategy in strategies:
         if (out := strategy.exclude(ctx)) is not None:
-            _check_shape(strategy, "exclude", out[0], tuple(ctx.logits.shape))
+            _check_shape(f"strategy {strategy.name!r}: exclude", out[0], tuple(ctx.logits.shape))
             dropped = out[0] if dropped is None else dropped | out[0]
             stats.setdefault(strategy.name, {}).update(out[1])
     if dropped is not None:
@@ -65,14 +65,14 @@ def composed_direction(
     logits = ctx.logits  # (B, N), the excluded negatives -inf
     for strategy in strategies:
         if (out := strategy.reweight(ctx)) is not None:  # on the negatives only, never the positive's column
-            _check_shape(strategy, "reweight", out[0], tuple(ctx.logits.shape))
+            _check_shape(f"strategy {strategy.name!r}: reweight", out[0], tuple(ctx.logits.shape))
             outputs.append((strategy, "reweight", out[0]))
             logits = logits + out[0].masked_fill(~ctx.negative_mask, 0.0)
             stats.setdefault(strategy.name, {}).update(out[1])
     extras = []
     for strategy in strategies:
         if (out := strategy.extra_logits(ctx)) is not None:
-            _check_shape(strategy, "extra_logits", out[0], (ctx.logits.shape[0], None))
+            _check_shape(f"strategy {strategy.name!r}: extra_logits", out[0], (ctx.logits.shape[0], None))
             outputs.append((strategy, "extra_logits", out[0]))
             extras.append(out[0])
             stats.setdefault(strategy.name, {}).update(out[1])
@@ -96,16 +96,14 @@ def composed_direction(
     return _check_finite(loss, ctx, outputs), stats
 
 
-def _check_shape(strategy: Strategy, hook: str, block: Tensor, expected: tuple[int | None, ...]) -> None:
+def _check_shape(hook: str, block: Tensor, expected: tuple[int | None, ...]) -> None:
     """A hook's block has the shape the loss needs (None: any size), else a StrategyOutputError naming
-    the strategy and the hook: never a bare torch error from inside the loss."""
+    the hook (``strategy 'mochi': extra_logits``): never a bare torch error from inside the loss."""
     shape = tuple(getattr(block, "shape", ()))
     if len(shape) != len(expected) or any(e is not None and s != e for s, e in zip(shape, expected)):
         want = ", ".join("M" if e is None else str(e) for e in expected)
-        raise StrategyOutputError(
-            f"strategy {strategy.name!r}: {hook} returned a block of shape {shape}, expected ({want}): one "
-            "row per anchor"
-        )
+        raise StrategyOutputError(f"{hook} returned a block of shape {shape}, expected ({want}): one row per "
+                                  "anchor")
 
 
 def _check_finite(loss: Tensor, ctx: ContrastContext, outputs: list[tuple[Strategy, str, Tensor]]) -> Tensor:

@@ -23,8 +23,9 @@ from torch import Tensor, nn
 from hardmix.errors import ConfigError
 from hardmix.losses.composition import composed_direction
 from hardmix.losses.info_nce import check_temperature, cosine_logits, paired_logits
-from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews, check_composition
-from hardmix.strategies.schedule import Scheduled, scheduled
+from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews
+from hardmix.strategies.build import build_strategies
+from hardmix.strategies.schedule import Scheduled
 
 
 @dataclass
@@ -55,17 +56,6 @@ class LossOutput:
         return out
 
 
-def build_loss_strategies(strategies: Any) -> list[Strategy | Scheduled]:
-    """A name, a mapping, a strategy or a list of them: the strategies (``none`` dropped), schedules
-    kept (:func:`~hardmix.strategies.schedule.scheduled`)."""
-    if strategies is None:
-        return []
-    if isinstance(strategies, (str, dict, Strategy, Scheduled)):
-        strategies = [strategies]
-    built = [s if isinstance(s, (Strategy, Scheduled)) else scheduled(s) for s in strategies]
-    return [s for s in built if s.name != "none"]
-
-
 def _float32(*tensors: Tensor | None) -> list[Tensor | None]:
     """fp16 / bf16 tensors as float32 (others as they are): the loss and the strategies compute in float32
     or better, whatever precision the encoder ran in."""
@@ -84,8 +74,9 @@ class ContrastiveLoss(nn.Module):
 
     Args:
         temperature: tau, required (SimCSE/MixCSE: 0.05; MoCo-v2: 0.2).
-        strategies: a strategy name, a mapping ``{"name": ..., **arguments}`` (a warm-up or a ramp
-            included, :mod:`hardmix.strategies.schedule`), a Strategy, or a list of them.
+        strategies: the strategies, as :func:`~hardmix.strategies.build_strategies` builds them from a
+            config (the trainers hand theirs as they are); a name, a mapping ``{"name": ..., **arguments}``
+            or a list of them is built by it here (``none`` is plain InfoNCE).
         symmetric: average the two directions (in-batch only). None: true if a strategy asks for it
             (MixCSE's ``bidirectional``), else false. An explicit value that contradicts a strategy raises.
 
@@ -105,8 +96,8 @@ class ContrastiveLoss(nn.Module):
         super().__init__()
         check_temperature(temperature)
         self.temperature = float(temperature)
-        self.strategies = build_loss_strategies(strategies)
-        check_composition(self.strategies)
+        given = [] if strategies is None or strategies == [] else build_strategies(strategies, "strategies")
+        self.strategies = [s for s in given if s.name != "none"]
         wanted = {s.symmetric for s in self.strategies} - {None}
         if len(wanted) > 1:
             raise ValueError("symmetric: the strategies disagree on bidirectional; set it the same in each")

@@ -12,12 +12,11 @@ from hardmix.strategies.base import (
     Strategy,
     UnnormalizedViews,
     available_strategies,
-    build_strategies,
-    build_strategy,
     describe_strategies,
     register_strategy,
     strategy_class,
 )
+from hardmix.strategies.build import build_strategies, check_setup
 from hardmix.strategies.dcl import DCL
 from hardmix.strategies.false_negative_filter import FalseNegativeFilter
 from hardmix.strategies.hard_copies import HardCopies
@@ -26,7 +25,7 @@ from hardmix.strategies.mixcse import MixCSE
 from hardmix.strategies.mixcse_adaptive import MixCSEAdaptive
 from hardmix.strategies.mochi import MoCHi
 from hardmix.strategies.none import NoMixing
-from hardmix.strategies.schedule import Scheduled, scheduled
+from hardmix.strategies.schedule import Ramp, Scheduled
 from hardmix.strategies.synco import SynCo
 
 __all__ = [
@@ -39,15 +38,15 @@ __all__ = [
     "MixCSEAdaptive",
     "MoCHi",
     "NoMixing",
+    "Ramp",
     "Scheduled",
     "Strategy",
     "SynCo",
     "UnnormalizedViews",
     "available_strategies",
     "build_strategies",
-    "build_strategy",
+    "check_setup",
     "describe_strategies",
     "register_strategy",
-    "scheduled",
     "strategy_class",
 ]

@@ -22,8 +22,10 @@ Adding a strategy is one file in this package (or any module a package names und
 ``name``, its arguments as fields (``field(metadata={"help": ...})`` for ``hardmix strategies``), validated
 in ``__post_init__`` with :class:`~hardmix.errors.StrategyArgumentError`, and one of the four methods.
 
+A config's spec becomes the loss's list of strategies in :mod:`hardmix.strategies.build`.
+
 Example:
-    >>> build_strategy({"name": "mixcse", "lam": 0.3}).lam
+    >>> registry()["mixcse"](lam=0.3).lam
     0.3
 """
 
@@ -32,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal
@@ -300,7 +301,15 @@ def available_strategies() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def registry() -> dict[str, type[Strategy]]:
+    """The registered strategies by name (this package's and the entry points'; a copy)."""
+    _load_entry_points()
+    return dict(_REGISTRY)
+
+
 def strategy_class(name: str) -> type[Strategy]:
+    """The strategy registered as ``name``, else a StrategyArgumentError naming the registered ones (or
+    why a plug-in of that name was left out)."""
     _load_entry_points()
     if name in _BROKEN and name not in _REGISTRY:
         raise StrategyArgumentError("name", f"strategy {name!r} is a broken plug-in: {_BROKEN[name]}")
@@ -308,40 +317,6 @@ def strategy_class(name: str) -> type[Strategy]:
         registered = ", ".join(available_strategies())
         raise StrategyArgumentError("name", f"unknown strategy {name!r}; registered: {registered}")
     return _REGISTRY[name]
-
-
-def build_strategy(spec: str | dict[str, Any] | Strategy) -> Strategy:
-    """Build a strategy from a name, a mapping ``{"name": ..., **arguments}`` or pass one through.
-
-    Example:
-        >>> build_strategy({"name": "mixcse", "lam": 0.2})
-        MixCSE(lam=0.2, stop_grad=True, bidirectional=None, mode='clean')
-    """
-    if isinstance(spec, Strategy):
-        return spec
-    if isinstance(spec, str):
-        return strategy_class(spec)()
-    if not isinstance(spec, dict) or "name" not in spec:
-        raise ValueError(f"strategy: expected a name or a mapping with a 'name' key, got {spec!r}")
-    params = {k: v for k, v in spec.items() if k != "name"}
-    cls = strategy_class(spec["name"])
-    allowed = {f.name for f in cls.params()}
-    unknown = sorted(set(params) - allowed)
-    if unknown:
-        raise StrategyArgumentError(
-            unknown[0],
-            f"unknown argument of strategy {spec['name']} (arguments: {', '.join(sorted(allowed))})",
-        )
-    return cls(**params)
-
-
-def build_strategies(specs: Any) -> list[Strategy]:
-    """A list of strategies from a name, a mapping, a Strategy or a list of them; ``none`` is dropped."""
-    if specs is None:
-        return []
-    if isinstance(specs, (str, dict, Strategy)):
-        specs = [specs]
-    return [s for s in (build_strategy(s) for s in specs) if s.name != "none"]
 
 
 def describe_strategies() -> str:
@@ -362,22 +337,6 @@ def describe_strategies() -> str:
     return "\n".join(lines).rstrip()
 
 
-def check_composition(strategies: Sequence[Strategy]) -> None:
-    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting."""
-    estimators = [s.name for s in strategies if "estimator" in s.kinds()]
-    if len(estimators) > 1:
-        raise StrategyArgumentError(
-            "name", f"{' and '.join(estimators)} both replace the negative term of the loss; keep one"
-        )
-    weighting = [s.name for s in strategies if "reweight" in s.kinds()]
-    if estimators and weighting:
-        raise StrategyArgumentError(
-            "name",
-            f"{estimators[0]} is an estimator that weights the negatives itself; it does not compose with "
-            f"the reweighting of {', '.join(weighting)}",
-        )
-
-
 __all__ = [
     "ContrastContext",
     "ENTRY_POINT_GROUP",
@@ -386,10 +345,8 @@ __all__ = [
     "UnnormalizedViews",
     "arg",
     "available_strategies",
-    "build_strategies",
-    "build_strategy",
-    "check_composition",
     "describe_strategies",
     "register_strategy",
+    "registry",
     "strategy_class",
 ]

@@ -12,9 +12,12 @@ an integer argument takes ``floor(v(t))``. Epochs become steps when the engine k
 (:meth:`Scheduled.in_steps`). Every value the schedule can reach is validated by the strategy itself
 before training (its start and end).
 
+:func:`hardmix.strategies.build.build_strategies` builds a spec's schedule from :func:`check_warmup` and
+:func:`parse_ramp`.
+
 Example:
-    >>> s = scheduled({"name": "mochi", "n_hard": 8, "n_query": 4, "warmup_steps": 2,
-    ...                "n_pair": {"start": 0, "end": 10, "steps": 4}})
+    >>> from hardmix.strategies.mochi import MoCHi
+    >>> s = Scheduled(MoCHi(n_hard=8, n_pair=10, n_query=4), {"n_pair": Ramp(0, 10, steps=4)}, 2)
     >>> [s.at(t) is None for t in (0, 1, 2)], s.at(3).n_pair, s.at(9).n_pair
     ([True, True, False], 2, 10)
 """
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hardmix.errors import StrategyArgumentError
-from hardmix.strategies.base import Strategy, build_strategy, strategy_class
+from hardmix.strategies.base import Strategy
 
 SHAPES = ("linear", "cosine")
 RAMP_KEYS = ("start", "end", "steps", "epochs", "shape")
@@ -51,7 +54,9 @@ class Ramp:
         return math.floor(value + 1e-9) if integer else value
 
 
-def _ramp(argument: str, spec: dict[str, Any]) -> Ramp:
+def parse_ramp(argument: str, spec: dict[str, Any]) -> Ramp:
+    """The ramp an argument is given as (``{start, end, steps | epochs, shape}``), else a
+    StrategyArgumentError naming the argument."""
     unknown = sorted(set(spec) - set(RAMP_KEYS))
     if unknown:
         raise StrategyArgumentError(
@@ -83,9 +88,11 @@ def _ramp(argument: str, spec: dict[str, Any]) -> Ramp:
 
 
 @dataclass(frozen=True)
-class Scheduled:
-    """A strategy whose arguments depend on the optimizer step: ``at(step)`` is the strategy of that
-    step (None during the warm-up). ``final`` is the strategy after the warm-up and every ramp."""
+class Scheduled(Strategy):
+    """A strategy whose arguments depend on the optimizer step, itself a strategy: ``at(step)`` is the
+    strategy of that step (None during the warm-up); ``final`` is the strategy after the warm-up and every
+    ramp, and what the loss asks of the strategy before training (its name, the negatives it needs, how it
+    composes) is ``final``'s."""
 
     final: Strategy
     ramps: dict[str, Ramp] = field(default_factory=dict)
@@ -102,14 +109,31 @@ class Scheduled:
                     raise StrategyArgumentError(name, f"ramp {e.message}") from None
 
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # type: ignore[override]
         return self.final.name
 
-    def __getattr__(self, attribute: str) -> Any:  # symmetric, required_negatives, kinds, ...
-        if attribute.startswith("__") or attribute in ("final", "ramps", "warmup_steps", "warmup_epochs",
-                                                        "warmup_key"):
-            raise AttributeError(attribute)
-        return getattr(self.final, attribute)
+    @property
+    def negatives_argument(self) -> str | None:  # type: ignore[override]
+        return self.final.negatives_argument
+
+    def kinds(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.final.kinds()
+
+    @property
+    def symmetric(self) -> bool | None:
+        return self.final.symmetric
+
+    @property
+    def required_negatives(self) -> int:
+        return self.final.required_negatives
+
+    @property
+    def in_batch_only(self) -> str | None:
+        return self.final.in_batch_only
+
+    @property
+    def excludes_at_most(self) -> int:
+        return self.final.excludes_at_most
 
     def in_steps(self, steps_per_epoch: int) -> Scheduled:
         """Epochs resolved into optimizer steps, each ``round(epochs * steps_per_epoch)`` (a ramp >= 1)."""
@@ -158,55 +182,19 @@ class Scheduled:
         return out
 
 
-def scheduled(spec: Any) -> Strategy | Scheduled:
-    """Build a strategy from a spec (:func:`~hardmix.strategies.base.build_strategy`), wrapped in
-    :class:`Scheduled` when the spec has a warm-up or a ramp."""
-    if isinstance(spec, Scheduled):
-        return spec
-    if not isinstance(spec, dict):
-        return build_strategy(spec)
-    spec = dict(spec)
-    warmup_steps, warmup_epochs = spec.pop("warmup_steps", 0), spec.pop("warmup_epochs", None)
-    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-        raise StrategyArgumentError("warmup_steps", f"must be a non-negative integer, got {warmup_steps!r}")
-    if warmup_epochs is not None:
-        if (
-            isinstance(warmup_epochs, bool)
-            or not isinstance(warmup_epochs, (int, float))
-            or not math.isfinite(warmup_epochs)
-            or warmup_epochs < 0
-        ):
-            raise StrategyArgumentError(
-                "warmup_epochs", f"must be a non-negative number, got {warmup_epochs!r}"
-            )
-        if warmup_steps:
-            raise StrategyArgumentError("warmup_epochs", "give warmup_epochs or warmup_steps, not both")
-        warmup_epochs = float(warmup_epochs)
-    _refuse_old_keys(spec)
-    ramps = {k: _ramp(k, v) for k, v in spec.items() if isinstance(v, dict)}
-    final = build_strategy({**spec, **{k: r.end for k, r in ramps.items()}})
-    if not ramps and not warmup_steps and warmup_epochs is None:
-        return final
-    return Scheduled(final, ramps, None if warmup_epochs is not None else warmup_steps, warmup_epochs)
+def check_warmup(steps: object, epochs: object) -> tuple[int | None, float | None]:
+    """A warm-up given in steps or in epochs as :class:`Scheduled` takes it, ``(warmup_steps,
+    warmup_epochs)`` (``(0, None)``: none), else a StrategyArgumentError naming the key."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise StrategyArgumentError("warmup_steps", f"must be a non-negative integer, got {steps!r}")
+    if epochs is None:
+        return steps, None
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or not math.isfinite(epochs) \
+            or epochs < 0:
+        raise StrategyArgumentError("warmup_epochs", f"must be a non-negative number, got {epochs!r}")
+    if steps:
+        raise StrategyArgumentError("warmup_epochs", "give warmup_epochs or warmup_steps, not both")
+    return None, float(epochs)
 
 
-_OLD_KEYS = {
-    "lam_end": "lam: {start: ..., end: ..., steps: ...}",
-    "schedule_steps": "lam: {start: ..., end: ..., steps: ...}",
-    "lam_schedule": "shape in lam: {start: ..., end: ..., steps: ..., shape: cosine}",
-    "schedule": "n_pair: {start: 0, end: ..., steps: ...} (and n_query likewise)",
-    "ramp_steps": "n_pair: {start: 0, end: ..., steps: ...} (and n_query likewise)",
-    "ramp_epochs": "n_pair: {start: 0, end: ..., epochs: ...} (and n_query likewise)",
-}
-
-
-def _refuse_old_keys(spec: dict[str, Any]) -> None:
-    name = spec.get("name")
-    for key, new in _OLD_KEYS.items():
-        if key in spec and not (
-            isinstance(name, str) and key in {f.name for f in strategy_class(name).params()}
-        ):
-            raise StrategyArgumentError(key, f"is gone; schedules are generic: {new}")
-
-
-__all__ = ["Ramp", "Scheduled", "scheduled"]
+__all__ = ["Ramp", "Scheduled", "check_warmup", "parse_ramp"]

@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from hardmix.config import apply_overrides, build_config, load_yaml
 from hardmix.errors import ConfigError
-from hardmix.strategies.specs import build_strategy_specs
+from hardmix.strategies.base import Strategy
+from hardmix.strategies.build import build_strategies
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 
@@ -90,11 +91,8 @@ class LossSection:
     strategies: Any = field(default_factory=lambda: [{"name": "none"}])
     queue_size: int = field(default=0, metadata={"min": 0})
 
-    def __post_init__(self) -> None:  # a default section too (build_config validates the given ones)
-        self.strategies = build_strategy_specs(self.strategies)
-
-    def validate(self) -> None:
-        self.strategies = build_strategy_specs(self.strategies)
+    def __post_init__(self) -> None:  # built once, when the section is made (a default one too)
+        self.strategies = build_strategies(self.strategies)
 
 
 @dataclass
@@ -284,7 +282,7 @@ def plain_config(cfg: Any) -> dict[str, Any]:
 
 
 def _plain(obj: Any) -> Any:
-    if callable(getattr(obj, "config", None)) and hasattr(obj, "name"):  # a strategy: its spec
+    if isinstance(obj, Strategy):  # its spec
         return _plain(obj.config())
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}

@@ -132,8 +132,6 @@ class _Run:
                                  "--resume to continue it or choose another --output")
         if self.resume and not self.checkpoint_path.is_file():
             self._check_saved_config()
-            runtime.say(f"--resume: {self.out} holds no checkpoint (the run stopped before its first one, "
-                        "or never started); starting it from step 0")
         elif self.resume:
             state = ckpt.load_checkpoint(self.checkpoint_path, task=self.task_class.name)
             changed = resume_differences(state["config"], plain_config(cfg), self.task_class.resumable_keys)
@@ -177,11 +175,14 @@ class _Run:
 
     # ------------------------------------------------------------------------------------ the run
     def run(self) -> dict[str, Any]:
-        if self.resume:  # a finished run is final: nothing of the folder is checked for training again
+        self._check_folder()
+        if self.resume:  # a finished run is final: never trained again
             done = self._finished_already()
             if done is not None:
                 return done
-        self._check_folder()
+            if not self.checkpoint_path.is_file():
+                self.runtime.say(f"--resume: {self.out} holds no checkpoint (the run stopped before its "
+                                 "first one, or never started); starting it from step 0")
         task = self.task = self.task_class(self.cfg, self.runtime)
         task.check()
         lock = RunLock(self.out)

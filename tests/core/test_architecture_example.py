@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from hardmix.errors import StrategyArgumentError
+from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import base
+from hardmix.strategies.build import build_strategies
 
 from ._reference import logsumexp, normalize
 
@@ -31,8 +32,8 @@ def test_the_documented_strategy_registers_and_computes_its_equation(monkeypatch
     namespace: dict[str, object] = {}
     exec(compile(_example_source(), str(DOC), "exec"), namespace)  # noqa: S102 - our own docs
     assert "positive_mix" in base.available_strategies()
-    with pytest.raises(StrategyArgumentError, match=r"^weight: must be in \(0, 1\), got 1.5$"):
-        base.build_strategy({"name": "positive_mix", "weight": 1.5})
+    with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.weight: must be in \(0, 1\), got 1.5$"):
+        build_one({"name": "positive_mix", "weight": 1.5})
 
     g = torch.Generator().manual_seed(0)
     z1 = torch.randn(6, 5, generator=g, dtype=torch.float64)
@@ -46,3 +47,9 @@ def test_the_documented_strategy_registers_and_computes_its_equation(monkeypatch
         row = np.append(h1[i] @ h2.T / 0.1, h1[i] @ mixed / 0.1)
         rows.append(logsumexp(row) - row[i])
     assert loss == pytest.approx(float(np.mean(rows)), rel=1e-12)
+
+
+def build_one(spec):  # noqa: ANN001, ANN201
+    """The one strategy of a spec, as a config builds it."""
+    [strategy] = build_strategies(spec)
+    return strategy

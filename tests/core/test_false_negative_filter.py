@@ -18,7 +18,7 @@ from hardmix.cli import main as cli
 from hardmix.config import ConfigError
 from hardmix.errors import StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
-from hardmix.strategies import ContrastContext, FalseNegativeFilter, build_strategy
+from hardmix.strategies import ContrastContext, FalseNegativeFilter, build_strategies
 from hardmix.strategies.false_negative_filter import threshold_false_negatives, top_k_false_negatives
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
@@ -159,11 +159,11 @@ def test_bad_arguments_raise_naming_them(kwargs, argument, message) -> None:
 
 
 def test_defaults_and_accepted_forms() -> None:
-    s = build_strategy("false_negative_filter")
+    s = build_one("false_negative_filter")
     assert (s.top_k, s.threshold, s.required_negatives) == (10, None, 11)
-    s = build_strategy({"name": "false_negative_filter", "top_k": 0, "threshold": 1})
+    s = build_one({"name": "false_negative_filter", "top_k": 0, "threshold": 1})
     assert s.threshold == 1.0 and s.required_negatives == 0
-    assert repr(build_strategy(s.config())) == repr(s)
+    assert repr(build_one(s.config())) == repr(s)
     assert s.kinds() == ("exclude",)
 
 
@@ -184,7 +184,7 @@ def test_the_negatives_a_filter_excludes_count_against_what_mochi_draws_from() -
     mochi = {"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2}
     for top_k in (7, 8):
         strategies = [{"name": "false_negative_filter", "top_k": top_k}, mochi]
-        loss_fn = ContrastiveLoss(0.05, [build_strategy(s) for s in strategies])
+        loss_fn = ContrastiveLoss(0.05, [build_one(s) for s in strategies])
         h1, h2 = (torch.nn.functional.normalize(torch.randn(16, 8), dim=1) for _ in range(2))
         spec = {"loss": {"strategies": strategies}, "train": {"batch_size": 16}}
         if top_k == 7:  # 15 in-batch negatives: 7 excluded, 8 left for n_hard=8
@@ -260,3 +260,9 @@ def test_vision_trains_with_it(tmp_path, tiny_vision_config, vision_one_thread) 
         {"name": "false_negative_filter", "top_k": 0, "threshold": 0.5}]})
     run_training(VisionTask, build_task_config(VisionConfig, data), tmp_path / "run")
     _check_run(tmp_path / "run", "false_negative_filter/excluded_fraction")
+
+
+def build_one(spec):  # noqa: ANN001, ANN201
+    """The one strategy of a spec, as a config builds it."""
+    [strategy] = build_strategies(spec)
+    return strategy

@@ -20,7 +20,7 @@ from hardmix.config import ConfigError
 from hardmix.errors import StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
 from hardmix.mixing import hardest, mochi_draws, mochi_synthesize
-from hardmix.strategies import ContrastContext, HardCopies, MoCHi, build_strategy
+from hardmix.strategies import ContrastContext, HardCopies, MoCHi, build_strategies
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training
@@ -119,8 +119,8 @@ def test_beta_max_changes_no_copy_and_one_spec_builds_both() -> None:
     base, _ = HardCopies(**SPEC).extra_logits(_context(a, c, valid, seed=2))
     other, _ = HardCopies(**{**SPEC, "beta_max": 0.1}).extra_logits(_context(a, c, valid, seed=2))
     assert torch.equal(base, other)
-    assert isinstance(build_strategy({"name": "mochi", **SPEC}), MoCHi)
-    copies = build_strategy({"name": "hard_copies", **SPEC})
+    assert isinstance(build_one({"name": "mochi", **SPEC}), MoCHi)
+    copies = build_one({"name": "hard_copies", **SPEC})
     assert isinstance(copies, HardCopies)
     assert copies.config() == {"name": "hard_copies", **SPEC}
     assert [(p.name, p.default) for p in HardCopies.params()] == [(p.name, p.default) for p in MoCHi.params()]
@@ -316,3 +316,9 @@ def test_vision_trains_with_it_after_a_warmup_in_epochs(tmp_path, tiny_vision_co
     lines = _metric_lines(tmp_path / "run")
     assert len(lines) == 10
     assert "hard_copies/copy_sim" not in lines[0] and all("hard_copies/copy_sim" in r for r in lines[2:])
+
+
+def build_one(spec):  # noqa: ANN001, ANN201
+    """The one strategy of a spec, as a config builds it."""
+    [strategy] = build_strategies(spec)
+    return strategy

@@ -18,7 +18,13 @@ import yaml
 
 from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
-from hardmix.strategies import available_strategies, base, build_strategy, describe_strategies, strategy_class
+from hardmix.strategies import (
+    available_strategies,
+    base,
+    build_strategies,
+    describe_strategies,
+    strategy_class,
+)
 from hardmix.text.config import build_text_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "strategies.md"
@@ -50,14 +56,14 @@ def _documented_parameters(name: str) -> dict[str, str]:
 @pytest.mark.parametrize("name", NAMES)
 def test_frozen_validated_documented_and_round_trips(name: str) -> None:
     cls = strategy_class(name)
-    strategy = build_strategy(_small(name))
+    strategy = build_one(_small(name))
     assert cls.name == name and dataclasses.is_dataclass(strategy) and (cls.kinds() or name == "none")
     for field in cls.params():
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(strategy, field.name, getattr(strategy, field.name))
         assert field.metadata.get("help"), f"{name}.{field.name} has no help line"
         assert f"  {field.name} = {field.default!r}  (" in describe_strategies()
-    assert build_strategy(strategy.config()) == strategy
+    assert build_one(strategy.config()) == strategy
     documented = _documented_parameters(name)
     assert documented == {f.name: _yaml_default(f.default) for f in cls.params()}, name
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.no_such_argument: unknown argument"):
@@ -318,3 +324,9 @@ def test_schedules_that_cannot_be_or_would_never_act_are_refused_naming_the_key(
     with pytest.raises(ConfigError, match=message):
         run_training(TextTask, build_text_config(config), tmp_path / "run")
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def build_one(spec):  # noqa: ANN001, ANN201
+    """The one strategy of a spec, as a config builds it."""
+    [strategy] = build_strategies(spec)
+    return strategy

@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from hardmix.errors import ConfigError, StrategyArgumentError
+from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
-from hardmix.strategies import MixCSE, MoCHi, Scheduled, scheduled
+from hardmix.strategies import MixCSE, MoCHi, Scheduled, build_strategies
 from hardmix.text.config import build_text_config
 from hardmix.training.config import build_task_config
 from hardmix.vision.config import VisionConfig
@@ -22,19 +22,19 @@ TAU = 0.05
 
 
 def test_ramp_values_at_given_steps_linear_cosine_and_integer() -> None:
-    lam = scheduled({"name": "mixcse", "lam": {"start": 0.2, "end": 0.4, "steps": 10}})
+    lam = build_one({"name": "mixcse", "lam": {"start": 0.2, "end": 0.4, "steps": 10}})
     assert isinstance(lam, Scheduled)
     assert [lam.at(t).lam for t in (0, 10, 11, 1000)] == [0.2, 0.4, 0.4, 0.4]
     assert lam.at(5).lam == pytest.approx(0.3, abs=1e-15)
-    cos = scheduled({"name": "mixcse", "lam": {"start": 0.2, "end": 0.1, "steps": 8, "shape": "cosine"}})
+    cos = build_one({"name": "mixcse", "lam": {"start": 0.2, "end": 0.1, "steps": 8, "shape": "cosine"}})
     assert cos.at(2).lam == pytest.approx(0.2 - 0.1 * (1 - math.cos(math.pi / 4)) / 2, abs=1e-15)
-    counts = scheduled({"name": "mochi", "n_hard": 8, "n_query": {"start": 0, "end": 4, "steps": 4},
+    counts = build_one({"name": "mochi", "n_hard": 8, "n_query": {"start": 0, "end": 4, "steps": 4},
                         "n_pair": {"start": 0, "end": 10, "steps": 4}, "warmup_steps": 2})
     assert [counts.at(t) for t in (0, 1)] == [None, None]  # the warm-up: the strategy does not act
     assert [(counts.at(t).n_pair, counts.at(t).n_query) for t in (2, 3, 5, 6, 9)] == [
         (0, 0), (2, 1), (7, 3), (10, 4), (10, 4)]  # floor(r s), the ramp counted from the warm-up's end
     assert counts.final == MoCHi(n_hard=8, n_pair=10, n_query=4)
-    assert scheduled({"name": "mixcse", "lam": 0.3}) == MixCSE(lam=0.3)  # nothing scheduled: the strategy
+    assert build_one({"name": "mixcse", "lam": 0.3}) == MixCSE(lam=0.3)  # nothing scheduled: the strategy
 
 
 @pytest.mark.parametrize("step", [0, 3, 6, 50])
@@ -83,8 +83,8 @@ def test_epochs_become_steps_when_resolved() -> None:
     ("schedule", "n_pair: {start: 0"), ("ramp_steps", "n_pair: {start: 0"), ("ramp_epochs", "epochs"),
 ])
 def test_the_per_paper_schedule_keys_are_refused_naming_the_new_form(key, new) -> None:
-    with pytest.raises(StrategyArgumentError, match=f"^{key}: is gone") as e:
-        scheduled({"name": "mochi", key: 1})
+    with pytest.raises(ConfigError, match=rf"^loss\.strategies\[0\]\.{key}: is gone") as e:
+        build_one({"name": "mochi", key: 1})
     assert new in str(e.value)
     with pytest.raises(ConfigError, match=rf"loss\.strategies\[0\]\.{key}: is gone"):
         build_text_config({"loss": {"strategies": [{"name": "mixcse", key: 1}]}})
@@ -101,6 +101,11 @@ def test_the_per_paper_schedule_keys_are_refused_naming_the_new_form(key, new) -
     ({"warmup_steps": 2, "warmup_epochs": 1}, "warmup_epochs"),
 ])
 def test_bad_schedules_name_their_argument(spec, argument) -> None:
-    with pytest.raises(StrategyArgumentError) as e:
-        scheduled({"name": "mixcse", **spec})
-    assert e.value.argument == argument
+    with pytest.raises(ConfigError, match=rf"^loss\.strategies\[0\]\.{argument}: "):
+        build_one({"name": "mixcse", **spec})
+
+
+def build_one(spec):  # noqa: ANN001, ANN201
+    """The one strategy of a spec, as a config builds it."""
+    [strategy] = build_strategies(spec)
+    return strategy

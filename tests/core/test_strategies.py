@@ -16,7 +16,6 @@ from hardmix.strategies import (
     Strategy,
     available_strategies,
     build_strategies,
-    build_strategy,
     describe_strategies,
     register_strategy,
 )
@@ -31,29 +30,30 @@ def test_registry_lists_and_builds_the_strategies() -> None:
         "dcl", "false_negative_filter", "hard_copies", "hcl", "mixcse", "mixcse_adaptive", "mochi", "none",
         "synco",
     ]
-    assert isinstance(build_strategy("none"), NoMixing)
-    s = build_strategy({"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2, "beta_max": 0.3})
+    assert isinstance(build_one("none"), NoMixing)
+    s = build_one({"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2, "beta_max": 0.3})
     assert isinstance(s, MoCHi) and (s.n_hard, s.n_pair, s.n_query, s.beta_max) == (8, 4, 2, 0.3)
     m = MixCSE(lam=0.4)
-    assert build_strategy(m) is m
+    assert build_one(m) is m
     # config() rebuilds an equal strategy
-    assert repr(build_strategy(s.config())) == repr(s)
-    assert build_strategy(MixCSE(lam=0.3, mode="reference").config()).mode == "reference"
-    # 'none' entries are dropped from a list; a single spec becomes a list
+    assert repr(build_one(s.config())) == repr(s)
+    assert build_one(MixCSE(lam=0.3, mode="reference").config()).mode == "reference"
+    # a config's list keeps its 'none' (plain InfoNCE: the loss acts on none of it); a single spec is a list
     built = build_strategies(["none", "mixcse", {"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 1}])
-    assert [x.name for x in built] == ["mixcse", "mochi"]
-    assert build_strategies(None) == [] and build_strategies("none") == []
+    assert [x.name for x in built] == ["none", "mixcse", "mochi"]
+    assert build_strategies(None) == build_strategies("none") == [NoMixing()]
+    assert ContrastiveLoss(0.1, built).strategies == built[1:] and ContrastiveLoss(0.1, None).strategies == []
 
 
 def test_unknown_strategy_and_arguments_raise_naming_them() -> None:
     with pytest.raises(ValueError, match="strategy.*'mocha'"):
-        build_strategy("mocha")
+        build_one("mocha")
     with pytest.raises(ValueError, match="strategy"):
         ContrastiveLoss(0.1, ["mixcse", {"name": "hardneg"}])
     with pytest.raises(ValueError, match="lambda: unknown argument"):
-        build_strategy({"name": "mixcse", "lambda": 0.2})
+        build_one({"name": "mixcse", "lambda": 0.2})
     with pytest.raises(ValueError, match="name"):
-        build_strategy({"lam": 0.2})
+        build_one({"lam": 0.2})
     with pytest.raises(ValueError, match="warmup_steps"):
         ContrastiveLoss(0.1, {"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 1, "warmup_steps": -1})
     with pytest.raises(ValueError, match="stop_grad"):
@@ -76,7 +76,7 @@ def test_register_strategy_refuses_nameless_and_duplicate_names() -> None:
 
     with pytest.raises(ValueError, match="already registered"):
         register_strategy(Impostor)
-    assert build_strategy("mixcse").__class__ is MixCSE
+    assert build_one("mixcse").__class__ is MixCSE
 
 
 def test_describe_strategies_lists_parameters_defaults_and_papers() -> None:
@@ -356,3 +356,9 @@ def test_mochi_gradient_is_that_of_detached_synthetic_points(mode: str) -> None:
         torch.testing.assert_close(b.grad, d.grad, rtol=0, atol=1e-10)
     else:
         assert b.grad is None
+
+
+def build_one(spec):  # noqa: ANN001, ANN201
+    """The one strategy of a spec, as a config builds it."""
+    [strategy] = build_strategies(spec)
+    return strategy

@@ -19,9 +19,8 @@ import torch.nn.functional as F
 from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
 from hardmix.mixing import mochi_draws
-from hardmix.strategies import SynCo, build_strategy, describe_strategies
+from hardmix.strategies import SynCo, build_strategies, describe_strategies
 from hardmix.strategies.base import ContrastContext
-from hardmix.strategies.specs import build_strategy_specs
 from hardmix.strategies.synco import KINDS, synco_draws, synco_synthesize
 
 from ._reference import (
@@ -57,7 +56,7 @@ def _np_points(specs, anchors, candidates, valid, gen) -> list[list[np.ndarray]]
     sims = anchors @ candidates.T
     rows: list[list[np.ndarray]] = [[] for _ in range(b)]
     for spec in specs:
-        strategy = build_strategy(spec)
+        strategy = build_one(spec)
         n = strategy.n_hard
         hard = [hardest_np(sims[i], valid[i], n) for i in range(b)]
         if spec["name"] == "mochi":
@@ -294,7 +293,7 @@ def test_bad_arguments_name_themselves(arg: str, value) -> None:
         SynCo(**{arg: value})
     assert error.value.argument == arg
     with pytest.raises(ConfigError, match=rf"loss\.strategies\[0\]\.{arg}: "):
-        build_strategy_specs([{"name": "synco", arg: value}])
+        build_strategies([{"name": "synco", arg: value}])
 
 
 def test_too_few_negatives_names_n_hard() -> None:
@@ -307,10 +306,10 @@ def test_too_few_negatives_names_n_hard() -> None:
 
 
 def test_registry_defaults_and_listing() -> None:
-    s = build_strategy("synco")
+    s = build_one("synco")
     assert (s.n_hard, s.counts, s.extrapolation_max, s.sigma, s.delta, s.eta) == (
         1024, (256, 64, 64, 64), 0.5, 0.01, 0.01, 0.01)
-    assert repr(build_strategy(s.config())) == repr(s)
+    assert repr(build_one(s.config())) == repr(s)
     text = describe_strategies()
     needles = ("synco:", "n_extrapolated = 256", "sigma = 0.01", "arXiv:2410.02401", "giakoumoglou/synco")
     for needle in needles:
@@ -330,3 +329,9 @@ def test_configs_check_the_negatives_synco_needs() -> None:
 
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 1024 negatives needed per anchor"):
         build_task_config(VisionConfig, {"loss": {"strategies": "synco", "queue_size": 512}})
+
+
+def build_one(spec):  # noqa: ANN001, ANN201
+    """The one strategy of a spec, as a config builds it."""
+    [strategy] = build_strategies(spec)
+    return strategy

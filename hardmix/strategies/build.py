@@ -1,0 +1,174 @@
+"""From a config's ``loss.strategies`` to the loss's ``list[Strategy]``: the one way, once per run.
+
+A spec is a strategy name, a mapping ``{name: ..., **arguments}`` or a list of them. An argument given as
+a mapping is a ramp and ``warmup_steps`` / ``warmup_epochs`` a warm-up (:mod:`hardmix.strategies.schedule`):
+such a strategy is wrapped in :class:`~hardmix.strategies.schedule.Scheduled`, itself a Strategy. The
+trainers validate their config with :func:`build_strategies` and hand the list to
+:class:`~hardmix.losses.ContrastiveLoss` as it is; :func:`check_setup` says, where a task knows its
+negatives, whether they suffice. Errors are :class:`~hardmix.errors.ConfigError` naming the key path
+(``loss.strategies[0].n_hard``), built from the strategies' :class:`~hardmix.errors.StrategyArgumentError`.
+
+Example:
+    >>> [mochi] = build_strategies([{"name": "mochi", "n_hard": 64, "warmup_steps": 10}])
+    >>> mochi.name, mochi.final.n_hard, mochi.at(9) is None
+    ('mochi', 64, True)
+    >>> build_strategies([{"name": "mochi", "n_hard": 0}])
+    Traceback (most recent call last):
+    ...
+    hardmix.errors.ConfigError: loss.strategies[0].n_hard: must be a positive integer, got 0
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from hardmix.errors import ConfigError, StrategyArgumentError
+from hardmix.strategies.base import Strategy, broken_plugins, registry
+from hardmix.strategies.schedule import Scheduled, check_warmup, parse_ramp
+
+_YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+
+#: Arguments of older versions: each is refused with its new form (unless a strategy has it as its own).
+OLD_ARGUMENTS = {
+    "lam_end": "lam: {start: ..., end: ..., steps: ...}",
+    "schedule_steps": "lam: {start: ..., end: ..., steps: ...}",
+    "lam_schedule": "shape in lam: {start: ..., end: ..., steps: ..., shape: cosine}",
+    "schedule": "n_pair: {start: 0, end: ..., steps: ...} (and n_query likewise)",
+    "ramp_steps": "n_pair: {start: 0, end: ..., steps: ...} (and n_query likewise)",
+    "ramp_epochs": "n_pair: {start: 0, end: ..., epochs: ...} (and n_query likewise)",
+}
+
+
+def strategy_entries(spec: Any, key: str = "loss.strategies") -> list[dict[str, Any] | Strategy]:
+    """A spec as a list of mappings, each with a string ``name`` (``None``: ``[{"name": "none"}]``; YAML
+    1.1's exponent strings such as ``2e-1`` as numbers; a strategy built already as it is), else a
+    ConfigError naming ``key[i]``.
+
+    >>> strategy_entries("mixcse")
+    [{'name': 'mixcse'}]
+    """
+    if spec is None:
+        return [{"name": "none"}]
+    out = []
+    for i, item in enumerate(spec if isinstance(spec, (list, tuple)) else [spec]):
+        if isinstance(item, Strategy):
+            out.append(item)
+            continue
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict):
+            raise ConfigError(f"{key}[{i}]: expected a mapping with a name (or a name), "
+                              f"got {type(item).__name__} {item!r}")
+        if not isinstance(item.get("name"), str):
+            raise ConfigError(f"{key}[{i}].name: " + ("missing (one of the registered strategies, see "
+                                                       "`hardmix strategies`)" if "name" not in item else
+                                                       f"expected a string, got {item['name']!r}"))
+        out.append({k: float(v) if isinstance(v, str) and _YAML11_FLOAT.match(v.strip()) else v
+                    for k, v in item.items()})
+    if not out:
+        raise ConfigError(f"{key}: empty; use [{{name: none}}] for plain InfoNCE")
+    return out
+
+
+def build_strategies(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
+    """Every strategy of ``spec`` built (``none`` included; a strategy built already passes through), and
+    checked to compose (:func:`check_composition`).
+
+    Raises:
+        ConfigError: ``<key>[i].<argument>: <message>`` for a bad name or argument, ``<key>: <message>``
+            for strategies that do not compose.
+    """
+    classes, built = registry(), []
+    for i, entry in enumerate(strategy_entries(spec, key)):
+        if isinstance(entry, Strategy):
+            built.append(entry)
+            continue
+        try:
+            built.append(_build(entry, classes))
+        except StrategyArgumentError as e:
+            raise ConfigError(f"{key}[{i}].{e.argument}: {e.message}" if e.argument else
+                              f"{key}[{i}]: {e.message}") from None
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{key}[{i}]: {e}") from None
+    try:
+        check_composition(built)
+    except StrategyArgumentError as e:
+        raise ConfigError(f"{key}: {e.message}") from None
+    return built
+
+
+def _build(entry: dict[str, Any], classes: dict[str, type[Strategy]]) -> Strategy:
+    """One entry's strategy (its schedule around it, if any), else a StrategyArgumentError naming the
+    argument."""
+    name, arguments = entry.pop("name"), entry
+    cls = classes.get(name)
+    if cls is None:
+        why = broken_plugins().get(name)
+        raise StrategyArgumentError("name", f"strategy {name!r} is a broken plug-in: {why}" if why else
+                                    f"unknown strategy {name!r}; registered: {', '.join(sorted(classes))}")
+    own = {f.name for f in cls.params()}
+    old = sorted(set(arguments) & set(OLD_ARGUMENTS) - own)
+    if old:
+        raise StrategyArgumentError(old[0], f"is gone; schedules are generic: {OLD_ARGUMENTS[old[0]]}")
+    warmup = check_warmup(arguments.pop("warmup_steps", 0), arguments.pop("warmup_epochs", None))
+    ramps = {k: parse_ramp(k, v) for k, v in arguments.items() if isinstance(v, dict)}
+    unknown = sorted(set(arguments) - own)
+    if unknown:
+        raise StrategyArgumentError(unknown[0], f"unknown argument of strategy {name} (arguments: "
+                                                f"{', '.join(sorted(own))})")
+    final = cls(**{**arguments, **{k: r.end for k, r in ramps.items()}})
+    return Scheduled(final, ramps, *warmup) if ramps or warmup != (0, None) else final
+
+
+def check_composition(strategies: Sequence[Strategy]) -> None:
+    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting."""
+    estimators = [s.name for s in strategies if "estimator" in s.kinds()]
+    if len(estimators) > 1:
+        raise StrategyArgumentError(
+            "name", f"{' and '.join(estimators)} both replace the negative term of the loss; keep one"
+        )
+    weighting = [s.name for s in strategies if "reweight" in s.kinds()]
+    if estimators and weighting:
+        raise StrategyArgumentError(
+            "name",
+            f"{estimators[0]} is an estimator that weights the negatives itself; it does not compose with "
+            f"the reweighting of {', '.join(weighting)}",
+        )
+
+
+def check_setup(strategies: Sequence[Strategy], negatives: int, where: str, key: str = "loss.strategies",
+                queue_size: int = 0, keys_per_step: int = 0) -> None:
+    """Refuse, before training, a strategy that needs more valid negatives per anchor than the task gives.
+
+    Args:
+        strategies: as :func:`build_strategies` built them.
+        negatives: the fewest valid negatives an anchor has (``where`` says what gives them).
+        where: what gives them, for the message ("the 63 in-batch negatives of ...").
+        key: the strategies' key path.
+        queue_size, keys_per_step: a queue beside the in-batch negatives and the keys it gains a step: a
+            strategy that starts after a warm-up finds what the queue holds by then.
+
+    A strategy's pool is smaller by what the others may exclude first (a top-k filter's k), so those count
+    on top of what it needs.
+
+    Example:
+        >>> try:
+        ...     check_setup(build_strategies([{"name": "mochi", "n_hard": 64}]), 63, "63 in-batch negatives")
+        ... except ConfigError as e:
+        ...     print(e)
+        loss.strategies[0].n_hard: 64 negatives needed per anchor; the setup gives only 63 in-batch negatives
+    """
+    for i, s in enumerate(strategies):
+        need = s.required_negatives
+        excluded = sum(o.excludes_at_most for j, o in enumerate(strategies) if j != i) if need else 0
+        queued = min(queue_size, (getattr(s, "warmup_steps", 0) or 0) * keys_per_step)
+        if need + excluded > negatives + queued:
+            also = f" ({need} plus the {excluded} the other strategies exclude first)" if excluded else ""
+            gives = where + (f" plus the {queued} queued by step warmup_steps" if queue_size else "")
+            raise ConfigError(f"{key}[{i}].{s.negatives_argument or 'name'}: {need + excluded} negatives "
+                              f"needed per anchor{also}; the setup gives only {gives}")
+
+
+__all__ = ["OLD_ARGUMENTS", "build_strategies", "check_composition", "check_setup", "strategy_entries"]
