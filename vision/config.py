@@ -187,6 +187,10 @@ class LossConfig(LossSection):
             if strategy.in_batch_only:
                 raise ConfigError(f"loss.strategies[{i}].{strategy.in_batch_only}: this setting needs "
                                   "in-batch negatives; the vision trainer contrasts against a queue")
+            if strategy.direction_argument:  # read by the in-batch loss only: here it would do nothing
+                raise ConfigError(f"loss.strategies[{i}].{strategy.direction_argument}: sets the in-batch "
+                                  "loss's second direction; the vision trainer's queue loss has none (drop "
+                                  "it; loss.symmetric is MoCo v2+'s two-query loss)")
 
 
 @dataclass

@@ -98,3 +98,15 @@ def test_the_cpu_and_paper_configs_exist():
         "cpu_mochi_imagenette64.yaml",
     } <= names
     assert len(names) >= 9
+
+
+@pytest.mark.parametrize("strategy", ["mixcse", "mixcse_adaptive"])
+@pytest.mark.parametrize("value", [False, True])
+def test_a_setting_of_the_in_batch_loss_s_directions_is_refused_on_the_queue(strategy, value):
+    """``mixcse: {bidirectional: false}`` was accepted on images and did nothing: the queue loss has no
+    second direction. Given at all, it is refused naming the key; left out, MixCSE runs as before."""
+    with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.bidirectional: sets the in-batch loss's "
+                                          r"second direction; the vision trainer's queue loss has none"):
+        build_config(VisionConfig, {"loss": {"strategies": [{"name": strategy, "bidirectional": value}]}})
+    cfg = build_config(VisionConfig, {"loss": {"strategies": [{"name": strategy}]}})
+    assert cfg.loss.strategies[0].bidirectional is None
