@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -291,17 +290,3 @@ class VisionConfig(TaskConfig):
                 f"model.final_momentum: {self.model.final_momentum} is below "
                 f"model.momentum={self.model.momentum}"
             )
-
-
-def to_plain(obj: Any) -> Any:
-    """A YAML- and JSON-safe copy of a config (dataclasses to dicts, tuples to lists, strategies to their
-    specs)."""
-    if callable(getattr(obj, "config", None)) and hasattr(obj, "name"):
-        return to_plain(obj.config())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {k: to_plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_plain(v) for v in obj]
-    return obj
