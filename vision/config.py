@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -187,6 +186,10 @@ class LossConfig(LossSection):
             if strategy.in_batch_only:
                 raise ConfigError(f"loss.strategies[{i}].{strategy.in_batch_only}: this setting needs "
                                   "in-batch negatives; the vision trainer contrasts against a queue")
+            if strategy.direction_argument:  # read by the in-batch loss only: here it would do nothing
+                raise ConfigError(f"loss.strategies[{i}].{strategy.direction_argument}: sets the in-batch "
+                                  "loss's second direction; the vision trainer's queue loss has none (drop "
+                                  "it; loss.symmetric is MoCo v2+'s two-query loss)")
 
 
 @dataclass
@@ -287,17 +290,3 @@ class VisionConfig(TaskConfig):
                 f"model.final_momentum: {self.model.final_momentum} is below "
                 f"model.momentum={self.model.momentum}"
             )
-
-
-def to_plain(obj: Any) -> Any:
-    """A YAML- and JSON-safe copy of a config (dataclasses to dicts, tuples to lists, strategies to their
-    specs)."""
-    if callable(getattr(obj, "config", None)) and hasattr(obj, "name"):
-        return to_plain(obj.config())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {k: to_plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_plain(v) for v in obj]
-    return obj

@@ -184,6 +184,12 @@ class Strategy:
         return None
 
     @property
+    def direction_argument(self) -> str | None:
+        """The argument, when given, that sets the in-batch loss's directions (MixCSE's ``bidirectional``),
+        else None: a trainer whose loss has no second direction (MoCo's queue) refuses it, naming it."""
+        return None
+
+    @property
     def required_negatives(self) -> int:
         """Valid negatives each anchor must have while the strategy acts (MoCHi: ``n_hard``); trainers
         check their batch and queue sizes against it before training."""

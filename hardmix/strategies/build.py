@@ -25,21 +25,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from hardmix.errors import ConfigError, StrategyArgumentError
+from hardmix.old_keys import OLD_KEYS, STRATEGY_ARGUMENT
 from hardmix.strategies.base import Strategy, broken_plugins, registry
 from hardmix.strategies.schedule import Scheduled, check_warmup, parse_ramp
 
 _YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
-
-#: Arguments of older versions: each is refused with its new form (unless a strategy has it as its own).
-OLD_ARGUMENTS = {
-    "lam_end": "lam: {start: ..., end: ..., steps: ...}",
-    "schedule_steps": "lam: {start: ..., end: ..., steps: ...}",
-    "lam_schedule": "shape in lam: {start: ..., end: ..., steps: ..., shape: cosine}",
-    "schedule": "n_pair: {start: 0, end: ..., steps: ...} (and n_query likewise)",
-    "ramp_steps": "n_pair: {start: 0, end: ..., steps: ...} (and n_query likewise)",
-    "ramp_epochs": "n_pair: {start: 0, end: ..., epochs: ...} (and n_query likewise)",
-}
-
 
 def strategy_entries(spec: Any, key: str = "loss.strategies") -> list[dict[str, Any] | Strategy]:
     """A spec as a list of mappings, each with a string ``name`` (``None``: ``[{"name": "none"}]``; YAML
@@ -109,9 +99,9 @@ def _build(entry: dict[str, Any], classes: dict[str, type[Strategy]]) -> Strateg
         raise StrategyArgumentError("name", f"strategy {name!r} is a broken plug-in: {why}" if why else
                                     f"unknown strategy {name!r}; registered: {', '.join(sorted(classes))}")
     own = {f.name for f in cls.params()}
-    old = sorted(set(arguments) & set(OLD_ARGUMENTS) - own)
+    old = sorted(a for a in set(arguments) - own if STRATEGY_ARGUMENT + a in OLD_KEYS)
     if old:
-        raise StrategyArgumentError(old[0], f"is gone; schedules are generic: {OLD_ARGUMENTS[old[0]]}")
+        raise StrategyArgumentError(old[0], OLD_KEYS[STRATEGY_ARGUMENT + old[0]])
     warmup = check_warmup(arguments.pop("warmup_steps", 0), arguments.pop("warmup_epochs", None))
     ramps = {k: parse_ramp(k, v) for k, v in arguments.items() if isinstance(v, dict)}
     unknown = sorted(set(arguments) - own)
@@ -171,4 +161,4 @@ def check_setup(strategies: Sequence[Strategy], negatives: int, where: str, key:
                               f"needed per anchor{also}; the setup gives only {gives}")
 
 
-__all__ = ["OLD_ARGUMENTS", "build_strategies", "check_composition", "check_setup", "strategy_entries"]
+__all__ = ["build_strategies", "check_composition", "check_setup", "strategy_entries"]

@@ -88,6 +88,10 @@ class MixCSE(Strategy):
             )
 
     @property
+    def direction_argument(self) -> str | None:
+        return None if self.bidirectional is None else "bidirectional"
+
+    @property
     def symmetric(self) -> bool | None:
         if self.mode == "reference":
             return False

@@ -164,6 +164,10 @@ class MixCSEAdaptive(Strategy):
         check_bool("bidirectional", self.bidirectional, allow_none=True)
 
     @property
+    def direction_argument(self) -> str | None:
+        return None if self.bidirectional is None else "bidirectional"
+
+    @property
     def symmetric(self) -> bool | None:
         return True if self.bidirectional is None else self.bidirectional
 

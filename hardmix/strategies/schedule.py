@@ -124,6 +124,10 @@ class Scheduled(Strategy):
         return self.final.symmetric
 
     @property
+    def direction_argument(self) -> str | None:
+        return self.final.direction_argument
+
+    @property
     def required_negatives(self) -> int:
         return self.final.required_negatives
 

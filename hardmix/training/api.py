@@ -24,14 +24,8 @@ def load_config_for(task: str | type[Task], config: str | os.PathLike[str] | dic
     cls = resolve_task(task)
     items = _override_items(overrides)
     if isinstance(config, (str, os.PathLike)):
-        return load_task_config(cls.config_class, config, items, _renamed(cls))
-    return build_task_config(cls.config_class, config, items, _renamed(cls))
-
-
-def _renamed(cls: type[Task]) -> dict[str, str]:
-    from hardmix.training.config import RENAMED
-
-    return {**RENAMED, **cls.renamed_keys}
+        return load_task_config(cls.config_class, config, items)
+    return build_task_config(cls.config_class, config, items)
 
 
 def _override_items(overrides: list[str] | dict[str, Any] | None) -> list[str]:

@@ -4,11 +4,12 @@ A task's config is a dataclass with these sections (subclassed with the task's o
 ``model`` and ``data``. The same idea has the same key in every modality: ``train.max_steps``,
 ``train.save_steps``, ``train.batch_size``, ``train.lr``, ``train.seed``, ``train.threads``,
 ``train.precision``, ``train.device``, ``eval.eval_steps``, ``log.log_steps``, ``loss.temperature``,
-``loss.strategies``, ``loss.queue_size``. A key of an older vocabulary gets an error naming its new name
-(:data:`RENAMED`); one rule (:func:`resume_differences`) says which keys may differ on ``--resume``.
+``loss.strategies``, ``loss.queue_size``. A key of an older vocabulary gets an error saying what replaces
+it (:data:`hardmix.old_keys.OLD_KEYS`, the one table); one rule (:func:`resume_differences`) says which
+keys may differ on ``--resume``.
 
 Example:
-    >>> check_renamed({"train": {"cpu_threads": 1}}, RENAMED)
+    >>> check_old_keys({"train": {"cpu_threads": 1}})
     Traceback (most recent call last):
     ...
     hardmix.errors.ConfigError: train.cpu_threads was renamed to train.threads
@@ -23,6 +24,7 @@ from typing import Any, Literal
 
 from hardmix.config import apply_overrides, build_config, load_yaml
 from hardmix.errors import ConfigError
+from hardmix.old_keys import OLD_KEYS
 from hardmix.strategies.base import Strategy
 from hardmix.strategies.build import build_strategies
 
@@ -137,23 +139,6 @@ class TaskConfig:
     output: str = "runs/run"
 
 
-#: Keys of the older vocabularies (the vision trainer's, the text trainer's) and their names now.
-RENAMED: dict[str, str] = {
-    "train.cpu_threads": "train.threads",
-    "train.amp": "train.precision",
-    "train.log_every": "log.log_steps",
-    "train.progress": "log.progress",
-    "train.save_every_epochs": "train.save_steps",
-    "model.queue_size": "loss.queue_size",
-    "eval.knn_every_epochs": "eval.eval_steps",
-    "eval.knn_final": "eval.at_end",
-}
-
-#: Keys that no longer exist, and why.
-REMOVED: dict[str, str] = {
-    "loss.impl": "is gone: every strategy has one implementation",
-}
-
 #: Keys that may differ between a run and its ``--resume``: they change neither the model, the data, the
 #: loss nor the seed (the budget split, checkpoint cadence, machine, evaluation and logging). A key ending
 #: in "." stands for its whole section. Tasks add their own (:attr:`hardmix.training.Task.resumable_keys`).
@@ -174,14 +159,12 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def check_renamed(data: dict[str, Any], renamed: dict[str, str]) -> None:
-    """Refuse a key of an older vocabulary, naming its new name (before any other check), or a removed key
-    (:data:`REMOVED`), saying why."""
+def check_old_keys(data: dict[str, Any]) -> None:
+    """Refuse a key of an older hardmix (before any other check), saying what replaces it
+    (:data:`hardmix.old_keys.OLD_KEYS`)."""
     for key in _flatten(data):
-        if key in renamed:
-            raise ConfigError(f"{key} was renamed to {renamed[key]}")
-        if key in REMOVED:
-            raise ConfigError(f"{key} {REMOVED[key]}")
+        if key in OLD_KEYS:
+            raise ConfigError(f"{key} {OLD_KEYS[key]}")
 
 
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
@@ -230,7 +213,7 @@ def key_in(key: str, patterns: tuple[str, ...] | list[str]) -> bool:
 
 def build_task_config(
     cls: type, data: dict[str, Any] | None, overrides: list[str] | None = None,
-    renamed: dict[str, str] | None = None, source: str | os.PathLike[str] | None = None,
+    source: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Validate a nested dict (plus ``key=value`` overrides) into the task's config class.
 
@@ -238,35 +221,32 @@ def build_task_config(
         cls: the task's config dataclass.
         data: the YAML content (None: the defaults).
         overrides: ``--set`` items.
-        renamed: old key -> new key (default :data:`RENAMED`).
         source: the file it came from, to prefix errors with.
     """
-    renamed = RENAMED if renamed is None else renamed
     try:
         merged = apply_overrides(data or {}, overrides)
-        check_renamed(merged, renamed)
+        check_old_keys(merged)
         return build_config(cls, merged)
     except ConfigError as e:
-        if overrides and not str(e).startswith("--set") and _valid(cls, data, renamed):
+        if overrides and not str(e).startswith("--set") and _valid(cls, data):
             raise ConfigError(f"--set: {e}") from None  # the file alone is valid: the override is at fault
         if source is not None:
             raise ConfigError(f"{source}: {e}") from None
         raise
 
 
-def _valid(cls: type, data: dict[str, Any] | None, renamed: dict[str, str]) -> bool:
+def _valid(cls: type, data: dict[str, Any] | None) -> bool:
     try:
-        check_renamed(data or {}, renamed)
+        check_old_keys(data or {})
         build_config(cls, data or {})
     except ConfigError:
         return False
     return True
 
 
-def load_task_config(cls: type, path: str | os.PathLike[str], overrides: list[str] | None = None,
-                     renamed: dict[str, str] | None = None) -> Any:
+def load_task_config(cls: type, path: str | os.PathLike[str], overrides: list[str] | None = None) -> Any:
     """Load a YAML config file (plus overrides); every error names the file and the key."""
-    return build_task_config(cls, load_yaml(path), overrides, renamed, source=path)
+    return build_task_config(cls, load_yaml(path), overrides, source=path)
 
 
 #: The order of the sections in ``config.yaml`` (others follow in their declared order).
@@ -294,8 +274,6 @@ def _plain(obj: Any) -> Any:
 
 
 __all__ = [
-    "REMOVED",
-    "RENAMED",
     "RESUMABLE",
     "EvalSection",
     "LogSection",
@@ -304,7 +282,7 @@ __all__ = [
     "TaskConfig",
     "TrainSection",
     "build_task_config",
-    "check_renamed",
+    "check_old_keys",
     "config_differences",
     "key_in",
     "load_task_config",

@@ -56,7 +56,6 @@ class Task(ABC):
             validation score): never a held-out score.
         default_score: the held-out score ``hardmix compare`` compares when a spec names none.
         resumable_keys: config keys beyond the engine's that may change on ``--resume``.
-        renamed_keys: the task's own old key names and their new names (errors name the new one).
         keeps_best: the task keeps the model of the best evaluation (text exports it), so the final
             scores are that model's; otherwise the final model is the result.
         progress_label: the selection metric's short name on the progress bar.
@@ -80,7 +79,6 @@ class Task(ABC):
     selection_metric: ClassVar[str] = ""
     default_score: ClassVar[str] = ""
     resumable_keys: ClassVar[tuple[str, ...]] = ()
-    renamed_keys: ClassVar[dict[str, str]] = {}
     keeps_best: ClassVar[bool] = False
     progress_label: ClassVar[str] = "score"
     exports: ClassVar[tuple[str, ...]] = ()

@@ -1,0 +1,43 @@
+"""Every key of an older hardmix and what replaces it: the one table old keys are refused from.
+
+A config key (``train.cpu_threads``) is refused with its entry before any other check of the config
+(:func:`hardmix.training.config.check_old_keys`); a strategy argument (``loss.strategies[].lam_end``: in any
+entry of ``loss.strategies``, unless a strategy has an argument of that name) when its strategy is built
+(:func:`hardmix.strategies.build.build_strategies`). Each entry says what to write instead.
+
+Example:
+    >>> OLD_KEYS["train.cpu_threads"]
+    'was renamed to train.threads'
+"""
+
+from __future__ import annotations
+
+_GENERIC = "is gone; schedules are generic: "
+_LAM = "lam: {start: ..., end: ..., steps: ...}"
+_COUNTS = "n_pair: {start: 0, end: ..., %s: ...} (and n_query likewise)"
+
+#: Old key -> what the error says after it.
+OLD_KEYS: dict[str, str] = {
+    # the vision and text trainers' vocabularies before the shared engine
+    "train.cpu_threads": "was renamed to train.threads",
+    "train.amp": "was renamed to train.precision",
+    "train.log_every": "was renamed to log.log_steps",
+    "train.progress": "was renamed to log.progress",
+    "train.save_every_epochs": "was renamed to train.save_steps",
+    "model.queue_size": "was renamed to loss.queue_size",
+    "eval.knn_every_epochs": "was renamed to eval.eval_steps",
+    "eval.knn_final": "was renamed to eval.at_end",
+    "loss.impl": "is gone: every strategy has one implementation",
+    # per-paper schedule arguments, before schedules were generic
+    "loss.strategies[].lam_end": _GENERIC + _LAM,
+    "loss.strategies[].schedule_steps": _GENERIC + _LAM,
+    "loss.strategies[].lam_schedule": _GENERIC + "shape in " + _LAM.replace("...}", "..., shape: cosine}"),
+    "loss.strategies[].schedule": _GENERIC + _COUNTS % "steps",
+    "loss.strategies[].ramp_steps": _GENERIC + _COUNTS % "steps",
+    "loss.strategies[].ramp_epochs": _GENERIC + _COUNTS % "epochs",
+}
+
+#: The prefix of a strategy argument's entry.
+STRATEGY_ARGUMENT = "loss.strategies[]."
+
+__all__ = ["OLD_KEYS", "STRATEGY_ARGUMENT"]
