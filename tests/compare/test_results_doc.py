@@ -495,3 +495,20 @@ def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch
         assert cls.auto_bf16 == ok, task
         chosen = choose_precision("auto", torch.device("cpu"), task=task, auto_bf16=cls.auto_bf16)[0]
         assert chosen == ("bf16" if ok else "fp32"), task
+
+
+@pytest.mark.parametrize("name", COMMITTED)
+def test_report_only_rewrites_each_committed_summary_exactly(name, tmp_path, data_root, capsys):
+    """Today's code, given a committed comparison's cells and its spec, writes the committed
+    ``summary.json`` again, value for value: a change of hardmix that moves a number of a committed
+    comparison fails here."""
+    import shutil
+
+    from hardmix.cli import main as cli
+
+    folder = tmp_path / name
+    shutil.copytree(ROOT / f"benchmarks/results/compare_{name}", folder)
+    committed = json.loads((folder / "summary.json").read_text())
+    spec = ROOT / f"configs/compare/{name}.yaml"
+    assert cli(["compare", str(spec), "--output", str(folder), "--report-only"]) == 0, capsys.readouterr().err
+    assert json.loads((folder / "summary.json").read_text()) == committed
