@@ -38,7 +38,8 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-_YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
+#: YAML 1.1 (PyYAML) reads 3e-5 (an exponent without a dot) as a string; YAML 1.2 reads a number.
+YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
@@ -87,7 +88,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
         return _from_dict(tp, value, key)
     if tp is float:
-        if isinstance(value, str) and _YAML11_FLOAT.match(value.strip()):
+        if isinstance(value, str) and YAML11_FLOAT.match(value.strip()):
             # YAML 1.1 (PyYAML) reads 3e-5 (an exponent without a dot) as a string; YAML 1.2 reads a number.
             return float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):

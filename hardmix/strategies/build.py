@@ -20,16 +20,15 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from hardmix.config import YAML11_FLOAT
 from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.old_keys import OLD_KEYS, STRATEGY_ARGUMENT
 from hardmix.strategies.base import Strategy, broken_plugins, registry
 from hardmix.strategies.schedule import Scheduled, check_warmup, parse_ramp
 
-_YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 def strategy_entries(spec: Any, key: str = "loss.strategies") -> list[dict[str, Any] | Strategy]:
     """A spec as a list of mappings, each with a string ``name`` (``None``: ``[{"name": "none"}]``; YAML
@@ -55,7 +54,7 @@ def strategy_entries(spec: Any, key: str = "loss.strategies") -> list[dict[str, 
             raise ConfigError(f"{key}[{i}].name: " + ("missing (one of the registered strategies, see "
                                                        "`hardmix strategies`)" if "name" not in item else
                                                        f"expected a string, got {item['name']!r}"))
-        out.append({k: float(v) if isinstance(v, str) and _YAML11_FLOAT.match(v.strip()) else v
+        out.append({k: float(v) if isinstance(v, str) and YAML11_FLOAT.match(v.strip()) else v
                     for k, v in item.items()})
     if not out:
         raise ConfigError(f"{key}: empty; use [{{name: none}}] for plain InfoNCE")
