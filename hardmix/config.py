@@ -351,7 +351,3 @@ def load_config(cls: type[T], path: str | os.PathLike[str], overrides: list[str]
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from e
 
-
-def config_to_dict(cfg: Any) -> dict[str, Any]:
-    """A plain dict of a config dataclass (for saving beside a run)."""
-    return dataclasses.asdict(cfg)
