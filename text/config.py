@@ -28,7 +28,7 @@ from hardmix.strategies.build import check_setup
 from hardmix.text.pooling import POOLINGS
 from hardmix.training.config import EvalSection as BaseEvalSection
 from hardmix.training.config import LossSection as BaseLossSection
-from hardmix.training.config import TaskConfig, build_task_config, load_task_config, plain_config
+from hardmix.training.config import TaskConfig, build_task_config, load_task_config
 from hardmix.training.config import TrainSection as BaseTrainSection
 
 
@@ -208,11 +208,6 @@ def load_text_config(path: str | os.PathLike[str], overrides: list[str] | None =
     return load_task_config(TextTrainConfig, path, overrides)
 
 
-def text_config_to_dict(cfg: TextTrainConfig) -> dict[str, Any]:
-    """A plain dict of the config (saved as ``RUN/config.yaml``)."""
-    return plain_config(cfg)
-
-
 __all__ = [
     "DataSection",
     "EvalSection",
@@ -223,5 +218,4 @@ __all__ = [
     "build_loss",
     "build_text_config",
     "load_text_config",
-    "text_config_to_dict",
 ]
