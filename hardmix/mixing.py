@@ -39,7 +39,7 @@ NEG_INF = float("-inf")
 
 def mix_normalize(a: Tensor, b: Tensor, weight_a: Tensor | float) -> Tensor:
     """``normalize(w a + (1 - w) b)`` along the last dimension (broadcasting): (..., D) unit mixtures."""
-    return torch.nn.functional.normalize(weight_a * a + (1.0 - weight_a) * b, dim=-1)
+    return F.normalize(weight_a * a + (1.0 - weight_a) * b, dim=-1)
 
 
 def mixture_logits(anchor_pos: Tensor, anchor_neg: Tensor, pos_neg: Tensor, lam: Tensor | float) -> Tensor:
@@ -280,8 +280,8 @@ def mochi_points(query: Tensor, negatives: Tensor, hard: Tensor, draws: MochiDra
     n_a, n_b = negatives[hard.gather(1, draws.first)], negatives[hard.gather(1, draws.second)]  # (B, s, D)
     n_c = negatives[hard.gather(1, draws.pick)]  # (B, s', D)
     alpha, beta = draws.alpha.unsqueeze(2), draws.beta.unsqueeze(2)
-    pair_mixtures = F.normalize(alpha * n_a + (1.0 - alpha) * n_b, dim=-1)  # h_k, Eq. 3
-    query_mixtures = F.normalize(beta * query.unsqueeze(1) + (1.0 - beta) * n_c, dim=-1)  # h'_k, Eq. 4
+    pair_mixtures = mix_normalize(n_a, n_b, alpha)  # h_k, Eq. 3
+    query_mixtures = mix_normalize(query.unsqueeze(1), n_c, beta)  # h'_k, Eq. 4
     return torch.cat([pair_mixtures, query_mixtures.to(pair_mixtures.dtype)], dim=1)
 
 
