@@ -58,7 +58,7 @@ KEYS = {
     "queue_size": "loss.queue_size",
     "bn_splits": "model.bn_splits",
     "temperature": "loss.temperature",
-    "symmetric": "loss.symmetric",
+    "two_queries": "loss.two_queries",
     "strategies": "loss.strategies",
     "epochs": "train.epochs",
     "batch_size": "train.batch_size",
@@ -118,7 +118,7 @@ def knn_arguments(cfg: Any) -> dict[str, Any]:
 FULL = {
     "dataset": "cifar10", "max_samples": None, "pipeline": "tensor", "num_workers": 8,
     "crop_size": 32, "backbone": "resnet18", "width": 64, "small_stem": True, "proj_hidden": 2048,
-    "proj_dim": 128, "queue_size": 4096, "bn_splits": 8, "temperature": 0.2, "symmetric": False,
+    "proj_dim": 128, "queue_size": 4096, "bn_splits": 8, "temperature": 0.2, "two_queries": False,
     "batch_size": 256, "lr": 0.3, "seed": 0, "device": "cuda", "precision": "bf16", "channels_last": True,
     "log_steps": 10, "save": 0, "progress": False, "knn_final": True, "knn_every": 0,
     "knn_train_samples": None, "knn_test_samples": None, "knn_k": 200, "val_samples": 5000,

@@ -3,10 +3,10 @@
 Shapes are the papers':
 
 - text (SimCSE / MixCSE, in-batch): D = 768, B = 64 (the paper's batch), 1024 and 4096 (as if gathered
-  over GPUs). ``none`` single-direction and symmetric; ``mixcse`` single-direction and bidirectional;
+  over GPUs). ``none`` in one direction and both; ``mixcse`` in one direction and both (second_direction);
   the estimators ``hcl`` (beta 1.0, tau_plus 0.1) and ``dcl`` (tau_plus 0.1), single-direction;
-  ``false_negative_filter`` (top-k 10, single-direction); ``mixcse_adaptive`` bidirectional (lam_max = 0.2,
-  margin = 0.1) and ``mixcse`` bidirectional with a ramp of lambda.
+  ``false_negative_filter`` (top-k 10, single-direction); ``mixcse_adaptive`` in both directions
+  (lam_max = 0.2, margin = 0.1) and ``mixcse`` in both directions with a ramp of lambda.
 - vision (MoCo-v2 / MoCHi, queue): B = 256, D = 128, K = 16384 and 65536. ``none``; ``mochi`` with
   N = 1024, s = 1024, s' = 128; ``synco`` (SynCo's four extra kinds, its official code's counts: N = 1024,
   256 extrapolated and 64 each of noise, perturbed, adversarial); ``mixcse`` and ``mixcse_adaptive``
@@ -124,18 +124,18 @@ def all_cases() -> list[Case]:
 
 def loss_module(case: Case) -> ContrastiveLoss:
     if case.method == "none-single":
-        return ContrastiveLoss(0.05, None, symmetric=False)
+        return ContrastiveLoss(0.05, None, both_directions=False)
     if case.method == "none-sym":
-        return ContrastiveLoss(0.05, None, symmetric=True)
+        return ContrastiveLoss(0.05, None, both_directions=True)
     if case.method == "mixcse-single":
-        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "bidirectional": False})
+        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "second_direction": False})
     if case.method == "mixcse-bi":
-        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "bidirectional": True})
+        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": 0.2, "second_direction": True})
     if case.method == "mixcse-adaptive-bi":
         return ContrastiveLoss(0.05, {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.2})
     if case.method == "mixcse-sched-bi":
         ramp = {"start": 0.2, "end": 0.1, "steps": 1000}
-        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": ramp, "bidirectional": True})
+        return ContrastiveLoss(0.05, {"name": "mixcse", "lam": ramp, "second_direction": True})
     if case.method == "none":
         return ContrastiveLoss(0.2)
     if case.method == "mochi":
@@ -151,7 +151,7 @@ def loss_module(case: Case) -> ContrastiveLoss:
     if case.method in ("hcl", "dcl"):
         return ContrastiveLoss(0.2, case.method)  # the defaults: beta 1.0, tau_plus 0.1
     if case.method == "fnf-single":
-        return ContrastiveLoss(0.05, {"name": "false_negative_filter", "top_k": 10}, symmetric=False)
+        return ContrastiveLoss(0.05, {"name": "false_negative_filter", "top_k": 10}, both_directions=False)
     if case.method == "fnf":
         return ContrastiveLoss(0.2, {"name": "false_negative_filter", "top_k": 10})
     if case.method == "hard-copies":

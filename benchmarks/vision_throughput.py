@@ -86,7 +86,7 @@ class MoCoStep:
         batches: TensorBatches | PilBatches,
         steps_per_epoch: int,
         total: int,
-        symmetric: bool | None = None,
+        two_queries: bool | None = None,
     ) -> None:
         net, dim = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
         self.cfg = cfg
@@ -108,7 +108,7 @@ class MoCoStep:
         self.batches = batches
         self._iter = None
         self.total = total
-        self.symmetric = cfg.loss.symmetric if symmetric is None else symmetric
+        self.two_queries = cfg.loss.two_queries if two_queries is None else two_queries
 
     def step(self, step: int) -> None:
         if isinstance(self.batches, PilBatches):
@@ -118,7 +118,7 @@ class MoCoStep:
         else:
             v1, v2, ids = self.batches.batch(step)
         out = self.model(
-            v1, v2, ids, self.loss, 0.99, step, self.symmetric, True, step_generator(0, step, 0, 3)
+            v1, v2, ids, self.loss, 0.99, step, self.two_queries, True, step_generator(0, step, 0, 3)
         )
         self.opt.zero_grad(set_to_none=True)
         out.loss.backward()

@@ -28,6 +28,10 @@ OLD_KEYS: dict[str, str] = {
     "eval.knn_every_epochs": "was renamed to eval.eval_steps",
     "eval.knn_final": "was renamed to eval.at_end",
     "loss.impl": "is gone: every strategy has one implementation",
+    # one word for three ideas, before each had its own name
+    "loss.symmetric": ("was renamed: loss.both_directions (text: the two in-batch directions) or "
+                       "loss.two_queries (vision: MoCo v2+'s two-query loss)"),
+    "loss.strategies[].bidirectional": "was renamed to second_direction (MixCSE's h'-anchored direction)",
     # per-paper schedule arguments, before schedules were generic
     "loss.strategies[].lam_end": _GENERIC + _LAM,
     "loss.strategies[].schedule_steps": _GENERIC + _LAM,

@@ -10,7 +10,7 @@ loaded, before any work starts; errors are :class:`hardmix.config.ConfigError` n
 Example:
     >>> cfg = build_text_config({"loss": {"strategies": [{"name": "mixcse", "lam": 0.2}]}})
     >>> cfg.loss.strategies, cfg.train.batch_size
-    ([MixCSE(lam=0.2, stop_grad=True, bidirectional=None, mode='clean')], 64)
+    ([MixCSE(lam=0.2, stop_grad=True, second_direction=None, mode='clean')], 64)
     >>> build_text_config({"loss": {"strategies": [{"name": "mixcse", "lam": 1.5}]}})
     Traceback (most recent call last):
     ...
@@ -76,13 +76,14 @@ class LossSection(BaseLossSection):
         temperature: tau (SimCSE, MixCSE: 0.05).
         strategies: a list of mappings ``{name: ..., **params}`` (a single name or mapping is accepted);
             ``none`` is SimCSE.
-        symmetric: average the two directions; null lets the strategies decide (MixCSE clean: two).
+        both_directions: average the two in-batch directions (z1 as anchors against z2, and z2 against
+            z1); null lets the strategies decide (MixCSE's ``second_direction``: two).
         queue_size: K > 0 adds a FIFO queue of the last K detached second-view embeddings as extra
             negatives (one direction only); MoCHi then also mixes its hard negatives from the queue.
     """
 
     temperature: float = field(default=0.05, metadata={"gt": 0.0})
-    symmetric: bool | None = None
+    both_directions: bool | None = None
 
 
 @dataclass
@@ -170,9 +171,9 @@ class TextTrainConfig(TaskConfig):
                 raise ConfigError(f"eval.sts_tasks: expected distinct tasks of {list(STS_TASKS)} "
                                   f"(null: all), got {chosen}")
         loss_fn = build_loss(self.loss)
-        if self.loss.queue_size > 0 and loss_fn.symmetric:
+        if self.loss.queue_size > 0 and loss_fn.both_directions:
             raise ConfigError("loss.queue_size: a queue of negatives needs a one-direction loss; set "
-                              "loss.symmetric: false (and bidirectional: false for mixcse)")
+                              "loss.both_directions: false (and second_direction: false for mixcse)")
         for i, s in enumerate(self.loss.strategies):
             if self.loss.queue_size > 0 and s.in_batch_only:
                 raise ConfigError(f"loss.strategies[{i}].{s.in_batch_only}: this setting has no queue "
@@ -191,9 +192,9 @@ def build_loss(loss: LossSection) -> Any:
     from hardmix.losses.contrastive import ContrastiveLoss
 
     try:
-        return ContrastiveLoss(loss.temperature, loss.strategies, symmetric=loss.symmetric)
+        return ContrastiveLoss(loss.temperature, loss.strategies, both_directions=loss.both_directions)
     except ValueError as e:
-        raise ConfigError(f"loss.symmetric: {str(e).removeprefix('symmetric: ')}") from None
+        raise ConfigError(f"loss.both_directions: {str(e).removeprefix('both_directions: ')}") from None
 
 
 def build_text_config(

@@ -54,7 +54,7 @@ class HardMixLoss(nn.Module):
         strategies: a strategy name, a mapping ``{"name": ..., **params}`` or a list of them (see
             ``hardmix strategies``); None is plain InfoNCE (SimCSE, ``MultipleNegativesRankingLoss``).
         temperature: tau (SimCSE/MixCSE: 0.05, i.e. sentence-transformers' ``scale`` 20).
-        symmetric: average both directions; None follows the strategies (MixCSE: both).
+        both_directions: average both directions; None follows the strategies (MixCSE: both).
         gather_across_devices: gather both columns over the processes (with gradient) before the loss.
 
     Inputs (forward): two tokenized columns (anchor, positive) of B rows each; ``labels`` are ignored.
@@ -73,7 +73,7 @@ class HardMixLoss(nn.Module):
         model: nn.Module,
         strategies: Any = None,
         temperature: float = 0.05,
-        symmetric: bool | None = None,
+        both_directions: bool | None = None,
         gather_across_devices: bool = False,
     ) -> None:
         super().__init__()
@@ -81,7 +81,7 @@ class HardMixLoss(nn.Module):
         self.strategies = strategies
         self.temperature = float(temperature)
         self.gather_across_devices = bool(gather_across_devices)
-        self.loss_fn = ContrastiveLoss(temperature, strategies, symmetric=symmetric)
+        self.loss_fn = ContrastiveLoss(temperature, strategies, both_directions=both_directions)
         self.steps = 0
         self.last_output: LossOutput | None = None
         self._told_trainer = False  # the callback reports the trainer's steps
@@ -135,7 +135,8 @@ class HardMixLoss(nn.Module):
     def get_config_dict(self) -> dict[str, Any]:
         """What sentence-transformers writes into the model card."""
         return {"strategies": self.strategies, "temperature": self.temperature,
-                "symmetric": self.loss_fn.symmetric, "gather_across_devices": self.gather_across_devices}
+                "both_directions": self.loss_fn.both_directions,
+                "gather_across_devices": self.gather_across_devices}
 
     @property
     def citation(self) -> str:
@@ -152,7 +153,7 @@ class MixCSELoss(HardMixLoss):
         lam: the positive's weight in the mixture, in (0, 1) (paper: 0.2).
         temperature: tau (paper: 0.05).
         stop_grad: stop-gradient on the mixtures (paper); False is the "wo sg" ablation.
-        bidirectional: both directions averaged (paper); False is the "single" ablation.
+        second_direction: both directions averaged (paper); False is the "single" ablation.
         gather_across_devices: see :class:`HardMixLoss`.
     """
 
@@ -162,14 +163,14 @@ class MixCSELoss(HardMixLoss):
         lam: float = 0.2,
         temperature: float = 0.05,
         stop_grad: bool = True,
-        bidirectional: bool = True,
+        second_direction: bool = True,
         gather_across_devices: bool = False,
     ) -> None:
         super().__init__(
             model,
-            strategies={"name": "mixcse", "lam": lam, "stop_grad": stop_grad, "bidirectional": bidirectional},
+            strategies={"name": "mixcse", "lam": lam, "stop_grad": stop_grad,
+                        "second_direction": second_direction},
             temperature=temperature,
-            symmetric=bidirectional,
             gather_across_devices=gather_across_devices,
         )
 

@@ -365,7 +365,7 @@ class TextTask(Task):
                 "corpus": str(self.corpus_path), "corpus_data": provenance(self.corpus_path),
                 "eval_pooling": self.net.eval_pooling,
                 "best_dir": str(best) if best is not None and best.is_dir() else None,
-                "symmetric": self.loss_fn.symmetric}
+                "both_directions": self.loss_fn.both_directions}
 
     @classmethod
     def report(cls, results: dict[str, Any]) -> str:

@@ -166,8 +166,8 @@ class LossConfig(LossSection):
     Attributes:
         temperature: tau (MoCo-v2: 0.2).
         queue_size: K (MoCo-v2: 65536 on ImageNet-1K; MoCHi: 16384 on ImageNet-100).
-        symmetric: also contrast the second view's query with the first view's key and average
-            (solo-learn's MoCo V2+); both views' keys enter the queue.
+        two_queries: each view is also a query: view 2's query against view 1's key, the two losses
+            averaged (solo-learn's MoCo V2+ "symmetric" loss); both views' keys enter the queue.
         strategies: a strategy name, a mapping ``{name: ..., **params}`` or a list of them (``none``,
             ``mochi``, ``mixcse``, ``synco``, ...; see ``hardmix strategies``), with a warm-up or ramps
             in steps or epochs (:mod:`hardmix.strategies.schedule`).
@@ -178,7 +178,7 @@ class LossConfig(LossSection):
     temperature: float = field(default=0.2, metadata={"gt": 0.0})
     strategies: Any = "none"
     queue_size: int = field(default=65536, metadata={"min": 1})
-    symmetric: bool = False
+    two_queries: bool = False
     mask_same_sample: bool = True
 
     def validate(self) -> None:
@@ -189,7 +189,7 @@ class LossConfig(LossSection):
             if strategy.direction_argument:  # read by the in-batch loss only: here it would do nothing
                 raise ConfigError(f"loss.strategies[{i}].{strategy.direction_argument}: sets the in-batch "
                                   "loss's second direction; the vision trainer's queue loss has none (drop "
-                                  "it; loss.symmetric is MoCo v2+'s two-query loss)")
+                                  "it; loss.two_queries is MoCo v2+'s two-query loss)")
 
 
 @dataclass

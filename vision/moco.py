@@ -39,7 +39,7 @@ class MoCoOutput:
     """One training step's outputs.
 
     Attributes:
-        loss: the scalar loss (mean of the two directions when symmetric).
+        loss: the scalar loss (the mean of the two queries' losses with two_queries).
         outputs: the core's LossOutput of each direction.
         queries: (b, d) the first direction's queries (detached).
         keys: (b, d) their positive keys.
@@ -137,7 +137,7 @@ class MoCo(nn.Module):
         loss_fn: ContrastiveLoss,
         momentum: float,
         step: int = 0,
-        symmetric: bool = False,
+        two_queries: bool = False,
         mask_same_sample: bool = True,
         generator: torch.Generator | None = None,
     ) -> MoCoOutput:
@@ -149,19 +149,19 @@ class MoCo(nn.Module):
             loss_fn: the core's ContrastiveLoss (queue mode).
             momentum: m for this step.
             step: the optimizer step (strategy warm-ups).
-            symmetric: also contrast view 2's query with view 1's key; both keys are enqueued.
+            two_queries: view 2 is also a query, against view 1's key; both keys are enqueued.
             mask_same_sample: pass sample ids so that queue entries of the query's own image are excluded.
             generator: for the key shuffle (drawn on the CPU) and the strategies' random draws (on the
                 loss's device: see :func:`generator_on`).
         """
         query_net = self._query_forward or self.encoder_q
         ids = ids.to(view1.device)
-        if symmetric:
+        if two_queries:
             q1, q2 = query_net(torch.cat([view1, view2])).chunk(2)
         else:
             q1, q2 = query_net(view1), None
         self.momentum_update(momentum)
-        if symmetric:
+        if two_queries:
             k1, k2 = self.encode_keys(torch.cat([view1, view2]), generator).chunk(2)
         else:
             k1, k2 = None, self.encode_keys(view2, generator)
@@ -172,11 +172,11 @@ class MoCo(nn.Module):
         loss_gen = generator_on(generator, q1.device)
         # the loss computes in float32 with autocast off (ContrastiveLoss); the queue takes float32 keys
         outputs = [loss_fn.queue(q1, k2, queue, query_ids, queue_ids, step=step, generator=loss_gen)]
-        if symmetric:
+        if two_queries:
             outputs.append(loss_fn.queue(q2, k1, queue, query_ids, queue_ids, step=step, generator=loss_gen))
         loss = sum(o.loss for o in outputs) / len(outputs)
-        new_keys = torch.cat([k2, k1]) if symmetric else k2
-        new_ids = torch.cat([ids, ids]) if symmetric else ids
+        new_keys = torch.cat([k2, k1]) if two_queries else k2
+        new_ids = torch.cat([ids, ids]) if two_queries else ids
         enqueued = gather_no_grad(new_keys.float().contiguous())
         enqueued_ids = gather_no_grad(new_ids.contiguous())
         self.queue.enqueue(enqueued, enqueued_ids)

@@ -41,7 +41,7 @@ def _check_negatives(cfg: VisionConfig, n: int) -> None:
     """The strategies' negatives (MoCHi's N hardest) must exist in the queue after excluding each query's
     own keys from it (``n`` images)."""
     k = cfg.loss.queue_size
-    views = 2 if cfg.loss.symmetric else 1
+    views = 2 if cfg.loss.two_queries else 1
     own = views * (math.ceil(k / (views * n)) + 1) if cfg.loss.mask_same_sample else 0
     available = k - min(own, k)
     check_setup(cfg.loss.strategies, available, f"the {available} negatives left when a queue of {k} over "
@@ -148,8 +148,8 @@ class VisionTask(Task):
             v2 = v2.contiguous(memory_format=torch.channels_last)
         self.moco.train()
         with rt.autocast():
-            res = self.moco(v1, v2, ids, self.loss_fn, m, step, cfg.loss.symmetric, cfg.loss.mask_same_sample,
-                            step_generator(cfg.train.seed, step, rt.rank, 3))
+            res = self.moco(v1, v2, ids, self.loss_fn, m, step, cfg.loss.two_queries,
+                            cfg.loss.mask_same_sample, step_generator(cfg.train.seed, step, rt.rank, 3))
         return StepResult(res.loss, cfg.train.batch_size, res.outputs[0].stats,
                           {"moco": res, "ids": ids, "momentum": m})
 

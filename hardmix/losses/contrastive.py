@@ -1,7 +1,7 @@
 """The contrastive loss of hardmix: InfoNCE whose denominator the strategies extend.
 
 In-batch layout (SimCSE): two views z1, z2 (B, D) of a batch; anchor i = z1_i, candidates = all of z2
-(gathered over ranks when distributed), positive in column ``offset + i``. With ``symmetric`` the second
+(gathered over ranks when distributed), positive in column ``offset + i``. With ``both_directions`` the second
 direction (z2 as anchor against z1) is added and the two are averaged.
 
 Queue layout (MoCo): query q (B, D), key k (B, D) and a queue (K, D); logits [q.k | q.queue] / tau.
@@ -77,8 +77,9 @@ class ContrastiveLoss(nn.Module):
         strategies: the strategies, as :func:`~hardmix.strategies.build_strategies` builds them from a
             config (the trainers hand theirs as they are); a name, a mapping ``{"name": ..., **arguments}``
             or a list of them is built by it here (``none`` is plain InfoNCE).
-        symmetric: average the two directions (in-batch only). None: true if a strategy asks for it
-            (MixCSE's ``bidirectional``), else false. An explicit value that contradicts a strategy raises.
+        both_directions: average the two directions (in-batch only). None: true if a strategy asks for
+            it (MixCSE's ``second_direction``), else false. An explicit value that contradicts a strategy
+            raises.
 
     Inputs (in_batch): z1, z2 of shape (B, D), any norm (cosine similarity is used).
     Inputs (queue): q, k (B, D) and queue (K, D).
@@ -92,25 +93,28 @@ class ContrastiveLoss(nn.Module):
         torch.Size([8, 16])
     """
 
-    def __init__(self, temperature: float, strategies: Any = None, symmetric: bool | None = None) -> None:
+    def __init__(
+        self, temperature: float, strategies: Any = None, both_directions: bool | None = None
+    ) -> None:
         super().__init__()
         check_temperature(temperature)
         self.temperature = float(temperature)
         given = [] if strategies is None or strategies == [] else build_strategies(strategies, "strategies")
         self.strategies = [s for s in given if s.name != "none"]
-        wanted = {s.symmetric for s in self.strategies} - {None}
+        wanted = {s.both_directions for s in self.strategies} - {None}
         if len(wanted) > 1:
-            raise ValueError("symmetric: the strategies disagree on bidirectional; set it the same in each")
-        if symmetric is None:
-            symmetric = wanted.pop() if wanted else False
-        elif wanted and symmetric not in wanted:
-            raise ValueError(
-                f"symmetric: {symmetric} contradicts the strategies' bidirectional={not symmetric}; drop one"
-            )
-        self.symmetric = bool(symmetric)
+            raise ValueError("both_directions: the strategies disagree on second_direction; set it the same "
+                             "in each")
+        if both_directions is None:
+            both_directions = wanted.pop() if wanted else False
+        elif wanted and both_directions not in wanted:
+            raise ValueError(f"both_directions: {both_directions} contradicts the strategies' "
+                             f"second_direction={not both_directions}; drop one")
+        self.both_directions = bool(both_directions)
 
     def extra_repr(self) -> str:
-        return f"temperature={self.temperature}, symmetric={self.symmetric}, strategies={self.strategies}"
+        return (f"temperature={self.temperature}, both_directions={self.both_directions}, "
+                f"strategies={self.strategies}")
 
     def resolve_epochs(self, steps_per_epoch: int) -> None:
         """Turn the schedules given in epochs into optimizer steps (the engine calls it once the task
@@ -182,8 +186,8 @@ class ContrastiveLoss(nn.Module):
                 f"z1_all, z2_all: must be (N, D) with D = {z1.shape[1]}, got {tuple(z1_all.shape)}, "
                 f"{tuple(z2_all.shape)}"
             )
-        if self.symmetric and z1_all.shape[0] != z2_all.shape[0]:
-            raise ValueError("z1_all, z2_all: a symmetric loss needs both views of the same rows")
+        if self.both_directions and z1_all.shape[0] != z2_all.shape[0]:
+            raise ValueError("z1_all, z2_all: a loss in both directions needs both views of the same rows")
         _check_same("z1, z2", [z1, z2, z1_all, z2_all])
         b, n = z1.shape[0], z2_all.shape[0]
         if b == 0:
@@ -224,7 +228,7 @@ class ContrastiveLoss(nn.Module):
             return (*composed_direction(ctx, strategies), logits)
 
         loss, stats, logits = direction(h1, h2, h2_all, UnnormalizedViews(z1, z1_all, z2_all), 0)
-        if self.symmetric:
+        if self.both_directions:
             loss2, _, _ = direction(h2, h1, h1_all, UnnormalizedViews(z2, z2_all, z1_all), 1)
             loss = 0.5 * (loss + loss2)
         with torch.no_grad():

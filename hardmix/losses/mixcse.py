@@ -13,7 +13,7 @@ def mixcse_loss(
     lam: float | None = 0.2,
     temperature: float = 0.05,
     stop_grad: bool = True,
-    bidirectional: bool = True,
+    second_direction: bool = True,
 ) -> Tensor:
     """MixCSE loss (Zhang et al., AAAI 2022) with in-batch negatives, mean over the batch.
 
@@ -23,7 +23,7 @@ def mixcse_loss(
         m'_ij = normalize(lam h2_i + (1 - lam) h2_j),
         L_i = -log e^{s_ii} / (sum_j e^{s_ij} + sum_{j != i} e^{h1_i . SG(m'_ij) / tau}),  s = cos / tau.
 
-    With ``bidirectional`` the h2-anchored term (mixing h1_i with h1_j) is added and the two averaged.
+    With ``second_direction`` the h2-anchored term (mixing h1_i with h1_j) is added and the two averaged.
 
     Args:
         h1: (B, D) first view, any norm (cosine similarity is used).
@@ -31,7 +31,7 @@ def mixcse_loss(
         lam: the positive's weight in (0, 1) (paper: 0.2); None gives plain in-batch InfoNCE (SimCSE).
         temperature: tau (paper: 0.05).
         stop_grad: SG on the mixtures (paper); False is the "wo sg" ablation.
-        bidirectional: both directions averaged (paper); False is the "single" ablation.
+        second_direction: both directions averaged (paper); False is the "single" ablation.
 
     Returns:
         Scalar loss.
@@ -49,6 +49,7 @@ def mixcse_loss(
     if lam is None:
         strategies = None
     else:
-        strategies = {"name": "mixcse", "lam": lam, "stop_grad": stop_grad, "bidirectional": bidirectional}
-    loss_fn = ContrastiveLoss(temperature, strategies, symmetric=bidirectional)
+        strategies = {"name": "mixcse", "lam": lam, "stop_grad": stop_grad,
+                      "second_direction": second_direction}
+    loss_fn = ContrastiveLoss(temperature, strategies, both_directions=second_direction)
     return loss_fn.in_batch(h1, h2).loss

@@ -179,13 +179,13 @@ class Strategy:
         return None
 
     @property
-    def symmetric(self) -> bool | None:
+    def both_directions(self) -> bool | None:
         """Whether this strategy asks for a two-direction loss (None: no preference)."""
         return None
 
     @property
     def direction_argument(self) -> str | None:
-        """The argument, when given, that sets the in-batch loss's directions (MixCSE's ``bidirectional``),
+        """The argument, when given, that sets the in-batch loss's directions (MixCSE's ``second_direction``),
         else None: a trainer whose loss has no second direction (MoCo's queue) refuses it, naming it."""
         return None
 

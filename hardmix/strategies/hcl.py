@@ -47,7 +47,7 @@ class HCL(Strategy):
             Default 0.1: the released code's default (``image/main.py``).
 
     In-batch the N negatives of an anchor are the other B - 1 rows of the other view (the paper's
-    SimCLR layout has 2B - 2); the loss's ``symmetric`` adds the second direction (not asked for by
+    SimCLR layout has 2B - 2); the loss's ``both_directions`` adds the second direction (not asked for by
     default). Extra columns of a composed strategy (MoCHi) count among the N negatives.
 
     Example:

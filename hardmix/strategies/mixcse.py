@@ -6,7 +6,7 @@ Clean mode, the paper's Eq. 4 and 5. Anchor h_i, its positive h'_i, negatives h'
     L_i = -log exp(h_i.h'_i / tau) / (sum_j exp(h_i.h'_j / tau) + sum_{j != i} exp(h_i.SG(m'_ij) / tau))
 
 The strategy returns the second sum's logits h_i.SG(m'_ij) / tau; the loss holds the first. With the
-loss's second direction (``bidirectional``, the paper's loss) h'_i is also an anchor against h_j: the same
+loss's second direction (``second_direction``, the paper's loss) h'_i is also an anchor against h_j: the same
 function with the views swapped. Against a queue (MoCo layout) the positive is the key k_i and the
 negatives are the queue entries n_j.
 
@@ -47,7 +47,7 @@ class MixCSE(Strategy):
     Args:
         lam: weight of the positive in each mixture, in (0, 1). Paper: 0.2 (Zhang et al. 2022, Sec. 5.2).
         stop_grad: apply SG to the mixtures (paper default); False is the "wo sg" ablation (Table 4).
-        bidirectional: add the second direction (h' as anchor) and average the two; None means the mode's
+        second_direction: add the second direction (h' as anchor) and average the two; None means the mode's
             own (True for clean; the reference mode is one-directional). False is the "single" ablation.
         mode: ``"clean"`` (the paper's equation) or ``"reference"`` (the official code's logits).
 
@@ -65,7 +65,7 @@ class MixCSE(Strategy):
     )
     lam: float = arg(0.2, "weight of the positive in each mixture, in (0, 1); paper: 0.2")
     stop_grad: bool = arg(True, "stop-gradient on the mixtures; false is the paper's 'wo sg' ablation")
-    bidirectional: bool | None = arg(
+    second_direction: bool | None = arg(
         None, "two directions averaged (None: true for clean mode); false is 'single'"
     )
     mode: Literal["clean", "reference"] = arg(
@@ -75,12 +75,12 @@ class MixCSE(Strategy):
     def __post_init__(self) -> None:
         set_field(self, "lam", check_number("lam", self.lam, 0.0, 1.0))
         check_bool("stop_grad", self.stop_grad)
-        check_bool("bidirectional", self.bidirectional, allow_none=True)
+        check_bool("second_direction", self.second_direction, allow_none=True)
         if self.mode not in ("clean", "reference"):
             raise StrategyArgumentError("mode", f"must be 'clean' or 'reference', got {self.mode!r}")
-        if self.mode == "reference" and self.bidirectional:
+        if self.mode == "reference" and self.second_direction:
             raise StrategyArgumentError(
-                "bidirectional", "the reference mode reproduces the official code's single direction"
+                "second_direction", "the reference mode reproduces the official code's single direction"
             )
         if self.mode == "reference" and not self.stop_grad:
             raise StrategyArgumentError(
@@ -89,13 +89,13 @@ class MixCSE(Strategy):
 
     @property
     def direction_argument(self) -> str | None:
-        return None if self.bidirectional is None else "bidirectional"
+        return None if self.second_direction is None else "second_direction"
 
     @property
-    def symmetric(self) -> bool | None:
+    def both_directions(self) -> bool | None:
         if self.mode == "reference":
             return False
-        return True if self.bidirectional is None else self.bidirectional
+        return True if self.second_direction is None else self.second_direction
 
     @property
     def in_batch_only(self) -> str | None:
@@ -115,7 +115,7 @@ class MixCSE(Strategy):
                 "mode", "the reference mode needs in-batch negatives (the official code has no queue)"
             )
         if ctx.direction != 0:
-            raise StrategyArgumentError("bidirectional", "the reference mode is one-directional")
+            raise StrategyArgumentError("second_direction", "the reference mode is one-directional")
         lam, tau = self.lam, ctx.temperature
         z1_all, z2_all, z1 = (
             ctx.unnormalized.all_anchors,

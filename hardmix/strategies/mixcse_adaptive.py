@@ -131,7 +131,7 @@ class MixCSEAdaptive(Strategy):
             lam*_ij lets that mixture break the bound.
         stop_grad: SG on the mixtures (MixCSE's default); false is its "wo sg" ablation (lam_i stays
             detached either way).
-        bidirectional: MixCSE's second direction (None: true, the paper's loss).
+        second_direction: MixCSE's second direction (None: true, the paper's loss).
 
     Example:
         >>> MixCSEAdaptive(lam_min=0.3)
@@ -150,7 +150,7 @@ class MixCSEAdaptive(Strategy):
     lam_max: float = arg(0.2, "largest lam, in (0, 1); the paper's constant 0.2 (only lowered)")
     lam_min: float = arg(0.0, "floor on lam_i, in [0, lam_max]; 0.0 (no floor) is hardmix's choice")
     stop_grad: bool = arg(True, "stop-gradient on the mixtures (paper); false is the 'wo sg' ablation")
-    bidirectional: bool | None = arg(None, "two directions (None: true, the paper's); false: 'single'")
+    second_direction: bool | None = arg(None, "two directions (None: true, the paper's); false: 'single'")
 
     def __post_init__(self) -> None:
         set_field(self, "margin", check_number("margin", self.margin, 0.0, 2.0, "[]"))
@@ -161,15 +161,15 @@ class MixCSEAdaptive(Strategy):
             raise StrategyArgumentError(
                 "lam_min", f"must be in [0, lam_max={self.lam_max:g}], got {self.lam_min!r}") from None
         check_bool("stop_grad", self.stop_grad)
-        check_bool("bidirectional", self.bidirectional, allow_none=True)
+        check_bool("second_direction", self.second_direction, allow_none=True)
 
     @property
     def direction_argument(self) -> str | None:
-        return None if self.bidirectional is None else "bidirectional"
+        return None if self.second_direction is None else "second_direction"
 
     @property
-    def symmetric(self) -> bool | None:
-        return True if self.bidirectional is None else self.bidirectional
+    def both_directions(self) -> bool | None:
+        return True if self.second_direction is None else self.second_direction
 
     def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats]:
         """(B, N) h_i . SG(m'_ij(lam_i)) / tau for every candidate j, -inf where j is not a valid negative of

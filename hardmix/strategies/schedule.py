@@ -120,8 +120,8 @@ class Scheduled(Strategy):
         return self.final.kinds()
 
     @property
-    def symmetric(self) -> bool | None:
-        return self.final.symmetric
+    def both_directions(self) -> bool | None:
+        return self.final.both_directions
 
     @property
     def direction_argument(self) -> str | None:

@@ -27,12 +27,12 @@ def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> float:
     return float(np.mean([logsumexp(row) - row[t] for row, t in zip(logits, targets)]))
 
 
-def info_nce_in_batch(z1: np.ndarray, z2: np.ndarray, tau: float, symmetric: bool) -> float:
+def info_nce_in_batch(z1: np.ndarray, z2: np.ndarray, tau: float, both_directions: bool) -> float:
     """SimCSE InfoNCE on cosine similarities, positives on the diagonal; optionally both directions."""
     h1, h2 = normalize(z1), normalize(z2)
     b = len(h1)
     loss = cross_entropy(h1 @ h2.T / tau, np.arange(b))
-    if symmetric:
+    if both_directions:
         loss = 0.5 * (loss + cross_entropy(h2 @ h1.T / tau, np.arange(b)))
     return loss
 
@@ -66,12 +66,12 @@ def mixcse_direction_terms(anchors: np.ndarray, positives: np.ndarray, lam: floa
     return terms, mixtures
 
 
-def mixcse_loss_np(z1: np.ndarray, z2: np.ndarray, lam: float, tau: float, bidirectional: bool) -> float:
+def mixcse_loss_np(z1: np.ndarray, z2: np.ndarray, lam: float, tau: float, second_direction: bool) -> float:
     """The MixCSE loss with in-batch negatives, from the equations (values only; SG does not matter)."""
     h1, h2 = normalize(z1), normalize(z2)
     terms, _ = mixcse_direction_terms(h1, h2, lam, tau)
     loss1 = np.mean([logsumexp(t) - t[i] for i, t in enumerate(terms)])
-    if not bidirectional:
+    if not second_direction:
         return float(loss1)
     terms2, _ = mixcse_direction_terms(h2, h1, lam, tau)
     loss2 = np.mean([logsumexp(t) - t[i] for i, t in enumerate(terms2)])
@@ -102,7 +102,7 @@ def _direction_grads(anchors, positives, lam, tau):
     return g_anchor, g_positive
 
 
-def mixcse_stopgrad_grads_np(z1, z2, lam, tau, bidirectional):
+def mixcse_stopgrad_grads_np(z1, z2, lam, tau, second_direction):
     """Analytic gradients of the stop-gradient MixCSE loss w.r.t. the raw (un-normalized) z1 and z2.
 
     The unit-vector gradients are softmax-weighted combinations (see ``_direction_grads``); the
@@ -113,7 +113,7 @@ def mixcse_stopgrad_grads_np(z1, z2, lam, tau, bidirectional):
     b = len(h1)
     ga1, gp1 = _direction_grads(h1, h2, lam, tau)  # direction 1: anchors h1, positives h2
     g_h1, g_h2 = ga1 / b, gp1 / b
-    if bidirectional:
+    if second_direction:
         ga2, gp2 = _direction_grads(h2, h1, lam, tau)  # direction 2: anchors h2, positives h1
         g_h1 = 0.5 * (g_h1 + gp2 / b)
         g_h2 = 0.5 * (g_h2 + ga2 / b)
@@ -202,9 +202,9 @@ def hcl_rows_np(pos, logits, tau: float, beta: float, tau_plus: float) -> float:
     return float(np.mean(losses))
 
 
-def hcl_in_batch_np(z1, z2, tau: float, beta: float, tau_plus: float, symmetric: bool) -> float:
+def hcl_in_batch_np(z1, z2, tau: float, beta: float, tau_plus: float, both_directions: bool) -> float:
     """HCL in hardmix's SimCSE layout: anchor h_i, positive h'_i, the B - 1 negatives h'_j (j != i);
-    with ``symmetric`` the mean with the second direction (anchors h'_i against h_j)."""
+    with ``both_directions`` the mean with the second direction (anchors h'_i against h_j)."""
 
     def direction(a, c):
         b = len(a)
@@ -214,7 +214,7 @@ def hcl_in_batch_np(z1, z2, tau: float, beta: float, tau_plus: float, symmetric:
 
     h1, h2 = normalize(z1), normalize(z2)
     loss = direction(h1, h2)
-    if symmetric:
+    if both_directions:
         loss = 0.5 * (loss + direction(h2, h1))
     return loss
 
@@ -403,13 +403,15 @@ def queue_valid_np(query_ids, queue_ids, b: int, k: int) -> np.ndarray:
     return valid
 
 
-def filtered_in_batch_np(z1, z2, tau: float, symmetric: bool, top_k: int, threshold: float | None) -> float:
+def filtered_in_batch_np(
+    z1, z2, tau: float, both_directions: bool, top_k: int, threshold: float | None
+) -> float:
     """In-batch InfoNCE with each anchor's false negatives (chosen by cosine to the anchor) removed."""
     h1, h2 = normalize(z1), normalize(z2)
     valid = in_batch_valid_np(len(h1))
     loss = composed_direction_np(h1, h2, h2, tau, valid,
                                  false_negatives_np(h1 @ h2.T, valid, top_k, threshold))
-    if symmetric:
+    if both_directions:
         loss2 = composed_direction_np(h2, h1, h1, tau, valid,
                                       false_negatives_np(h2 @ h1.T, valid, top_k, threshold))
         loss = 0.5 * (loss + loss2)
@@ -521,7 +523,7 @@ def mixcse_adaptive_rows_np(h, p, n, valid, lam, tau, positive_column, mixtures=
     return rows, targets, used
 
 
-def mixcse_adaptive_loss_np(z1, z2, margin, lam_max, lam_min, tau, bidirectional, frozen=None):
+def mixcse_adaptive_loss_np(z1, z2, margin, lam_max, lam_min, tau, second_direction, frozen=None):
     """The in-batch mixcse_adaptive loss: each direction computes its own lam_i (the views swapped in the
     second). ``frozen`` (the second value returned) fixes the lambdas and mixtures of both directions.
     Returns (loss, frozen)."""
@@ -529,7 +531,7 @@ def mixcse_adaptive_loss_np(z1, z2, margin, lam_max, lam_min, tau, bidirectional
     b = len(h1)
     valid = ~np.eye(b, dtype=bool)
     losses, state = [], []
-    for d, (anchors, positives) in enumerate([(h1, h2), (h2, h1)][: 2 if bidirectional else 1]):
+    for d, (anchors, positives) in enumerate([(h1, h2), (h2, h1)][: 2 if second_direction else 1]):
         if frozen is None:
             lam = adaptive_lam_np(anchors, positives, positives, valid, margin, lam_max, lam_min)[0]
             mixtures = None

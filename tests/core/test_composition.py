@@ -109,9 +109,9 @@ def _queue_inputs(seed: int, b: int = 5, k: int = 24, d: int = 6):
     return q, key, queue, query_ids, queue_ids
 
 
-def _in_batch(strategies: Any, z1, z2, symmetric: bool | None = None, seed: int = 3):
+def _in_batch(strategies: Any, z1, z2, both_directions: bool | None = None, seed: int = 3):
     a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-    loss_fn = ContrastiveLoss(TAU_B, build_strategies(strategies), symmetric=symmetric)
+    loss_fn = ContrastiveLoss(TAU_B, build_strategies(strategies), both_directions=both_directions)
     out = loss_fn.in_batch(a, b, generator=torch.Generator().manual_seed(seed))
     out.loss.backward()
     return float(out.loss.detach()), a.grad.numpy(), b.grad.numpy()
@@ -135,7 +135,9 @@ def _queue_valid(query_ids, queue_ids, b: int, k: int) -> np.ndarray:
 FILTERS = {"top_k": (3, None), "threshold": (0, 0.2)}
 
 
-def _filter_in_batch_np(z1, z2, symmetric: bool, top_k: int, threshold, log_weight_beta: float | None = None):
+def _filter_in_batch_np(
+    z1, z2, both_directions: bool, top_k: int, threshold, log_weight_beta: float | None = None
+):
     """In-batch loss with the false negatives removed (and optionally log w = beta * cos on the rest)."""
     h1, h2 = normalize(z1), normalize(z2)
     valid = in_batch_valid_np(len(h1))
@@ -147,29 +149,31 @@ def _filter_in_batch_np(z1, z2, symmetric: bool, top_k: int, threshold, log_weig
                                      log_weights=weights)
 
     loss = direction(h1, h2)
-    return 0.5 * (loss + direction(h2, h1)) if symmetric else loss
+    return 0.5 * (loss + direction(h2, h1)) if both_directions else loss
 
 
-@pytest.mark.parametrize("symmetric", [False, True], ids=["one-direction", "symmetric"])
+@pytest.mark.parametrize("both_directions", [False, True], ids=["one-direction", "both_directions"])
 @pytest.mark.parametrize("selection", sorted(FILTERS))
-def test_in_batch_filter_is_info_nce_without_the_dropped_negatives(selection: str, symmetric: bool) -> None:
+def test_in_batch_filter_is_info_nce_without_the_dropped_negatives(
+    selection: str, both_directions: bool
+) -> None:
     top_k, threshold = FILTERS[selection]
     z1, z2 = _randn(7, 5, seed=1), _randn(7, 5, seed=2)
     spec = {"name": "false_negative_filter", "top_k": top_k, "threshold": threshold}
-    loss, g1, g2 = _in_batch(spec, z1, z2, symmetric=symmetric)
+    loss, g1, g2 = _in_batch(spec, z1, z2, both_directions=both_directions)
     x1, x2 = z1.numpy(), z2.numpy()
-    want = _filter_in_batch_np(x1, x2, symmetric, top_k, threshold)
+    want = _filter_in_batch_np(x1, x2, both_directions, top_k, threshold)
     assert loss == pytest.approx(want, rel=REL)
     # Something was dropped, and it matters: plain InfoNCE differs.
     dropped = false_negatives_np(normalize(x1) @ normalize(x2).T, in_batch_valid_np(7), top_k, threshold)
     assert dropped.any()
-    assert abs(_in_batch(None, z1, z2, symmetric=symmetric)[0] - loss) > 1e-3
+    assert abs(_in_batch(None, z1, z2, both_directions=both_directions)[0] - loss) > 1e-3
     # Gradients of both views against central differences of the NumPy loss (the selection is constant
     # near a point without ties).
     np.testing.assert_allclose(g1, finite_difference_np(
-        lambda x: _filter_in_batch_np(x, x2, symmetric, top_k, threshold), x1), rtol=1e-6, atol=1e-8)
+        lambda x: _filter_in_batch_np(x, x2, both_directions, top_k, threshold), x1), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(g2, finite_difference_np(
-        lambda x: _filter_in_batch_np(x1, x, symmetric, top_k, threshold), x2), rtol=1e-6, atol=1e-8)
+        lambda x: _filter_in_batch_np(x1, x, both_directions, top_k, threshold), x2), rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.parametrize("with_ids", [False, True], ids=["no-ids", "sample-ids"])
@@ -206,7 +210,7 @@ def test_an_excluded_negative_is_never_mixed_by_mixcse() -> None:
     valid = _queue_valid(query_ids, queue_ids, 5, 24)
     h, hk, n = normalize(q.numpy()), normalize(key.numpy()), normalize(queue.numpy())
     dropped = false_negatives_np(h @ n.T, valid, 4, None)
-    filt, mixcse = FalseNegativeFilter(top_k=4), MixCSE(lam=0.3, bidirectional=False)
+    filt, mixcse = FalseNegativeFilter(top_k=4), MixCSE(lam=0.3, second_direction=False)
 
     # The context as the loss builds it, then the exclusions applied: MixCSE's columns there are -inf.
     hq, hkey, hn = (torch.from_numpy(x) for x in (h, hk, n))
@@ -224,7 +228,7 @@ def test_an_excluded_negative_is_never_mixed_by_mixcse() -> None:
     assert np.all(np.isneginf(mixed[dropped])) and np.all(np.isfinite(mixed[valid & ~dropped]))
 
     loss, _ = _queue([{"name": "false_negative_filter", "top_k": 4}, {"name": "mixcse", "lam": 0.3,
-                                                                     "bidirectional": False}],
+                                                                     "second_direction": False}],
                      q, key, queue, query_ids, queue_ids)
     want = composed_direction_np(h, hk, n, TAU_Q, valid, dropped, mixcse_lam=0.3)
     assert loss == pytest.approx(want, rel=REL)
@@ -293,13 +297,13 @@ def test_log_weights_give_the_weighted_info_nce(weight: str) -> None:
             total += composed_direction_np(a, c, c, TAU_B, v, drop, log_weights=log_weights(cos))
         return 0.5 * total
 
-    loss, g1, g2 = _in_batch([strategy], z1, z2, symmetric=True)
+    loss, g1, g2 = _in_batch([strategy], z1, z2, both_directions=True)
     x1, x2 = z1.numpy(), z2.numpy()
     assert loss == pytest.approx(in_batch_np(x1, x2), rel=REL)
     tol = {"rtol": 1e-6, "atol": 1e-8}
     np.testing.assert_allclose(g1, finite_difference_np(lambda x: in_batch_np(x, x2), x1), **tol)
     np.testing.assert_allclose(g2, finite_difference_np(lambda x: in_batch_np(x1, x), x2), **tol)
-    loss, g1, _ = _in_batch([strategy, FalseNegativeFilter(top_k=2)], z1, z2, symmetric=True)
+    loss, g1, _ = _in_batch([strategy, FalseNegativeFilter(top_k=2)], z1, z2, both_directions=True)
     assert loss == pytest.approx(in_batch_np(x1, x2, top_k=2), rel=REL)
     np.testing.assert_allclose(g1, finite_difference_np(lambda x: in_batch_np(x, x2, 2), x1), rtol=1e-6,
                                atol=1e-8)
@@ -324,7 +328,7 @@ def test_an_estimator_sees_the_composed_columns() -> None:
     h, hk, n = normalize(q.numpy()), normalize(key.numpy()), normalize(queue.numpy())
     dropped = false_negatives_np(h @ n.T, valid, 2, None)
     loss, _ = _queue([NegativesOnlyEstimator(), FalseNegativeFilter(top_k=2),
-                      MixCSE(lam=0.3, bidirectional=False)], q, key, queue, query_ids, queue_ids)
+                      MixCSE(lam=0.3, second_direction=False)], q, key, queue, query_ids, queue_ids)
     want = []
     for i in range(5):
         row = []

@@ -37,7 +37,7 @@ IN_BATCH = [
     ("none-single", None, False),
     ("none-sym", None, True),
     ("mixcse-bi", {"name": "mixcse", "lam": 0.2}, None),
-    ("mixcse-single", {"name": "mixcse", "lam": 0.2, "bidirectional": False}, None),
+    ("mixcse-single", {"name": "mixcse", "lam": 0.2, "second_direction": False}, None),
     ("mixcse-no-sg", {"name": "mixcse", "lam": 0.2, "stop_grad": False}, None),
     ("mixcse-reference", {"name": "mixcse", "lam": 0.2, "mode": "reference"}, None),
     # A ramp at step 0 (lam = 0.3).
@@ -47,14 +47,14 @@ IN_BATCH = [
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name,spec,symmetric", IN_BATCH, ids=[c[0] for c in IN_BATCH])
-def test_in_batch_loss_on_device_equals_float64_cpu(device: str, name: str, spec, symmetric) -> None:
+@pytest.mark.parametrize("name,spec,both_directions", IN_BATCH, ids=[c[0] for c in IN_BATCH])
+def test_in_batch_loss_on_device_equals_float64_cpu(device: str, name: str, spec, both_directions) -> None:
     g = torch.Generator().manual_seed(0)
     z1 = torch.randn(48, 24, generator=g, dtype=torch.float64)
     z2 = z1 + 0.8 * torch.randn(48, 24, generator=g, dtype=torch.float64)
-    reference = ContrastiveLoss(0.05, spec, symmetric=symmetric)
+    reference = ContrastiveLoss(0.05, spec, both_directions=both_directions)
     want = _loss_and_grads(reference.in_batch, z1, z2)
-    loss_fn = ContrastiveLoss(0.05, spec, symmetric=symmetric)
+    loss_fn = ContrastiveLoss(0.05, spec, both_directions=both_directions)
     got = _loss_and_grads(loss_fn.in_batch, z1.float().to(device), z2.float().to(device))
     _assert_close(got, want)
 

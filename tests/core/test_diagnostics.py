@@ -74,7 +74,7 @@ def test_anchor_gradient_norm_matches_the_analytic_info_nce_gradient() -> None:
     assert abs(anchor_gradient_norm(loss_fn, h, hp) - np.mean(norms)) < 1e-4
     # Works with the library loss and leaves the inputs' graph alone.
     a = h.clone().float().requires_grad_(True)
-    value = anchor_gradient_norm(lambda x, y: mixcse_loss(x, y, bidirectional=False), a, hp.float())
+    value = anchor_gradient_norm(lambda x, y: mixcse_loss(x, y, second_direction=False), a, hp.float())
     assert value > 0 and a.grad is None
 
 

@@ -41,9 +41,9 @@ LOCAL = 4
 DIM = 6
 CONFIGS = {
     "none": None,
-    "none_symmetric": "symmetric",
+    "none_symmetric": "both_directions",
     "mixcse_symmetric": {"name": "mixcse", "lam": 0.2},
-    "mixcse_single": {"name": "mixcse", "lam": 0.3, "bidirectional": False},
+    "mixcse_single": {"name": "mixcse", "lam": 0.3, "second_direction": False},
     "mixcse_no_sg": {"name": "mixcse", "lam": 0.2, "stop_grad": False},
     "mixcse_reference": {"name": "mixcse", "lam": 0.2, "mode": "reference"},
 }
@@ -51,8 +51,8 @@ CONFIGS = {
 
 def _loss_fn(name: str) -> ContrastiveLoss:
     spec = CONFIGS[name]
-    if spec == "symmetric":
-        return ContrastiveLoss(0.05, None, symmetric=True)
+    if spec == "both_directions":
+        return ContrastiveLoss(0.05, None, both_directions=True)
     return ContrastiveLoss(0.05, spec)
 
 

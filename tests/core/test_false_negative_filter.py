@@ -220,7 +220,7 @@ def test_hardmix_strategies_lists_it(capsys) -> None:
 
 def test_diagnostics_are_the_fraction_dropped_and_their_mean_cosine() -> None:
     a, c = _unit(6, 5, seed=12), _unit(6, 5, seed=13)
-    loss_fn = ContrastiveLoss(0.1, {"name": "false_negative_filter", "top_k": 2}, symmetric=True)
+    loss_fn = ContrastiveLoss(0.1, {"name": "false_negative_filter", "top_k": 2}, both_directions=True)
     stats = loss_fn.in_batch(a, c).stats()
     cos = normalize(a.numpy()) @ normalize(c.numpy()).T
     valid = ~np.eye(6, dtype=bool)

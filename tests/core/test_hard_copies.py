@@ -150,11 +150,11 @@ def _draws(batch: int, generator: torch.Generator):
                        torch.device("cpu"), torch.float64)
 
 
-@pytest.mark.parametrize("symmetric", [False, True], ids=["one-direction", "symmetric"])
-def test_in_batch_loss_and_gradients_equal_numpy(symmetric: bool) -> None:
+@pytest.mark.parametrize("both_directions", [False, True], ids=["one-direction", "both_directions"])
+def test_in_batch_loss_and_gradients_equal_numpy(both_directions: bool) -> None:
     z1, z2 = _randn(9, 5, seed=30), _randn(9, 5, seed=31)
     a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-    loss_fn = ContrastiveLoss(0.1, {"name": "hard_copies", **SPEC}, symmetric=symmetric)
+    loss_fn = ContrastiveLoss(0.1, {"name": "hard_copies", **SPEC}, both_directions=both_directions)
     out = loss_fn.in_batch(a, b, generator=torch.Generator().manual_seed(8))
     out.loss.backward()
     gen = torch.Generator().manual_seed(8)  # direction 0 draws first, then direction 1
@@ -162,16 +162,16 @@ def test_in_batch_loss_and_gradients_equal_numpy(symmetric: bool) -> None:
     h1, h2 = normalize(x1), normalize(x2)
     v = in_batch_valid_np(9)
     frozen = [_copies_np(h1, h2, v, _draws(9, gen))]
-    if symmetric:
+    if both_directions:
         frozen.append(_copies_np(h2, h1, v, _draws(9, gen)))
 
     def reference(y1, y2):
         g1, g2 = normalize(y1), normalize(y2)
         loss = _with_copies(g1, g2, g2, 0.1, v, frozen[0])
-        return 0.5 * (loss + _with_copies(g2, g1, g1, 0.1, v, frozen[1])) if symmetric else loss
+        return 0.5 * (loss + _with_copies(g2, g1, g1, 0.1, v, frozen[1])) if both_directions else loss
 
     assert float(out.loss.detach()) == pytest.approx(reference(x1, x2), rel=REL)
-    plain_info_nce = float(ContrastiveLoss(0.1, symmetric=symmetric).in_batch(z1, z2).loss)
+    plain_info_nce = float(ContrastiveLoss(0.1, both_directions=both_directions).in_batch(z1, z2).loss)
     assert abs(plain_info_nce - reference(x1, x2)) > 0.1  # the copies matter
     tol = {"rtol": 1e-6, "atol": 1e-8}
     np.testing.assert_allclose(a.grad.numpy(), finite_difference_np(lambda y: reference(y, x2), x1), **tol)

@@ -1,6 +1,6 @@
 """The debiased estimators ``hcl`` (Robinson et al., ICLR 2021) and ``dcl`` (Chuang et al., NeurIPS 2020)
 against the float64 NumPy reference of tests/core/_reference.py: the estimator on its own, in-batch (each
-direction, symmetric), against a queue with exclusions, composed with MoCHi; their special cases (beta = 0
+direction, and both), against a queue with exclusions, composed with MoCHi; their special cases (beta = 0
 is DCL; beta = 0 and tau_plus = 0 is InfoNCE); the floor's gradients; validation; training runs."""
 
 from __future__ import annotations
@@ -159,28 +159,28 @@ def test_no_nan_at_the_edges_of_the_floor_and_without_negatives() -> None:
 # ---- in the loss: in-batch and queue ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("both_directions", [False, True])
 @pytest.mark.parametrize(("beta", "tau_plus"), [(0.0, 0.1), (1.0, 0.1), (2.0, 0.2)])
-def test_in_batch_matches_the_reference(beta: float, tau_plus: float, symmetric: bool) -> None:
+def test_in_batch_matches_the_reference(beta: float, tau_plus: float, both_directions: bool) -> None:
     """SimCSE layout, N = B - 1 (not the papers' 2B - 2), float64: value to 1e-10 relative, gradients of
     the raw z1, z2 to finite differences of the NumPy reference; ``dcl`` when beta = 0."""
     tau = 0.1
     z1, z2 = _views(seed=3)
     strategy = "dcl" if beta == 0 else "hcl"
-    loss_fn = _loss(strategy, beta, tau_plus, tau, symmetric=symmetric)
+    loss_fn = _loss(strategy, beta, tau_plus, tau, both_directions=both_directions)
     out = loss_fn.in_batch(z1, z2)
     assert out.loss.dtype == torch.float64
     a, b = z1.detach().numpy(), z2.detach().numpy()
-    expected = hcl_in_batch_np(a, b, tau, beta, tau_plus, symmetric)
+    expected = hcl_in_batch_np(a, b, tau, beta, tau_plus, both_directions)
     assert math.isclose(float(out.loss), expected, rel_tol=1e-10)
     out.loss.backward()
-    g1 = finite_difference_np(lambda x: hcl_in_batch_np(x, b, tau, beta, tau_plus, symmetric), a)
-    g2 = finite_difference_np(lambda x: hcl_in_batch_np(a, x, tau, beta, tau_plus, symmetric), b)
+    g1 = finite_difference_np(lambda x: hcl_in_batch_np(x, b, tau, beta, tau_plus, both_directions), a)
+    g2 = finite_difference_np(lambda x: hcl_in_batch_np(a, x, tau, beta, tau_plus, both_directions), b)
     np.testing.assert_allclose(z1.grad.numpy(), g1, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(z2.grad.numpy(), g2, rtol=1e-6, atol=1e-8)
     # the second direction alone is the first with the views swapped
-    if symmetric:
-        one = _loss(strategy, beta, tau_plus, tau, symmetric=False)
+    if both_directions:
+        one = _loss(strategy, beta, tau_plus, tau, both_directions=False)
         both = 0.5 * (one.in_batch(z1, z2).loss + one.in_batch(z2, z1).loss)
         assert math.isclose(float(both), float(out.loss), rel_tol=1e-12)
 
@@ -210,7 +210,7 @@ def test_hcl_with_beta_zero_is_dcl() -> None:
     q, key, queue, qids, kids, _ = _queue_batch(seed=5)
     for tau_plus in (0.0, 0.1, 0.4):
         grads = []
-        for fn in (_loss(name, 0.0, tau_plus, tau, symmetric=True) for name in ("hcl", "dcl")):
+        for fn in (_loss(name, 0.0, tau_plus, tau, both_directions=True) for name in ("hcl", "dcl")):
             z1.grad = z2.grad = q.grad = None
             loss = fn.in_batch(z1, z2).loss + fn.queue(q, key, queue, qids, kids).loss
             loss.backward()
@@ -225,13 +225,13 @@ def test_hcl_with_beta_zero_is_dcl() -> None:
 def test_without_debiasing_or_weights_it_is_info_nce(strategy: str) -> None:
     """beta = 0, tau_plus = 0 (the floor N e^{-1/tau} is never above sum_j e^{l_j} for cosine logits):
     -log(e^p / (e^p + sum_j e^{l_j})), InfoNCE with the positive in the denominator, in-batch (each
-    direction, symmetric) and against a queue with exclusions: values and gradients."""
+    direction, both_directions) and against a queue with exclusions: values and gradients."""
     tau = 0.05
     z1, z2 = _views(seed=6, b=8)
     q, key, queue, qids, kids, _ = _queue_batch(seed=6)
-    for symmetric in (False, True):
-        got, ref = _loss(strategy, 0.0, 0.0, tau, symmetric=symmetric), ContrastiveLoss(tau, "none",
-                                                                                         symmetric=symmetric)
+    for both_directions in (False, True):
+        got = _loss(strategy, 0.0, 0.0, tau, both_directions=both_directions)
+        ref = ContrastiveLoss(tau, "none", both_directions=both_directions)
         results = []
         for fn in (got, ref):
             z1.grad = z2.grad = q.grad = None
@@ -292,7 +292,7 @@ def test_mochi_columns_join_the_negatives(strategy: str) -> None:
 def test_statistics_describe_the_first_direction_of_the_call() -> None:
     tau = 0.1
     z1, z2 = _views(seed=9, b=8)
-    hcl = ContrastiveLoss(tau, {"name": "hcl", "beta": 2.0, "tau_plus": 0.1}, symmetric=True)
+    hcl = ContrastiveLoss(tau, {"name": "hcl", "beta": 2.0, "tau_plus": 0.1}, both_directions=True)
     stats = hcl.in_batch(z1, z2).stats()
     assert 0.0 <= stats["hcl/clamped"] <= 1.0
     h1, h2 = F.normalize(z1.detach(), dim=1), F.normalize(z2.detach(), dim=1)
@@ -365,8 +365,9 @@ def test_registry_defaults_and_listing() -> None:
     assert isinstance(dcl, DCL) and dcl.tau_plus == 0.1
     assert repr(build_one(hcl.config())) == repr(hcl) == "HCL(beta=1.0, tau_plus=0.1)"
     assert hcl.kinds() == ("estimator",) and dcl.kinds() == ("estimator",)
-    assert ContrastiveLoss(0.1, "hcl").symmetric is False and ContrastiveLoss(0.1, "dcl").symmetric is False
-    assert ContrastiveLoss(0.1, "dcl", symmetric=True).symmetric is True
+    assert ContrastiveLoss(0.1, "hcl").both_directions is False
+    assert ContrastiveLoss(0.1, "dcl").both_directions is False
+    assert ContrastiveLoss(0.1, "dcl", both_directions=True).both_directions is True
     text = describe_strategies()
     for needle in ("hcl:", "dcl:", "beta = 1.0", "tau_plus = 0.1", "ICLR 2021", "NeurIPS 2020"):
         assert needle in text, needle
@@ -401,7 +402,7 @@ def test_text_trains_from_a_config(tmp_path, tiny_text_config, one_torch_thread,
     data = copy.deepcopy(tiny_text_config)
     data["train"]["max_steps"] = 4
     data["loss"]["strategies"] = [spec]
-    data["loss"]["symmetric"] = spec["name"] == "dcl"  # each direction, and both
+    data["loss"]["both_directions"] = spec["name"] == "dcl"  # each direction, and both
     run_training(TextTask, build_text_config(data), tmp_path / "run")
     _check_run(tmp_path / "run", names)
 

@@ -72,18 +72,19 @@ def test_inputs_without_a_defined_loss_are_refused_naming_the_argument() -> None
             call()
 
 
-@pytest.mark.parametrize("symmetric", [False, True])
-def test_in_batch_plain_info_nce(symmetric: bool) -> None:
+@pytest.mark.parametrize("both_directions", [False, True])
+def test_in_batch_plain_info_nce(both_directions: bool) -> None:
     z1, z2 = _randn(8, 5, seed=14) * 3, _randn(8, 5, seed=15)
     a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-    out = ContrastiveLoss(0.05, symmetric=symmetric).in_batch(a, b)
-    assert abs(float(out.loss.detach()) - info_nce_in_batch(z1.numpy(), z2.numpy(), 0.05, symmetric)) < 1e-10
+    out = ContrastiveLoss(0.05, both_directions=both_directions).in_batch(a, b)
+    want = info_nce_in_batch(z1.numpy(), z2.numpy(), 0.05, both_directions)
+    assert abs(float(out.loss.detach()) - want) < 1e-10
     out.loss.backward()
     # Gradient: that of cross_entropy on explicitly built logits.
     c, d = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
     logits = F.normalize(c, dim=1) @ F.normalize(d, dim=1).T / 0.05
     ref = F.cross_entropy(logits, torch.arange(8))
-    if symmetric:
+    if both_directions:
         ref = 0.5 * (ref + F.cross_entropy(logits.T, torch.arange(8)))
     ref.backward()
     torch.testing.assert_close(a.grad, c.grad, rtol=0, atol=1e-12)

@@ -164,18 +164,18 @@ def test_float32_lambda_under_autocast_matches_float64() -> None:
 # ---- the loss, in-batch and queue -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("second_direction", [True, False])
 @pytest.mark.parametrize("lam_min", [0.0, 0.15])
-def test_in_batch_loss_and_gradients_equal_numpy(bidirectional, lam_min) -> None:
+def test_in_batch_loss_and_gradients_equal_numpy(second_direction, lam_min) -> None:
     z1, z2 = _views(seed=6)
     spec = {"name": "mixcse_adaptive", "margin": 0.1, "lam_max": 0.5, "lam_min": lam_min,
-            "bidirectional": bidirectional}
+            "second_direction": second_direction}
     a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
     loss_fn = ContrastiveLoss(TAU, spec)
-    assert loss_fn.symmetric == bidirectional
+    assert loss_fn.both_directions == second_direction
     out = loss_fn.in_batch(a, b)
     out.loss.backward()
-    args = (0.1, 0.5, lam_min, TAU, bidirectional)
+    args = (0.1, 0.5, lam_min, TAU, second_direction)
     want, frozen = mixcse_adaptive_loss_np(z1.numpy(), z2.numpy(), *args)
     assert float(out.loss.detach()) == pytest.approx(want, rel=1e-10)
     # Gradients: the lambdas and the mixtures are constants (SG), so the finite difference holds them.
@@ -246,7 +246,7 @@ def test_queue_loss_and_gradient_equal_numpy(with_ids) -> None:
         ({"lam_min": -0.1}, "lam_min"),
         ({"lam_min": 0.3}, "lam_min"),  # above lam_max = 0.2
         ({"stop_grad": "yes"}, "stop_grad"),
-        ({"bidirectional": 1}, "bidirectional"),
+        ({"second_direction": 1}, "second_direction"),
     ],
 )
 def test_bad_arguments_name_themselves(kwargs, argument) -> None:

@@ -29,24 +29,24 @@ def _views(b: int = 7, d: int = 5, seed: int = 0, shared: float = 0.6) -> tuple[
     return correlated_views(b, d, seed, shared)
 
 
-@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("second_direction", [True, False])
 @pytest.mark.parametrize("lam,tau", [(0.2, 0.05), (0.5, 0.1), (0.85, 0.7)])
-def test_mixcse_loss_equals_numpy_equations(bidirectional: bool, lam: float, tau: float) -> None:
+def test_mixcse_loss_equals_numpy_equations(second_direction: bool, lam: float, tau: float) -> None:
     z1, z2 = _views(seed=int(lam * 100))
-    got = mixcse_loss(z1, z2, lam=lam, temperature=tau, bidirectional=bidirectional)
-    want = mixcse_loss_np(z1.numpy(), z2.numpy(), lam, tau, bidirectional)
+    got = mixcse_loss(z1, z2, lam=lam, temperature=tau, second_direction=second_direction)
+    want = mixcse_loss_np(z1.numpy(), z2.numpy(), lam, tau, second_direction)
     assert got.dtype == torch.float64 and got.dim() == 0
     assert abs(float(got) - want) < 1e-8
 
 
-@pytest.mark.parametrize("bidirectional", [True, False])
-def test_mixcse_loss_without_lam_is_plain_info_nce(bidirectional: bool) -> None:
+@pytest.mark.parametrize("second_direction", [True, False])
+def test_mixcse_loss_without_lam_is_plain_info_nce(second_direction: bool) -> None:
     z1, z2 = _views(seed=3)
-    got = mixcse_loss(z1, z2, lam=None, temperature=0.05, bidirectional=bidirectional)
-    want = info_nce_in_batch(z1.numpy(), z2.numpy(), 0.05, symmetric=bidirectional)
+    got = mixcse_loss(z1, z2, lam=None, temperature=0.05, second_direction=second_direction)
+    want = info_nce_in_batch(z1.numpy(), z2.numpy(), 0.05, both_directions=second_direction)
     assert abs(float(got) - want) < 1e-8
     # ... and the mixtures make it strictly larger (extra positive terms in every denominator).
-    assert float(mixcse_loss(z1, z2, lam=0.2, bidirectional=bidirectional)) > float(got)
+    assert float(mixcse_loss(z1, z2, lam=0.2, second_direction=second_direction)) > float(got)
 
 
 def test_mixcse_loss_stop_grad_flag_does_not_change_the_value() -> None:
@@ -71,19 +71,19 @@ def test_closed_form_mixed_logits_equal_explicit_mixtures() -> None:
     np.testing.assert_allclose(torch.einsum("bd,bnd->bn", h, explicit).numpy() / tau, want, atol=1e-12)
 
 
-@pytest.mark.parametrize("bidirectional", [True, False])
-def test_stop_grad_gradient_equals_analytic_numpy_gradient(bidirectional: bool) -> None:
+@pytest.mark.parametrize("second_direction", [True, False])
+def test_stop_grad_gradient_equals_analytic_numpy_gradient(second_direction: bool) -> None:
     z1, z2 = _views(seed=5)
     z1.requires_grad_(True)
     z2.requires_grad_(True)
     lam, tau = 0.2, 0.05
-    mixcse_loss(z1, z2, lam=lam, temperature=tau, bidirectional=bidirectional).backward()
-    g1, g2 = mixcse_stopgrad_grads_np(z1.detach().numpy(), z2.detach().numpy(), lam, tau, bidirectional)
+    mixcse_loss(z1, z2, lam=lam, temperature=tau, second_direction=second_direction).backward()
+    g1, g2 = mixcse_stopgrad_grads_np(z1.detach().numpy(), z2.detach().numpy(), lam, tau, second_direction)
     np.testing.assert_allclose(z1.grad.numpy(), g1, rtol=0, atol=1e-10)
     np.testing.assert_allclose(z2.grad.numpy(), g2, rtol=0, atol=1e-10)
 
 
-def _explicit_mixcse_torch(z1, z2, lam, tau, bidirectional, constant_mixtures):
+def _explicit_mixcse_torch(z1, z2, lam, tau, second_direction, constant_mixtures):
     """MixCSE in torch with the (B, B, D) mixtures built explicitly; optionally detached."""
 
     def direction(a_raw, p_raw):
@@ -98,19 +98,19 @@ def _explicit_mixcse_torch(z1, z2, lam, tau, bidirectional, constant_mixtures):
         return F.cross_entropy(torch.cat([plain, mixed], 1), torch.arange(b))
 
     loss = direction(z1, z2)
-    return 0.5 * (loss + direction(z2, z1)) if bidirectional else loss
+    return 0.5 * (loss + direction(z2, z1)) if second_direction else loss
 
 
-@pytest.mark.parametrize("bidirectional", [True, False])
-def test_stop_grad_blocks_every_gradient_through_the_mixtures(bidirectional: bool) -> None:
+@pytest.mark.parametrize("second_direction", [True, False])
+def test_stop_grad_blocks_every_gradient_through_the_mixtures(second_direction: bool) -> None:
     lam, tau = 0.3, 0.1
     z1, z2 = _views(seed=6)
     grads = {}
     for name, fn in {
-        "sg": lambda a, b: mixcse_loss(a, b, lam, tau, stop_grad=True, bidirectional=bidirectional),
-        "nosg": lambda a, b: mixcse_loss(a, b, lam, tau, stop_grad=False, bidirectional=bidirectional),
-        "const": lambda a, b: _explicit_mixcse_torch(a, b, lam, tau, bidirectional, constant_mixtures=True),
-        "live": lambda a, b: _explicit_mixcse_torch(a, b, lam, tau, bidirectional, constant_mixtures=False),
+        "sg": lambda a, b: mixcse_loss(a, b, lam, tau, stop_grad=True, second_direction=second_direction),
+        "nosg": lambda a, b: mixcse_loss(a, b, lam, tau, stop_grad=False, second_direction=second_direction),
+        "const": lambda a, b: _explicit_mixcse_torch(a, b, lam, tau, second_direction, True),
+        "live": lambda a, b: _explicit_mixcse_torch(a, b, lam, tau, second_direction, False),
     }.items():
         a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
         fn(a, b).backward()
@@ -122,7 +122,7 @@ def test_stop_grad_blocks_every_gradient_through_the_mixtures(bidirectional: boo
         torch.testing.assert_close(grads["nosg"][k], grads["live"][k], rtol=0, atol=1e-11)
         # The mixtures are built from the positives' view (z2 in direction 1, z1 in direction 2): only a
         # view that feeds a mixture can receive gradient through one.
-        feeds_a_mixture = k == 1 or bidirectional
+        feeds_a_mixture = k == 1 or second_direction
         differs = bool((grads["nosg"][k] - grads["sg"][k]).abs().max() > 1e-4)
         assert differs == feeds_a_mixture
 
@@ -132,7 +132,7 @@ def test_without_stop_grad_gradient_matches_finite_differences() -> None:
     z1.requires_grad_(True)
     z2.requires_grad_(True)
     assert torch.autograd.gradcheck(
-        lambda a, b: mixcse_loss(a, b, 0.4, 0.2, stop_grad=False, bidirectional=True), (z1, z2), eps=1e-6
+        lambda a, b: mixcse_loss(a, b, 0.4, 0.2, stop_grad=False, second_direction=True), (z1, z2), eps=1e-6
     )
 
 
@@ -142,7 +142,7 @@ def test_stop_grad_gradient_is_not_the_full_derivative() -> None:
     z1.requires_grad_(True)
     with pytest.raises(GradcheckError):
         torch.autograd.gradcheck(
-            lambda a: mixcse_loss(a, z2, 0.4, 0.2, stop_grad=True, bidirectional=True), (z1,), eps=1e-6
+            lambda a: mixcse_loss(a, z2, 0.4, 0.2, stop_grad=True, second_direction=True), (z1,), eps=1e-6
         )
 
 
@@ -219,7 +219,7 @@ def test_lam_outside_open_unit_interval_raises_naming_lam(lam) -> None:
 
 def test_mixcse_diagnostics_report_the_mixed_negatives() -> None:
     z1, z2 = _views(seed=10)
-    stats = ContrastiveLoss(0.05, MixCSE(lam=0.2, bidirectional=False)).in_batch(z1, z2).stats()
+    stats = ContrastiveLoss(0.05, MixCSE(lam=0.2, second_direction=False)).in_batch(z1, z2).stats()
     stats = {k.removeprefix("mixcse/"): v for k, v in stats.items()}
     h1, h2 = normalize(z1.numpy()), normalize(z2.numpy())
     b = len(h1)
@@ -229,13 +229,13 @@ def test_mixcse_diagnostics_report_the_mixed_negatives() -> None:
     assert abs(stats["synthetic_harder_than_positive"] - np.mean(sims > pos[:, None])) < 1e-6
 
 
-@pytest.mark.parametrize("bidirectional", [True, False])
-def test_large_batch_equals_vectorized_numpy(bidirectional: bool) -> None:
+@pytest.mark.parametrize("second_direction", [True, False])
+def test_large_batch_equals_vectorized_numpy(second_direction: bool) -> None:
     """B = 600, against a vectorized NumPy computation of the equations."""
     z1, z2 = _views(b=600, d=8, seed=13)
     lam, tau = 0.2, 0.1
     a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-    got = mixcse_loss(a, b, lam=lam, temperature=tau, bidirectional=bidirectional)
+    got = mixcse_loss(a, b, lam=lam, temperature=tau, second_direction=second_direction)
 
     def direction(x: np.ndarray, y: np.ndarray) -> float:
         h, hp = normalize(x), normalize(y)
@@ -249,11 +249,11 @@ def test_large_batch_equals_vectorized_numpy(bidirectional: bool) -> None:
         return float(np.mean(lse - np.diag(logits)))
 
     want = direction(z1.numpy(), z2.numpy())
-    if bidirectional:
+    if second_direction:
         want = 0.5 * (want + direction(z2.numpy(), z1.numpy()))
     assert abs(float(got.detach()) - want) < 1e-9
     got.backward()
     c, d = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-    _explicit_mixcse_torch(c, d, lam, tau, bidirectional, constant_mixtures=True).backward()
+    _explicit_mixcse_torch(c, d, lam, tau, second_direction, constant_mixtures=True).backward()
     torch.testing.assert_close(a.grad, c.grad, rtol=0, atol=1e-12)
     torch.testing.assert_close(b.grad, d.grad, rtol=0, atol=1e-12)

@@ -71,18 +71,18 @@ def test_reference_mode_gradients_equal_the_literal_official_computation() -> No
 
 def test_reference_mode_differs_from_the_clean_equation() -> None:
     z1, z2 = _raw_views(8, seed=12)
-    clean_single = mixcse_loss(z1, z2, lam=0.2, temperature=0.05, bidirectional=False)
+    clean_single = mixcse_loss(z1, z2, lam=0.2, temperature=0.05, second_direction=False)
     assert abs(float(_reference_loss(z1, z2, 0.2, 0.05)) - float(clean_single)) > 1e-3
 
 
 def test_reference_mode_is_one_directional_with_stop_gradient_and_in_batch_only() -> None:
-    assert ContrastiveLoss(0.05, {"name": "mixcse", "mode": "reference"}).symmetric is False
-    with pytest.raises(ValueError, match="bidirectional"):
-        MixCSE(mode="reference", bidirectional=True)
+    assert ContrastiveLoss(0.05, {"name": "mixcse", "mode": "reference"}).both_directions is False
+    with pytest.raises(ValueError, match="second_direction"):
+        MixCSE(mode="reference", second_direction=True)
     with pytest.raises(ValueError, match="stop_grad"):
         MixCSE(mode="reference", stop_grad=False)
-    with pytest.raises(ValueError, match="symmetric"):
-        ContrastiveLoss(0.05, {"name": "mixcse", "mode": "reference"}, symmetric=True)
+    with pytest.raises(ValueError, match="both_directions"):
+        ContrastiveLoss(0.05, {"name": "mixcse", "mode": "reference"}, both_directions=True)
     with pytest.raises(ValueError, match="mode"):
         MixCSE(mode="paper")
     z = torch.randn(4, 3)

@@ -81,7 +81,7 @@ def _inputs(seed: int):
 @pytest.mark.parametrize("name", NAMES)
 def test_both_modes_give_a_finite_deterministic_loss_and_pure_statistics(name: str) -> None:
     z1, z2, queue = _inputs(seed=3)
-    loss_fn = ContrastiveLoss(0.1, _small(name), symmetric=None)
+    loss_fn = ContrastiveLoss(0.1, _small(name), both_directions=None)
     before = copy.deepcopy(loss_fn.strategies)
     for mode in ("in_batch", "queue"):
         results = []

@@ -95,14 +95,15 @@ def test_describe_strategies_lists_parameters_defaults_and_papers() -> None:
         assert needle in text
 
 
-def test_symmetric_must_agree_with_the_strategies() -> None:
-    assert ContrastiveLoss(0.05, "mixcse").symmetric is True
-    assert ContrastiveLoss(0.05, {"name": "mixcse", "bidirectional": False}).symmetric is False
-    assert ContrastiveLoss(0.05, {"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 1}).symmetric is False
-    with pytest.raises(ValueError, match="symmetric"):
-        ContrastiveLoss(0.05, {"name": "mixcse", "bidirectional": False}, symmetric=True)
-    with pytest.raises(ValueError, match="symmetric"):
-        ContrastiveLoss(0.05, [MixCSE(bidirectional=True), MixCSE(lam=0.3, bidirectional=False)])
+def test_both_directions_must_agree_with_the_strategies() -> None:
+    assert ContrastiveLoss(0.05, "mixcse").both_directions is True
+    assert ContrastiveLoss(0.05, {"name": "mixcse", "second_direction": False}).both_directions is False
+    mochi = {"name": "mochi", "n_hard": 4, "n_pair": 2, "n_query": 1}
+    assert ContrastiveLoss(0.05, mochi).both_directions is False
+    with pytest.raises(ValueError, match="both_directions"):
+        ContrastiveLoss(0.05, {"name": "mixcse", "second_direction": False}, both_directions=True)
+    with pytest.raises(ValueError, match="both_directions"):
+        ContrastiveLoss(0.05, [MixCSE(second_direction=True), MixCSE(lam=0.3, second_direction=False)])
 
 
 # ---- mochi inside the loss --------------------------------------------------------------------------
@@ -281,7 +282,7 @@ def test_mochi_and_mixcse_compose_in_batch() -> None:
     )
     tau, lam = 0.1, 0.2
     specs = [
-        {"name": "mixcse", "lam": lam, "bidirectional": False},
+        {"name": "mixcse", "lam": lam, "second_direction": False},
         {"name": "mochi", "n_hard": 4, "n_pair": 5, "n_query": 2},
     ]
     got = ContrastiveLoss(tau, specs).in_batch(z1, z2, generator=torch.Generator().manual_seed(9)).loss

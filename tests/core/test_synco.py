@@ -74,7 +74,7 @@ def _np_points(specs, anchors, candidates, valid, gen) -> list[list[np.ndarray]]
     return rows
 
 
-def _in_batch_np(specs, z1, z2, tau, symmetric, seed):
+def _in_batch_np(specs, z1, z2, tau, both_directions, seed):
     """Loss and gradients of (z1, z2) from the NumPy constructions, in-batch."""
     z1, z2 = z1.numpy(), z2.numpy()
     h1, h2 = normalize(z1), normalize(z2)
@@ -84,16 +84,16 @@ def _in_batch_np(specs, z1, z2, tau, symmetric, seed):
     points = _np_points(specs, h1, h2, valid, gen)
     loss, g_a1, g_c1 = info_nce_with_points_np(h1, h2, valid, points, tau, positive_index=np.arange(b))
     g_h1, g_h2 = g_a1, g_c1
-    if symmetric:
+    if both_directions:
         points2 = _np_points(specs, h2, h1, valid, gen)
         loss2, g_a2, g_c2 = info_nce_with_points_np(h2, h1, valid, points2, tau, positive_index=np.arange(b))
         loss, g_h1, g_h2 = 0.5 * (loss + loss2), 0.5 * (g_a1 + g_c2), 0.5 * (g_c1 + g_a2)
     return loss, through_normalization(z1, g_h1), through_normalization(z2, g_h2)
 
 
-def _in_batch(specs, z1, z2, tau, symmetric, seed):
+def _in_batch(specs, z1, z2, tau, both_directions, seed):
     a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-    out = ContrastiveLoss(tau, specs, symmetric=symmetric).in_batch(
+    out = ContrastiveLoss(tau, specs, both_directions=both_directions).in_batch(
         a, b, generator=torch.Generator().manual_seed(seed))
     out.loss.backward()
     return out, a.grad, b.grad
@@ -134,12 +134,12 @@ def _close(got: torch.Tensor, want: np.ndarray | float) -> None:
 CASES = {"all": SYNCO, **{kind: {**SYNCO, **zeros} for kind, zeros in ONLY.items()}}
 
 
-@pytest.mark.parametrize("symmetric", [False, True], ids=["one-direction", "symmetric"])
+@pytest.mark.parametrize("both_directions", [False, True], ids=["one-direction", "both_directions"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_in_batch_equals_numpy(case: str, symmetric: bool) -> None:
+def test_in_batch_equals_numpy(case: str, both_directions: bool) -> None:
     z1, z2 = _randn(9, 6, seed=1), _randn(9, 6, seed=2)
-    out, g1, g2 = _in_batch([CASES[case]], z1, z2, 0.05, symmetric, seed=3)
-    loss, w1, w2 = _in_batch_np([CASES[case]], z1, z2, 0.05, symmetric, seed=3)
+    out, g1, g2 = _in_batch([CASES[case]], z1, z2, 0.05, both_directions, seed=3)
+    loss, w1, w2 = _in_batch_np([CASES[case]], z1, z2, 0.05, both_directions, seed=3)
     _close(out.loss, loss)
     _close(g1, w1)
     _close(g2, w2)
@@ -159,7 +159,7 @@ def test_queue_equals_numpy(case: str, with_ids: bool) -> None:
 @pytest.mark.parametrize("order", ["mochi-first", "synco-first"])
 def test_composed_with_mochi_appends_both_columns(order: str) -> None:
     """[mochi, synco]: MoCHi's points and SynCo's, from one generator in list order, all in the
-    denominator (queue with exclusions, and in-batch symmetric)."""
+    denominator (queue with exclusions, and in-batch both_directions)."""
     specs = [MOCHI, SYNCO] if order == "mochi-first" else [SYNCO, MOCHI]
     q, key, queue, query_ids, queue_ids = _queue_inputs(seed=20)
     out, g = _queue(specs, q, key, queue, query_ids, queue_ids, 0.2, seed=5)

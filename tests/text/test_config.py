@@ -9,7 +9,7 @@ import pytest
 from hardmix.cli import main
 from hardmix.config import ConfigError
 from hardmix.strategies import MixCSE
-from hardmix.text.config import build_text_config, load_text_config
+from hardmix.text.config import build_loss, build_text_config, load_text_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "text"
 
@@ -26,7 +26,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "text"
     ({"loss": {"strategies": [{"name": "mixup"}]}}, "loss.strategies[0].name"),
     ({"loss": {"strategies": [{"name": "mixcse", "lamda": 0.2}]}}, "loss.strategies[0].lamda"),
     ({"loss": {"strategies": [{"lam": 0.2}]}}, "loss.strategies[0].name"),
-    ({"loss": {"strategies": "mixcse", "symmetric": False}}, "loss.symmetric"),
+    ({"loss": {"strategies": "mixcse", "both_directions": False}}, "loss.both_directions"),
     ({"loss": {"strategies": "mixcse", "queue_size": 128}}, "loss.queue_size"),
     ({"loss": {"strategies": [{"name": "mochi", "n_hard": 64, "n_pair": 8, "n_query": 8}]}},
      "loss.strategies[0].n_hard"),
@@ -86,3 +86,13 @@ def test_cli_reports_config_errors_before_work(tmp_path, capsys):
 def test_shipped_configs_load(name):
     cfg = load_text_config(CONFIGS / name, ["train.max_steps=3", "train.seed=7"])
     assert cfg.train.max_steps == 3 and cfg.train.seed == 7
+
+
+@pytest.mark.parametrize("strategy", ["mixcse", "mixcse_adaptive"])
+def test_mixcse_s_old_bidirectional_is_refused_naming_second_direction(strategy):
+    """One word meant three ideas (issue 44): MixCSE's second direction is ``second_direction`` now."""
+    with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.bidirectional: was renamed to "
+                                          r"second_direction"):
+        build_text_config({"loss": {"strategies": [{"name": strategy, "bidirectional": False}]}})
+    single = build_text_config({"loss": {"strategies": [{"name": strategy, "second_direction": False}]}})
+    assert build_loss(single.loss).both_directions is False

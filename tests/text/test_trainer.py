@@ -150,12 +150,12 @@ def test_cli_with_overrides(tmp_path, tiny_text_config, capsys, one_torch_thread
     path.write_text(yaml.safe_dump(tiny_text_config))
     out = tmp_path / "run"
     assert main(["train", "text", str(path), "--set", "train.max_steps=3", "--set", "train.seed=9",
-                 "--set", "loss.strategies=[{name: mixcse, lam: 0.3, bidirectional: false}]",
+                 "--set", "loss.strategies=[{name: mixcse, lam: 0.3, second_direction: false}]",
                  "--output", str(out)]) == 0
     assert "model: " in capsys.readouterr().out
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["train"]["max_steps"] == 3 and saved["train"]["seed"] == 9
-    assert saved["loss"]["strategies"] == [MixCSE(lam=0.3, bidirectional=False).config()]
+    assert saved["loss"]["strategies"] == [MixCSE(lam=0.3, second_direction=False).config()]
     assert len(_losses(out)) == 3
     assert main(["train", "text", str(path), "--set", "loss.strategies=[{name: mixcse, lam: 0}]",
                  "--output", str(tmp_path / "bad")]) == 2

@@ -303,11 +303,14 @@ def test_an_older_run_folder_is_named(tmp_path, tiny_text_config):
     ("vision", {"train": {"amp": True}}, "train.amp was renamed to train.precision"),
     ("vision", {"eval": {"knn_every_epochs": 1}}, "eval.knn_every_epochs was renamed to eval.eval_steps"),
     ("text", {"train": {"cpu_threads": 1}}, "train.cpu_threads was renamed to train.threads"),
+    ("text", {"loss": {"symmetric": True}}, "loss.symmetric was renamed: loss.both_directions (text"),
+    ("vision", {"loss": {"symmetric": True}}, "loss.symmetric was renamed: .* or loss.two_queries (vision"),
 ])
 def test_a_key_of_the_old_vocabulary_names_its_new_name(task, data, message):
-    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+    pattern = message.replace(".", r"\.").replace(r"\.*", ".*").replace("(", r"\(")
+    with pytest.raises(ConfigError, match=pattern):
         hardmix.training.load_config_for(task, data)
-    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=pattern):
         key = message.split(" ")[0]
         hardmix.training.load_config_for(task, None, [f"{key}=1"])
 

@@ -103,10 +103,11 @@ def test_the_cpu_and_paper_configs_exist():
 @pytest.mark.parametrize("strategy", ["mixcse", "mixcse_adaptive"])
 @pytest.mark.parametrize("value", [False, True])
 def test_a_setting_of_the_in_batch_loss_s_directions_is_refused_on_the_queue(strategy, value):
-    """``mixcse: {bidirectional: false}`` was accepted on images and did nothing: the queue loss has no
+    """``mixcse: {second_direction: false}`` was accepted on images and did nothing: the queue loss has no
     second direction. Given at all, it is refused naming the key; left out, MixCSE runs as before."""
-    with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.bidirectional: sets the in-batch loss's "
-                                          r"second direction; the vision trainer's queue loss has none"):
-        build_config(VisionConfig, {"loss": {"strategies": [{"name": strategy, "bidirectional": value}]}})
+    message = (r"^loss\.strategies\[0\]\.second_direction: sets the in-batch loss's second direction; the "
+               r"vision trainer's queue loss has none")
+    with pytest.raises(ConfigError, match=message):
+        build_config(VisionConfig, {"loss": {"strategies": [{"name": strategy, "second_direction": value}]}})
     cfg = build_config(VisionConfig, {"loss": {"strategies": [{"name": strategy}]}})
-    assert cfg.loss.strategies[0].bidirectional is None
+    assert cfg.loss.strategies[0].second_direction is None

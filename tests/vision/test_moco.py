@@ -76,10 +76,10 @@ def test_queue_after_wrap_around_holds_the_last_keys_in_ring_order(images):
     assert int(moco.queue.ptr) == 0 and moco.queue.filled == 40
 
 
-def test_symmetric_step_enqueues_both_views_keys(images):
+def test_two_queries_step_enqueues_both_views_keys(images):
     moco = _moco(queue_size=64)
     x = images[:8].float() / 255
-    out = moco(x, x.flip(-1), torch.arange(8), ContrastiveLoss(0.2), 0.99, symmetric=True)
+    out = moco(x, x.flip(-1), torch.arange(8), ContrastiveLoss(0.2), 0.99, two_queries=True)
     assert len(out.outputs) == 2 and out.enqueued.shape == (16, 16)
     assert moco.queue.ids[:16].tolist() == list(range(8)) * 2
 
