@@ -376,8 +376,9 @@ class TextTask(Task):
                  else "best STS-B dev: (not evaluated)"]
         if "sts_avg" in results["final_scores"]:
             lines.append(f"STS average of the selected model: {results['final_scores']['sts_avg']:.2f}")
-        lines.append(f"run folder: {results['run_dir']} (config.yaml, metrics.jsonl, results.json, "
-                     "checkpoint.pt, best/)")
+        held = [name for name in ("config.yaml", "metrics.jsonl", "results.json", "checkpoint.pt", "best/")
+                if (Path(results["run_dir"]) / name).exists()]
+        lines.append(f"run folder: {results['run_dir']} ({', '.join(held)})")
         return "\n".join(lines)
 
 

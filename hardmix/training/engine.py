@@ -95,6 +95,23 @@ def saved_precision(out: Path) -> str | None:
     return value if isinstance(value, str) else None
 
 
+
+def where_it_is(record: dict[str, Any], out: Path) -> dict[str, Any]:
+    """A finished run's record as seen from its folder now: a folder copied or moved since reports its own
+    paths (``run_dir``, and the task's paths inside it, such as the exported model), not the old ones."""
+    was = record.get("run_dir")
+    if not isinstance(was, str) or Path(was) == out:
+        return record
+
+    def moved(value: Any) -> Any:
+        if isinstance(value, str) and Path(value).is_relative_to(was):
+            return str(out / Path(value).relative_to(was))
+        return value
+
+    info = record.get("task_info")
+    return {**record, "run_dir": str(out),
+            "task_info": {k: moved(v) for k, v in info.items()} if isinstance(info, dict) else info}
+
 class _Run:
     def __init__(self, task_class: type[Task], cfg: Any, out: Path, resume: bool, runtime: Runtime) -> None:
         self.cfg, self.out, self.resume, self.runtime = cfg, out, resume, runtime
@@ -171,7 +188,7 @@ class _Run:
         if not record.get("finished") or record.get("task") != self.task_class.name:
             return None  # not finished, or another task's run: the folder's checks say what to do
         self.runtime.say(f"{self.out} finished already ({record['steps']} steps); nothing to do")
-        return record
+        return where_it_is(record, self.out)
 
     # ------------------------------------------------------------------------------------ the run
     def run(self) -> dict[str, Any]:

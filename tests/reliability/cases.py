@@ -891,9 +891,11 @@ INVARIANTS = (
                "test_a_finished_cell_s_cleanup_deletes_only_what_hardmix_wrote")),
     Invariant("A finished result is final and says what made it: `results.json` records the fingerprint of "
               "its config, data, inputs and hardmix's version; `--resume` of a finished run says so and "
-              "never trains, with or without its checkpoint; a record it cannot read is refused, not "
-              "trained over; one paired test pools only cells whose fingerprints agree but for the seed.",
+              "never trains, with or without its checkpoint, and reports the folder it is in (copied or "
+              "moved); a record it cannot read is refused, not trained over; one paired test pools only "
+              "cells whose fingerprints agree but for the seed.",
               ("hardmix.training.fingerprint:config_digest", "hardmix.training.engine:_Run._finished_already",
+               "hardmix.training.engine:where_it_is",
                "hardmix.compare.summary:check_fingerprints", "hardmix.compare.grid:check_same_config"),
               "`hardmix train --resume` (text, vision, every trainer on the engine), `hardmix compare` "
               "(`--resume`, `--report-only`)",

@@ -177,7 +177,12 @@ def test_resuming_a_finished_run_says_so_and_exits_0(tmp_path, tiny_text_config,
     (tmp_path / "run" / "checkpoint.pt").unlink()
     (tmp_path / "run").rename(tmp_path / "copied")
     assert cli(["train", "text", str(path), "--output", str(tmp_path / "copied"), "--resume"]) == 0
-    assert f"{tmp_path / 'copied'} finished already (2 steps); nothing to do" in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert f"{tmp_path / 'copied'} finished already (2 steps); nothing to do" in said.err
+    # its report names where it is now, and the files it holds (the record still says where it ran)
+    assert f"model: {tmp_path / 'copied' / 'best'}\n" in said.out
+    assert f"run folder: {tmp_path / 'copied'} (config.yaml, metrics.jsonl, results.json, best/)" in said.out
+    assert str(tmp_path / "run") not in said.out
     assert (tmp_path / "copied" / "results.json").read_bytes() == results
     assert not (tmp_path / "copied" / "checkpoint.pt").exists()
 
