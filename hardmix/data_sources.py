@@ -114,7 +114,11 @@ SOURCES: dict[str, Source] = {s.key: s for s in (
            sha256="79f3f1552ccc478ce24bd934b4573625db584ddc1f4643ae23c994a94cb11397", size=1000),
     # Google's BERT-mini (Turc et al. 2019, "Well-Read Students Learn Better"), uncased.
     Source("bert-mini/config.json", f"{_BERT_MINI}/config.json"),
-    Source("bert-mini/vocab.txt", f"{_BERT_MINI}/vocab.txt"),
+    # The uncased WordPiece vocabulary of Google's BERT releases (30,522 entries), one file for every size;
+    # SHA-256 and length as other projects pin the same file (MediaPipe's mobilebert_vocab.txt in its
+    # Bazel workspace, sentence-transformers' all-MiniLM-L6-v2 vocab.txt) and as the shared data's copy.
+    Source("bert-mini/vocab.txt", f"{_BERT_MINI}/vocab.txt",
+           sha256="07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3", size=231508),
     # SHA-256 as the Hub publishes it for this file (a pickle: loading it needs torch >= 2.6 with current
     # transformers, the floor in pyproject.toml).
     Source("bert-mini/pytorch_model.bin", f"{_BERT_MINI}/pytorch_model.bin",
