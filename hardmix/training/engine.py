@@ -95,7 +95,6 @@ def saved_precision(out: Path) -> str | None:
     return value if isinstance(value, str) else None
 
 
-
 def where_it_is(record: dict[str, Any], out: Path) -> dict[str, Any]:
     """A finished run's record as seen from its folder now: a folder copied or moved since reports its own
     paths (``run_dir``, and the task's paths inside it, such as the exported model), not the old ones."""
@@ -111,6 +110,7 @@ def where_it_is(record: dict[str, Any], out: Path) -> dict[str, Any]:
     info = record.get("task_info")
     return {**record, "run_dir": str(out),
             "task_info": {k: moved(v) for k, v in info.items()} if isinstance(info, dict) else info}
+
 
 class _Run:
     def __init__(self, task_class: type[Task], cfg: Any, out: Path, resume: bool, runtime: Runtime) -> None:
