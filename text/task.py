@@ -371,7 +371,12 @@ class TextTask(Task):
     def report(cls, results: dict[str, Any]) -> str:
         info = results["task_info"]
         dev = results["best_score"]
-        lines = [f"model: {info['best_dir'] or '(not exported: the run stopped early)'}",
+        best = info["best_dir"]
+        if best is None:
+            model = "(not exported: the run stopped early)"
+        else:
+            model = best if Path(best).is_dir() else f"not kept ({best} is not there)"
+        lines = [f"model: {model}",
                  f"best STS-B dev: {dev:.2f} at step {results['best_step']}" if dev is not None
                  else "best STS-B dev: (not evaluated)"]
         if "sts_avg" in results["final_scores"]:

@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -183,6 +184,11 @@ def test_resuming_a_finished_run_says_so_and_exits_0(tmp_path, tiny_text_config,
     assert f"model: {tmp_path / 'copied' / 'best'}\n" in said.out
     assert f"run folder: {tmp_path / 'copied'} (config.yaml, metrics.jsonl, results.json, best/)" in said.out
     assert str(tmp_path / "run") not in said.out
+    shutil.rmtree(tmp_path / "copied" / "best")  # as a comparison's finished cells keep no model
+    assert cli(["train", "text", str(path), "--output", str(tmp_path / "copied"), "--resume"]) == 0
+    said = capsys.readouterr().out
+    assert f"model: not kept ({tmp_path / 'copied' / 'best'} is not there)\n" in said
+    assert f"run folder: {tmp_path / 'copied'} (config.yaml, metrics.jsonl, results.json)\n" in said
     assert (tmp_path / "copied" / "results.json").read_bytes() == results
     assert not (tmp_path / "copied" / "checkpoint.pt").exists()
 
