@@ -113,6 +113,13 @@ def main(args: argparse.Namespace) -> int:
     saved = out / SPEC_COPY
     if saved.is_file() and (args.resume or args.report_only or args.print_commands):
         check_extension(saved, spec.raw)
+    # SPEC given as the comparison's own saved copy (OUT/spec.yaml): continuing from it is fine, and the
+    # file is never written over (a spec written by hand in that place keeps its comments and layout).
+    spec_in_place = saved.is_file() and Path(args.spec).is_file() and saved.samefile(args.spec)
+    started = any((out / part).exists() for part in ("logs", "runs", "tune"))
+    if spec_in_place and not started:
+        raise ConfigError(f"SPEC: {saved} is where the comparison keeps its own copy of the spec; keep your "
+                          "spec outside the --output folder (or choose another --output)")
     # Every cell validated before anything runs (every tuning point too); the data is checked where the
     # cells run (printed commands may run on other machines).
     if args.launcher == "local" and not (args.print_commands or args.report_only or args.status):
@@ -149,7 +156,7 @@ def main(args: argparse.Namespace) -> int:
     lock = RunLock(out)
     lock.acquire()
     try:
-        return _run_and_report(args, spec, out, cells, tune, jobs, keep)
+        return _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place)
     finally:
         lock.release()
 
@@ -167,13 +174,14 @@ def _launch(args, spec, cells, out, jobs, keep):  # noqa: ANN001, ANN202
     return launcher.submit_cells(spec, cells, out, args.launcher, wait=args.wait)
 
 
-def _run_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa: ANN001
+def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=False) -> int:  # noqa: ANN001
     from hardmix.utils.checkpoint import atomic_write_text
 
     if args.report_only:
         return _report(spec, out, cells, tune, [])
     fresh = not (out / SPEC_COPY).is_file() and not (out / "logs").exists()
-    atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
+    if not spec_in_place:
+        atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
     if args.launcher == "local":
         print(f"hardmix: each cell's output is in {out / 'logs'}/", file=sys.stderr)
     try:

@@ -760,6 +760,14 @@ CASES: list[Case] = [
          lambda c: (c.write("cmp/spec.yaml", "seeds: [1]\n"), c.protect(c.tmp / "cmp"),
                     compare_spec(c, good_spec(c))[:-1])[2],
          ("{out}", "holds a comparison already", "--resume")),
+    Case("compare-spec-in-output", "compare", "the spec written by hand as `OUT/spec.yaml`, where the "
+         "comparison keeps its copy, with `--resume` (it was written over: its comments lost)",
+         lambda c: (c.write("cmp/spec.yaml", "# my notes\n" + yaml.safe_dump(good_spec(c))),
+                    c.protect(c.tmp / "cmp"), c.vars.update(out=str(c.tmp / "cmp")),
+                    ["compare", str(c.tmp / "cmp" / "spec.yaml"), "--output", str(c.tmp / "cmp"),
+                     "--resume"])[3],
+         ("SPEC", "{spec}", "is where the comparison keeps its own copy of the spec",
+          "outside the --output")),
     # ---- data
     Case("data-unknown-name", "data", "`data download` of an unknown name",
          lambda c: ["data", "download", "nosuch", "--root", str(c.tmp)], ("nosuch", "hardmix data list")),
