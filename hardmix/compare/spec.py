@@ -56,13 +56,18 @@ TASK_KEYS = (
 NOT_IN_A_CELL = {
     "output": "the comparison gives every cell its own folder under --output",
     "train.stop_after_steps": "it stops a cell short of its budget, which a comparison cannot pair",
+    "train.seed": "the comparison gives each cell its seed, from seeds (tuning points: from tune.seeds)",
+    "loss.strategies": "the comparison gives each cell its strategies, from strategies (their arguments: "
+                       "strategy_args, tune.grid)",
 }
 
 
 def check_cell_key(key: str, where: str) -> None:
-    """Refuse a key a comparison's cell cannot be given (:data:`NOT_IN_A_CELL`), naming where."""
-    if key in NOT_IN_A_CELL:
-        raise ConfigError(f"{where}.{key}: not a key a comparison can set ({NOT_IN_A_CELL[key]})")
+    """Refuse a key a comparison's cell cannot be given (:data:`NOT_IN_A_CELL`, or a key inside one),
+    naming where."""
+    for taken, why in NOT_IN_A_CELL.items():
+        if key == taken or key.startswith((f"{taken}.", f"{taken}[")):
+            raise ConfigError(f"{where}.{key}: not a key a comparison can set ({why})")
 
 
 # What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
@@ -217,9 +222,8 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
             )
         for k in sets:
             check_cell_key(str(k), f"{where}strategy_set.{name}")
-            if not isinstance(k, str) or "." not in k or k.startswith(("loss.strategies", "train.seed")):
-                raise ConfigError(f"{where}strategy_set.{name}.{k}: expected a dotted config key other than "
-                                  "loss.strategies and train.seed (the comparison sets those)")
+            if not isinstance(k, str) or "." not in k:
+                raise ConfigError(f"{where}strategy_set.{name}.{k}: expected a dotted config key")
     tasks = data["tasks"]
     if not isinstance(tasks, dict) or not tasks:
         raise ConfigError(f"{where}tasks: expected a mapping of task names to {{config, score, ...}}")

@@ -306,7 +306,9 @@ def test_strategy_set_gives_arms_that_differ_in_a_setting(text_spec, tmp_path):
     cells = build_grid(parse_spec(spec), tmp_path / "out")
     assert {c.strategy: c.config["train"]["precision"] for c in cells} == {"fp32": "fp32", "bf16": "bf16"}
     for bad, message in (({"mochi": {"train.lr": 1.0}}, r"^strategy_set\.mochi: not one of the strategies"),
-                         ({"bf16": {"train.seed": 3}}, r"^strategy_set\.bf16\.train\.seed: expected a"),
+                         ({"bf16": {"train.seed": 3}}, r"^strategy_set\.bf16\.train\.seed: not a key a "
+                          r"comparison can set \(the comparison gives each cell its seed"),
+                         ({"bf16": {"lr": 3}}, r"^strategy_set\.bf16\.lr: expected a dotted config key"),
                          ({"bf16": {"train.precision": "fp8"}}, "train.precision")):
         with pytest.raises(ConfigError, match=message):
             build_grid(parse_spec({**spec, "strategy_set": bad}), tmp_path / "out")
@@ -395,12 +397,15 @@ def test_a_task_named_as_a_path_is_refused_before_anything_is_written(text_spec,
 
 
 @pytest.mark.parametrize("where", ["set", "strategy_set", "tune"])
-@pytest.mark.parametrize("key", ["train.stop_after_steps", "output"])
+@pytest.mark.parametrize("key", ["train.stop_after_steps", "output", "train.seed", "loss.strategies",
+                                 "loss.strategies[0].lam"])
 def test_keys_a_comparison_cannot_set_are_refused_at_validation(text_spec, key, where):
-    """A key that stops a cell early or moves its folder is refused, naming where it was
-    given, before anything runs."""
+    """A key that stops a cell early or moves its folder is refused, naming where it was given, before
+    anything runs; so is one the comparison sets itself for every cell (its seed, its strategies), which
+    was accepted in a task's ``set`` and silently overridden."""
     spec = copy.deepcopy(text_spec)
-    value = 2 if key.startswith("train") else "/tmp/elsewhere"
+    value = {"train.stop_after_steps": 2, "output": "/tmp/elsewhere", "train.seed": 5,
+             "loss.strategies": "mixcse", "loss.strategies[0].lam": 0.3}[key]
     if where == "set":
         spec["tasks"]["text"]["set"] = {key: value}
         named = f"tasks.text.set.{key}"
