@@ -285,6 +285,10 @@ class VisionConfig(TaskConfig):
                 f"model.bn_splits: train.batch_size={self.train.batch_size} is not divisible by "
                 f"bn_splits={self.model.bn_splits}"
             )
+        e = self.eval
+        if e.knn_train_samples is not None and e.knn_train_samples < e.knn_k:
+            raise ConfigError(f"eval.knn_k: {e.knn_k} neighbours from a bank of eval.knn_train_samples="
+                              f"{e.knn_train_samples} images; lower knn_k or raise knn_train_samples")
         if self.model.momentum_schedule == "cosine" and self.model.final_momentum < self.model.momentum:
             raise ConfigError(
                 f"model.final_momentum: {self.model.final_momentum} is below "

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from hardmix.errors import ConfigError
 from hardmix.training import checkpoint as ckpt
 from hardmix.training.config import build_task_config
 from hardmix.utils.checkpoint import load_matching
@@ -297,6 +298,13 @@ class RunEvaluation:
         self.same_dataset = self.dataset == cfg.data.dataset
         self._images: dict[str, ImageTensors] = {}
         self._features: dict[str, tuple[int, Tensor]] = {}
+        e = cfg.eval
+        if e.at_end or e.eval_steps:  # before any step: a k-NN needs k neighbours in its bank
+            bank = len(split.paths) - len(val_indices)
+            bank = bank if e.knn_train_samples is None else min(bank, e.knn_train_samples)
+            if bank < e.knn_k:
+                raise ConfigError(f"eval.knn_k: {e.knn_k} neighbours from a bank of the {bank} training "
+                                  "images left beside the validation split; lower knn_k")
 
     # ------------------------------------------------------------------------------------- images
     def _load(self, images: ImageList, idx: Tensor, key: str) -> ImageTensors:

@@ -431,6 +431,10 @@ CASES: list[Case] = [
     Case("config-out-of-range-vision", "train vision", "`loss.temperature: 0`",
          lambda c: train_vision(c, vision_config(c, c.tmp, loss={"temperature": 0})),
          ("loss.temperature", "greater than 0")),
+    Case("config-knn-k-above-bank", "train vision", "`eval.knn_k: 200` with `eval.knn_train_samples: 50` "
+         "(it ran, every image of the bank voting: a score of another k)",
+         lambda c: train_vision(c, vision_config(c, c.tmp, eval={"knn_k": 200, "knn_train_samples": 50})),
+         ("eval.knn_k", "200 neighbours from a bank of eval.knn_train_samples=50")),
     Case("config-nan", "train text", "`--set train.weight_decay=.nan` (YAML's NaN)",
          lambda c: _text_set(c, "train.weight_decay=.nan"),
          ("train.weight_decay", "expected a finite number")),

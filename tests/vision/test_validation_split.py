@@ -83,6 +83,21 @@ def test_evaluation_without_a_validation_split_is_refused(tiny_vision_config, tm
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
 
 
+def test_a_k_nn_with_more_neighbours_than_its_bank_is_refused_before_training(tiny_vision_config, tmp_path):
+    """``eval.knn_k`` above the bank's size ran, and the k-NN voted with the bank's every image instead
+    (a score of another k, reported as the configured one). Refused before any step: against an explicit
+    ``eval.knn_train_samples`` when the config is read, and against the images left beside the validation
+    split when the task is built."""
+    with pytest.raises(ConfigError, match=r"^eval\.knn_k: 30 neighbours from a bank of "
+                                          r"eval\.knn_train_samples=20 images"):
+        _cfg(tiny_vision_config(eval={"knn_k": 30, "knn_train_samples": 20}))
+    d = tiny_vision_config(data={"val_samples": 40}, eval={"at_end": True, "knn_k": 1000})
+    with pytest.raises(ConfigError, match=r"^eval\.knn_k: 1000 neighbours from a bank of the \d+ training "
+                                          r"images left beside the validation split"):
+        train(_cfg(d), tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
 def test_task_contract():
     cfg = _cfg({"data": {"val_samples": 100}, "eval": {"final_scores": ["knn_top1"]}})
     assert VisionTask.selection_metric == "val_knn_top1" and VisionTask.default_score == "knn_top1"
