@@ -46,6 +46,7 @@ from typing import Any
 
 from hardmix.config import load_yaml
 from hardmix.errors import ConfigError
+from hardmix.training.config import flatten_keys
 
 SPEC_KEYS = ("seeds", "baseline", "strategies", "strategy_set", "tasks", "output", "jobs", "tune", "launcher")
 TASK_KEYS = (
@@ -243,8 +244,8 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
         sets = t.get("set") or {}
         if not isinstance(sets, dict):
             raise ConfigError(f"{where}{key}.set: expected a mapping of dotted keys to values")
-        for k in sets:
-            check_cell_key(str(k), f"{where}{key}.set")
+        for k in flatten_keys({str(k): v for k, v in sets.items()}):  # nested or dotted, alike
+            check_cell_key(k, f"{where}{key}.set")
         args = t.get("strategy_args") or {}
         if not isinstance(args, dict) or any(not isinstance(v, dict) for v in args.values()):
             raise ConfigError(f"{where}{key}.strategy_args: expected strategy name -> mapping of arguments")

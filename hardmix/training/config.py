@@ -148,12 +148,14 @@ RESUMABLE: tuple[str, ...] = (
 )
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten_keys(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as dotted keys (``{"train": {"lr": 1}}`` -> ``{"train.lr": 1}``); a strategy list
+    stays one value."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict) and v and k != "strategies":
-            out.update(_flatten(v, key + "."))
+            out.update(flatten_keys(v, key + "."))
         else:
             out[key] = v
     return out
@@ -162,7 +164,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def check_old_keys(data: dict[str, Any]) -> None:
     """Refuse a key of an older hardmix (before any other check), saying what replaces it
     (:data:`hardmix.old_keys.OLD_KEYS`)."""
-    for key in _flatten(data):
+    for key in flatten_keys(data):
         if key in OLD_KEYS:
             raise ConfigError(f"{key} {OLD_KEYS[key]}")
 
@@ -284,6 +286,7 @@ __all__ = [
     "build_task_config",
     "check_old_keys",
     "config_differences",
+    "flatten_keys",
     "key_in",
     "load_task_config",
     "plain_config",

@@ -396,7 +396,7 @@ def test_a_task_named_as_a_path_is_refused_before_anything_is_written(text_spec,
     assert [p.name for p in victim.iterdir()] == ["keep.txt"]
 
 
-@pytest.mark.parametrize("where", ["set", "strategy_set", "tune"])
+@pytest.mark.parametrize("where", ["set", "set, nested", "strategy_set", "tune"])
 @pytest.mark.parametrize("key", ["train.stop_after_steps", "output", "train.seed", "loss.strategies",
                                  "loss.strategies[0].lam"])
 def test_keys_a_comparison_cannot_set_are_refused_at_validation(text_spec, key, where):
@@ -408,6 +408,12 @@ def test_keys_a_comparison_cannot_set_are_refused_at_validation(text_spec, key, 
              "loss.strategies": "mixcse", "loss.strategies[0].lam": 0.3}[key]
     if where == "set":
         spec["tasks"]["text"]["set"] = {key: value}
+        named = f"tasks.text.set.{key}"
+    elif where == "set, nested":  # {train: {seed: 5}} is train.seed too (it went past the check)
+        nested = value
+        for part in reversed(key.split(".")):
+            nested = {part: nested}
+        spec["tasks"]["text"]["set"] = nested
         named = f"tasks.text.set.{key}"
     elif where == "strategy_set":
         spec["strategy_set"] = {"none": {key: value}}

@@ -116,7 +116,7 @@ def test_a_key_given_twice_is_refused_naming_its_line(keys: list[str], depth: in
 # -------------------------------------------------------------------------------------- spec shapes
 @PROPS
 @given(section=st.fixed_dictionaries({}, optional={"max_steps": st.integers(1, 100), "lr": st.floats(1e-5, 1),
-                                                    "seed": st.integers(0, 100)}),
+                                                    "warmup_steps": st.integers(0, 100)}),
        shape=st.sampled_from(["nested", "dotted", "mixed"]))
 def test_a_spec_set_reads_the_same_nested_or_dotted(tmp_path_factory: pytest.TempPathFactory,
                                                    section: dict[str, Any], shape: str) -> None:
