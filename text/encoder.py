@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from hardmix.text.model import quiet_transformers
+from hardmix.text.model import model_folder_errors, quiet_transformers
 from hardmix.text.pooling import POOLINGS, pool
 
 _ST_POOLING = {"cls": "cls", "mean": "avg"}  # sentence-transformers pooling mode -> ours
@@ -164,16 +164,9 @@ class SentenceEncoder:
             raise ValueError(f"unknown pooling {self.pooling!r}; expected one of {POOLINGS}")
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         path = self.info["transformer"]
-        try:
-            with quiet_transformers():
-                self.tokenizer = AutoTokenizer.from_pretrained(path)
-                self.model = AutoModel.from_pretrained(path).to(self.device).eval()
-        except OSError as e:  # transformers: a folder without its weights or tokenizer files
-            if getattr(e, "strerror", None):
-                raise
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ValueError(f"{model}: not a complete model folder ({first}); it needs config.json, the "
-                             "weights and the tokenizer files, as save_pretrained writes them") from None
+        with model_folder_errors(model), quiet_transformers():
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModel.from_pretrained(path).to(self.device).eval()
         limit = getattr(self.model.config, "max_position_embeddings", None) or 512
         if getattr(self.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
             limit -= 2  # RoBERTa positions start after the padding index

@@ -200,15 +200,36 @@ def load_backbone(
         dropout: if given, set every dropout probability of the config to it.
         local_only: never reach the network (a Hub name must be in the local cache).
     """
-    try:
+    with model_folder_errors(path_or_name, "model.name_or_path: "):
         return _load_backbone(path_or_name, dropout, local_only)
+
+
+@contextlib.contextmanager
+def model_folder_errors(path: str | os.PathLike[str], key: str = "") -> Iterator[None]:
+    """Loading a model folder with transformers: an incomplete folder (no weights, tokenizer or config)
+    and weights that do not deserialize (a damaged safetensors or pickle file) become one ValueError
+    naming ``key`` and the folder; other errors pass."""
+    import pickle
+
+    from safetensors import SafetensorError
+
+    try:
+        yield
     except OSError as e:  # transformers: a folder without its weights, tokenizer or config
-        if getattr(e, "strerror", None) or not Path(path_or_name).is_dir():
+        if getattr(e, "strerror", None) or not Path(path).is_dir():
             raise
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"model.name_or_path: {path_or_name} is not a complete model folder ({first}); it "
-                         "needs config.json, the weights and the tokenizer files, as save_pretrained writes "
-                         "them") from None
+        raise ValueError(f"{key}{path} is not a complete model folder ({_first(e)}); it needs config.json, "
+                         "the weights and the tokenizer files, as save_pretrained writes them") from None
+    except (SafetensorError, pickle.UnpicklingError, RuntimeError) as e:  # weights that do not deserialize
+        if isinstance(e, RuntimeError) and "PytorchStreamReader" not in str(e):
+            raise
+        raise ValueError(f"{key}{path}: its weights cannot be read ({_first(e)}); the file is damaged: "
+                         "download or export the model again") from None
+
+
+def _first(e: BaseException) -> str:
+    """An exception's first line (its type's name when it has no message)."""
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
 def _load_backbone(path_or_name: str, dropout: float | None, local_only: bool) -> tuple[nn.Module, Any]:
