@@ -173,8 +173,10 @@ def check_outputs(args: argparse.Namespace) -> None:
         path = Path(value).expanduser()
         real = os.path.realpath(path)
         for src, name in inputs.items():
-            if real == src or (os.path.isdir(src) and real.startswith(src.rstrip(os.sep) + os.sep)
-                               and path.name in RUN_OWN_FILES):
+            # the input itself, a run's own file, or any file already in an input folder (a model's
+            # weights, vocabulary or config: the command reads them) is never written over
+            inside = os.path.isdir(src) and real.startswith(src.rstrip(os.sep) + os.sep)
+            if real == src or (inside and (path.name in RUN_OWN_FILES or os.path.lexists(path))):
                 raise ConfigError(f"{option}: {path} is this command's own input ({name.upper()} {src}); "
                                   f"write elsewhere")
         if path.name in RUN_OWN_FILES and \

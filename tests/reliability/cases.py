@@ -628,6 +628,9 @@ CASES: list[Case] = [
     Case("model-incomplete", "train text", "a model folder holding only `config.json`",
          lambda c: train_text(c, text_config(c, model={"name_or_path": str(_incomplete_model(c))})),
          ("model.name_or_path", "{half_model}")),
+    Case("model-damaged-weights", "train text", "a model folder whose `model.safetensors` was cut in half",
+         lambda c: train_text(c, text_config(c, model={"name_or_path": str(_damaged_model(c))})),
+         ("model.name_or_path", "{damaged_model}", "its weights cannot be read", "damaged")),
     Case("model-hub-offline", "train text", "a Hub name that is not cached, with `HF_HUB_OFFLINE=1`",
          lambda c: (c.mp.setenv("HF_HUB_OFFLINE", "1"),
                     train_text(c, text_config(c, model={"name_or_path": "hardmix-tests/no-such-model"})))[1],
@@ -643,6 +646,15 @@ CASES: list[Case] = [
          lambda c: encode(c, str(c.tmp / "nomodel"), b"a sentence .\n"), ("nomodel", "not found")),
     Case("model-incomplete-encode", "encode", "a model folder holding only `config.json`",
          lambda c: encode(c, str(_incomplete_model(c)), b"a sentence .\n"), ("{half_model}",)),
+    Case("model-damaged-encode", "encode", "a model folder whose `model.safetensors` was cut in half (a "
+         "traceback)", lambda c: encode(c, str(_damaged_model(c)), b"a sentence .\n"),
+         ("{damaged_model}", "its weights cannot be read", "damaged")),
+    Case("encode-onto-model-file", "encode", "`--output MODEL/config.json` (the model's own config was "
+         "written over with the embeddings)",
+         lambda c: (c.vars.update(model_config=str(_damaged_model(c) / "config.json")),
+                    encode(c, c.vars["damaged_model"], b"a sentence .\n", "--output",
+                           c.vars["model_config"]))[1],
+         ("--output", "{model_config}", "this command's own input", "write elsewhere")),
     Case("encode-batch-zero", "encode", "`--batch-size 0`",
          lambda c: encode(c, str(c.fixture("tiny_bert_dir")), b"one .\n", "--batch-size", "0"),
          ("--batch-size: expected a positive number, got 0",)),
@@ -799,6 +811,19 @@ def _incomplete_model(ctx: Ctx) -> Path:
     src = Path(ctx.fixture("tiny_bert_dir")) / "config.json"
     (folder / "config.json").write_bytes(src.read_bytes())
     ctx.vars["half_model"] = str(folder)
+    ctx.protect(folder)
+    return folder
+
+
+def _damaged_model(ctx: Ctx) -> Path:
+    """The tiny model with its weights file's bytes cut to its first half (a download cut short)."""
+    import shutil
+
+    folder = ctx.tmp / "damaged-model"
+    shutil.copytree(Path(ctx.fixture("tiny_bert_dir")), folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    ctx.vars["damaged_model"] = str(folder)
     ctx.protect(folder)
     return folder
 
