@@ -978,16 +978,21 @@ INVARIANTS = (
     Invariant("Every value and every evaluation is checked before work: strategy and schedule numbers are "
               "finite and in range; a schedule that never activates its strategy is refused; a degenerate "
               "evaluation set is refused naming its file; a checkpoint or exported backbone is loaded key "
-              "by key; test images of a class the training split lacks are refused naming it.",
+              "by key, and a model folder whose weights do not deserialize is refused naming it; a k-NN "
+              "never has fewer images in its bank than its k; test images of a class the training split "
+              "lacks are refused naming it.",
               ("hardmix.errors:check_number",
                "hardmix.losses.contrastive:ContrastiveLoss.check_schedules",
-               "hardmix.text.senteval_data:scorable", "hardmix.utils.checkpoint:load_matching"),
+               "hardmix.text.senteval_data:scorable", "hardmix.utils.checkpoint:load_matching",
+               "hardmix.text.model:model_folder_errors", "hardmix.vision.evaluation:RunEvaluation"),
               "config validation of every command, `hardmix train` before its first step, `hardmix eval`",
               (_INV + "test_a_strategy_or_schedule_number_is_finite_in_range_or_refused_naming_its_key",
                "tests/reliability/test_fuzz.py::test_random_values_of_text_config_keys",
                "tests/text/test_senteval_data.py::"
                "test_a_degenerate_evaluation_set_is_refused_before_training_naming_the_file",
                "tests/vision/test_trainer.py::test_a_partial_checkpoint_is_refused_key_by_key",
+               "tests/vision/test_validation_split.py::"
+               "test_a_k_nn_with_more_neighbours_than_its_bank_is_refused_before_training",
                "tests/vision/test_trainer.py::"
                "test_test_images_of_a_class_the_training_split_lacks_are_refused_naming_it")),
 )
