@@ -172,12 +172,12 @@ def check_outputs(args: argparse.Namespace) -> None:
             continue
         path = Path(value).expanduser()
         real = os.path.realpath(path)
+        # never written over: the input itself, a run's own file in an input folder, or a file of a model
+        # folder (one holding config.json: its weights, vocabulary, tokenizer) in one
+        model_file = os.path.lexists(path) and os.path.isfile(os.path.join(os.path.dirname(real),
+                                                                            "config.json"))
         for src, name in inputs.items():
-            # never written over: the input itself, a run's own file in an input folder, or a file of a
-            # model folder (one holding config.json: its weights, vocabulary, tokenizer) in one
             inside = os.path.isdir(src) and real.startswith(src.rstrip(os.sep) + os.sep)
-            model_file = os.path.isfile(os.path.join(os.path.dirname(real), "config.json")) and \
-                os.path.lexists(path)
             if real == src or (inside and (path.name in RUN_OWN_FILES or model_file)):
                 raise ConfigError(f"{option}: {path} is this command's own input ({name.upper()} {src}); "
                                   f"write elsewhere")

@@ -90,7 +90,7 @@ def test_shipped_configs_load(name):
 
 @pytest.mark.parametrize("strategy", ["mixcse", "mixcse_adaptive"])
 def test_mixcse_s_old_bidirectional_is_refused_naming_second_direction(strategy):
-    """One word meant three ideas (issue 44): MixCSE's second direction is ``second_direction`` now."""
+    """MixCSE's second direction is ``second_direction``; the old ``bidirectional`` names it."""
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.bidirectional: was renamed to "
                                           r"second_direction"):
         build_text_config({"loss": {"strategies": [{"name": strategy, "bidirectional": False}]}})

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 44: the training step before (d013808, /work/wt44-transfer) and after (main), one thread, same machine,
+# The training step before (d013808, /work/wt44-transfer) and after (main), one thread, same machine,
 # the comparison's background cells paused (kill -STOP) while it runs.
 export HARDMIX_DATA=/work/shared/data OMP_NUM_THREADS=1 PYTHONSAFEPATH=1
 T="--set train.max_steps=30 --set eval.eval_steps=0 --set eval.at_end=false --set log.progress=false --set train.save_steps=0 --set train.threads=1 --set train.precision=fp32 --set data.train_file=wiki/wiki1m-head-11914.txt"
