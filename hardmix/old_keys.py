@@ -45,3 +45,16 @@ OLD_KEYS: dict[str, str] = {
 STRATEGY_ARGUMENT = "loss.strategies[]."
 
 __all__ = ["OLD_KEYS", "STRATEGY_ARGUMENT"]
+
+
+#: Keys a newer hardmix added, with the default that means what a config written before them meant: a saved
+#: config without such a key agrees with one holding its default (``--resume``, a comparison's finished
+#: cells: :func:`hardmix.training.config.config_differences`), and a result's fingerprint leaves the key out
+#: while it holds its default (:func:`hardmix.training.fingerprint.config_digest`), so records made before
+#: and after the key existed pair.
+ADDED_KEYS: dict[str, object] = {
+    "data.text_field": "text",  # text: the column of a JSON lines, CSV, parquet or datasets corpus
+    "data.labels": None,  # vision: class folders or not, detected
+    "eval.selection": "auto",  # vision: the selection score, the k-NN with labels
+    "eval.label_free_scores": False,  # vision: the label-free scores where they do not select
+}

@@ -31,8 +31,13 @@ class DataConfig:
     """Where the training images come from and how they are loaded.
 
     Attributes:
-        dataset: ``cifar10``, ``imagenette-64`` (under the data root) or an ImageFolder root (its
-            ``train_split`` sub-folder is used; a folder of class folders is used as it is).
+        dataset: ``cifar10``, ``imagenette-64`` (under the data root), an ImageFolder root (its
+            ``train_split`` sub-folder is used; a folder of class folders is used as it is) or a folder of
+            unlabeled images, flat or nested (see ``labels``).
+        labels: True: the training split's sub-folders are classes; False: every image below it is used,
+            unlabeled (no k-NN; selection on ``val_proxy_top1``, no labelled test scores unless
+            ``eval.dataset`` names a labelled dataset); None (auto): unlabeled when the split holds images
+            at its top level, else labelled.
         train_split: the training sub-folder.
         class_list: optional file of class folder names, one per line (ImageNet-100: the shared
             ``images/imagenet100-classes.txt`` over an ImageNet ``train`` folder).
@@ -58,6 +63,7 @@ class DataConfig:
     """
 
     dataset: str = "cifar10"
+    labels: bool | None = None
     train_split: str = "train"
     class_list: str | None = None
     val_samples: int | None = field(default=None, metadata={"min": 1})
@@ -223,6 +229,22 @@ class TrainConfig(TrainSection):
 TEST_SCORES = ("knn_top1", "knn_top5", "linear_top1")
 
 
+def selection_score(selection: str, labelled: bool) -> str:
+    """The score ``eval.selection`` names once ``auto`` is resolved: the k-NN with labels, the label-free
+    proxy task without; the k-NN asked for on unlabeled images is refused.
+
+    Example:
+        >>> selection_score("auto", True), selection_score("auto", False)
+        ('val_knn_top1', 'val_proxy_top1')
+    """
+    if selection == "auto":
+        return "val_knn_top1" if labelled else "val_proxy_top1"
+    if selection == "val_knn_top1" and not labelled:
+        raise ConfigError("eval.selection: val_knn_top1 needs labelled images (class folders), and "
+                          "data.dataset is unlabeled; select on val_proxy_top1 (or auto)")
+    return selection
+
+
 @dataclass
 class EvalConfig(EvalSection):
     """Model selection on the validation split and the final model's test scores (InstDisc's weighted
@@ -230,9 +252,14 @@ class EvalConfig(EvalSection):
     :mod:`hardmix.vision.linear_probe`).
 
     Attributes:
-        eval_steps: score the selection metric ``val_knn_top1`` (the k-NN top-1 of ``data.val_samples``'
-            validation images against the bank of training images) every this many steps (0: at the end
-            only).
+        eval_steps: score the selection metric on ``data.val_samples``' validation images every this many
+            steps (0: at the end only).
+        selection: the score that selects the step and tunes: ``val_knn_top1`` (the k-NN top-1 of the
+            validation images against the bank of training images; needs labels) or ``val_proxy_top1``
+            (label-free: :mod:`hardmix.vision.label_free`); ``auto``: the k-NN with labels, the proxy
+            task without.
+        label_free_scores: score ``val_proxy_top1``, ``val_alignment`` and ``val_uniformity`` at every
+            evaluation even when they do not select (always when they do, or without labels).
         at_end: score it once training ends, then the final model's test scores ``final_scores``.
         final_scores: the test scores of the final model (``results.json`` ``final_scores``, each with
             ``<score>_se``, its binomial standard error in points): ``knn_top1``, ``knn_top5`` (the test
@@ -249,6 +276,8 @@ class EvalConfig(EvalSection):
         backend: ``auto`` (faiss when installed), ``faiss`` or ``torch``.
     """
 
+    selection: Literal["auto", "val_knn_top1", "val_proxy_top1"] = "auto"
+    label_free_scores: bool = False
     final_scores: list[Literal["knn_top1", "knn_top5", "linear_top1"]] = field(
         default_factory=lambda: list(TEST_SCORES))
     dataset: str | None = None

@@ -1,9 +1,15 @@
 """Image folders: finding them, class-balanced subsets, and the decoded uint8 tensor cache.
 
-Datasets are ImageFolder trees (``<split>/<class>/<image>``). ``cifar10``, ``imagenette-64`` and
+Labelled datasets are ImageFolder trees (``<split>/<class>/<image>``). ``cifar10``, ``imagenette-64`` and
 ``imagenette`` (the 160 px release) name folders under the data root (``hardmix data download NAME``
 fetches them); anything else is a path (relative paths also resolve under the data
 root). ImageNet-100 is a class-list file over an ImageNet folder.
+
+An unlabeled dataset is any folder of images without class folders, flat or nested: a folder that holds
+images at its top level (or any folder with ``data.labels: false``) is unlabeled, and every image below it
+counts; a folder of sub-folders alone is a labelled one, its sub-folders the classes (:func:`is_labelled`).
+Its :class:`ImageList` has no classes and every label 0, so the class-balanced draws below are plain
+random draws, and the same scan, cache, corrupt-file rules and validation carve-out apply.
 
 The tensor cache decodes every selected image once (PIL, in threads) into a (N, 3, H, W) uint8 tensor
 and keeps it on disk, keyed by the files' paths, sizes and modification times, so later runs (and the
@@ -27,7 +33,14 @@ import torch
 from torch import Tensor
 
 from hardmix.paths import data_root_path, missing_hint, resolve_data_path
-from hardmix.vision.folders import IMG_EXTENSIONS, FolderScanError, class_folders, list_images
+from hardmix.vision.folders import (
+    IMG_EXTENSIONS,
+    FolderScanError,
+    class_folders,
+    has_top_level_images,
+    list_all_images,
+    list_images,
+)
 from hardmix.vision.images import ImageModeError, open_rgb
 
 KNOWN_DATASETS = {
@@ -42,12 +55,18 @@ class ImageDataError(ValueError):
 
 @dataclass
 class ImageList:
-    """The images of one split: paths, integer labels and class names (sorted, or the class list's order)."""
+    """The images of one split: paths, integer labels and class names (sorted, or the class list's order);
+    an unlabeled split has no classes and every label 0."""
 
     folder: Path
     paths: list[str]
     labels: Tensor
     classes: list[str]
+
+    @property
+    def labelled(self) -> bool:
+        """Whether the images carry classes (class folders)."""
+        return bool(self.classes)
 
 
 @dataclass
@@ -81,12 +100,13 @@ def dataset_root(name: str, key: str = "data.dataset") -> Path:
 
 def split_folder(root: Path, split: str | Sequence[str], key: str = "data.dataset") -> Path:
     """``root/split`` (the first that exists when several are given); a root that directly holds class
-    folders serves as its own training split."""
+    folders, or images at its top level, serves as its own training split."""
     names = [split] if isinstance(split, str) else list(split)
     for name in names:
         if (root / name).is_dir():
             return root / name
-    if isinstance(split, str) and not any((root / n).is_dir() for n in ("train", *EVAL_SPLITS)):
+    if isinstance(split, str) and (not any((root / n).is_dir() for n in ("train", *EVAL_SPLITS))
+                                   or has_top_level_images(root)):
         return root
     raise FileNotFoundError(f"{key}: {root} has no {' or '.join(repr(n) for n in names)} folder")
 
@@ -103,16 +123,47 @@ def read_class_list(path: str | os.PathLike[str], key: str = "data.class_list") 
     return names
 
 
-def scan_image_folder(folder: Path, classes: list[str] | None = None, key: str = "data.dataset") -> ImageList:
-    """List the images of an ImageFolder split, checking that every class has at least one image.
+def scan_image_folder(
+    folder: Path, classes: list[str] | None = None, key: str = "data.dataset", labels: bool | None = None
+) -> ImageList:
+    """List the images of a split: an ImageFolder split (every class must have an image), or an unlabeled
+    folder (every image below it, no classes).
 
     Args:
-        folder: the split folder (holds one sub-folder per class).
+        folder: the split folder (one sub-folder per class, or images at any depth).
         classes: restrict to these class folders, in this order (ImageNet-100); None: all, sorted.
         key: the config key named in errors.
+        labels: ``data.labels``: True, class folders; False, unlabeled; None, unlabeled when ``folder``
+            holds images at its top level (:func:`hardmix.vision.folders.has_top_level_images`).
+
+    Example:
+        >>> import tempfile
+        >>> from PIL import Image
+        >>> root = Path(tempfile.mkdtemp())
+        >>> (root / "trip").mkdir()
+        >>> for name in ("a.png", "trip/b.png"):
+        ...     Image.new("RGB", (4, 4)).save(root / name)
+        >>> flat = scan_image_folder(root)
+        >>> flat.labelled, len(flat.paths), flat.labels.tolist()
+        (False, 2, [0, 0])
+        >>> scan_image_folder(root, labels=True)
+        Traceback (most recent call last):
+        ...
+        vision.data.ImageDataError: data.labels: true, but ... holds images at its top level, outside ...
     """
     if not folder.is_dir():
         raise FileNotFoundError(f"{key}: image folder {folder} does not exist")
+    top_images = has_top_level_images(folder)
+    if labels is False or (labels is None and classes is None and top_images):
+        if classes is not None:
+            raise ImageDataError("data.class_list: selects class folders, but data.labels is false (the "
+                                 "images are unlabeled); drop one of them")
+        return _scan_unlabeled(folder, key)
+    if top_images:
+        why = "data.labels: true" if labels else "data.class_list selects class folders"
+        raise ImageDataError(f"{why}, but {folder} holds images at its top level, outside any class folder; "
+                             "move them into class folders, or set data.labels: false to use every image "
+                             "unlabeled")
     if classes is None:
         classes = class_folders(folder)
         if not classes:
@@ -137,8 +188,38 @@ def scan_image_folder(folder: Path, classes: list[str] | None = None, key: str =
             f" (extensions: {', '.join(IMG_EXTENSIONS)})"
         )
     paths = [p for p, _ in samples]
-    labels = torch.tensor([t for _, t in samples], dtype=torch.long)
-    return ImageList(folder, paths, labels, list(classes))
+    targets = torch.tensor([t for _, t in samples], dtype=torch.long)
+    return ImageList(folder, paths, targets, list(classes))
+
+
+def _scan_unlabeled(folder: Path, key: str) -> ImageList:
+    try:
+        paths = list_all_images(folder, key)
+    except FolderScanError as e:
+        raise ImageDataError(str(e)) from None
+    if not paths:
+        raise ImageDataError(f"{key}: {folder} holds no images (extensions: {', '.join(IMG_EXTENSIONS)})")
+    return ImageList(folder, paths, torch.zeros(len(paths), dtype=torch.long), [])
+
+
+def is_labelled(dataset: str, split: str = "train", labels: bool | None = None) -> bool:
+    """Whether ``dataset``'s training split has class folders: ``labels`` when given (``data.labels``),
+    True for the named datasets, else False when the split holds images at its top level. A folder that
+    does not exist (yet) counts as labelled: the run's checks name it before any work.
+
+    Example:
+        >>> is_labelled("cifar10"), is_labelled("some/folder", labels=False)
+        (True, False)
+    """
+    if labels is not None:
+        return labels
+    if dataset in KNOWN_DATASETS:
+        return True
+    try:
+        folder = split_folder(dataset_root(dataset), split)
+    except FileNotFoundError:
+        return True
+    return not has_top_level_images(folder)
 
 
 def balanced_subset(labels: Tensor, n: int, seed: int = 0) -> Tensor:

@@ -34,19 +34,21 @@ from hardmix.errors import ConfigError
 from hardmix.training import checkpoint as ckpt
 from hardmix.training.config import build_task_config
 from hardmix.utils.checkpoint import load_matching
-from hardmix.vision.augment import normalize_uint8
+from hardmix.vision.augment import TensorAugment, normalize_uint8
 from hardmix.vision.augmented_features import AugmentedFeatures, frozen_forward, linear_augment_config
 from hardmix.vision.backbones import build_backbone
-from hardmix.vision.config import VisionConfig
+from hardmix.vision.config import VisionConfig, selection_score
 from hardmix.vision.data import (
     ImageList,
     ImageTensors,
     balanced_subset,
+    derive_seed,
     eval_splits,
     load_tensors,
     read_class_list,
 )
 from hardmix.vision.knn import knn_predict, topk_accuracy
+from hardmix.vision.label_free import label_free_scores, view_features
 from hardmix.vision.linear_probe import RECIPES, linear_probe, recipe_for
 
 CHECKPOINT_NAME = ckpt.NAME
@@ -270,9 +272,13 @@ class RunEvaluation:
 
     - ``validation``: ``val_knn_top1`` / ``val_knn_top5``, the weighted k-NN of the validation images
       (``val_indices`` of the training split ``split``) against a bank of ``eval.knn_train_samples``
-      (class-balanced, seed 0) of the split's other images: what selects the model and what tuning
+      (class-balanced, seed 0) of the split's other images, when the images are labelled; and the
+      label-free ``val_proxy_top1``, ``val_alignment``, ``val_uniformity`` of the validation images
+      (:mod:`hardmix.vision.label_free`) when they select (``eval.selection``), when asked
+      (``eval.label_free_scores``) or without labels. ``eval.selection`` picks the model and what tuning
       compares. The test split is never read for it.
-    - ``test``: the final model's held-out scores of ``eval.final_scores``: ``knn_top1`` / ``knn_top5`` of
+    - ``test``: the final model's held-out scores of ``eval.final_scores`` (none when the training images
+      are unlabeled and ``eval.dataset`` names no labelled dataset): ``knn_top1`` / ``knn_top5`` of
       ``eval.knn_test_samples`` test images against the bank (the same bank when ``eval.dataset`` is the
       training dataset, else that dataset's train split) and ``linear_top1`` of a linear probe trained on
       the bank's features (or on ``eval.linear_train_samples``, scored on ``eval.linear_test_samples``),
@@ -299,7 +305,13 @@ class RunEvaluation:
         self._images: dict[str, ImageTensors] = {}
         self._features: dict[str, tuple[int, Tensor]] = {}
         e = cfg.eval
-        if e.at_end or e.eval_steps:  # before any step: a k-NN needs k neighbours in its bank
+        self.labelled = split.labelled
+        self.selection = selection_score(e.selection, self.labelled)
+        self.label_free = not self.labelled or self.selection == "val_proxy_top1" or e.label_free_scores
+        self.has_test = self.labelled or not self.same_dataset
+        if (e.at_end or e.eval_steps) and self.label_free and len(val_indices) < 2:
+            raise ConfigError("data.val_samples: the label-free scores need at least 2 validation images")
+        if (e.at_end or e.eval_steps) and self.labelled:  # before any step: a k-NN needs k neighbours
             bank = len(split.paths) - len(val_indices)
             bank = bank if e.knn_train_samples is None else min(bank, e.knn_train_samples)
             if bank < e.knn_k:
@@ -375,14 +387,27 @@ class RunEvaluation:
 
     # ------------------------------------------------------------------------------------- scores
     def validation(self, backbone: nn.Module, tag: int) -> dict[str, float]:
-        """``val_knn_top1`` and ``val_knn_top5`` (percent) of the current backbone."""
-        scores = self._knn("bank", "val", backbone, tag)
-        return {"val_knn_top1": scores["top1"], "val_knn_top5": scores["top5"]}
+        """``val_knn_top1`` and ``val_knn_top5`` (percent; labelled images) and the label-free scores (see
+        the class docstring) of the current backbone."""
+        out: dict[str, float] = {}
+        if self.labelled:
+            scores = self._knn("bank", "val", backbone, tag)
+            out.update({"val_knn_top1": scores["top1"], "val_knn_top5": scores["top5"]})
+        if self.label_free:
+            e = self.cfg.eval
+            z1, z2 = view_features(backbone, self.images("val").images, TensorAugment(self.cfg.augment),
+                                   derive_seed(self.cfg.data.subset_seed, 0x1ABE1), e.batch_size, self.device,
+                                   progress=self.cfg.log.progress)
+            out.update(label_free_scores(z1, z2))
+        return out
 
     def test(self, backbone: nn.Module, tag: int) -> dict[str, float]:
-        """The held-out test scores of ``eval.final_scores`` (percent), each with ``<score>_se``."""
+        """The held-out test scores of ``eval.final_scores`` (percent), each with ``<score>_se``; none
+        without labelled test images (:attr:`has_test`)."""
         e = self.cfg.eval
         out: dict[str, float] = {}
+        if not self.has_test:
+            return out
         bank = "bank" if self.same_dataset else "test_bank"
         if "knn_top1" in e.final_scores or "knn_top5" in e.final_scores:
             knn = self._knn(bank, "test", backbone, tag)

@@ -90,13 +90,53 @@ def list_images(folder: str | os.PathLike[str], classes: Sequence[str],
             raise FolderScanError(f"{key}: the class folder {top} links to {real}, outside the data set "
                                   f"{root}; copy the folder in, or link its files one by one")
         for path in _walk(top, root, (root, real), key):
-            st = os.stat(path)
-            first = seen.setdefault((st.st_dev, st.st_ino), path)
-            if first != path:
-                raise FolderScanError(f"{key}: {first} and {path} are one file (a link); each image must be "
-                                      "listed once, under its one class: remove one")
+            _once(path, seen, key)
             out.append((path, label))
     return out
 
 
-__all__ = ["IMG_EXTENSIONS", "FolderScanError", "class_folders", "list_images"]
+def _once(path: str, seen: dict[tuple[int, int], str], key: str) -> None:
+    """Refuse a second name (a link, a hard link) of a file already listed."""
+    st = os.stat(path)
+    first = seen.setdefault((st.st_dev, st.st_ino), path)
+    if first != path:
+        raise FolderScanError(f"{key}: {first} and {path} are one file (a link); each image must be listed "
+                              "once: remove one")
+
+
+def has_top_level_images(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` itself holds an image file (not only sub-folders): such a folder is unlabeled."""
+    with os.scandir(folder) as it:
+        return any(not e.name.startswith(".") and e.is_file(follow_symlinks=True)
+                   and e.name.lower().endswith(IMG_EXTENSIONS) for e in it)
+
+
+def list_all_images(folder: str | os.PathLike[str], key: str = "data.dataset") -> list[str]:
+    """Every image below ``folder`` (an unlabeled folder: flat or nested, sub-folders are not classes),
+    sorted depth first, with the same link rules as :func:`list_images`.
+
+    Raises:
+        FolderScanError: a folder link out of ``folder`` or into a loop, or one file under two names.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> root = Path(tempfile.mkdtemp())
+        >>> (root / "2024").mkdir()
+        >>> for name in ("b.png", "a.jpg", "2024/c.png", ".hidden.png", "notes.txt"):
+        ...     _ = (root / name).write_bytes(b"")
+        >>> [str(Path(p).relative_to(root)) for p in list_all_images(root)]
+        ['2024/c.png', 'a.jpg', 'b.png']
+    """
+    root = os.path.realpath(folder)
+    seen: dict[tuple[int, int], str] = {}
+    paths = _walk(os.fspath(folder), root, (root,), key)
+    for path in paths:
+        _once(path, seen, key)
+    return paths
+
+
+__all__ = [
+    "IMG_EXTENSIONS", "FolderScanError", "class_folders", "has_top_level_images", "list_all_images",
+    "list_images",
+]

@@ -238,7 +238,7 @@ def train_val_image_list(
     root = dataset_root(d.dataset)
     folder = split_folder(root, d.train_split)
     classes = read_class_list(d.class_list) if d.class_list else None
-    images = scan_image_folder(folder, classes)
+    images = scan_image_folder(folder, classes, labels=d.labels)
     train, val = _draw_subset(cfg, images, exclude)
     return images, train, val
 

@@ -6,9 +6,12 @@ DistributedDataParallel, keys are gathered before they enter the queue and shuff
 BatchNorm. Every random draw of a step derives from (seed, step, rank), so a resumed run draws what an
 uninterrupted one would.
 
-The selection metric is ``val_knn_top1``: the weighted k-NN top-1 (:mod:`hardmix.vision.knn`) of a
-validation split carved from the training images (``data.val_samples``, never trained on) against a bank of
-the other training images. The test split is read once, at the end, for the final model's held-out scores
+The selection metric (``eval.selection``) is ``val_knn_top1``: the weighted k-NN top-1
+(:mod:`hardmix.vision.knn`) of a validation split carved from the training images (``data.val_samples``,
+never trained on) against a bank of the other training images; on unlabeled images (a folder without class
+folders) it is the label-free ``val_proxy_top1`` of the same validation images
+(:mod:`hardmix.vision.label_free`), and no labelled test score is computed unless ``eval.dataset`` names a
+labelled dataset. The test split is read once, at the end, for the final model's held-out scores
 (``knn_top1``, ``knn_top5``, ``linear_top1`` and their binomial standard errors): see
 :class:`hardmix.vision.evaluation.RunEvaluation`. The final model is the result (MoCo's protocol); the
 best validation step is recorded beside it.
@@ -30,9 +33,17 @@ from hardmix.losses import ContrastiveLoss
 from hardmix.strategies.build import check_setup
 from hardmix.training import StepResult, Task
 from hardmix.vision.backbones import build_backbone
-from hardmix.vision.config import TEST_SCORES, VisionConfig
-from hardmix.vision.data import EVAL_SPLITS, dataset_root, derive_seed, split_folder, step_generator
+from hardmix.vision.config import TEST_SCORES, VisionConfig, selection_score
+from hardmix.vision.data import (
+    EVAL_SPLITS,
+    dataset_root,
+    derive_seed,
+    is_labelled,
+    split_folder,
+    step_generator,
+)
 from hardmix.vision.evaluation import RunEvaluation
+from hardmix.vision.label_free import LABEL_FREE_SCORES
 from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
 from hardmix.vision.pipeline import build_train_data
 
@@ -60,6 +71,15 @@ class VisionTask(Task):
 
     cfg: VisionConfig
 
+    def __init__(self, cfg: VisionConfig, runtime: Any) -> None:
+        super().__init__(cfg, runtime)
+        self.progress_label = "val knn" if self.selection_metric == "val_knn_top1" else "val proxy"
+
+    @classmethod
+    def selection_metric_for(cls, cfg: VisionConfig) -> str:
+        """``eval.selection``, ``auto`` resolved by whether ``data.dataset`` is labelled."""
+        return selection_score(cfg.eval.selection, _labelled(cfg))
+
     def check(self) -> None:
         cfg = self.cfg
         dataset_root(cfg.data.dataset)
@@ -72,7 +92,7 @@ class VisionTask(Task):
                     "split carved from the training images; set its size (e.g. 1000), or eval.at_end: false "
                     "and eval.eval_steps: 0 to train without evaluation")
             root = dataset_root(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
-            if cfg.eval.at_end and cfg.eval.final_scores:  # the test scores' bank and images, before any step
+            if cfg.eval.at_end and cfg.eval.final_scores and _has_test(cfg):  # the test scores' images
                 for splits in (["train"], list(EVAL_SPLITS)):
                     split_folder(root, splits, key="eval.dataset")
 
@@ -96,6 +116,10 @@ class VisionTask(Task):
             self.moco.encoder_k.load_state_dict(self.moco.encoder_q.state_dict())
         self.evaluation = RunEvaluation(cfg, self.data.split, self.data.val_indices, rt.device)
         self.model_version = 0  # the features of one model version are computed once
+        if not self.data.split.labelled:
+            rt.say(f"data.dataset: {self.data.split.folder} is unlabeled (no class folders): selecting on "
+                   f"{self.selection_metric}" + ("" if self.evaluation.has_test else
+                                                 ", no labelled test scores (eval.dataset names none)"))
 
     def model(self) -> nn.Module:
         return self.moco
@@ -115,7 +139,7 @@ class VisionTask(Task):
         from hardmix.vision.data import eval_splits
 
         cfg = self.cfg
-        if not (cfg.eval.at_end and cfg.eval.final_scores):
+        if not (cfg.eval.at_end and cfg.eval.final_scores and _has_test(cfg)):
             return None
         train, test = eval_splits(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
         return listing_digest([*train.paths, *test.paths], train.folder.parent)
@@ -206,11 +230,18 @@ class VisionTask(Task):
 
     @classmethod
     def score_names(cls, cfg: VisionConfig) -> list[str]:
-        """``val_knn_top1``, ``val_knn_top5`` and ``eval.final_scores`` with ``eval.at_end``, else none (the
-        ``<score>_se`` of each test score besides)."""
+        """With ``eval.at_end``: ``val_knn_top1`` and ``val_knn_top5`` (labelled images), the label-free
+        scores (where computed) and ``eval.final_scores`` (where there are labelled test images); else none
+        (the ``<score>_se`` of each test score besides)."""
         if not cfg.eval.at_end:
             return []
-        return ["val_knn_top1", "val_knn_top5", *[s for s in TEST_SCORES if s in cfg.eval.final_scores]]
+        labelled = _labelled(cfg)
+        names = ["val_knn_top1", "val_knn_top5"] if labelled else []
+        if not labelled or cls.selection_metric_for(cfg) == "val_proxy_top1" or cfg.eval.label_free_scores:
+            names += list(LABEL_FREE_SCORES)
+        if _has_test(cfg):
+            names += [s for s in TEST_SCORES if s in cfg.eval.final_scores]
+        return names
 
     @classmethod
     def held_out_scores(cls, cfg: VisionConfig) -> list[str]:
@@ -224,9 +255,11 @@ class VisionTask(Task):
         config does not compute (besides those it does)."""
         wanted = {s.removesuffix("_se") for s in scores}
         out = []
-        if wanted & set(TEST_SCORES) or wanted & {"val_knn_top1", "val_knn_top5"}:
+        if wanted & {*TEST_SCORES, "val_knn_top1", "val_knn_top5", *LABEL_FREE_SCORES}:
             if not cfg.eval.at_end:
                 out.append("eval.at_end=true")
+        if wanted & set(LABEL_FREE_SCORES) and not cfg.eval.label_free_scores:
+            out.append("eval.label_free_scores=true")
         missing = [s for s in TEST_SCORES if s in wanted and s not in cfg.eval.final_scores]
         if missing:
             have = [s for s in TEST_SCORES if s in cfg.eval.final_scores or s in missing]
@@ -254,7 +287,9 @@ class VisionTask(Task):
         final, info = results["final_scores"], results["task_info"]
         lines = []
         if results.get("best_score") is not None:
-            lines.append(f"best validation k-NN top-1: {results['best_score']:.2f}% at step "
+            name = {"val_knn_top1": "k-NN top-1", "val_proxy_top1": "proxy-task top-1 (label-free)"}.get(
+                results["selection_metric"], results["selection_metric"])
+            lines.append(f"best validation {name}: {results['best_score']:.2f}% at step "
                          f"{results['best_step']}")
         test = [f"{name} {final[key]:.2f} ± {final[key + '_se']:.2f}" for key, name in
                 (("knn_top1", "k-NN top-1"), ("knn_top5", "k-NN top-5"), ("linear_top1", "linear top-1"))
@@ -264,6 +299,15 @@ class VisionTask(Task):
                          + ", ".join(test))
         lines.append(f"trained {results['steps']} steps; run in {results['run_dir']}")
         return "\n".join(lines)
+
+
+def _labelled(cfg: VisionConfig) -> bool:
+    return is_labelled(cfg.data.dataset, cfg.data.train_split, cfg.data.labels)
+
+
+def _has_test(cfg: VisionConfig) -> bool:
+    """Whether the run has labelled test images: its own (labelled) or ``eval.dataset``'s."""
+    return _labelled(cfg) or (cfg.eval.dataset is not None and cfg.eval.dataset != cfg.data.dataset)
 
 
 __all__ = ["VisionTask"]

@@ -228,7 +228,7 @@ def _resolve_scores(task: TaskSpec, task_cls: type, cfg: Any) -> list[str]:
                 f"tasks.{task.name}.score: missing (task {task.task} declares no default score)"
             )
         task.score = task_cls.default_score
-    if task.score == task_cls.selection_metric and not task.allow_selection_score:
+    if task.score == task_cls.selection_metric_for(cfg) and not task.allow_selection_score:
         held = ", ".join(task_cls.held_out_scores(cfg)) or task_cls.default_score
         raise ConfigError(
             f"tasks.{task.name}.score: {task.score!r} is the task's selection score (it picks the "
@@ -487,8 +487,18 @@ def _budget(cell: Cell) -> tuple[Any, Any]:
 
 
 def task_metric(cell: Cell) -> str:
-    """The selection metric of a cell's task (what its evaluation lines carry)."""
-    return task_class(cell.task).selection_metric
+    """The selection metric of a cell (what its evaluation lines carry): its task's for the cell's config
+    (:meth:`hardmix.training.Task.selection_metric_for`, e.g. vision's ``eval.selection``)."""
+    key = str(cell.run_dir)
+    if key not in _METRICS:
+        from hardmix.training.config import build_task_config
+
+        cls = task_class(cell.task)
+        _METRICS[key] = cls.selection_metric_for(build_task_config(cls.config_class, cell.config))
+    return _METRICS[key]
+
+
+_METRICS: dict[str, str] = {}
 
 
 def discard_unkept(cell: Cell, keep: frozenset[str] | set[str]) -> None:

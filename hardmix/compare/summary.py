@@ -16,7 +16,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from hardmix.compare.grid import Cell
+from hardmix.compare.grid import Cell, task_metric
 from hardmix.compare.spec import CompareSpec
 from hardmix.compare.stats import ALPHA, SIGNIFICANT, holm_adjusted, mean_std, paired_difference
 from hardmix.errors import ConfigError
@@ -200,7 +200,8 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
                 "sampling_se": sum(ses) / len(ses) if ses else None,
                 "secondary": secondary,
             }
-        selection = resolve_task(task.task).selection_metric
+        own = [c for c in cells if c.task.name == task.name]
+        selection = task_metric(own[0]) if own else resolve_task(task.task).selection_metric
         out["tasks"][task.name] = {
             "task": task.task,
             "score": task.score,

@@ -23,7 +23,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from hardmix.compare.grid import Cell, check_same_config, check_task, make_cell, task_class
+from hardmix.compare.grid import Cell, check_same_config, check_task, make_cell, task_class, task_metric
 from hardmix.compare.spec import CompareSpec, TaskSpec, grid_points
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.results import ResultsError
@@ -55,9 +55,10 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True) -> li
                     run_dir = output / "tune" / task.name / strategy / f"point{i}" / f"seed{seed}"
                     confined(run_dir, output)
                     cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point, i)
-                    if task_cls.selection_metric not in task_cls.score_names(cfg):
+                    if task_cls.selection_metric_for(cfg) not in task_cls.score_names(cfg):
                         raise ConfigError(
-                            f"tune: tasks.{task.name} scores no {task_cls.selection_metric} (its selection "
+                            f"tune: tasks.{task.name} scores no {task_cls.selection_metric_for(cfg)} (its "
+                            "selection "
                             "metric, what tuning compares); turn on eval.at_end or eval.eval_steps"
                         )
                     if check_data and not checked:
@@ -107,7 +108,8 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for task in tuned_tasks(spec):
-        metric = task_class(task).selection_metric
+        mine_all = [c for c in cells if c.task.name == task.name]
+        metric = task_metric(mine_all[0]) if mine_all else task_class(task).selection_metric
         out[task.name] = {}
         for strategy in task.strategies or spec.strategies:
             mine = [c for c in cells if c.task.name == task.name and c.strategy == strategy]

@@ -175,15 +175,20 @@ def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -
     Example:
         >>> config_differences({"train": {"lr": 1, "seed": 0}}, {"train": {"lr": 2, "seed": 0}})
         ['train.lr']
+        >>> config_differences({"eval": {}}, {"eval": {"selection": "auto"}})  # added since, at its default
+        []
     """
+    from hardmix.old_keys import ADDED_KEYS
+
     out = []
     for k in sorted(set(a) | set(b)):
         key = f"{prefix}{k}"
         va, vb = a.get(k), b.get(k)
         if isinstance(va, dict) and isinstance(vb, dict):
             out.extend(config_differences(va, vb, key + "."))
-        elif va != vb:
-            out.append(key)
+        elif va != vb and not (key in ADDED_KEYS and (k not in a or k not in b)
+                               and ADDED_KEYS[key] == (vb if k not in a else va)):
+            out.append(key)  # a key added since, absent from the other, agrees with its default
     return out
 
 

@@ -53,7 +53,8 @@ class Task(ABC):
         config_class: the task's config dataclass (sections ``model``, ``data``, ``train``, ``loss``,
             ``eval``, ``log``, ``output``; see :mod:`hardmix.training.config`).
         selection_metric: the score that selects the model and tunes it (``stsb_dev``; vision's
-            validation score): never a held-out score.
+            validation score): never a held-out score. A task whose config chooses it overrides
+            :meth:`selection_metric_for`; an instance holds its config's.
         default_score: the held-out score ``hardmix compare`` compares when a spec names none.
         resumable_keys: config keys beyond the engine's that may change on ``--resume``.
         keeps_best: the task keeps the model of the best evaluation (text exports it), so the final
@@ -88,6 +89,13 @@ class Task(ABC):
     def __init__(self, cfg: Any, runtime: Runtime) -> None:
         self.cfg = cfg
         self.runtime = runtime
+        self.selection_metric = type(self).selection_metric_for(cfg)  # type: ignore[misc]
+
+    @classmethod
+    def selection_metric_for(cls, cfg: Any) -> str:
+        """The selection metric of a run of this config (:attr:`selection_metric` unless the config
+        chooses one, as vision's ``eval.selection``)."""
+        return cls.selection_metric
 
     # --------------------------------------------------------------------------------- before work
     def check(self) -> None:  # noqa: B027 (optional hook)
@@ -189,7 +197,7 @@ class Task(ABC):
     @classmethod
     def score_names(cls, cfg: Any) -> list[str]:
         """The keys ``final_scores`` will hold for this config (what ``hardmix compare`` may compare)."""
-        return [cls.selection_metric] if cfg.eval.at_end or cfg.eval.eval_steps else []
+        return [cls.selection_metric_for(cfg)] if cfg.eval.at_end or cfg.eval.eval_steps else []
 
     @classmethod
     def held_out_scores(cls, cfg: Any) -> list[str]:
@@ -216,7 +224,7 @@ class Task(ABC):
         """What ``hardmix train`` prints (stdout) at the end: the lines a user reads first."""
         best = results["best_score"]
         score = f"{best:.2f} at step {results['best_step']}" if best is not None else "(not evaluated)"
-        return f"best {cls.selection_metric}: {score}\nrun folder: {results['run_dir']}"
+        return f"best {results['selection_metric']}: {score}\nrun folder: {results['run_dir']}"
 
 
 __all__ = ["StepResult", "Task"]
