@@ -52,17 +52,27 @@ class ModelSection:
 
 @dataclass
 class DataSection:
-    """The training corpus: one sentence per line, plain text or gzip.
+    """The training corpus, in the format its name says (:func:`hardmix.text.data.corpus_format`).
+
+    Formats: plain text, one sentence a line (any other name: ``.txt``, ``.gz``; gzip is detected);
+    JSON lines (``.jsonl``, ``.json``, also ``.gz``), one object a line; CSV (``.csv``) and TSV (``.tsv``,
+    also ``.gz``) with a header row; parquet (``.parquet``); a folder written by ``datasets``'
+    ``Dataset.save_to_disk`` (a ``DatasetDict`` folder only with one split, else name the split's folder).
+    Parquet and folders need ``pip install 'hardmix[corpora]'`` (pyarrow, datasets). Blank sentences and
+    nulls are skipped; any other bad record is refused naming the file and its line (or row).
 
     Attributes:
-        train_file: the corpus (relative paths resolve against ``HARDMIX_DATA``). SimCSE/MixCSE:
-            ``wiki1m_for_simcse.txt`` (1M English Wikipedia sentences).
+        train_file: the corpus file or folder (relative paths resolve against ``HARDMIX_DATA``).
+            SimCSE/MixCSE: ``wiki1m_for_simcse.txt`` (1M English Wikipedia sentences).
+        text_field: the key (JSON lines) or column (CSV, TSV, parquet, datasets) holding the sentence;
+            plain text has none, and refuses any other value than the default ``text``.
         max_length: tokens per sentence after truncation, special tokens included (SimCSE: 32).
         dedup_batches: keep identical sentences out of one batch (they would be false negatives).
-        chunk_lines: lines tokenized at a time while reading (bounds the memory of the raw text).
+        chunk_lines: sentences tokenized at a time while reading (bounds the memory of the raw text).
     """
 
     train_file: str = "wiki/wiki1m_for_simcse.txt"
+    text_field: str = "text"
     max_length: int = field(default=32, metadata={"min": 3})
     dedup_batches: bool = False
     chunk_lines: int = field(default=1_000, metadata={"min": 1})
@@ -161,6 +171,9 @@ class TextTrainConfig(TaskConfig):
     output: str = "runs/text"
 
     def validate(self) -> None:
+        if not self.data.text_field.strip():
+            raise ConfigError("data.text_field: must name the key or column holding the sentence, got "
+                              f"{self.data.text_field!r}")
         if self.eval.sts_bootstrap == 1:
             raise ConfigError("eval.sts_bootstrap: a standard error needs at least 2 resamples (0: none)")
         if self.eval.sts_tasks is not None:

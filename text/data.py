@@ -1,9 +1,28 @@
-"""The training corpus: one sentence per line, tokenized once into compact arrays, and a resumable order.
+"""The training corpus: sentences read from a file or a ``datasets`` folder, tokenized once into compact
+arrays, and a resumable order.
 
-Memory: the corpus is streamed (plain text or gzip) and tokenized ``chunk_lines`` lines at a time; only the
-token ids are kept, as one flat ``uint16`` array per chunk (``int32`` when the vocabulary exceeds 65,535)
-plus int64 offsets. A 1M-line file (the size of SimCSE's wiki1m) at max length 32 takes 56.6 MiB; reading it
-raised the peak resident size by 65.5 MiB (the ids plus one chunk of tokenizer output, about 7 MB for 1,000
+Formats (:func:`corpus_format`; by the file's extension, case-insensitive):
+
+- plain text, any other name (``.txt``, ``.gz``, none): one sentence a line, gzip detected by its bytes;
+- JSON lines, ``.jsonl`` or ``.json`` (``.jsonl.gz``, ``.json.gz``): one object a line, the sentence under
+  the key ``text_field``;
+- CSV, ``.csv``, and TSV, ``.tsv`` (also ``.gz``): a header row names the columns, the sentence is the
+  column ``text_field`` (Python's csv module: fields holding the delimiter, a quote or a line break are
+  quoted as spreadsheets and pandas write them);
+- parquet, ``.parquet``: the column ``text_field``, read by row group (needs ``pyarrow``);
+- a folder written by ``datasets``' ``Dataset.save_to_disk`` (memory-mapped arrow), the column
+  ``text_field``; a ``DatasetDict`` folder only when it holds one split (else name the split's folder).
+
+Every format goes through :func:`iter_sentences`, which yields ``(record number, sentence)``: the line
+number for text, JSON lines and CSV (counted from 1), the row number for parquet and arrow (counted from
+0, as ``dataset[i]``). A blank or whitespace-only sentence, and a null value, are skipped like a blank
+line. Anything else that cannot be a sentence is a :class:`CorpusError` of one line naming the file and
+the record.
+
+Memory: the corpus is streamed and tokenized ``chunk_lines`` sentences at a time; only the token ids are
+kept, as one flat ``uint16`` array per chunk (``int32`` when the vocabulary exceeds 65,535) plus int64
+offsets. A 1M-line file (the size of SimCSE's wiki1m) at max length 32 takes 56.6 MiB; reading it raised
+the peak resident size by 65.5 MiB (the ids plus one chunk of tokenizer output, about 7 MB for 1,000
 lines) and took 74 s on 2 CPU cores.
 
 Order: epoch ``e`` visits the sentences in a permutation drawn from ``(seed, e)`` and cuts it into
@@ -15,13 +34,16 @@ false negatives of each other.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import hashlib
+import importlib
 import io
+import json
 import os
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +55,19 @@ from hardmix.paths import resolve_data_path
 
 
 class CorpusError(ValueError):
-    """The corpus cannot be used (not UTF-8, empty); the message starts with the file (and line)."""
+    """The corpus cannot be used (not UTF-8, a bad record, empty); the message starts with the file (and
+    the record)."""
+
+
+#: Extensions of the formats with named fields (the longest first); any other name is plain text.
+FORMATS = {".jsonl.gz": "jsonl", ".json.gz": "jsonl", ".csv.gz": "csv", ".tsv.gz": "tsv", ".jsonl": "jsonl",
+           ".json": "jsonl", ".csv": "csv", ".tsv": "tsv", ".parquet": "parquet"}
+#: Files of which one marks a folder written by ``datasets``' ``save_to_disk``.
+DATASETS_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
+#: The library each format needs beyond the standard library (the pip extra ``corpora`` brings them).
+_LIBRARIES = {"parquet": "pyarrow.parquet", "arrow": "datasets"}
+#: Rows per batch read from parquet and arrow.
+_BATCH_ROWS = 4096
 
 
 def _open_binary(path: Path) -> io.BufferedIOBase:
@@ -58,35 +92,258 @@ def _numbered_lines(f: io.BufferedIOBase, path: Path) -> Iterator[tuple[int, byt
                           "damaged: compress it again, or give the uncompressed text") from None
 
 
-def iter_sentences(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
-    """Yield ``(line number, sentence)`` for every non-blank line of a text or gzip file.
-
-    The line ending is removed; other whitespace is kept (the tokenizer sees the line as SimCSE's
-    loader gives it). A UTF-8 byte-order mark on the first line is dropped.
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        CorpusError: a line is not valid UTF-8 (the message names the file and the line).
-    """
-    path = Path(path)
-    if path.exists() and not path.is_file() and not path.is_dir():
-        raise CorpusError(f"{path}: not a regular file (a FIFO, a device or a socket); data.train_file must "
-                          "be a text file, one sentence a line")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: corpus file not found")
+def _decoded_lines(path: Path, what: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a text or gzip file, decoded as UTF-8 (line endings kept, a byte-order
+    mark on the first line dropped); ``what`` ends the message of a line that is not UTF-8."""
     with _open_binary(path) as f:
         for lineno, raw in _numbered_lines(f, path):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise CorpusError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start} of the "
-                                  "line); the corpus must be UTF-8 text, one sentence per line") from None
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            # a lone carriage return ends a line too (old Mac files), as Python's universal newlines read it
-            for part in line.rstrip("\r\n").split("\r"):
-                if part.strip():
-                    yield lineno, part
+                                  f"line); {what}") from None
+            yield lineno, line.removeprefix("\ufeff") if lineno == 1 else line
+
+
+def _names(keys: Iterable[str]) -> str:
+    """Up to 20 keys or columns, for a message."""
+    keys = [str(k) for k in keys]
+    return ", ".join(repr(k) for k in keys[:20]) + (f", ... ({len(keys)} in all)" if len(keys) > 20 else "")
+
+
+def _sentence(value: Any, where: str, field: str) -> str | None:
+    """``value`` as a sentence: a non-blank string; None for null and blank strings (skipped)."""
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if value is None:
+        return None
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise CorpusError(f"{where}: {field!r} (data.text_field) holds a value of type {type(value).__name__} "
+                      f"({shown}), not a string; the sentence must be text")
+
+
+def _text_sentences(path: Path, field: str) -> Iterator[tuple[int, str]]:
+    """Plain text: every non-blank line; a lone carriage return ends a line too (old Mac files), as
+    Python's universal newlines read it."""
+    for lineno, line in _decoded_lines(path, "the corpus must be UTF-8 text, one sentence per line"):
+        for part in line.rstrip("\r\n").split("\r"):
+            if part.strip():
+                yield lineno, part
+
+
+def _jsonl_sentences(path: Path, field: str) -> Iterator[tuple[int, str]]:
+    """JSON lines: one object a line, the sentence under ``field``; blank lines skipped."""
+    for lineno, line in _decoded_lines(path, "a JSON lines corpus must be UTF-8"):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CorpusError(f"{where}: not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno}); a "
+                              "JSON lines corpus holds one object a line") from None
+        if not isinstance(record, dict):
+            kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+                type(record), "a number")
+            raise CorpusError(f"{where}: {kind}, not a JSON object; a JSON lines corpus holds one object a "
+                              f"line, such as {{\"{field}\": \"A sentence .\"}}")
+        if field not in record:
+            raise CorpusError(f"{where}: no key {field!r} (data.text_field); the line's keys: "
+                              f"{_names(record) or '(none)'}")
+        sentence = _sentence(record[field], where, field)
+        if sentence is not None and "\\u" in line:  # an escaped lone surrogate decodes to no valid text
+            try:
+                sentence.encode("utf-8")
+            except UnicodeEncodeError:
+                raise CorpusError(f"{where}: {field!r} holds an escaped lone surrogate (\\ud800 to \\udfff), "
+                                  "not valid Unicode text") from None
+        if sentence is not None:
+            yield lineno, sentence
+
+
+def _csv_sentences(path: Path, field: str, delimiter: str = ",") -> Iterator[tuple[int, str]]:
+    """CSV (or TSV): the header row names the columns, the sentence is column ``field``; blank lines
+    skipped; the record's number is the line it starts on."""
+    kind = "TSV" if delimiter == "\t" else "CSV"
+    rows = csv.reader((line for _, line in _decoded_lines(path, f"a {kind} corpus must be UTF-8")),
+                      delimiter=delimiter, strict=True)
+    header: list[str] | None = None
+    column = 0
+    while True:
+        start = rows.line_num + 1
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise CorpusError(f"{path}:{start}: not valid {kind} ({e}); quote a field holding the delimiter, "
+                              "a quote or a line break, and double the quotes inside it") from None
+        if not row:  # a blank line
+            continue
+        if header is None:
+            if field not in row:
+                raise CorpusError(f"{path}:{start}: no column {field!r} (data.text_field) in the header row; "
+                                  f"its columns: {_names(row)}")
+            header, column = row, row.index(field)
+        elif len(row) != len(header):
+            raise CorpusError(f"{path}:{start}: {len(row)} fields where the header row has {len(header)}; "
+                              "quote a field holding the delimiter")
+        elif row[column].strip():
+            yield start, row[column]
+
+
+def _column_sentences(source: Path, batches: Iterator[Any], field: str) -> Iterator[tuple[int, str]]:
+    """``(row, sentence)`` of a column read as pyarrow arrays, batch by batch (rows counted from 0)."""
+    import pyarrow as pa
+
+    row = 0
+    while True:
+        try:
+            values = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as e:
+            raise CorpusError(f"{source}: row {row}: cannot be read ({str(e).splitlines()[0]}); the data "
+                              "is damaged") from None
+        try:
+            items = values.to_pylist()
+        except UnicodeDecodeError:  # find the row
+            for i in range(len(values)):
+                try:
+                    values[i].as_py()
+                except UnicodeDecodeError as e:
+                    raise CorpusError(f"{source}: row {row + i}: not valid UTF-8 ({e.reason} at byte "
+                                      f"{e.start}); the sentences must be UTF-8 text") from None
+            raise
+        for i, value in enumerate(items, start=row):
+            sentence = _sentence(value, f"{source}: row {i}", field)
+            if sentence is not None:
+                yield i, sentence
+        row += len(items)
+
+
+def _parquet_sentences(path: Path, field: str) -> Iterator[tuple[int, str]]:
+    """Parquet: column ``field``, read a batch of rows at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except pa.ArrowException as e:
+        raise CorpusError(f"{path}: not a readable parquet file ({str(e).splitlines()[0]})") from None
+    with pf:
+        if field not in pf.schema_arrow.names:
+            raise CorpusError(f"{path}: no column {field!r} (data.text_field); its columns: "
+                              f"{_names(pf.schema_arrow.names)}")
+        batches = (b.column(0) for b in pf.iter_batches(batch_size=_BATCH_ROWS, columns=[field]))
+        yield from _column_sentences(path, batches, field)
+
+
+def _single_split(path: Path) -> Path:
+    """The folder of the one split of a ``DatasetDict`` folder (its ``dataset_dict.json`` lists them)."""
+    try:
+        splits = [str(x) for x in json.loads((path / "dataset_dict.json").read_text("utf-8"))["splits"]]
+    except (ValueError, KeyError, TypeError) as e:
+        damaged = f"{path}: dataset_dict.json is damaged ({e!r}); save the DatasetDict again"
+        raise CorpusError(damaged) from None
+    if len(splits) != 1:
+        raise CorpusError(f"{path}: a DatasetDict folder of {len(splits)} splits ({_names(splits)}): name "
+                          f"one in data.train_file, e.g. {path / (splits[0] if splits else 'train')}")
+    return path / splits[0]
+
+
+def _arrow_sentences(path: Path, field: str) -> Iterator[tuple[int, str]]:
+    """A ``save_to_disk`` folder: column ``field`` of the memory-mapped dataset, a batch of rows at a
+    time (of a ``DatasetDict`` folder, its one split's)."""
+    import datasets
+
+    if (path / "dataset_dict.json").is_file():
+        path = _single_split(path)
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except (OSError, ValueError) as e:
+        raise CorpusError(f"{path}: not a readable datasets folder ({str(e).splitlines()[0]})") from None
+    if field not in ds.column_names:
+        raise CorpusError(f"{path}: no column {field!r} (data.text_field); its columns: "
+                          f"{_names(ds.column_names)}")
+    arrow = ds.select_columns([field]).with_format("arrow")
+    yield from _column_sentences(path, (t.column(0) for t in arrow.iter(batch_size=_BATCH_ROWS)), field)
+
+
+_READERS = {"text": _text_sentences, "jsonl": _jsonl_sentences, "csv": _csv_sentences,
+            "tsv": lambda path, field: _csv_sentences(path, field, "\t"), "parquet": _parquet_sentences,
+            "arrow": _arrow_sentences}
+
+
+def corpus_format(path: str | os.PathLike[str], text_field: str = "text") -> str:
+    """The format ``path`` is read as: ``text``, ``jsonl``, ``csv``, ``tsv``, ``parquet`` (by the name's
+    extension), or ``arrow`` (a ``save_to_disk`` folder), after checking it can be read at all.
+
+    Args:
+        path: the corpus (resolved: no lookup under the data root).
+        text_field: the key or column of the sentences (``data.text_field``); plain text has none.
+
+    Raises:
+        CorpusError: a folder that ``datasets`` did not write (or a ``DatasetDict`` of several splits), a
+            FIFO or device, ``text_field`` other than ``text`` for plain text, or the library a format
+            needs not installed.
+
+    Example:
+        >>> corpus_format("wiki/wiki1m.txt"), corpus_format("c.JSONL.gz"), corpus_format("c.tsv", "s")
+        ('text', 'jsonl', 'tsv')
+    """
+    path = Path(path)
+    if path.is_dir():
+        if not any((path / m).is_file() for m in DATASETS_MARKERS):
+            raise CorpusError(f"{path}: is a folder, and not one that datasets' save_to_disk wrote (no "
+                              f"{', '.join(DATASETS_MARKERS)}); data.train_file must be a corpus file "
+                              "(.txt, .gz, .jsonl, .json, .csv, .tsv, .parquet) or such a folder")
+        if (path / "dataset_dict.json").is_file():
+            _single_split(path)
+        fmt = "arrow"
+    elif path.exists() and not path.is_file():
+        raise CorpusError(f"{path}: not a regular file (a FIFO, a device or a socket); data.train_file must "
+                          "be a corpus file (one sentence a line, JSON lines, CSV, parquet) or a datasets "
+                          "folder")
+    else:
+        name = path.name.lower()
+        fmt = next((f for ext, f in FORMATS.items() if name.endswith(ext)), "text")
+    if fmt == "text" and text_field != "text":
+        raise CorpusError(f"{path}: data.text_field is {text_field!r}, but this is a plain text corpus (one "
+                          "sentence a line, no fields): leave data.text_field out, or give a .jsonl, .csv, "
+                          ".tsv or .parquet file or a datasets folder")
+    if fmt in _LIBRARIES:
+        try:
+            importlib.import_module(_LIBRARIES[fmt])
+        except ImportError:
+            raise CorpusError(f"{path}: reading a {fmt} corpus needs {_LIBRARIES[fmt].split('.')[0]}: "
+                              "pip install 'hardmix[corpora]'") from None
+    return fmt
+
+
+def iter_sentences(path: str | os.PathLike[str], text_field: str = "text") -> Iterator[tuple[int, str]]:
+    """Yield ``(record number, sentence)`` for every non-blank sentence of a corpus in any format (see the
+    module's docstring; the record number is the line for text, JSON lines and CSV, the row for parquet
+    and arrow).
+
+    Plain text: the line ending is removed; other whitespace is kept (the tokenizer sees the line as
+    SimCSE's loader gives it). A UTF-8 byte-order mark on the first line is dropped.
+
+    Args:
+        path: the file or ``save_to_disk`` folder.
+        text_field: the key or column holding the sentence (not for plain text).
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        CorpusError: a record that is no sentence (not UTF-8, not JSON, no ``text_field``, a number, a
+            row of the wrong length, ...): one line naming the file and the record; or a path that
+            :func:`corpus_format` refuses.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: corpus file not found")
+    yield from _READERS[corpus_format(path, text_field)](path, text_field)
 
 
 class TokenizedCorpus:
@@ -149,24 +406,24 @@ def read_corpus(
     tokenizer: Any,
     max_length: int,
     chunk_lines: int = 1_000,
+    text_field: str = "text",
 ) -> TokenizedCorpus:
-    """Stream and tokenize a corpus (one sentence per line, plain or gzip; blank lines skipped).
+    """Stream and tokenize a corpus in any format of :func:`iter_sentences` (blank sentences skipped).
 
     Args:
-        path: the file; a relative path that does not exist from the working directory is looked up
-            under ``HARDMIX_DATA``.
+        path: the file or ``save_to_disk`` folder; a relative path that does not exist from the working
+            directory is looked up under ``HARDMIX_DATA``.
         tokenizer: a Hugging Face tokenizer (special tokens are added, as SimCSE does).
         max_length: truncation length in tokens, special tokens included.
         chunk_lines: sentences tokenized at a time.
+        text_field: the key or column holding the sentence (JSON lines, CSV, parquet, arrow).
 
     Raises:
         FileNotFoundError: no such file.
-        CorpusError: a line that is not UTF-8 (file and line named), or no sentence at all.
+        CorpusError: a record that is no sentence (file and record named), or no sentence at all.
     """
     resolved = resolve_data_path(path, must_exist=True)
-    if resolved.is_dir():
-        raise CorpusError(f"{resolved}: is a folder; data.train_file must be a text file "
-                          "(one sentence a line)")
+    fmt = corpus_format(resolved, text_field)
     vocab = len(tokenizer)
     dtype = np.uint16 if vocab <= np.iinfo(np.uint16).max + 1 else np.int32
     chunks: list[np.ndarray] = []
@@ -184,14 +441,16 @@ def read_corpus(
         offsets.append(off)
         pending.clear()
 
-    for _, sentence in iter_sentences(resolved):
+    for _, sentence in iter_sentences(resolved, text_field):
         pending.append(sentence)
         if len(pending) >= chunk_lines:
             flush()
     if pending:
         flush()
     if not chunks:
-        raise CorpusError(f"{resolved}: no sentences (the file is empty or holds only blank lines)")
+        why = ("the file is empty or holds only blank lines" if fmt == "text"
+               else f"no record holds a non-blank {text_field!r}")
+        raise CorpusError(f"{resolved}: no sentences ({why})")
     return TokenizedCorpus(resolved, chunks, offsets)
 
 

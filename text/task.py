@@ -36,7 +36,15 @@ from hardmix.losses.contrastive import ContrastiveLoss, LossOutput
 from hardmix.paths import resolve_data_path
 from hardmix.queue import KeyQueue
 from hardmix.text.config import TextTrainConfig, build_loss
-from hardmix.text.data import BatchOrder, CorpusError, TokenizedCorpus, collate, read_corpus, shard
+from hardmix.text.data import (
+    BatchOrder,
+    CorpusError,
+    TokenizedCorpus,
+    collate,
+    corpus_format,
+    read_corpus,
+    shard,
+)
 from hardmix.text.model import (
     ContrastiveSentenceModel,
     export_model,
@@ -143,6 +151,7 @@ class TextTask(Task):
             self.corpus_path = resolve_data_path(cfg.data.train_file, must_exist=True)
         except FileNotFoundError as e:
             raise FileNotFoundError(f"data.train_file: {e}") from None
+        corpus_format(self.corpus_path, cfg.data.text_field)  # a folder, a text_field, a library: refused now
         _check_eval_data(cfg)
         self.loss_fn = build_loss(cfg.loss)
 
@@ -154,7 +163,7 @@ class TextTask(Task):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         t0 = time.perf_counter()
         self.corpus: TokenizedCorpus = read_corpus(self.corpus_path, tokenizer, cfg.data.max_length,
-                                                   cfg.data.chunk_lines)
+                                                   cfg.data.chunk_lines, cfg.data.text_field)
         rt.say(f"corpus {self.corpus.path}: {len(self.corpus):,} sentences, {self.corpus.num_tokens:,} "
                f"tokens ({self.corpus.nbytes / 2**20:.1f} MiB), read in {time.perf_counter() - t0:.1f}s")
         keys = self.corpus.keys() if cfg.data.dedup_batches else None
@@ -172,9 +181,14 @@ class TextTask(Task):
         return self.net
 
     def data_fingerprint(self) -> dict[str, Any]:
-        from hardmix.training.fingerprint import file_digest
+        """The sentence count and the SHA-256 of the corpus file; of a ``save_to_disk`` folder, of its data
+        files' contents (``data-*.arrow``: not its JSON files, whose ``datasets`` fingerprints change at each
+        save, nor the ``cache-*.arrow`` that ``datasets`` may add beside them)."""
+        from hardmix.training.fingerprint import file_digest, files_digest
 
-        return {"corpus sentences": len(self.corpus), "corpus sha256": file_digest(self.corpus_path)}
+        path = self.corpus_path
+        digest = files_digest(sorted(path.rglob("data-*.arrow"))) if path.is_dir() else file_digest(path)
+        return {"corpus sentences": len(self.corpus), "corpus sha256": digest}
 
     def input_digest(self) -> str:
         """The contents of the model's files (a local folder) and of the STS files the run scores on."""
