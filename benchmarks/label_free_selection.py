@@ -82,8 +82,8 @@ def table(folder: Path) -> dict:
 
 
 def markdown(t: dict) -> str:
-    head = ("| run | evaluations (steps) | step by val_knn_top1 | step by val_proxy_top1 | val_knn_top1 there | "
-            "at the label-free step | regret (points) | k-NN SE | Spearman |\n"
+    head = ("| run | evaluations (steps) | step by val_knn_top1 | step by val_proxy_top1 | "
+            "val_knn_top1 there | at the label-free step | regret (points) | k-NN SE | Spearman |\n"
             "|---|---|---|---|---|---|---|---|---|\n")
     body = "".join(
         f"| {r['run']} | {r['evaluations']} ({r['first_step']}-{r['last_step']}) | {r['step_labelled']} | "

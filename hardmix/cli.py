@@ -2,19 +2,31 @@
 
 ``hardmix train TASK CONFIG`` trains any registered task (the ``hardmix.tasks`` entry points, e.g.
 ``text``, ``vision``) through the engine; ``strategies`` lists the core's strategies. A package adds its
-own subcommands (``eval text``, ``encode``, ``eval knn``, ``export vision``, ...) through the ``hardmix.cli``
+own subcommands (``eval text``, ``eval knn``, ``export vision``, ...) through the ``hardmix.cli``
 entry points: a function ``register(top, evaluate, export)`` that receives the top-level, the ``eval`` and the
-``export`` subparsers. ``compare`` and ``data`` are the core's own. The core
+``export`` subparsers. ``compare``, ``data`` and ``neighbours`` are the core's own. The core
 imports no task by name, and heavy dependencies load only when their command runs.
+
+``encode`` is one command for every modality (:class:`EncodeCommand`): the core owns its parser (MODEL,
+``--output``, ``--batch-size``) and a ``register`` that accepts a fourth argument, ``encode``, adds its
+modality's input to it: text reads sentences from standard input, vision ``--images FOLDER``; each input
+brings its own options, in its own group of ``hardmix encode --help``. The command runs the input that was
+given (standard input's when no input option is), and refuses another input's options. Why the core owns
+it: two modalities cannot both create an ``encode`` subparser, the options they share must be spelled
+once, and the core cannot import a task to dispatch to it; a ``register(top, evaluate, export)`` of three
+arguments keeps working, with no encode input.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import inspect
+import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
+from typing import NamedTuple
 
 from hardmix.version import __version__
 
@@ -74,6 +86,144 @@ def _task_names() -> list[str]:
     return sorted(ep.name for ep in entry_points(group=TASKS_GROUP))
 
 
+class _EncodeInput(NamedTuple):
+    what: str  # sentences, images
+    dest: str | None  # the option's attribute; None: standard input
+    option: str | None  # --images
+    group: argparse._ArgumentGroup
+    handler: Callable[[argparse.Namespace], int]
+
+    @property
+    def source(self) -> str:
+        return self.option or "standard input"
+
+
+class EncodeCommand:
+    """``hardmix encode MODEL [INPUT] [--output OUT]``: one subcommand, an input per modality.
+
+    The parser is created when the first input is added (no modality, no ``encode``) with what every input
+    shares: ``MODEL``, ``--output/-o`` and ``--batch-size``. :meth:`add_input` adds a modality's input and
+    returns the argument group its own options go into. When the command runs, the input whose option was
+    given runs (standard input's when none was); two inputs, or an option of another input, are refused in
+    one line.
+
+    Example:
+        >>> top = argparse.ArgumentParser(prog="hardmix")
+        >>> encode = EncodeCommand(top.add_subparsers(dest="command"))
+        >>> lines = encode.add_input("lines", lambda a: print("lines for", a.model))
+        >>> _ = lines.add_argument("--upper", action="store_true")
+        >>> _ = encode.add_input("dots", lambda a: print("dots of", a.dots), option="--dots", metavar="FILE")
+        >>> for argv in (["encode", "m"], ["encode", "m", "--dots", "d.txt"]):
+        ...     args = top.parse_args(argv)
+        ...     _ = args.func(args)
+        lines for m
+        dots of d.txt
+        >>> args = top.parse_args(["encode", "m", "--dots", "d.txt", "--upper"])
+        >>> args.func(args)
+        Traceback (most recent call last):
+        ...
+        hardmix.errors.ConfigError: --upper: an option of the lines input (standard input), not of --dots
+    """
+
+    def __init__(self, subparsers: argparse._SubParsersAction) -> None:
+        self._subparsers = subparsers
+        self._parser: argparse.ArgumentParser | None = None
+        self._inputs: list[_EncodeInput] = []
+
+    @property
+    def parser(self) -> argparse.ArgumentParser:
+        """The ``encode`` subparser (created on first use)."""
+        if self._parser is None:
+            p = self._subparsers.add_parser(
+                "encode", help="encode inputs (sentences on stdin, images, ...) to an (N, D) .npy array",
+                description="Encode inputs to an (N, D) float32 .npy array, one row per input, with a "
+                            "trained encoder. Each input below reads its own kind of MODEL.")
+            p.add_argument("model", metavar="MODEL", help="the encoder (what each input below accepts)")
+            p.add_argument("--output", "-o", default=None, metavar="OUT",
+                           help="the .npy file to write (with the listing of its rows beside it, "
+                                "OUT.<kind>.txt, for hardmix neighbours)")
+            p.add_argument("--batch-size", type=int, default=128, metavar="N",
+                           help="inputs per forward pass (default 128)")
+            p.set_defaults(func=self.run)
+            self._parser = p
+        return self._parser
+
+    def add_input(self, what: str, handler: Callable[[argparse.Namespace], int], option: str | None = None,
+                  metavar: str | None = None, help: str | None = None) -> argparse._ArgumentGroup:
+        """Add a modality's input.
+
+        Args:
+            what: what it encodes (``sentences``, ``images``), for help and errors.
+            handler: runs the command (normally a :func:`lazy_command`).
+            option: the option naming the input (``--images``); None: the input is standard input (one
+                modality at most).
+            metavar, help: of that option; ``help`` also describes the group.
+
+        Returns:
+            The argument group of the input, for its own options.
+
+        Raises:
+            ValueError: a second standard-input input.
+        """
+        if option is None and any(i.dest is None for i in self._inputs):
+            raise ValueError(f"encode: the {what} input reads standard input, which another input reads")
+        group = self.parser.add_argument_group(f"{what} ({option or 'standard input'})",
+                                               None if option else help)
+        dest = None
+        if option is not None:
+            dest = group.add_argument(option, metavar=metavar, default=None, help=help).dest
+        self._inputs.append(_EncodeInput(what, dest, option, group, handler))
+        return group
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the input given (standard input's when no input option is).
+
+        Raises:
+            ConfigError: two inputs, no input, or an option of another input.
+        """
+        from hardmix.errors import ConfigError
+
+        given = [i for i in self._inputs if i.dest is not None and getattr(args, i.dest, None) is not None]
+        if len(given) > 1:
+            raise ConfigError(f"encode: {given[0].option} and {given[1].option} are two inputs; give one")
+        chosen = given[0] if given else next((i for i in self._inputs if i.dest is None), None)
+        if chosen is None:
+            raise ConfigError(f"encode: name the input ({' or '.join(i.source for i in self._inputs)})")
+        for other in self._inputs:
+            if other is chosen:
+                continue
+            for action in other.group._group_actions:  # the options this input added to its group
+                if action.dest != other.dest and getattr(args, action.dest, action.default) != action.default:
+                    raise ConfigError(f"{action.option_strings[0]}: an option of the {other.what} input "
+                                      f"({other.source}), not of {chosen.source}")
+        return int(chosen.handler(args) or 0)
+
+
+def _register_commands(register: Callable[..., None], sub: argparse._SubParsersAction,
+                       evaluate: argparse._SubParsersAction, export: argparse._SubParsersAction,
+                       encode: EncodeCommand) -> None:
+    """Call an entry point's ``register``: with ``encode=`` when it takes it (a parameter of that name, or
+    ``**kwargs``), else as ``register(top, evaluate, export)``, the form plug-ins have always had.
+
+    Example:
+        >>> sub = argparse.ArgumentParser().add_subparsers()
+        >>> def old(top, evaluate, export):
+        ...     print("three arguments")
+        >>> def new(top, evaluate, export, encode=None):
+        ...     print("encode:", type(encode).__name__)
+        >>> for register in (old, new):
+        ...     _register_commands(register, sub, sub, sub, EncodeCommand(sub))
+        three arguments
+        encode: EncodeCommand
+    """
+    try:
+        params = inspect.signature(register).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): the three arguments
+        params = []
+    takes = any(p.name == "encode" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    register(top=sub, evaluate=evaluate, export=export, **({"encode": encode} if takes else {}))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hardmix",
@@ -107,9 +257,28 @@ def build_parser() -> argparse.ArgumentParser:
     eval_sub = evaluate.add_subparsers(dest="eval_task", metavar="WHAT", required=True)
     export = sub.add_parser("export", help="export a trained encoder for other libraries")
     export_sub = export.add_subparsers(dest="export_kind", metavar="KIND", required=True)
+    encode = EncodeCommand(sub)
     for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
-        ep.load()(top=sub, evaluate=eval_sub, export=export_sub)
+        _register_commands(ep.load(), sub, eval_sub, export_sub, encode)
+
+    p = sub.add_parser("neighbours", help="the nearest rows of an encoded .npy array to some of its items")
+    p.add_argument("embeddings", metavar="EMBEDDINGS",
+                   help="an (N, D) .npy array of hardmix encode -o, its rows listed beside it (EMB.paths.txt "
+                        "or EMB.sentences.txt)")
+    p.add_argument("queries", metavar="QUERY", nargs="+",
+                   help="an item exactly as listed (a path, a sentence; after -- when it starts with -) or "
+                        "#ROW, a row number from 0")
+    p.add_argument("-k", "--k", type=int, default=10, help="neighbours per query (default 10)")
+    p.add_argument("--backend", choices=["auto", "faiss", "numpy"], default="auto",
+                   help="auto: faiss when installed (HARDMIX_NO_FAISS=1 ignores it), else numpy; both exact")
+    p.set_defaults(func=lazy_command("hardmix.neighbours:cli_main", _check_neighbours))
     return parser
+
+
+def _check_neighbours(args: argparse.Namespace) -> None:
+    from hardmix.config import check_options
+
+    check_options(args, positive=("k",))
 
 
 #: What to do about an operating-system error, by errno.
@@ -191,6 +360,13 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
         if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+
+def check_output_beside(args: argparse.Namespace, path: str | os.PathLike[str]) -> None:
+    """:func:`check_outputs` for a file a command writes beside its ``--output`` (``encode``'s listing of
+    its rows): writable, and not one of the command's inputs nor a run's or a model's own file."""
+    beside = {**vars(args), "output": os.fspath(path), "json_out": None, "out": None}
+    check_outputs(argparse.Namespace(**beside))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,9 @@
-"""Registers the text task's subcommands, ``eval text`` and ``encode`` (the ``hardmix.cli`` entry point;
-``hardmix train text`` is the engine's).
+"""Registers the text task's subcommands, ``eval text`` and the sentences input of ``encode`` (the
+``hardmix.cli`` entry point; ``hardmix train text`` is the engine's).
+
+``hardmix encode MODEL`` is the core's command (:class:`hardmix.cli.EncodeCommand`, shared with the images
+of :mod:`hardmix.vision.cli`); text adds its input, sentences on standard input, with ``--pooling`` and
+``--max-length``.
 
 Heavy imports (transformers) happen inside the handlers, so ``hardmix --help`` stays fast.
 """
@@ -8,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from hardmix.cli import lazy_command
+from hardmix.cli import EncodeCommand, lazy_command
 
 #: The transfer protocol ``--protocol`` accepts: official SentEval's, the only one, which the JSON records
 #: (:data:`hardmix.text.evaluation.PROTOCOL`, not imported here: that module loads torch).
@@ -39,7 +43,7 @@ def _check_eval(args: argparse.Namespace) -> None:
                           "(SentEval's)")
 
 
-def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser actions)
+def register(top, evaluate, export, encode: EncodeCommand | None = None) -> None:  # noqa: ANN001 (argparse)
     p = evaluate.add_parser("text", help="SentEval-protocol STS and transfer evaluation")
     p.add_argument("model", help="a hardmix export, a Hugging Face folder or a sentence-transformers folder")
     p.add_argument("--tasks", default="sts,transfer", help="comma list of task groups: sts, transfer")
@@ -55,10 +59,12 @@ def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser
     p.add_argument("--json", dest="json_out", default=None, help="write the scores to this JSON file")
     p.set_defaults(func=lazy_command("hardmix.text.evaluation:cli_main", _check_eval))
 
-    p = top.add_parser("encode", help="encode sentences (stdin, one a line) to a .npy array (stdout)")
-    p.add_argument("model", help="a hardmix export or a Hugging Face folder")
-    p.add_argument("--pooling", default=None)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--max-length", type=int, default=None)
-    p.add_argument("--output", "-o", default=None, help="write here instead of stdout")
-    p.set_defaults(func=lazy_command("hardmix.text.encoding:cli_main", _check))
+    if encode is not None:
+        g = encode.add_input(
+            "sentences", lazy_command("hardmix.text.encoding:cli_main", _check),
+            help="one sentence a line on standard input (row i is line i), MODEL a hardmix export or a "
+                 "Hugging Face folder; the array goes to standard output, or to --output with "
+                 "OUT.sentences.txt beside it (the sentences in row order, for hardmix neighbours)")
+        g.add_argument("--pooling", default=None,
+                       help="cls, cls_before_pooler, avg, avg_first_last (default: the model's own or cls)")
+        g.add_argument("--max-length", type=int, default=None, help="truncation in tokens")

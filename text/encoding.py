@@ -4,6 +4,13 @@
 (UTF-8; row i of the array is line i) and writes a float32 ``(n, D)`` array in NumPy's ``.npy`` format to
 standard output (or ``--output``). Encoding goes through :class:`hardmix.text.encoder.SentenceEncoder`,
 so a hardmix export is pooled as it was evaluated.
+
+With ``--output EMB.npy`` the sentences are also written beside it, ``EMB.sentences.txt`` (one a line, in
+row order, written atomically; :func:`hardmix.neighbours.listing_path`), so that ``hardmix neighbours
+EMB.npy "a sentence"`` can show them; it is checked like ``--output`` before any work (never one of the
+command's inputs nor a model's file). An ``--output`` that is not a regular file (``/dev/stdout``, a pipe)
+gets no listing. The command line is the core's ``encode`` (:class:`hardmix.cli.EncodeCommand`), of which
+sentences on standard input are the input taken when no other (``--images``) is given.
 """
 
 from __future__ import annotations
@@ -83,11 +90,20 @@ def read_lines(stream: io.TextIOBase | Any) -> list[str]:
 
 
 def cli_main(args: argparse.Namespace) -> int:
-    """``hardmix encode MODEL [--pooling P] [--batch-size N] [--max-length L] [--output FILE]``."""
+    """``hardmix encode MODEL [--pooling P] [--batch-size N] [--max-length L] [--output FILE]``: sentences
+    from standard input to a ``.npy`` array (and ``FILE``'s ``.sentences.txt`` listing beside it)."""
+    from hardmix.cli import check_output_beside
+    from hardmix.neighbours import format_listing, listing_path
+    from hardmix.utils.checkpoint import atomic_write_text
+
     out_path = getattr(args, "output", None)
     if out_path is None and sys.stdout.isatty():
         raise ValueError("encode: refusing to write a binary .npy array to a terminal; redirect standard "
                          "output (> embeddings.npy) or pass --output")
+    listing = None  # the sentences beside a regular --output file, for hardmix neighbours
+    if out_path is not None and (os.path.isfile(out_path) or not os.path.exists(out_path)):
+        listing = listing_path(out_path, "sentences")
+        check_output_beside(args, listing)
     stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict", newline="\n")
     try:
         sentences = read_lines(stdin)
@@ -98,6 +114,8 @@ def cli_main(args: argparse.Namespace) -> int:
     if out_path is not None:
         with open(out_path, "wb") as f:
             np.save(f, emb)
+        if listing is not None:
+            atomic_write_text(format_listing(sentences), listing)
     else:
         np.save(sys.stdout.buffer, emb)
         sys.stdout.buffer.flush()

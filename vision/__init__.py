@@ -20,6 +20,9 @@ Modules (imported on demand; ``import hardmix.vision`` loads neither torchvision
 - :mod:`~hardmix.vision.export`: :func:`load_backbone` (also ``hardmix.vision.load_backbone``: a run's
   trained backbone as a module, images to pooled features) and ``export_backbone`` (``hardmix export
   vision RUN OUT``: a torchvision/timm state dict file).
+- :mod:`~hardmix.vision.encoding`: :func:`encode` (also ``hardmix.vision.encode``: a folder of images to
+  an (N, D) array and its paths, as the k-NN evaluation sees them) and ``hardmix encode MODEL --images
+  FOLDER -o OUT.npy``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ def __getattr__(name: str) -> Any:
         from hardmix.vision import export
 
         return getattr(export, name)
+    if name == "encode":
+        from hardmix.vision.encoding import encode
+
+        return encode
     raise AttributeError(f"module 'hardmix.vision' has no attribute {name!r}")
 
 
-__all__ = ["export_backbone", "load_backbone"]
+__all__ = ["encode", "export_backbone", "load_backbone"]

@@ -1,5 +1,8 @@
-"""Registers the vision task's subcommands, ``eval knn`` and ``eval linear`` (the ``hardmix.cli`` entry
-point; ``hardmix train vision`` is the engine's).
+"""Registers the vision task's subcommands, ``eval knn``, ``eval linear``, ``export vision`` and the
+``--images`` input of ``encode`` (the ``hardmix.cli`` entry point; ``hardmix train vision`` is the engine's).
+
+``hardmix encode MODEL --images FOLDER -o OUT.npy`` (:mod:`hardmix.vision.encoding`) is the core's
+``encode`` command (:class:`hardmix.cli.EncodeCommand`), to which vision adds its input and options.
 
 Heavy imports (torchvision, timm) happen inside the handlers.
 """
@@ -7,8 +10,9 @@ Heavy imports (torchvision, timm) happen inside the handlers.
 from __future__ import annotations
 
 import argparse
+import os
 
-from hardmix.cli import lazy_command
+from hardmix.cli import EncodeCommand, lazy_command
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -18,7 +22,45 @@ def _check(args: argparse.Namespace) -> None:
                                   "max_test_samples"), devices=("device",))
 
 
-def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser actions)
+def _inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _check_encode(args: argparse.Namespace) -> None:
+    """Before any model or image is read: the numbers and device, an ``--output`` ending in ``.npy``, an
+    ``--images`` folder that exists, and neither the output nor its listing (``OUT.paths.txt``) inside that
+    folder, nor one of the command's inputs (:func:`hardmix.cli.check_output_beside`).
+
+    Example:
+        >>> _check_encode(argparse.Namespace(batch_size=8, device=None, output=None, images="photos"))
+        Traceback (most recent call last):
+        ...
+        hardmix.errors.ConfigError: --output: encoding images writes OUT.npy and OUT.paths.txt: pass -o ...
+    """
+    from hardmix.cli import check_output_beside
+    from hardmix.config import check_options
+    from hardmix.errors import ConfigError
+    from hardmix.neighbours import listing_path
+
+    check_options(args, positive=("batch_size",), devices=("device",))
+    out = args.output
+    if not out or out == "-":
+        raise ConfigError("--output: encoding images writes OUT.npy and OUT.paths.txt: pass -o OUT.npy")
+    if not str(out).endswith(".npy"):
+        raise ConfigError(f"--output: {out} does not end in .npy (hardmix neighbours reads .npy arrays)")
+    if not os.path.isdir(args.images):
+        raise FileNotFoundError(f"--images: {args.images} is a file, not a folder of images"
+                                if os.path.exists(args.images) else f"--images: {args.images} does not exist")
+    listing = listing_path(out, "paths")
+    for path in (out, listing):
+        if _inside(path, args.images):
+            raise ConfigError(f"--output: {path} is inside the image folder {args.images} (--images), which "
+                              "this command reads; write elsewhere")
+    check_output_beside(args, listing)
+
+
+def register(top, evaluate, export, encode: EncodeCommand | None = None) -> None:  # noqa: ANN001 (argparse)
     for name, func, helptext in (
         ("knn", lazy_command("hardmix.vision.evaluation:knn_cli_main", _check),
          "weighted k-NN accuracy of frozen backbone features"),
@@ -69,3 +111,20 @@ def register(top, evaluate, export) -> None:  # noqa: ANN001 (argparse subparser
     p.add_argument("run", metavar="RUN", help="a vision run folder (or its checkpoint file)")
     p.add_argument("out", metavar="OUT", help="the file to write (e.g. resnet18_mochi.pt)")
     p.set_defaults(func=lazy_command("hardmix.vision.export:cmd_export"))
+
+    if encode is not None:
+        g = encode.add_input(
+            "images", lazy_command("hardmix.vision.encoding:cli_main", _check_encode), option="--images",
+            metavar="FOLDER",
+            help="encode every image below FOLDER (flat or nested, class folders or not; sorted depth first, "
+                 "hidden files skipped), MODEL a vision run folder (or its checkpoint file) or, with "
+                 "--config, a backbone file of hardmix export vision; writes -o OUT.npy and OUT.paths.txt "
+                 "(the image of each row)")
+        g.add_argument("--config", default=None, metavar="YAML",
+                       help="with an exported backbone file: its run's config.yaml (the backbone it was "
+                            "built as, and the crop size, mean and std its images are seen with)")
+        g.add_argument("--skip-corrupt", action="store_true",
+                       help="leave images that cannot be decoded out (counted) instead of stopping")
+        g.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+        g.add_argument("--no-cache", action="store_true",
+                       help="decode without the on-disk cache of decoded images ($HARDMIX_CACHE/vision)")

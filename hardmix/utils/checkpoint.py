@@ -66,6 +66,11 @@ def atomic_write_text(text: str, path: str | os.PathLike[str]) -> Path:
     return _atomic_write(path, lambda f: f.write(text), "w")
 
 
+def atomic_write_bytes(data: bytes, path: str | os.PathLike[str]) -> Path:
+    """Write a binary file atomically (temporary file, fsync, ``os.replace``)."""
+    return _atomic_write(path, lambda f: f.write(data), "wb")
+
+
 def load_matching(module: torch.nn.Module, state: dict[str, Any], source: str) -> None:
     """Load ``state`` into ``module`` only if it matches key by key (every key of the module present, no
     other key, every shape equal), else a ValueError of one line naming ``source`` and the first
