@@ -16,8 +16,10 @@ and are refused inside FOLDER. An image that cannot be decoded stops the command
 
 MODEL is
 
-- a vision run folder (its ``checkpoint.pt``) or a checkpoint file: the backbone and the preprocessing
-  come from the checkpoint's config (:func:`hardmix.vision.evaluation.backbone_and_config`);
+- a vision run folder (its ``checkpoint.pt``: the final model) or a checkpoint file: the backbone and the
+  preprocessing come from the checkpoint's config (:func:`hardmix.vision.evaluation.backbone_and_config`);
+- a run's ``best/`` folder: the backbone of the step its selection score chose (``backbone.pt``) and the
+  run's ``config.yaml`` beside it (:meth:`hardmix.vision.task.VisionTask.on_new_best`);
 - or a backbone file of ``hardmix export vision RUN OUT`` (:mod:`hardmix.vision.export`), with ``--config
   RUN/config.yaml``: the export holds the weights only (a flat state dict, no architecture, crop size or
   normalization), so the config's ``model`` section builds the backbone (which must match the weights
@@ -101,6 +103,10 @@ def _read_weights(path: Path) -> Any:
                          f"export vision (loading it safely failed: {first})") from None
 
 
+#: The backbone file of a run's ``best/`` folder.
+BEST_WEIGHTS = "backbone.pt"
+
+
 def load_encoder(
     model_or_path: nn.Module | str | os.PathLike[str],
     config: VisionConfig | dict[str, Any] | str | os.PathLike[str] | None = None,
@@ -137,6 +143,13 @@ def load_encoder(
     path = Path(model_or_path)
     if not path.exists():
         raise FileNotFoundError(f"MODEL: {path} does not exist")
+    if path.is_dir() and (path / BEST_WEIGHTS).is_file() and not (path / "checkpoint.pt").exists():
+        if config is not None:  # RUN/best: the selected step's backbone beside its run's config
+            raise ValueError(f"--config: MODEL {path} holds its own config.yaml beside {BEST_WEIGHTS}")
+        config, path = path / "config.yaml", path / BEST_WEIGHTS
+        if not config.is_file():
+            raise FileNotFoundError(f"MODEL: {config} does not exist (a run's best/ holds {BEST_WEIGHTS} "
+                                    "and config.yaml)")
     state = None if path.is_dir() else _read_weights(path)
     if path.is_dir() or (isinstance(state, dict) and state.get("format") == FORMAT):
         if config is not None:

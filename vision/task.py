@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -68,6 +69,7 @@ class VisionTask(Task):
     default_score = "knn_top1"
     progress_label = "val knn"
     resumable_keys = ("data.num_workers", "data.cache_dir")
+    exports = ("best",)
 
     cfg: VisionConfig
 
@@ -208,6 +210,21 @@ class VisionTask(Task):
     def evaluate(self) -> dict[str, float]:
         return self.evaluation.validation(self.moco.backbone, self.model_version)
 
+    def on_new_best(self, run_dir: Path, step: int, scores: dict[str, float]) -> None:
+        """``RUN/best/``: the query backbone of the best evaluation so far (``backbone.pt``, the flat state
+        dict ``hardmix export vision`` writes) and the run's ``config.yaml``: the selected step's encoder,
+        which ``hardmix encode RUN/best --images FOLDER`` reads. The run's result stays the final model's
+        (MoCo's protocol)."""
+        import yaml
+
+        from hardmix.training.config import plain_config
+        from hardmix.utils.checkpoint import atomic_torch_save, atomic_write_text
+
+        best = run_dir / "best"
+        state = {k: v.detach().cpu().clone() for k, v in self.moco.backbone.state_dict().items()}
+        atomic_torch_save(state, best / "backbone.pt")
+        atomic_write_text(yaml.safe_dump(plain_config(self.cfg), sort_keys=False), best / "config.yaml")
+
     def final_scores(self, run_dir: Any, evaluated: dict[str, float] | None) -> dict[str, float]:
         """The validation scores of the final model (when evaluated at the last step) and, with
         ``eval.at_end``, its held-out test scores (``eval.final_scores``, each with ``<score>_se``)."""
@@ -297,6 +314,8 @@ class VisionTask(Task):
         if test:
             lines.append(f"test scores of the final model on {info['eval_dataset']} (%, ± binomial SE): "
                          + ", ".join(test))
+        if results.get("best_step") is not None:
+            lines.append(f"the encoder of step {results['best_step']}: {results['run_dir']}/best")
         lines.append(f"trained {results['steps']} steps; run in {results['run_dir']}")
         return "\n".join(lines)
 

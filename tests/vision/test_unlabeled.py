@@ -144,6 +144,34 @@ def test_an_unlabeled_folder_trains_and_selects_a_step_without_labels(photos, tm
     assert results["best_step"] == best["step"] and results["best_score"] == best["val_proxy_top1"]
     assert "proxy-task top-1 (label-free)" in done.stdout
 
+    # the selected step's encoder encodes the folder, and its neighbours are listed: from the command line
+    best = tmp_path / "run" / "best"
+    assert f"the encoder of step {results['best_step']}: " in done.stdout
+    done = _hardmix("encode", str(best), "--images", str(photos), "-o", "emb.npy", "--skip-corrupt",
+                    cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    emb = np.load(tmp_path / "emb.npy")
+    paths = (tmp_path / "emb.paths.txt").read_text().splitlines()
+    assert emb.shape[0] == len(paths) == 300 and str(photos / "trip1" / "broken.jpg") not in paths
+    from hardmix.vision.backbones import build_backbone
+    from hardmix.vision.data import decode_images
+    from hardmix.vision.evaluation import extract_features
+
+    net, _ = build_backbone("resnet10", 8, True)  # the best step's weights, loaded by hand
+    net.load_state_dict(torch.load(best / "backbone.pt", weights_only=True))
+    images, _, _ = decode_images(paths[:20], 32)
+    a = yaml.safe_load((best / "config.yaml").read_text())["augment"]
+    expected = extract_features(net, images, a["mean"], a["std"], progress=False)
+    np.testing.assert_allclose(emb[:20], expected.numpy(), atol=1e-5)
+    done = _hardmix("neighbours", "emb.npy", paths[0], "-k", "3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    sims = unit[1:] @ unit[0]
+    order = np.argsort(-sims)[:3]
+    assert lines[0] == f"query #0: {paths[0]}" and [ln.split("\t")[2] for ln in lines[1:]] == [
+        paths[1 + i] for i in order]
+
 
 def test_the_label_free_scores_repeat_for_the_same_model(photos, tmp_path):
     """The views are fixed by the data's seed: the same backbone scores the same, whatever it ran before."""
