@@ -38,6 +38,7 @@ _.used(_.cli_main, _.knn_cli_main, _.linear_cli_main, _.cmd_export)
 # Dataclass fields read by name: the comparison's statistics (report tables, summary.json, by
 # dataclasses.asdict) and the compare spec's YAML key.
 _.used(_.ci_low, _.ci_high, _.effect_size, _.min_detectable_difference, _.p_holm, _.p_exact_min,
+        _.ci_simultaneous, _.ci_simultaneous_method,
         _.equal_budget)
 
 # Public API of hardmix.text.losses.HardMixLoss for users (documented in its docstring): the core's

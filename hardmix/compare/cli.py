@@ -1,5 +1,5 @@
 """``hardmix compare SPEC.yaml [--output DIR] [--jobs N] [--resume] [--keep WHAT] [--print-commands]
-[--report-only]``."""
+[--report-only] [--strict]``."""
 
 from __future__ import annotations
 
@@ -61,6 +61,10 @@ def register(top: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-failed", action="store_true",
                    help="with --resume: run the cells whose run failed again (a failure is a recorded "
                         "result, never retried otherwise)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse a spec in which a task's seeds and comparisons leave the exact sign-flip "
+                        "test no possible verdict (its smallest Holm-adjusted p >= 0.05), before anything "
+                        "runs")
     p.add_argument("--no-download", action="store_true",
                    help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=main)
@@ -92,9 +96,33 @@ def check_extension(saved: Path, raw: dict) -> None:
         )
 
 
+def check_exact_floors(floors: dict[str, dict], strict: bool) -> None:
+    """With ``--strict``, refuse the first task whose exact test cannot reach a verdict
+    (:func:`hardmix.compare.spec.exact_floors`), naming it and the numbers."""
+    from hardmix.compare.spec import floor_line
+    from hardmix.compare.stats import ALPHA
+
+    for task, f in floors.items():
+        if strict and f["floor"] >= ALPHA:
+            raise ConfigError(f"--strict: {floor_line(task, f)}: no exact verdict is possible, refused "
+                              "before anything runs (give the task more seeds or fewer comparisons, or drop "
+                              "--strict)")
+
+
+def print_exact_floors(floors: dict[str, dict]) -> None:
+    """One line per task on stderr: the exact test's floor and the seeds it needs; a warning where no
+    exact verdict is possible."""
+    from hardmix.compare.spec import floor_line
+    from hardmix.compare.stats import ALPHA
+
+    for task, f in floors.items():
+        warn = "warning: " if f["floor"] >= ALPHA else ""
+        print(f"hardmix: {warn}exact test, {floor_line(task, f)}", file=sys.stderr)
+
+
 def main(args: argparse.Namespace) -> int:
     from hardmix.compare.grid import build_grid, print_commands
-    from hardmix.compare.spec import load_spec, select_tasks
+    from hardmix.compare.spec import exact_floors, load_spec, select_tasks
     from hardmix.compare.tuning import best_points, first_points, tuning_cells
 
     spec = select_tasks(load_spec(args.spec), args.tasks)
@@ -105,6 +133,8 @@ def main(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads: expected a positive number, got {args.threads}")
     keep = parse_keep(args.keep)
+    floors = exact_floors(spec)
+    check_exact_floors(floors, getattr(args, "strict", False))
     if args.launcher != "local" or args.status:  # the launcher: blocks, checked before anything runs
         from hardmix.compare import launcher
 
@@ -133,6 +163,7 @@ def main(args: argparse.Namespace) -> int:
                        check_existing=best is not None)
     if args.status:
         return launcher.print_status(tune + cells, out)
+    print_exact_floors(floors)  # every cell validated: what the seeds allow, before anything runs
     if args.print_commands:
         todo = tune if best is None else cells
         if args.launcher == "slurm":  # the sbatch file of every job that would be submitted
@@ -234,7 +265,7 @@ def _launch_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa
 
 def _report(spec, out, cells, tune, failed) -> int:  # noqa: ANN001
     from hardmix.compare.plots import make_plots
-    from hardmix.compare.report import write_csv, write_html, write_json, write_markdown
+    from hardmix.compare.report import diagnostics_note, write_csv, write_html, write_json, write_markdown
     from hardmix.compare.summary import cross_table, per_task_table, summarize, text_table
     from hardmix.compare.tuning import tuning_table
 
@@ -242,13 +273,12 @@ def _report(spec, out, cells, tune, failed) -> int:  # noqa: ANN001
     for c in corrupt:
         print(f"hardmix: {c.label}: corrupt results.json, left out (rerun with --resume to run it again)",
               file=sys.stderr)
-    summary = summarize(spec, [c for c in cells if c not in corrupt])
+    tuning = tuning_table(spec, tune) if tune else None
+    summary = summarize(spec, [c for c in cells if c not in corrupt], tuning)
     summary["missing"] += [c.label for c in corrupt]  # a corrupt record counts as a missing cell
     summary["cells"] += len(corrupt)
     if summary["finished"] == 0:
         raise RunError(f"{out}: no run of this comparison has finished yet; nothing to report")
-    if tune:
-        summary["tuning"] = tuning_table(spec, tune)
     plots = make_plots(cells, summary, out / "plots")
     write_markdown(summary, out / "summary.md")
     write_csv(summary, out / "summary.csv")
@@ -259,6 +289,9 @@ def _report(spec, out, cells, tune, failed) -> int:  # noqa: ANN001
     for task in summary["tasks"]:
         print(f"\n{task}:")
         print(text_table(*per_task_table(summary, task)))
+    note = diagnostics_note(summary)
+    if note:
+        print(f"\n{note}")
     if summary["failed"]:
         print(f"\nfailed ({len(summary['failed'])}, recorded; --resume --retry-failed runs them again): "
               + "; ".join(f"{label}: {why}" for label, why in summary["failed"].items()))

@@ -1,7 +1,7 @@
 """The comparison's plots (matplotlib, PNG): one colour per strategy in every plot.
 
 - ``forest.png``: the answer: per task, each strategy's paired difference from the baseline with its 95%
-  interval, significance after Holm's correction marked;
+  interval and its simultaneous (Bonferroni) interval, filled where the latter excludes 0;
 - ``scores.png``: the compared score per strategy, each seed a point, the mean with its 95% interval;
 - ``selection_curves.png``: the selection score over training steps, mean and min-max band over seeds;
 - ``dynamics.png``: what explains a result (MixCSE's argument, Sec. 4.1): positive, negative and
@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from hardmix.compare.grid import Cell
-from hardmix.compare.summary import verdict_label
+from hardmix.compare.summary import edge_mark, verdict_label
 from hardmix.training.metrics import read_metrics
 
 DYNAMICS = (
@@ -123,11 +123,13 @@ def _save(fig: Any, path: Path, dpi: int = 110) -> Path:
 
 def plot_forest(summary: dict[str, Any], path: Path) -> Path:
     """The answer: per task, each strategy's paired difference from the baseline (point) with its 95%
-    t-interval (line; each interval on its own, not corrected for the family), a zero line, filled points
-    where significant after Holm's correction (so a filled point's interval may touch zero, and an open
-    one's may not); on the right each row's p_holm and verdict (:func:`~hardmix.compare.summary.
-    verdict_label`). Comparisons without an interval (too few seeds, no spread) are drawn as a cross at
-    their mean; NaN ones are named on the right only. The legend says all of this."""
+    t-interval (thin line; uncorrected) and the family's simultaneous interval (thick line: Bonferroni over
+    the task's comparisons, ``ci_simultaneous``), a zero line, filled points where the simultaneous
+    interval excludes 0 (so the filled points agree with the thick lines); on the right each row's p_holm
+    and verdict, Holm's (:func:`~hardmix.compare.summary.verdict_label`, its edge mark under it): Holm is more
+    powerful than Bonferroni, so rarely a significant verdict sits beside a thick line touching 0.
+    Comparisons without an interval (too few seeds, no spread) are drawn as a cross at their mean; NaN ones
+    are named on the right only. The legend says all of this."""
     plt = _pyplot()
     tasks = list(summary["tasks"])
     col = colours(_strategies(summary))
@@ -142,35 +144,41 @@ def plot_forest(summary: dict[str, Any], path: Path) -> Path:
         for i, s in enumerate(names):
             p = t["paired"][s]
             y = len(names) - 1 - i
-            significant = p["verdict"] in ("better", "worse")
+            lo, hi = p.get("ci_simultaneous") or (None, None)
+            excludes = _finite(lo) and _finite(hi) and (lo > 0 or hi < 0)
             if _finite(p.get("ci_low")):
-                ax.plot([p["ci_low"], p["ci_high"]], [y, y], color=col[s], lw=2)
-                ax.plot(p["mean"], y, "o", ms=8, color=col[s], mfc=col[s] if significant else "white", mew=2)
+                ax.plot([p["ci_low"], p["ci_high"]], [y, y], color=col[s], lw=1.2)
+                if _finite(lo) and _finite(hi):
+                    ax.plot([lo, hi], [y, y], color=col[s], lw=4, alpha=0.45, solid_capstyle="butt")
+                ax.plot(p["mean"], y, "o", ms=8, color=col[s], mfc=col[s] if excludes else "white", mew=2)
             elif _finite(p.get("mean")):
                 ax.plot(p["mean"], y, "x", ms=8, color=col[s], mew=2)
             holm = p.get("p_holm")
             label = verdict_label(p) if not _finite(holm) else f"p_holm {holm:.3f}  {verdict_label(p)}"
-            ax.text(1.02, y, label, transform=ax.get_yaxis_transform(), va="center", fontsize=9,
-                    fontweight="bold" if significant else "normal")
+            mark = edge_mark(summary, task, s)  # its own line, so that the panels keep their width
+            ax.text(1.02, y, label, transform=ax.get_yaxis_transform(), va="bottom" if mark else "center",
+                    fontsize=9, fontweight="bold" if p["verdict"] in ("better", "worse") else "normal")
+            if mark:
+                ax.text(1.02, y, mark, transform=ax.get_yaxis_transform(), va="top", fontsize=8)
         ax.axvline(0.0, color="black", lw=1, zorder=0)
         ax.set_yticks(range(len(names)), names[::-1], fontsize=9)
         ax.set_ylim(-0.7, len(names) - 0.3)
         ax.grid(axis="x", alpha=0.3)
         unit = score_unit(t["score"], difference=True)
         ax.set_xlabel(f"{t['score']} − {summary['baseline']} ({unit}); higher is better")
-        ax.set_title(f"{task}: paired difference from {summary['baseline']}, 95% interval (uncorrected)",
-                     fontsize=10)
+        ax.set_title(f"{task}: paired difference from {summary['baseline']}, 95% interval (thin) and "
+                     "simultaneous (thick)", fontsize=10)
     handles = [
         plt.Line2D([], [], marker="o", color="grey", mfc="grey", ls="-",
-                   label="filled: significant after Holm (p_holm < 0.05)"),
+                   label="filled: the simultaneous interval excludes 0"),
         plt.Line2D([], [], marker="o", color="grey", mfc="white", mew=2, ls="-",
-                   label="open: not significant"),
+                   label="open: it does not"),
         plt.Line2D([], [], marker="x", color="grey", ls="", mew=2, label="no interval (see verdict)"),
     ]
     fig.tight_layout()
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=9,
-               frameon=False, title="lines: 95% t-intervals, each uncorrected; points filled by the "
-               "Holm-corrected test", title_fontsize=8)
+               frameon=False, title="thin lines: 95% t-intervals, each uncorrected; thick: simultaneous over "
+               "the task's comparisons (Bonferroni); verdicts: Holm", title_fontsize=8)
     return _save(fig, path)
 
 

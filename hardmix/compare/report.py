@@ -21,6 +21,7 @@ from hardmix.compare.stats import ALPHA, FEW_SEEDS, NAN_SCORE, NO_SPREAD, TOO_FE
 from hardmix.compare.summary import (
     T_TEST_ONLY,
     cell_count,
+    edge_mark,
     markdown_table,
     per_task_table,
     secondary_table,
@@ -86,6 +87,9 @@ def notes(summary: dict[str, Any]) -> list[str]:
                if p["verdict"] == verdict]
         if hit:
             out.append(f"{verdict} ({what}): " + ", ".join(hit) + ".")
+    note = diagnostics_note(summary)
+    if note:
+        out.append(note)
     for task, t in summary["tasks"].items():
         if t["score"] == t.get("selection_metric"):
             out.append(
@@ -110,6 +114,43 @@ def notes(summary: dict[str, Any]) -> list[str]:
             + "."
         )
     return out
+
+
+def diagnostics_note(summary: dict[str, Any]) -> str | None:
+    """What the verdicts' marks and the tuning's diagnostics say, in one paragraph (None when nothing is
+    flagged): the legend of :func:`~hardmix.compare.summary.edge_mark`, the chosen points at their grid's
+    edge and the knobs that made no measurable difference."""
+    parts = []
+    if any(edge_mark(summary, task, s) for task, t in summary["tasks"].items() for s in t["paired"]):
+        parts.append(
+            "A verdict marked (edge: k/N at first or last step) rests on cells that selected the first or "
+            "the last step they evaluated: k of the N cells of the strategy and the baseline ('evaluated "
+            "once': no step to choose from), so the best model may lie outside the steps evaluated and the "
+            "verdict compares where evaluation cut training, not each strategy at its best."
+        )
+    tuning = summary.get("tuning") or {}
+    edges = _grouped(tuning, lambda tu: ", ".join(f"{k} {v}" for k, v in (tu.get("grid_edge") or {}).items()))
+    inert = _grouped(tuning, lambda tu: ", ".join(tu.get("inert_knob") or []))
+    if edges:
+        parts.append(f"Tuning chose a grid edge (a better point may lie beyond it): {edges}.")
+    if inert:
+        parts.append(f"Inert knobs (their grid points' mean selection scores within one standard error): "
+                     f"{inert}.")
+    return " ".join(parts) or None
+
+
+def _grouped(tuning: dict[str, Any], what: Any) -> str:
+    """``what`` of each tuned strategy, the strategies that share it together, a task at a time:
+    ``text: mixcse.lam high for mixcse, mixcse_nosg; loss.temperature low for none. vision: ...``."""
+    out = []
+    for task, per in tuning.items():
+        groups: dict[str, list[str]] = {}
+        for s, tu in per.items():
+            if what(tu):
+                groups.setdefault(what(tu), []).append(s)
+        if groups:
+            out.append(f"{task}: " + "; ".join(f"{k} for {', '.join(ss)}" for k, ss in groups.items()))
+    return ". ".join(out)
 
 
 def _seeds_line(summary: dict[str, Any]) -> str:
@@ -150,8 +191,17 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         for task, per in summary["tuning"].items():
             for strategy in per:
                 table = markdown_table(*tuning_table(summary, task, strategy))
-                lines += [f"{task}, {strategy}:", "", table, ""]
+                lines += [f"{task}, {strategy}{_tuning_flags(per[strategy])}:", "", table, ""]
     return "\n".join(lines)
+
+
+def _tuning_flags(tu: dict[str, Any]) -> str:
+    """A tuned strategy's diagnostics beside its grid's title: `` (grid edge: mixcse.lam high; inert:
+    loss.temperature)``, or ``""``."""
+    parts = [f"grid edge: {', '.join(f'{k} {v}' for k, v in tu['grid_edge'].items())}"] if tu.get(
+        "grid_edge") else []
+    parts += [f"inert: {', '.join(tu['inert_knob'])}"] if tu.get("inert_knob") else []
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def write_markdown(summary: dict[str, Any], path: Path) -> Path:
@@ -164,12 +214,15 @@ def write_csv(summary: dict[str, Any], path: Path) -> Path:
     keys = ["mean", "ci_low", "ci_high", "p_value", "p_holm", "p_exact", "p_exact_holm", "effect_size",
             "min_detectable_difference", "verdict"]
     w.writerow(["task", "score", "strategy", "n", "mean", "std", "sampling_se", "diff", *keys[1:],
+                "ci_simultaneous_low", "ci_simultaneous_high", "ci_simultaneous_method", "edge",
                 "wall_seconds_mean"])
     for task, t in summary["tasks"].items():
         for s, row in t["strategies"].items():
             p = t["paired"].get(s, {})
+            lo, hi = p.get("ci_simultaneous") or ("", "")
             w.writerow([task, t["score"], s, row["n"], row["mean"], row["std"], row.get("sampling_se"),
-                        *(p.get(k, "") for k in keys), row["wall_seconds_mean"]])
+                        *(p.get(k, "") for k in keys), lo, hi, p.get("ci_simultaneous_method", ""),
+                        edge_mark(summary, task, s) if p else "", row["wall_seconds_mean"]])
     return atomic_write_text(buf.getvalue(), path)
 
 
@@ -212,8 +265,10 @@ def _image(path: Path, caption: str) -> str:
 
 
 CAPTIONS = {
-    "forest": "Each strategy minus the baseline, paired by seed: the mean difference (point) and its 95% "
-    "interval (line); filled points are significant after Holm's correction. Right of the zero line is "
+    "forest": "Each strategy minus the baseline, paired by seed: the mean difference (point), its 95% "
+    "interval (thin line) and the family's simultaneous interval (thick line: Bonferroni over the task's "
+    "comparisons); a point is filled where the simultaneous interval excludes 0. The verdict on the right is "
+    "Holm's (more powerful: rarely, significant with a thick line touching 0). Right of the zero line is "
     "better.",
     "scores": "The compared score per strategy: each seed a small point, the mean a large one with its 95% "
     "interval.",
@@ -256,7 +311,7 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
                   _html_table(*tuning_budget_table(summary))]
         for task, per in summary["tuning"].items():
             for strategy, tu in per.items():
-                title = f"{task}, {strategy} ({tu['score']})"
+                title = f"{task}, {strategy} ({tu['score']}){_tuning_flags(tu)}"
                 table = _html_table(*tuning_table(summary, task, strategy))
                 parts += [f"<h3>{html.escape(title)}</h3>", table]
     parts.append("<h2>Plots</h2>")
@@ -279,6 +334,6 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
 
 
 __all__ = [
-    "machine", "notes", "summary_markdown", "verdicts_markdown", "write_csv", "write_html", "write_json",
-    "write_markdown",
+    "diagnostics_note", "machine", "notes", "summary_markdown", "verdicts_markdown", "write_csv",
+    "write_html", "write_json", "write_markdown",
 ]

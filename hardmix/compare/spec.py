@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hardmix.compare.stats import ALPHA, exact_floor
 from hardmix.config import load_yaml
 from hardmix.errors import ConfigError
 from hardmix.training.config import flatten_keys
@@ -588,6 +589,35 @@ def apply_point(
     return entries, sets
 
 
+def exact_floors(spec: CompareSpec, alpha: float = ALPHA) -> dict[str, dict[str, Any]]:
+    """What the exact sign-flip test can say, from the spec alone: per task with a comparison, its family of
+    m comparisons (every strategy of the task but the baseline), its n seeds, the smallest
+    ``p_exact_holm`` they allow (``floor``, m x 2 / 2^n) and the seeds an exact verdict at ``alpha`` needs
+    (:func:`hardmix.compare.stats.exact_floor`)."""
+    out = {}
+    for task in spec.tasks.values():
+        m = sum(s != spec.baseline for s in task.strategies or spec.strategies)
+        if m:
+            floor, needed = exact_floor(m, len(task.seeds), alpha)
+            out[task.name] = {"comparisons": m, "seeds": len(task.seeds), "floor": floor,
+                              "seeds_needed": needed}
+    return out
+
+
+def floor_line(task: str, f: dict[str, Any], alpha: float = ALPHA) -> str:
+    """One task's :func:`exact_floors` in words.
+
+    >>> floor_line("vision", {"comparisons": 2, "seeds": 5, "floor": 0.125, "seeds_needed": 7})
+    'tasks.vision: 2 comparisons x 5 seeds: smallest p_exact_holm 2 x 2/2^5 = 0.125 >= 0.05; an exact \
+verdict needs >= 7 seeds'
+    """
+    m, n = f["comparisons"], f["seeds"]
+    below = "<" if f["floor"] < alpha else ">="
+    return (f"tasks.{task}: {m} comparison{'s' if m != 1 else ''} x {n} seeds: smallest p_exact_holm "
+            f"{m} x 2/2^{n} = {f['floor']:.3g} {below} {alpha}; an exact verdict needs >= "
+            f"{f['seeds_needed']} seeds")
+
+
 def select_tasks(spec: CompareSpec, names: str | None) -> CompareSpec:
     """The spec restricted to a comma list of its tasks (``--tasks``); None keeps them all."""
     if names is None:
@@ -607,6 +637,6 @@ def load_spec(path: str | os.PathLike[str]) -> CompareSpec:
 
 
 __all__ = [
-    "CompareSpec", "TaskSpec", "TuneSpec", "apply_point", "check_names", "grid_points", "grid_size",
-    "load_spec", "parse_spec", "spec_differences",
+    "CompareSpec", "TaskSpec", "TuneSpec", "apply_point", "check_names", "exact_floors", "floor_line",
+    "grid_points", "grid_size", "load_spec", "parse_spec", "spec_differences",
 ]

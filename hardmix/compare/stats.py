@@ -19,7 +19,13 @@ For seeds s = 1..n with scores x_s (strategy) and y_s (baseline), the difference
   equally likely, and p is the fraction whose |sum| is at least the observed one (ties count as at least as
   extreme; :func:`sign_flip_p`, every pattern enumerated). It cannot go below
   ``p_exact_min`` = 2 / 2^n (n = 5: 0.0625; n = 10: 0.002), whatever the differences; ``p_exact_holm`` is
-  its Holm adjustment over the same family.
+  its Holm adjustment over the same family. Before any run, :func:`exact_floor` says how low
+  ``p_exact_holm`` can go in a family of m comparisons over n seeds (m x 2 / 2^n) and how many seeds an
+  exact verdict needs;
+- ``ci_simultaneous``: the family's simultaneous interval, Bonferroni: ``mean +- t_{1 - alpha/(2m), n-1} *
+  sd / sqrt(n)`` over the m tested comparisons of the task (the 95% interval for a family of one;
+  :func:`holm_adjusted`). Holm is uniformly more powerful than Bonferroni, so in rare cases a verdict
+  (Holm's) is significant while its simultaneous interval touches 0; the verdict stays Holm's.
 
 The verdict is "better" or "worse" only when ``p_holm`` < ``alpha``, else "n.s." (not significant).
 :func:`exact_test_agrees` says whether the exact test's ``p_exact_holm`` is below ``alpha`` too; a verdict
@@ -42,6 +48,12 @@ Example:
 
     >>> d.p_exact, d.p_exact_min, exact_test_agrees(d)
     (0.25, 0.25, False)
+
+    In the family of two, each simultaneous interval is Bonferroni's (t at 1 - 0.05/4), wider than 95%:
+
+    >>> a = family["a"]
+    >>> a.ci_simultaneous_method, a.ci_simultaneous[0] < a.ci_low
+    ('Bonferroni, 2 comparisons', True)
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -83,6 +96,10 @@ class PairedDifference:
         p_exact: the exact sign-flip test's two-sided p-value (NaN for NaN scores or fewer than 2 pairs).
         p_exact_holm: ``p_exact`` Holm-adjusted within the task's family.
         p_exact_min: the smallest ``p_exact`` that n pairs can give, 2 / 2^n.
+        ci_simultaneous: (low, high), the simultaneous interval over the task's family of m tested
+            comparisons, Bonferroni: ``mean +- t_{1 - alpha/(2m), n-1} sd / sqrt(n)`` (NaN without a test).
+        ci_simultaneous_method: how it was computed, e.g. ``"Bonferroni, 4 comparisons"`` (None without a
+            test).
     """
 
     mean: float
@@ -98,6 +115,8 @@ class PairedDifference:
     p_exact: float = math.nan
     p_exact_holm: float = math.nan
     p_exact_min: float = math.nan
+    ci_simultaneous: tuple[float, float] = (math.nan, math.nan)
+    ci_simultaneous_method: str | None = None
 
     @property
     def tested(self) -> bool:
@@ -134,6 +153,22 @@ def sign_flip_p(differences: np.ndarray) -> float:
         signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)  # (chunk, n) of +-1
         hits += int(np.count_nonzero(np.abs(signs @ d) >= observed))
     return hits / 2**n
+
+
+def exact_floor(m: int, n: int, alpha: float = ALPHA) -> tuple[float, int]:
+    """The smallest Holm-adjusted exact p a family of ``m`` comparisons over ``n`` seeds can give, m x 2 /
+    2^n (Holm's first step on the smallest ``p_exact``, 2 / 2^n; capped at 1), and the fewest seeds for
+    which it is below ``alpha`` (an exact verdict is possible).
+
+    >>> exact_floor(2, 5), exact_floor(4, 10), exact_floor(1, 5)
+    ((0.125, 7), (0.0078125, 8), (0.0625, 6))
+    """
+    if m < 1:
+        raise ValueError(f"a family has at least one comparison, got {m}")
+    needed = 1
+    while m * 2.0 / 2**needed >= alpha:
+        needed += 1
+    return min(1.0, m * 2.0 / 2**n), needed
 
 
 def exact_test_agrees(d: PairedDifference, alpha: float = ALPHA) -> bool:
@@ -192,13 +227,27 @@ def paired_difference(
     return PairedDifference(
         mean, mean - half, mean + half, p, n, verdict_for(mean, p, alpha), sd=sd, effect_size=mean / sd,
         min_detectable_difference=min_detectable_effect(n, alpha) * sd, p_holm=p, **exact_fields,
+        **simultaneous(mean, sd, n, 1, alpha),
     )
+
+
+def simultaneous(mean: float, sd: float, n: int, m: int, alpha: float = ALPHA) -> dict[str, Any]:
+    """The fields of a comparison's simultaneous interval in a family of ``m`` tested comparisons:
+    Bonferroni's ``mean +- t_{1 - alpha/(2m), n-1} sd / sqrt(n)``.
+
+    >>> simultaneous(1.0, 1.0, 10, 1)["ci_simultaneous_method"]
+    'Bonferroni, 1 comparison'
+    """
+    half = float(stats.t.ppf(1 - alpha / (2 * m), n - 1)) * sd / math.sqrt(n)
+    return {"ci_simultaneous": (mean - half, mean + half),
+            "ci_simultaneous_method": f"Bonferroni, {m} comparison{'s' if m != 1 else ''}"}
 
 
 def holm_adjusted(family: dict[str, PairedDifference], alpha: float = ALPHA) -> dict[str, PairedDifference]:
     """The family (e.g. every strategy of a task against the baseline) with ``p_holm`` adjusted by Holm's
-    method over the comparisons that have a test, and verdicts that follow it. Comparisons without a test
-    (too few seeds, a NaN score, no spread) keep their verdict and are not counted in the family."""
+    method over the comparisons that have a test, verdicts that follow it, and each comparison's
+    simultaneous (Bonferroni) interval over those m comparisons. Comparisons without a test (too few seeds,
+    a NaN score, no spread) keep their verdict and are not counted in the family."""
     from statsmodels.stats.multitest import multipletests
 
     tested = [k for k, d in family.items() if d.tested]
@@ -209,7 +258,8 @@ def holm_adjusted(family: dict[str, PairedDifference], alpha: float = ALPHA) -> 
         for k, p in zip(tested, adjusted):
             d = family[k]
             out[k] = replace(d, p_holm=float(p), verdict=verdict_for(d.mean, float(p), alpha),
-                             min_detectable_difference=min_detectable_effect(d.n, strictest) * d.sd)
+                             min_detectable_difference=min_detectable_effect(d.n, strictest) * d.sd,
+                             **simultaneous(d.mean, d.sd, d.n, len(tested), alpha))
     exact = [k for k in tested if math.isfinite(family[k].p_exact)]  # the same family as the t-test's
     if exact:
         adjusted = multipletests([family[k].p_exact for k in exact], alpha=alpha, method="holm")[1]
@@ -233,11 +283,13 @@ __all__ = [
     "PairedDifference",
     "SIGNIFICANT",
     "TOO_FEW",
+    "exact_floor",
     "exact_test_agrees",
     "holm_adjusted",
     "mean_std",
     "min_detectable_effect",
     "paired_difference",
     "sign_flip_p",
+    "simultaneous",
     "verdict_for",
 ]

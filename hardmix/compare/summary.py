@@ -3,11 +3,18 @@
 The summary (``summary.json``) holds, per task: the compared score, per strategy its scores over seeds
 (``strategies.<s>.seeds``: {seed: score}), mean, std, the mean training seconds and the evaluation's own
 sampling error; per strategy other than the baseline the paired difference from the baseline
-(``paired.<s>``: mean, 95% interval, ``p_value``, ``p_holm``, ``effect_size``,
-``min_detectable_difference``, ``verdict``; :mod:`hardmix.compare.stats`); ``cells`` and ``finished``
-count the cells and the finished ones, ``missing`` names the others. Under ``cell_records``, one record per
+(``paired.<s>``: mean, 95% interval, ``p_value``, ``p_holm``, the exact test's, ``effect_size``,
+``min_detectable_difference``, the simultaneous interval ``ci_simultaneous``, ``verdict``;
+:mod:`hardmix.compare.stats`); ``cells`` and ``finished`` count the cells and the finished ones,
+``missing`` names the others. Under ``cell_records``, one record per
 finished cell: every final score, the best step, the training seconds (pauses and evaluations excluded)
 and each evaluation's scores with the diagnostics logged at that step, so anyone can recompute the tables.
+
+What a verdict can rest on (``strategies.<s>.diagnostics``): ``boundary``, how many of the strategy's
+cells selected their first or their last evaluated step (:func:`boundary`), and ``flags``, a short list in
+words of that and of its tuning's diagnostics (``tuning.<task>.<s>``: ``grid_edge``, ``inert_knob``;
+:mod:`hardmix.compare.tuning`). Every table marks a verdict whose cells (the strategy's and the
+baseline's) selected an edge step (:func:`edge_mark`).
 """
 
 from __future__ import annotations
@@ -122,6 +129,41 @@ def cell_records(
     return out
 
 
+def boundary(records: list[dict[str, Any]]) -> dict[str, int]:
+    """How many of these cell records (``cell_records``) selected their first (``at_first``) or their last
+    (``at_last``) evaluated step, of the ``cells`` that logged an evaluation; a cell evaluated once counts
+    in both (its model was never chosen among steps).
+
+    >>> ev = [{"step": s} for s in (20, 40, 60)]
+    >>> boundary([{"best_step": 20, "evaluations": ev}, {"best_step": 40, "evaluations": ev},
+    ...           {"best_step": 60, "evaluations": ev}, {"best_step": 9, "evaluations": [{"step": 9}]}])
+    {'at_first': 2, 'at_last': 2, 'cells': 4}
+    """
+    out = {"at_first": 0, "at_last": 0, "cells": 0}
+    for r in records:
+        steps = [e["step"] for e in r["evaluations"]]
+        if steps:
+            out["cells"] += 1
+            out["at_first"] += r["best_step"] <= min(steps)
+            out["at_last"] += r["best_step"] >= max(steps)
+    return out
+
+
+def flags(diagnostics: dict[str, Any], tuned: dict[str, Any] | None = None) -> list[str]:
+    """A strategy's diagnostics in words: its boundary counts and, when tuned, the knobs its chosen point
+    took at the grid's edge and the knobs that made no measurable difference.
+
+    >>> flags({"boundary": {"at_first": 10, "at_last": 0, "cells": 10}},
+    ...       {"grid_edge": {"mixcse.lam": "high"}, "inert_knob": ["loss.temperature"]})
+    ['10/10 cells at first step', 'grid edge: mixcse.lam high', 'inert knob: loss.temperature']
+    """
+    b = diagnostics["boundary"]
+    out = [f"{b[k]}/{b['cells']} cells at {w} step" for k, w in (("at_first", "first"), ("at_last", "last"))
+           if b[k]]
+    out += [f"grid edge: {k} {side}" for k, side in ((tuned or {}).get("grid_edge") or {}).items()]
+    return out + [f"inert knob: {k}" for k in (tuned or {}).get("inert_knob") or []]
+
+
 def paired_table(
     per: dict[str, dict[str, Any]], baseline: str, seeds: list[Any]
 ) -> dict[str, dict[str, Any]]:
@@ -143,14 +185,16 @@ def _nan(v: Any) -> float:
     return math.nan if v is None else float(v)
 
 
-def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
+def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | None = None) -> dict[str, Any]:
     """The summary: per task, per strategy (mean, std, n, seeds, training seconds, sampling error, other
-    scores) and the paired difference of each strategy from the baseline; the per-cell records; the
-    finished and missing cells."""
+    scores, diagnostics) and the paired difference of each strategy from the baseline; the per-cell
+    records; the finished and missing cells; and ``tuning`` (:func:`hardmix.compare.tuning.tuning_table`)
+    when given, its diagnostics among each strategy's flags."""
     from hardmix.training.api import resolve_task
 
     records, missing = collect(cells)
     check_fingerprints(cells, records)
+    by_cell = cell_records(cells, records)
     failed = {c.label: c.failure() or "failed" for c in cells if c.status() == "failed"}
     out: dict[str, Any] = {
         "baseline": spec.baseline,
@@ -200,6 +244,10 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
                 "sampling_se": sum(ses) / len(ses) if ses else None,
                 "secondary": secondary,
             }
+            mine = [r for r in by_cell if (r["task"], r["strategy"]) == (task.name, strategy)]
+            diagnostics = {"boundary": boundary(mine)}
+            tuned = (tuning or {}).get(task.name, {}).get(strategy)
+            per[strategy]["diagnostics"] = {**diagnostics, "flags": flags(diagnostics, tuned)}
         own = [c for c in cells if c.task.name == task.name]
         selection = task_metric(own[0]) if own else resolve_task(task.task).selection_metric
         out["tasks"][task.name] = {
@@ -212,7 +260,9 @@ def summarize(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
             "score_is_selection": task.score == selection,
             "allow_selection_score": bool(getattr(task, "allow_selection_score", False)),
         }
-    out["cell_records"] = cell_records(cells, records)
+    out["cell_records"] = by_cell
+    if tuning:
+        out["tuning"] = tuning
     return out
 
 
@@ -236,6 +286,15 @@ def _interval(p: dict[str, Any]) -> str:
     return f"{_signed(p['mean'])} [{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}]"
 
 
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def _simultaneous(p: dict[str, Any]) -> str:
+    lo, hi = p.get("ci_simultaneous") or (None, None)
+    return f"[{_fmt(lo)}, {_fmt(hi)}]" if _finite(lo) and _finite(hi) else "n/a"
+
+
 def _p(x: Any) -> str:
     """A p-value: 3 decimals, or ``<0.001``."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -244,6 +303,31 @@ def _p(x: Any) -> str:
 
 
 T_TEST_ONLY = "(t-test only)"
+
+
+def edge_mark(summary: dict[str, Any], task: str, strategy: str) -> str:
+    """The mark beside the verdict of a test (better, worse, n.s.) whose cells (the strategy's and the
+    baseline's) selected their first or last evaluated step: ``(edge: k/N at first step)``, ``(edge: k/N
+    at last step)``, both, or ``(edge: N/N evaluated once)`` when no cell had a step to choose; ``""`` when
+    none did, without diagnostics, or without a test (too few seeds, a NaN score, no spread).
+
+    >>> s = {"baseline": "none", "tasks": {"t": {"paired": {"mix": {"p_value": 0.01}}, "strategies": {
+    ...     "none": {"diagnostics": {"boundary": {"at_first": 5, "at_last": 0, "cells": 5}}},
+    ...     "mix": {"diagnostics": {"boundary": {"at_first": 4, "at_last": 1, "cells": 5}}}}}}}
+    >>> edge_mark(s, "t", "mix")
+    '(edge: 9/10 at first, 1/10 at last step)'
+    """
+    if not _finite(summary["tasks"][task]["paired"].get(strategy, {}).get("p_value")):
+        return ""
+    rows = summary["tasks"][task]["strategies"]
+    both = [rows.get(s, {}).get("diagnostics", {}).get("boundary") for s in (strategy, summary["baseline"])]
+    first, last, n = (sum(b[k] for b in both if b) for k in ("at_first", "at_last", "cells"))
+    if not (first or last):
+        return ""
+    if first == last == n:
+        return f"(edge: {n}/{n} evaluated once)"
+    parts = [f"{k}/{n} at {w}" for k, w in ((first, "first"), (last, "last")) if k]
+    return f"(edge: {', '.join(parts)} step)"
 
 
 def verdict_label(p: dict[str, Any]) -> str:
@@ -262,10 +346,16 @@ def verdict_label(p: dict[str, Any]) -> str:
     return v
 
 
+def verdict_text(summary: dict[str, Any], task: str, strategy: str) -> str:
+    """A comparison's verdict as every table shows it: :func:`verdict_label` and its :func:`edge_mark`."""
+    p = summary["tasks"][task]["paired"][strategy]
+    return " ".join(x for x in (verdict_label(p), edge_mark(summary, task, strategy)) if x)
+
+
 def verdict_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The answer: one row per task and strategy: the paired difference from the baseline with its 95%
     interval, the t-test's p-value and its Holm adjustment, the exact sign-flip test's and its Holm
-    adjustment, and the verdict (which follows ``p_holm``; :func:`verdict_label`)."""
+    adjustment, and the verdict (which follows ``p_holm``; :func:`verdict_text`)."""
     head = ["task", "score", "strategy", f"Δ vs {summary['baseline']} [95% CI]", "n", "p", "p_holm",
             "p_exact", "p_exact_holm", "verdict"]
     rows = []
@@ -273,7 +363,8 @@ def verdict_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         for strategy, p in t["paired"].items():
             rows.append(
                 [task, t["score"], strategy, _interval(p), str(p["n"]), _p(p["p_value"]),
-                 _p(p.get("p_holm")), _p(p.get("p_exact")), _p(p.get("p_exact_holm")), verdict_label(p)]
+                 _p(p.get("p_holm")), _p(p.get("p_exact")), _p(p.get("p_exact_holm")),
+                 verdict_text(summary, task, strategy)]
             )
     return head, rows
 
@@ -289,7 +380,8 @@ def cross_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         cells = []
         for t in tasks:
             p = summary["tasks"][t]["paired"].get(s)
-            text = f"{_interval(p)} p_holm={_p(p.get('p_holm'))} {verdict_label(p)}" if p else "(not run)"
+            text = (f"{_interval(p)} p_holm={_p(p.get('p_holm'))} {verdict_text(summary, t, s)}" if p
+                    else "(not run)")
             cells.append(text)
         rows.append([s, *cells])
     return head, rows
@@ -297,13 +389,16 @@ def cross_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 def per_task_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows of one task's table: score mean +- std (n), the paired difference and its
-    statistics, the evaluation's sampling error, the verdict and the training seconds per run."""
+    statistics (its 95% interval and the family's simultaneous one), the evaluation's sampling error, the
+    verdict and the training seconds per run."""
     t = summary["tasks"][task]
+    m = sum(_finite(p.get("p_value")) for p in t["paired"].values())
     head = [
         "strategy",
         f"{t['score']} (mean ± std)",
         "n",
         f"Δ vs {summary['baseline']} [95% CI]",
+        f"Bonferroni CI (m = {m})",
         "p",
         "p_holm",
         "p_exact_holm",
@@ -322,13 +417,14 @@ def per_task_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[
                 f"{_fmt(row['mean'])} ± {_fmt(row['std'])}",
                 str(row["n"]),
                 _interval(p) if p else "(baseline)",
+                _simultaneous(p) if p else "",
                 _p(p["p_value"]) if p else "",
                 _p(p.get("p_holm")) if p else "",
                 _p(p.get("p_exact_holm")) if p else "",
                 _fmt(p.get("effect_size")) if p else "",
                 _fmt(p.get("min_detectable_difference")) if p else "",
                 _fmt(row.get("sampling_se")),
-                verdict_label(p) if p else "",
+                verdict_text(summary, task, strategy) if p else "",
                 _fmt(row["wall_seconds_mean"], 0),
             ]
         )
@@ -403,11 +499,14 @@ def text_table(head: list[str], rows: list[list[str]]) -> str:
 
 __all__ = [
     "SE_SUFFIX",
+    "boundary",
     "cell_count",
     "cell_records",
     "collect",
     "cross_table",
+    "edge_mark",
     "evaluations",
+    "flags",
     "markdown_table",
     "paired_table",
     "per_task_table",
@@ -418,4 +517,5 @@ __all__ = [
     "tuning_table",
     "verdict_label",
     "verdict_table",
+    "verdict_text",
 ]

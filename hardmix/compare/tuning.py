@@ -23,6 +23,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hardmix.compare.grid import Cell, check_same_config, check_task, make_cell, task_class, task_metric
 from hardmix.compare.spec import CompareSpec, TaskSpec, grid_points
 from hardmix.errors import ConfigError, RunError
@@ -104,7 +106,9 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
     """``summary["tuning"]``: per task and strategy the selection metric, the budget (steps per run, runs),
     every point's score per tuning seed, its mean and its failed seeds, and the best point: chosen among the
     points every seed scored once no cell is pending (a point with a failed or NaN cell is not chosen; the
-    others still are), None until then or when every point failed (``all_failed``).
+    others still are), None until then or when every point failed (``all_failed``); and whether the
+    choice can be trusted: ``grid_edge`` (:func:`grid_edge`), ``inert_knob``, ``knob_spread``,
+    ``score_se`` and ``score_se_from`` (:func:`inert_knobs`).
     """
     out: dict[str, Any] = {}
     for task in tuned_tasks(spec):
@@ -113,7 +117,7 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
         out[task.name] = {}
         for strategy in task.strategies or spec.strategies:
             mine = [c for c in cells if c.task.name == task.name and c.strategy == strategy]
-            grid, steps, runs, pending = [], set(), 0, False
+            grid, steps, runs, pending, ses = [], set(), 0, False, []
             for i, point in enumerate(grid_points(spec.tune.grid[strategy])):
                 seeds, failed = {}, {}
                 for c in (c for c in mine if c.point_index == i):
@@ -122,6 +126,7 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
                         seeds[c.seed] = score
                         runs += 1
                         steps.add(c.record()["total_steps"])
+                        ses.append(_score(c, metric + "_se"))
                     elif state == "failed":
                         failed[c.seed] = c.failure() or f"{metric} is not a number"
                     else:
@@ -131,6 +136,7 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
             scored = [g for g in grid if g["mean"] is not None]
             # ties: the first point
             best = max(scored, key=lambda g: g["mean"])["point"] if scored and not pending else None
+            se = [v for v in ses if v is not None]
             out[task.name][strategy] = {
                 "score": metric,
                 "steps_per_run": max(steps) if steps else None,
@@ -138,8 +144,71 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
                 "grid": grid,
                 "best": best,
                 "all_failed": not pending and not scored,
+                "grid_edge": grid_edge(spec.tune.grid[strategy], best),
+                **inert_knobs(spec.tune.grid[strategy], grid, sum(se) / len(se) if se else None,
+                              f"{metric}_se"),
             }
     return out
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def grid_edge(axes: dict[str, list[Any]], best: dict[str, Any] | None) -> dict[str, str] | None:
+    """Where the chosen point sits on each numeric knob of the grid (a knob with 2 values or more):
+    ``"low"`` or ``"high"`` when its value is the knob's smallest or largest (the best may lie beyond the
+    grid), ``"low of 2"`` / ``"high of 2"`` for a knob of 2 values (every choice is an edge), absent when
+    interior. None before a point is chosen. Knobs of other values (names, flags) have no order: left out.
+
+    >>> axes = {"mixcse.lam": [0.1, 0.2, 0.4], "loss.temperature": [0.05, 0.1], "lr": [1e-5, 3e-5, 1e-4]}
+    >>> grid_edge(axes, {"mixcse.lam": 0.4, "loss.temperature": 0.05, "lr": 3e-5})
+    {'mixcse.lam': 'high', 'loss.temperature': 'low of 2'}
+    """
+    if best is None:
+        return None
+    out = {}
+    for knob, values in axes.items():
+        values = sorted(set(values)) if all(map(_numeric, values)) else []
+        if len(values) < 2 or knob not in best:
+            continue
+        side = "low" if best[knob] == values[0] else "high" if best[knob] == values[-1] else None
+        if side:
+            out[knob] = side if len(values) > 2 else f"{side} of 2"
+    return out
+
+
+def inert_knobs(axes: dict[str, list[Any]], grid: list[dict[str, Any]], sampling_se: float | None,
+                se_name: str = "sampling_se") -> dict[str, Any]:
+    """The knobs that made no measurable difference: ``knob_spread`` (per knob of 2 values or more, the
+    max - min over its values of the mean score of the scored points with that value: the other knobs
+    averaged over), ``score_se`` (the standard error of a point's mean score: the pooled sd of the
+    points' scores over the tuning seeds / sqrt(seeds), or the selection score's own sampling standard
+    error (``sampling_se``, the mean of the records' ``<score>_se``: one evaluation set for every seed, so
+    it does not shrink with them) where that is larger; ``score_se_from`` says which: ``"tuning seeds"``
+    or ``se_name``), and ``inert_knob``: the knobs whose
+    spread is below ``score_se`` (None where no standard error is known: one tuning seed, no ``_se``).
+
+    >>> grid = [{"point": {"k": k}, "seeds": {1: 50 + d, 2: 50.4 + d}, "mean": 50.2 + d}
+    ...         for k, d in ((1, 0.0), (2, 0.1), (3, 0.05))]
+    >>> r = inert_knobs({"k": [1, 2, 3]}, grid, None)
+    >>> r["inert_knob"], round(r["score_se"], 3), r["score_se_from"]
+    (['k'], 0.2, 'tuning seeds')
+    """
+    scored = [g for g in grid if g["mean"] is not None]
+    var = [float(np.var(list(g["seeds"].values()), ddof=1)) for g in scored if len(g["seeds"]) > 1]
+    n = min((len(g["seeds"]) for g in scored), default=0)
+    seeds_se = math.sqrt(sum(var) / len(var)) / math.sqrt(n) if var and n > 1 else None
+    choices = [(v, f) for v, f in ((seeds_se, "tuning seeds"), (sampling_se, se_name)) if v is not None]
+    se, source = max(choices, key=lambda c: c[0]) if choices else (None, None)
+    spread = {}
+    for knob, values in axes.items():
+        means = [[g["mean"] for g in scored if g["point"].get(knob) == v] for v in values]
+        means = [sum(m) / len(m) for m in means if m]
+        if len(values) > 1 and len(means) > 1:
+            spread[knob] = max(means) - min(means)
+    inert = None if se is None else [k for k, d in spread.items() if d < se]
+    return {"knob_spread": spread, "score_se": se, "score_se_from": source, "inert_knob": inert}
 
 
 def best_points(spec: CompareSpec, cells: list[Cell]) -> dict[tuple[str, str], dict[str, Any]] | None:
@@ -160,4 +229,4 @@ def best_points(spec: CompareSpec, cells: list[Cell]) -> dict[tuple[str, str], d
     return None if any(p is None for p in best.values()) else best
 
 
-__all__ = ["best_points", "first_points", "tuning_cells", "tuning_table"]
+__all__ = ["best_points", "first_points", "grid_edge", "inert_knobs", "tuning_cells", "tuning_table"]

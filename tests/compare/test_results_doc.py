@@ -52,9 +52,23 @@ def _check_task(summary: dict, task: str, table: dict) -> int:
         expected = ("better" if x["mean"] > 0 else "worse") if x["p_holm"] < 0.05 else "n.s."
         if expected != "n.s." and x["p_exact_holm"] >= 0.05:
             expected += " (t-test only)"
-        assert r["verdict"] == expected
+        assert r["verdict"] == " ".join(v for v in (expected, _edge(summary, task, s)) if v)
         checked += 3
     return checked
+
+
+def _edge(summary: dict, task: str, strategy: str) -> str:
+    """The mark beside a verdict, recomputed from the cell records: of the strategy's and the baseline's
+    cells, how many selected their first or their last evaluated step (a cell evaluated once: both)."""
+    cells = [c for c in summary["cell_records"]
+             if c["task"] == task and c["strategy"] in (strategy, summary["baseline"]) and c["evaluations"]]
+    first = sum(c["best_step"] == c["evaluations"][0]["step"] for c in cells)
+    last = sum(c["best_step"] == c["evaluations"][-1]["step"] for c in cells)
+    n = len(cells)
+    if first == last == n > 0:
+        return f"(edge: {n}/{n} evaluated once)"
+    parts = [f"{k}/{n} at {w}" for k, w in ((first, "first"), (last, "last")) if k]
+    return f"(edge: {', '.join(parts)} step)" if parts else ""
 
 
 def test_results_md_quotes_the_comparisons_as_the_tool_wrote_them() -> None:
