@@ -173,9 +173,7 @@ def test_the_shipped_specs_are_valid(tmp_path, data_root):
     for path in sorted((Path(__file__).resolve().parents[2] / "configs" / "compare").glob("*.yaml")):
         # The papers' spec needs BERT-base and ImageNet, not here: its cells are validated, not its data.
         cells = build_grid(load_spec(path), tmp_path / path.stem, check_data="papers" not in path.name)
-        # label_free.yaml asks a question of images only (selecting without labels)
-        assert {c.task.name for c in cells} >= ({"vision"} if path.name == "label_free.yaml"
-                                                else {"text", "vision"}), path
+        assert {c.task.name for c in cells} == set(load_spec(path).tasks), path
         named = {n: t.strategies for n, t in load_spec(path).tasks.items() if t.strategies}
         for name, only in named.items():  # a task's own list of strategies is what runs
             assert {c.strategy for c in cells if c.task.name == name} == set(only), path
