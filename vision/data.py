@@ -160,10 +160,8 @@ def scan_image_folder(
                                  "images are unlabeled); drop one of them")
         return _scan_unlabeled(folder, key)
     if top_images:
-        why = "data.labels: true" if labels else "data.class_list selects class folders"
-        raise ImageDataError(f"{why}, but {folder} holds images at its top level, outside any class folder; "
-                             "move them into class folders, or set data.labels: false to use every image "
-                             "unlabeled")
+        raise _top_level_images(folder, "data.labels: true" if labels else "data.class_list selects class "
+                                "folders")
     if classes is None:
         classes = class_folders(folder)
         if not classes:
@@ -190,6 +188,21 @@ def scan_image_folder(
     paths = [p for p, _ in samples]
     targets = torch.tensor([t for _, t in samples], dtype=torch.long)
     return ImageList(folder, paths, targets, list(classes))
+
+
+def _top_level_images(folder: Path, why: str) -> ImageDataError:
+    return ImageDataError(f"{why}, but {folder} holds images at its top level, outside any class folder; "
+                          "move them into class folders, or set data.labels: false to use every image "
+                          "unlabeled")
+
+
+def check_labels(dataset: str, split: str, labels: bool | None) -> None:
+    """Before any work: ``data.labels: true`` over a folder holding images at its top level is refused
+    (those images would belong to no class); nothing else is read."""
+    if labels and dataset not in KNOWN_DATASETS:
+        folder = split_folder(dataset_root(dataset), split)
+        if has_top_level_images(folder):
+            raise _top_level_images(folder, "data.labels: true")
 
 
 def _scan_unlabeled(folder: Path, key: str) -> ImageList:

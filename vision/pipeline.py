@@ -248,6 +248,10 @@ def _draw_subset(cfg: VisionConfig, images: ImageList, exclude: frozenset[int]) 
     usable = torch.tensor([i for i in range(len(images.paths)) if i not in exclude], dtype=torch.long)
     d = cfg.data
     val = torch.zeros(0, dtype=torch.long)
+    if d.val_samples and not images.labelled and d.val_samples >= usable.numel():
+        raise ImageDataError(f"data.val_samples: {d.val_samples} validation images of the {usable.numel()} "
+                             f"usable images in {images.folder} leave none to train on; lower "
+                             "data.val_samples")
     if d.val_samples:
         val_pos, rest = validation_split(images.labels[usable], d.val_samples, d.subset_seed, d.max_samples,
                                          str(images.folder))

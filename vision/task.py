@@ -37,6 +37,7 @@ from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import TEST_SCORES, VisionConfig, selection_score
 from hardmix.vision.data import (
     EVAL_SPLITS,
+    check_labels,
     dataset_root,
     derive_seed,
     is_labelled,
@@ -85,6 +86,7 @@ class VisionTask(Task):
     def check(self) -> None:
         cfg = self.cfg
         dataset_root(cfg.data.dataset)
+        check_labels(cfg.data.dataset, cfg.data.train_split, cfg.data.labels)
         if cfg.data.max_samples:  # the images the run will use at most: the negatives' check before any
             _check_negatives(cfg, cfg.data.max_samples)  # decoding (build checks it again on the real count)
         if cfg.eval.at_end or cfg.eval.eval_steps:

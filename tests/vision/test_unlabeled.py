@@ -237,3 +237,21 @@ def test_a_comparison_accepts_the_label_free_selection_score(tiny_vision_config,
     spec["tasks"]["images"]["score"] = "val_proxy_top1"
     with pytest.raises(ConfigError, match="'val_proxy_top1' is the task's selection score"):
         build_grid(parse_spec(spec), tmp_path / "out")
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("data.labels=true", "data.labels: true, but {photos} holds images at its top level, outside any class"),
+    ("data.val_samples=400", "data.val_samples: 400 validation images of the 301 usable images in {photos} "
+                             "leave none to train on"),
+    ("eval.selection=val_knn_top1", "eval.selection: val_knn_top1 needs labelled images"),
+])
+def test_unlabeled_settings_that_cannot_work_are_one_line_before_training(photos, tmp_path, setting, message):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(_config(photos, tmp_path / "cache")))
+    before = sorted(p.stat().st_mtime_ns for p in photos.rglob("*"))
+    done = _hardmix("train", "vision", str(cfg), "--output", "run", "--set", setting, cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    last = [ln for ln in done.stderr.splitlines() if ln.strip()][-1]
+    assert last.startswith("hardmix: error: ") and message.format(photos=photos) in last, last
+    assert not list((tmp_path / "run").glob("*"))  # no record, no checkpoint
+    assert sorted(p.stat().st_mtime_ns for p in photos.rglob("*")) == before
