@@ -153,6 +153,27 @@ def vision_with(ctx: Ctx, classes: dict[str, list[str]]) -> list[str]:
     return train_vision(ctx, vision_config(ctx, tree))
 
 
+def unlabeled_images(ctx: Ctx, top: int = 6, nested: int = 6, **data: Any) -> list[str]:
+    """``images/`` with ``top`` RGB PNGs at its top level and ``nested`` in ``images/a/b/``: unlabeled."""
+    root = ctx.tmp / "images"
+    for i in range(top + nested):
+        d = root if i < top else root / "a" / "b"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{i}.png").write_bytes(image("rgb", i))
+    ctx.vars["images"] = str(root)
+    return train_vision(ctx, vision_config(ctx, root, data=data))
+
+
+def neighbours_of(ctx: Ctx, *query: str) -> list[str]:
+    """``neighbours`` over a 3-row embeddings file listing ``a.jpg``, ``b.jpg``, ``c.jpg``."""
+    emb = ctx.tmp / "emb.npy"
+    np.save(emb, np.eye(3, dtype=np.float32))
+    ctx.write("emb.paths.txt", "a.jpg\nb.jpg\nc.jpg\n")
+    ctx.vars["listing"] = str(ctx.tmp / "emb.paths.txt")
+    ctx.protect(emb)
+    return ["neighbours", str(emb), *query]
+
+
 def finished_one_step(ctx: Ctx, err: str) -> None:
     record = json.loads((ctx.tmp / "run" / "results.json").read_text())
     assert record["finished"] and record["steps"] == 1, record
@@ -533,6 +554,14 @@ CASES: list[Case] = [
              "mac.txt", "".join(f"sentence {i} .\r" for i in range(16))))})),
          ("accepted: a lone CR ends a line (16 sentences), one step trains",), accepted=True,
          check=lambda c, err: (finished_one_step(c, err), _assert_in("16 sentences", err))[0]),
+    Case("corpus-jsonl-bad-line", "train text", "a JSON lines corpus whose second line is cut short",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
+             "notes.jsonl", '{"text": "one ."}\n{"text": \n'))})),
+         ("{notes}:2", "not valid JSON"), check=no_step),
+    Case("corpus-csv-no-column", "train text", "a CSV corpus without the `data.text_field` column",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
+             "notes.csv", "id,body\n1,hello .\n"))})),
+         ("{notes}", "no column 'text' (data.text_field)", "'body'"), check=no_step),
     Case("corpus-fifo", "train text", "`data.train_file` naming a FIFO",
          fifo_corpus, ("{fifo}", "not a regular file"), check=no_step),
     Case("corpus-blank-lines-skipped", "train text",
@@ -559,6 +588,22 @@ CASES: list[Case] = [
          lambda c: vision_with(c, {"c0": ["rgb"] * 8 + ["text"], "c1": ["rgb"] * 8}),
          ("accepted: files without an image extension are not images of the class; one step trains",),
          accepted=True, check=finished_one_step),
+    Case("images-unlabeled", "train vision", "a folder with images at its top level and in nested folders, "
+         "no class folders", lambda c: unlabeled_images(c),
+         ("accepted: unlabeled, every image below it trains; one step trains",), accepted=True,
+         check=finished_one_step),
+    Case("images-unlabeled-labels-true", "train vision",
+         "`data.labels: true` over images at the folder's top",
+         lambda c: unlabeled_images(c, labels=True),
+         ("data.labels: true", "{images}", "holds images at its top level")),
+    Case("images-unlabeled-none", "train vision", "`data.labels: false` over a folder holding no image",
+         lambda c: (c.write("images/a/notes.txt", "no image\n"),
+                    c.vars.update(images=str(c.tmp / "images")),
+                    train_vision(c, vision_config(c, c.tmp / "images", data={"labels": False})))[2],
+         ("data.dataset", "{images}", "holds no images")),
+    Case("images-unlabeled-val-all", "train vision", "`data.val_samples` as large as the unlabeled folder",
+         lambda c: unlabeled_images(c, val_samples=12),
+         ("data.val_samples", "12 validation images of the 12 usable images", "{images}")),
     Case("images-gray-rgba", "train vision", "grayscale (L) and RGBA images among RGB ones",
          lambda c: vision_with(c, {"c0": ["gray"] * 4 + ["rgb"] * 4, "c1": ["rgba"] * 4 + ["rgb"] * 4}),
          ("accepted: converted to RGB; one step trains",), accepted=True, check=finished_one_step),
@@ -675,6 +720,10 @@ CASES: list[Case] = [
          lambda c: encode(c, str(c.fixture("tiny_bert_dir")), b"one .\n")[:-1]
          + [str(c.tmp / "no" / "e.npy")],
          ("e.npy", "No such file or directory")),
+    Case("neighbours-unknown-query", "neighbours", "a query that is not an item of the listing",
+         lambda c: neighbours_of(c, "nope.jpg"), ("QUERY 'nope.jpg'", "not an item of", "emb.paths.txt")),
+    Case("neighbours-k-zero", "neighbours", "`-k 0`", lambda c: neighbours_of(c, "a.jpg", "-k", "0"),
+         ("--k", "positive")),
     # ---- checkpoints
     Case("checkpoint-truncated", "eval knn", "a truncated checkpoint",
          lambda c: knn(c, checkpoint_file(c, "truncated"), eval_images(c)),
