@@ -49,18 +49,20 @@ def files_digest(paths: Sequence[str | os.PathLike[str]]) -> str:
 def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
     """The SHA-256 (hex) of a plain config (canonical JSON), without the dotted keys or prefixes (``log.``)
     in ``ignore``, nor the keys added since records were first made while they hold their defaults
-    (:data:`hardmix.old_keys.ADDED_KEYS`)."""
+    (:data:`hardmix.old_keys.ADDED_KEYS`).
+
+    >>> config_digest({"eval": {"selection": "auto"}}) == config_digest({"eval": {}})  # added since
+    True
+    """
     import json
 
     from hardmix.old_keys import ADDED_KEYS
     from hardmix.training.config import key_in
 
-    def kept(key: str, value: object) -> bool:  # a key added since counts only away from its default
-        return not key_in(key, ignore) and not (key in ADDED_KEYS and ADDED_KEYS[key] == value)
-
-    def walk(d: dict, prefix: str = "") -> dict:
-        return {k: walk(v, f"{prefix}{k}.") if isinstance(v, dict) else v
-                for k, v in d.items() if kept(f"{prefix}{k}", v)}
+    def walk(d: dict, prefix: str = "") -> dict:  # a key added since counts only away from its default
+        return {k: walk(v, f"{prefix}{k}.") if isinstance(v, dict) else v for k, v in d.items()
+                if not key_in(f"{prefix}{k}", ignore) and ADDED_KEYS.get(f"{prefix}{k}", walk) != v}
+    # (``walk`` stands for "no default": no config value equals it)
 
     return hashlib.sha256(json.dumps(walk(config), sort_keys=True, default=str).encode()).hexdigest()
 
