@@ -14,9 +14,8 @@ from hardmix.strategies.base import (
     available_strategies,
     describe_strategies,
     register_strategy,
-    strategy_class,
 )
-from hardmix.strategies.build import build_strategies, check_setup
+from hardmix.strategies.build import build_strategies, check_setup, strategy_class
 from hardmix.strategies.dcl import DCL
 from hardmix.strategies.false_negative_filter import FalseNegativeFilter
 from hardmix.strategies.hard_copies import HardCopies

@@ -241,11 +241,11 @@ def test_a_plug_in_cannot_replace_a_built_in_and_a_broken_one_affects_only_its_n
                "hardmix.strategies.mixcse registers already" in m for m in messages), messages
     assert any("'broken' left out: evil-plugin: broken_plugin:Thing failed to import (ModuleNotFoundError"
                in m for m in messages), messages
-    assert base.strategy_class("mixcse") is MixCSE and "broken" not in names
+    assert strategy_class("mixcse") is MixCSE and "broken" not in names
     h1, h2 = torch.randn(6, 8), torch.randn(6, 8)
     assert torch.isfinite(mixcse_loss(h1, h2, lam=0.2, temperature=0.05))  # the built-in, not the plug-in
     with pytest.raises(StrategyArgumentError, match="'broken' is a broken plug-in: evil-plugin: "):
-        base.strategy_class("broken")
+        strategy_class("broken")
     assert main(["strategies"]) == 0
     out = capsys.readouterr().out
     assert "mixcse: broken plug-in, not usable" in out and "broken: broken plug-in, not usable" in out
