@@ -8,8 +8,12 @@
     RUN/checkpoint.pt    everything a resumed run needs (hardmix.training.checkpoint)
     RUN/results.json     the results record (hardmix.training.results)
     RUN/tensorboard/     TensorBoard events, when log.tensorboard is set
-    RUN/<task files>     what is one task's own lives in a subfolder (text: best/)
+    RUN/best/            the selected step's model, where a task exports one (Task.exports: text's sentence
+                         encoder, vision's backbone.pt beside its config.yaml); what else is one task's own
+                         lives in a subfolder too
     RUN/.lock            held while a process trains in the folder
+
+These names are said here only: every other module imports them (a test reads the sources for them).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ CHECKPOINT = "checkpoint.pt"
 RESULTS = "results.json"
 TENSORBOARD = "tensorboard"
 LOCK = ".lock"
+#: The subfolder of the selected step's model, where a task exports one (:attr:`Task.exports`).
+BEST = "best"
 
 
 #: What a run writes at its top level: a folder holding any of them holds a run (its lock alone is the
@@ -98,5 +104,5 @@ class RunLock:
             self.held = False
 
 
-__all__ = ["CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "RUN_FILES", "TENSORBOARD", "RunFolderError",
-           "RunLock", "run_files"]
+__all__ = ["BEST", "CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "RUN_FILES", "TENSORBOARD",
+           "RunFolderError", "RunLock", "run_files"]
