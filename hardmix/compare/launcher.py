@@ -48,7 +48,7 @@ from hardmix.compare.grid import Cell, interpreter_command
 from hardmix.compare.grid import cell_log as grid_cell_log
 from hardmix.compare.spec import CompareSpec
 from hardmix.errors import ConfigError, RunError
-from hardmix.training.run_folder import LOCK, run_files
+from hardmix.training.run_folder import LOCK, lock_holder, process_alive, run_files
 
 #: ``--launcher`` choices.
 LAUNCHERS = ("local", "slurm", "submitit-local")
@@ -383,21 +383,6 @@ def _write_records(out: Path, records: dict[str, dict[str, Any]]) -> None:
     atomic_write_text(json.dumps(records, indent=1, sort_keys=True), out / RECORDS)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A finished child of this process stays a zombie until reaped: reap it if it is ours.
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return done == 0
-
-
 def _job_state(record: dict[str, Any] | None) -> str | None:
     """``queued``, ``running``, ``ended`` or None (no job, or its state unknown)."""
     if not record:
@@ -407,7 +392,9 @@ def _job_state(record: dict[str, Any] | None) -> str | None:
 
         if record.get("host") != socket.gethostname():
             return None
-        return "running" if _alive(int(record["job_id"])) else "ended"
+        # the job's process is this one's child when it submitted it (--wait): reaped once it ends, or it
+        # would stay a zombie, alive to os.kill
+        return "running" if process_alive(int(record["job_id"]), reap=True) else "ended"
     try:
         from submitit.slurm.slurm import SlurmJob
 
@@ -422,16 +409,18 @@ def _job_state(record: dict[str, Any] | None) -> str | None:
 
 
 def _lock_holder_alive(run_dir: Path) -> bool | None:
-    """Whether the process holding the run's lock lives (None: held on another host, or no lock)."""
+    """Whether the process holding the run's lock lives (False: no lock, or an unreadable one; None: held
+    on another host). The lock's holder is a ``hardmix train`` started by a job, not this process's
+    child: it is not reaped (:func:`~hardmix.training.run_folder.process_alive`)."""
     import socket
 
-    try:
-        held = json.loads((run_dir / LOCK).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    held = lock_holder(run_dir)
+    if held is None:
         return False
-    if held.get("host") != socket.gethostname():
+    pid, host = held
+    if host != socket.gethostname():
         return None
-    return _alive(int(held.get("pid", -1)))
+    return process_alive(pid)
 
 
 @dataclass
