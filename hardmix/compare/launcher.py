@@ -44,8 +44,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from hardmix.compare.grid import Cell, interpreter_command
-from hardmix.compare.grid import cell_log as grid_cell_log
+from hardmix.compare.grid import LOGS, Cell, cell_log, interpreter_command
 from hardmix.compare.spec import CompareSpec
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.run_folder import LOCK, lock_holder, process_alive, run_files
@@ -181,12 +180,6 @@ def require_submitit(launcher: str) -> Any:
     except ImportError:
         raise ConfigError(f"--launcher {launcher} needs submitit: pip install 'hardmix[cluster]'") from None
     return submitit
-
-
-def cell_log(out: Path, cell: Cell) -> Path:
-    """The cell's log (its ``hardmix train`` output, rank 0's under a launcher): the one name
-    :func:`hardmix.compare.grid.cell_log` gives it, a tuning cell's point included."""
-    return grid_cell_log(cell, out / "logs")
 
 
 def _job_name(cell: Cell) -> str:
@@ -443,7 +436,7 @@ def cell_state(cell: Cell, out: Path, record: dict[str, Any] | None) -> CellStat
         return CellState(cell, "running", where)
     if job == "queued":
         return CellState(cell, "queued", where)
-    log = cell_log(out, cell)
+    log = cell_log(cell, out)
     if record or log.is_file() or cell.run_dir.is_dir():
         line = _last_line(log)
         if not line and record and record.get("folder"):
@@ -484,13 +477,13 @@ def submit_cells(spec: CompareSpec, cells: list[Cell], out: Path, launcher: str,
     from datetime import datetime, timezone
 
     settings = {t: launcher_for(spec, t) for t in spec.tasks}
-    (out / "logs").mkdir(parents=True, exist_ok=True)
+    (out / LOGS).mkdir(parents=True, exist_ok=True)
     records = read_records(out)
     todo = [s.cell for s in states(cells, out) if s.state in ("failed", "missing")]
     for cell in todo:
         ls = settings[cell.task.name]
         job = CellJob(cell.label, cell.command(extra=train_overrides(ls)), str(cell.run_dir),
-                      str(cell_log(out, cell)), ls.cpus_per_task, str((out / RECORDS).resolve()))
+                      str(cell_log(cell, out)), ls.cpus_per_task, str((out / RECORDS).resolve()))
         submitted = _executor(launcher, ls, cell, out).submit(job)
         records[cell.label] = {
             "launcher": launcher, "job_id": str(submitted.job_id), "host": socket.gethostname(),
@@ -509,7 +502,7 @@ def submit_cells(spec: CompareSpec, cells: list[Cell], out: Path, launcher: str,
         if not any(s.state in ("running", "queued") for s in now):
             break
         time.sleep(poll_s)
-    return [(s.cell, cell_log(out, s.cell)) for s in now if s.state == "failed"]
+    return [(s.cell, cell_log(s.cell, out)) for s in now if s.state == "failed"]
 
 
 __all__ = [
