@@ -15,7 +15,7 @@ from hardmix.strategies.base import (
     describe_strategies,
     register_strategy,
 )
-from hardmix.strategies.build import build_strategies, check_setup, strategy_class
+from hardmix.strategies.build import build_strategies, check_setup
 from hardmix.strategies.dcl import DCL
 from hardmix.strategies.false_negative_filter import FalseNegativeFilter
 from hardmix.strategies.hard_copies import HardCopies
@@ -47,5 +47,4 @@ __all__ = [
     "check_setup",
     "describe_strategies",
     "register_strategy",
-    "strategy_class",
 ]

@@ -88,28 +88,15 @@ def build_strategies(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
     return built
 
 
-def strategy_class(name: str, classes: dict[str, type[Strategy]] | None = None) -> type[Strategy]:
-    """The strategy registered as ``name`` (among ``classes``: by default the registry, this package's and
-    the entry points'), else a StrategyArgumentError naming the registered ones, or why a plug-in of that
-    name was left out. The one lookup of a strategy by name.
-
-    >>> strategy_class("mochi").__name__
-    'MoCHi'
-    """
-    classes = registry() if classes is None else classes
-    cls = classes.get(name)
-    if cls is None:
-        why = broken_plugins().get(name)
-        raise StrategyArgumentError("name", f"strategy {name!r} is a broken plug-in: {why}" if why else
-                                    f"unknown strategy {name!r}; registered: {', '.join(sorted(classes))}")
-    return cls
-
-
 def _build(entry: dict[str, Any], classes: dict[str, type[Strategy]]) -> Strategy:
     """One entry's strategy (its schedule around it, if any), else a StrategyArgumentError naming the
     argument."""
     name, arguments = entry.pop("name"), entry
-    cls = strategy_class(name, classes)
+    cls = classes.get(name)  # the one lookup of a strategy by name
+    if cls is None:
+        why = broken_plugins().get(name)
+        raise StrategyArgumentError("name", f"strategy {name!r} is a broken plug-in: {why}" if why else
+                                    f"unknown strategy {name!r}; registered: {', '.join(sorted(classes))}")
     own = {f.name for f in cls.params()}
     old = sorted(a for a in set(arguments) - own if STRATEGY_ARGUMENT + a in OLD_KEYS)
     if old:
@@ -173,4 +160,4 @@ def check_setup(strategies: Sequence[Strategy], negatives: int, where: str, key:
                               f"needed per anchor{also}; the setup gives only {gives}")
 
 
-__all__ = ["build_strategies", "check_composition", "check_setup", "strategy_class", "strategy_entries"]
+__all__ = ["build_strategies", "check_composition", "check_setup", "strategy_entries"]

@@ -15,15 +15,14 @@ PACKAGES = ("hardmix", "text", "vision")
 #: name -> the one module that defines it.
 ONCE = {
     "NEG_INF": "hardmix/mixing.py",
-    "strategy_class": "hardmix/strategies/build.py",
     "cell_log": "hardmix/compare/grid.py",
     "process_alive": "hardmix/training/run_folder.py",
     "lock_holder": "hardmix/training/run_folder.py",
     "offline": "hardmix/datasets/download.py",
     "OFFLINE_ENV": "hardmix/datasets/download.py",
 }
-#: Former copies, gone for the one above.
-GONE = ("_alive", "RUN_OWN_FILES", "CHECKPOINT_NAME")
+#: Former copies, gone for the one above (``strategy_class``: for ``build.py``'s lookup, ``_build``).
+GONE = ("_alive", "RUN_OWN_FILES", "CHECKPOINT_NAME", "strategy_class")
 
 
 def definitions(source: str) -> set[str]:
