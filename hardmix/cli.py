@@ -316,8 +316,6 @@ OUTPUT_OPTIONS = {"json_out": "--json", "output": "--output", "out": "OUT"}
 INPUT_OPTIONS = ("config", "checkpoint", "model", "run", "spec", "dataset", "corpus")
 #: Commands whose ``--output`` is a folder they manage themselves (a run, a comparison).
 FOLDER_OUTPUT_COMMANDS = ("train", "compare", "data")
-#: A run folder's own files (hardmix.training.run_folder), never a command's output.
-RUN_OWN_FILES = ("checkpoint.pt", "results.json", "config.yaml", "metrics.jsonl")
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -339,6 +337,11 @@ def check_outputs(args: argparse.Namespace) -> None:
         if not isinstance(value, str) or not value or value == "-" or \
                 (attr == "output" and args.command in FOLDER_OUTPUT_COMMANDS):
             continue
+        # a run folder's own files, never a command's output; imported here, where a file is checked:
+        # hardmix.training loads torch, which --help and argument errors never need
+        from hardmix.training.run_folder import CHECKPOINT, CONFIG, METRICS, RESULTS
+
+        run_own_files = (CHECKPOINT, RESULTS, CONFIG, METRICS)
         path = Path(value).expanduser()
         real = os.path.realpath(path)
         # never written over: the input itself, a run's own file in an input folder, or a file of a model
@@ -347,11 +350,11 @@ def check_outputs(args: argparse.Namespace) -> None:
                                                                             "config.json"))
         for src, name in inputs.items():
             inside = os.path.isdir(src) and real.startswith(src.rstrip(os.sep) + os.sep)
-            if real == src or (inside and (path.name in RUN_OWN_FILES or model_file)):
+            if real == src or (inside and (path.name in run_own_files or model_file)):
                 raise ConfigError(f"{option}: {path} is this command's own input ({name.upper()} {src}); "
                                   f"write elsewhere")
-        if path.name in RUN_OWN_FILES and \
-                (path.parent / "checkpoint.pt").is_file():
+        if path.name in run_own_files and \
+                (path.parent / CHECKPOINT).is_file():
             raise ConfigError(f"{option}: {path} is a file of the run in {path.parent}; write elsewhere")
         if path.is_dir():
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-NEG_INF = float("-inf")
+from hardmix.mixing import NEG_INF
 
 
 class DebiasedTerm(NamedTuple):

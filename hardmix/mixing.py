@@ -34,6 +34,8 @@ from torch import Tensor
 
 from hardmix.errors import StrategyArgumentError, check_int, check_number
 
+#: The logit of an excluded column (a masked negative, a queue slot not filled): the one spelling of it
+#: that the shared math, the strategies and the loss use.
 NEG_INF = float("-inf")
 
 
@@ -121,7 +123,7 @@ def hardest(similarities: Tensor, n_hard: int, valid: Tensor | None = None) -> T
     """
     sims = similarities.detach().float()
     if valid is not None:
-        sims = sims.masked_fill(~valid, float("-inf"))
+        sims = sims.masked_fill(~valid, NEG_INF)
     return sims.topk(n_hard, dim=1, sorted=False).indices.sort(dim=1).values
 
 
@@ -332,6 +334,7 @@ def mochi_synthesize(
 
 
 __all__ = [
+    "NEG_INF",
     "MochiDraws",
     "check_enough_negatives",
     "check_mochi_arguments",

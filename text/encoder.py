@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 
 from hardmix.text.model import model_folder_errors, quiet_transformers
 from hardmix.text.pooling import POOLINGS, pool
+from hardmix.training.run_folder import BEST, CHECKPOINT
 
 _ST_POOLING = {"cls": "cls", "mean": "avg"}  # sentence-transformers pooling mode -> ours
 
@@ -75,10 +76,10 @@ def inspect_model_folder(path: str | os.PathLike[str]) -> dict:
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: model folder not found")
-    if (root / "checkpoint.pt").is_file() and not (root / "config.json").is_file():
+    if (root / CHECKPOINT).is_file() and not (root / "config.json").is_file():
         # A run folder of the training engine: its model is RUN/best (text), or it is not a text model.
-        if (root / "best" / "hardmix.json").is_file():
-            raise ValueError(f"{root}: a training run folder; its sentence encoder is {root / 'best'}")
+        if (root / BEST / "hardmix.json").is_file():
+            raise ValueError(f"{root}: a training run folder; its sentence encoder is {root / BEST}")
         raise ValueError(f"{root}: a training run folder without a text model (best/): is it a vision run? "
                          "hardmix eval text takes a sentence encoder folder")
     if not (root / "config.json").is_file() and not (root / "modules.json").is_file():

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from hardmix.text.pooling import check_pooling, needs_hidden_states, pool
+from hardmix.training.run_folder import CONFIG
 from hardmix.utils.confine import remove_written
 
 log = logging.getLogger(__name__)
@@ -264,7 +265,7 @@ def _write_card(meta: dict[str, Any], base_model: str | None, model: Contrastive
     from hardmix.text.model_card import model_card
 
     config = None
-    run_config = out_dir.parent / "config.yaml"
+    run_config = out_dir.parent / CONFIG
     if run_config.is_file():
         try:
             config = yaml.safe_load(run_config.read_text(encoding="utf-8"))

@@ -54,6 +54,7 @@ from hardmix.text.model import (
 )
 from hardmix.text.model_source import model_positions, resolve_model
 from hardmix.training import StepResult, Task
+from hardmix.training.run_folder import BEST, CHECKPOINT, CONFIG, METRICS, RESULTS
 
 
 def loss_from_views(
@@ -134,7 +135,7 @@ class TextTask(Task):
     default_score = "sts_avg"
     progress_label = "dev"
     keeps_best = True
-    exports = ("best",)
+    exports = (BEST,)
     auto_bf16 = True  # compare_precision: bf16 - fp32 on the held-out STS average is inside +-1 point
 
     cfg: TextTrainConfig
@@ -282,17 +283,17 @@ class TextTask(Task):
 
     def _export(self, run_dir: Path, step: int, score: float | None) -> None:
         with quiet_transformers():
-            export_model(self.net, run_dir / "best", {
+            export_model(self.net, run_dir / BEST, {
                 "step": step, "stsb_dev": score, "model": self.cfg.model.name_or_path,
                 "strategies": [s.config() for s in self.cfg.loss.strategies],
             })
 
     def on_new_best(self, run_dir: Path, step: int, scores: dict[str, float]) -> None:
         self._export(run_dir, step, scores["stsb_dev"])
-        self.best_dir = run_dir / "best"
+        self.best_dir = run_dir / BEST
 
     def finish(self, run_dir: Path, selected: bool) -> None:
-        self.best_dir = run_dir / "best"
+        self.best_dir = run_dir / BEST
         if not selected:  # no model selection: the last model is the export
             self._export(run_dir, -1, None)
 
@@ -303,7 +304,7 @@ class TextTask(Task):
             from hardmix.text.evaluation import STS_TASKS, evaluate_sts
 
             e = self.cfg.eval
-            encoder = SentenceEncoder(run_dir / "best", batch_size=e.batch_size, max_length=e.max_length,
+            encoder = SentenceEncoder(run_dir / BEST, batch_size=e.batch_size, max_length=e.max_length,
                                       device=self.runtime.device)
             details: dict[str, Any] = {}
             names = set(self.held_out_scores(self.cfg))
@@ -395,7 +396,7 @@ class TextTask(Task):
                  else "best STS-B dev: (not evaluated)"]
         if "sts_avg" in results["final_scores"]:
             lines.append(f"STS average of the selected model: {results['final_scores']['sts_avg']:.2f}")
-        held = [name for name in ("config.yaml", "metrics.jsonl", "results.json", "checkpoint.pt", "best/")
+        held = [name for name in (CONFIG, METRICS, RESULTS, CHECKPOINT, f"{BEST}/")
                 if (Path(results["run_dir"]) / name).exists()]
         lines.append(f"run folder: {results['run_dir']} ({', '.join(held)})")
         return "\n".join(lines)

@@ -58,6 +58,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from hardmix.training.run_folder import CHECKPOINT, CONFIG
 from hardmix.utils.checkpoint import atomic_write_bytes
 from hardmix.vision.config import VisionConfig
 
@@ -143,10 +144,10 @@ def load_encoder(
     path = Path(model_or_path)
     if not path.exists():
         raise FileNotFoundError(f"MODEL: {path} does not exist")
-    if path.is_dir() and (path / BEST_WEIGHTS).is_file() and not (path / "checkpoint.pt").exists():
+    if path.is_dir() and (path / BEST_WEIGHTS).is_file() and not (path / CHECKPOINT).exists():
         if config is not None:  # RUN/best: the selected step's backbone beside its run's config
             raise ValueError(f"--config: MODEL {path} holds its own config.yaml beside {BEST_WEIGHTS}")
-        config, path = path / "config.yaml", path / BEST_WEIGHTS
+        config, path = path / CONFIG, path / BEST_WEIGHTS
         if not config.is_file():
             raise FileNotFoundError(f"MODEL: {config} does not exist (a run's best/ holds {BEST_WEIGHTS} "
                                     "and config.yaml)")

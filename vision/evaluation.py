@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from hardmix.errors import ConfigError
 from hardmix.training import checkpoint as ckpt
 from hardmix.training.config import build_task_config
+from hardmix.training.run_folder import CHECKPOINT
 from hardmix.utils.checkpoint import load_matching
 from hardmix.vision.augment import TensorAugment, normalize_uint8
 from hardmix.vision.augmented_features import AugmentedFeatures, frozen_forward, linear_augment_config
@@ -51,16 +52,14 @@ from hardmix.vision.knn import knn_predict, topk_accuracy
 from hardmix.vision.label_free import label_free_scores, view_features
 from hardmix.vision.linear_probe import RECIPES, linear_probe, recipe_for
 
-CHECKPOINT_NAME = ckpt.NAME
-
 
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint file from a run directory (its ``checkpoint.pt``) or a file path."""
     p = Path(path)
     if p.is_dir():
-        if (p / CHECKPOINT_NAME).is_file():
-            return p / CHECKPOINT_NAME
-        raise FileNotFoundError(f"checkpoint: {p} holds no {CHECKPOINT_NAME} (is it a run folder?)")
+        if (p / CHECKPOINT).is_file():
+            return p / CHECKPOINT
+        raise FileNotFoundError(f"checkpoint: {p} holds no {CHECKPOINT} (is it a run folder?)")
     if p.is_file():
         return p
     raise FileNotFoundError(f"checkpoint: {p} does not exist")

@@ -33,6 +33,7 @@ from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies.build import check_setup
 from hardmix.training import StepResult, Task
+from hardmix.training.run_folder import BEST, CONFIG
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import TEST_SCORES, VisionConfig, selection_score
 from hardmix.vision.data import (
@@ -44,6 +45,7 @@ from hardmix.vision.data import (
     split_folder,
     step_generator,
 )
+from hardmix.vision.encoding import BEST_WEIGHTS
 from hardmix.vision.evaluation import RunEvaluation
 from hardmix.vision.label_free import LABEL_FREE_SCORES
 from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
@@ -70,7 +72,7 @@ class VisionTask(Task):
     default_score = "knn_top1"
     progress_label = "val knn"
     resumable_keys = ("data.num_workers", "data.cache_dir")
-    exports = ("best",)
+    exports = (BEST,)
 
     cfg: VisionConfig
 
@@ -222,10 +224,10 @@ class VisionTask(Task):
         from hardmix.training.config import plain_config
         from hardmix.utils.checkpoint import atomic_torch_save, atomic_write_text
 
-        best = run_dir / "best"
+        best = run_dir / BEST
         state = {k: v.detach().cpu().clone() for k, v in self.moco.backbone.state_dict().items()}
-        atomic_torch_save(state, best / "backbone.pt")
-        atomic_write_text(yaml.safe_dump(plain_config(self.cfg), sort_keys=False), best / "config.yaml")
+        atomic_torch_save(state, best / BEST_WEIGHTS)
+        atomic_write_text(yaml.safe_dump(plain_config(self.cfg), sort_keys=False), best / CONFIG)
 
     def final_scores(self, run_dir: Any, evaluated: dict[str, float] | None) -> dict[str, float]:
         """The validation scores of the final model (when evaluated at the last step) and, with

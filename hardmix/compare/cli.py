@@ -71,8 +71,8 @@ def register(top: argparse._SubParsersAction) -> None:
 
 
 def parse_keep(value: str) -> frozenset[str]:
-    """``--keep``'s comma list, checked against :data:`hardmix.compare.grid.KEEP_CHOICES`."""
-    from hardmix.compare.grid import KEEP_CHOICES
+    """``--keep``'s comma list, checked against :data:`hardmix.compare.runner.KEEP_CHOICES`."""
+    from hardmix.compare.runner import KEEP_CHOICES
 
     items = frozenset(v.strip() for v in value.split(",") if v.strip())
     bad = sorted(items - set(KEEP_CHOICES))
@@ -121,7 +121,7 @@ def print_exact_floors(floors: dict[str, dict]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from hardmix.compare.grid import build_grid, print_commands
+    from hardmix.compare.grid import LOGS, build_grid, print_commands
     from hardmix.compare.spec import exact_floors, load_spec, select_tasks
     from hardmix.compare.tuning import best_points, first_points, tuning_cells
 
@@ -146,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
     # SPEC given as the comparison's own saved copy (OUT/spec.yaml): continuing from it is fine, and the
     # file is never written over (a spec written by hand in that place keeps its comments and layout).
     spec_in_place = saved.is_file() and Path(args.spec).is_file() and saved.samefile(args.spec)
-    started = any((out / part).exists() for part in ("logs", "runs", "tune"))
+    started = any((out / part).exists() for part in (LOGS, "runs", "tune"))
     if spec_in_place and not started:
         raise ConfigError(f"SPEC: {saved} is where the comparison keeps its own copy of the spec; keep your "
                           "spec outside the --output folder (or choose another --output)")
@@ -193,9 +193,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _launch(args, spec, cells, out, jobs, keep):  # noqa: ANN001, ANN202
-    """Run the cells here (:func:`hardmix.compare.grid.run_cells`) or submit them through the launcher;
+    """Run the cells here (:func:`hardmix.compare.runner.run_cells`) or submit them through the launcher;
     the failed cells with their logs, or None when submitted jobs run on without ``--wait``."""
-    from hardmix.compare.grid import run_cells
+    from hardmix.compare.runner import run_cells
 
     if args.launcher == "local":
         return run_cells(cells, out, jobs=jobs, threads=args.threads, keep=keep,
@@ -206,15 +206,16 @@ def _launch(args, spec, cells, out, jobs, keep):  # noqa: ANN001, ANN202
 
 
 def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=False) -> int:  # noqa: ANN001
+    from hardmix.compare.grid import LOGS
     from hardmix.utils.checkpoint import atomic_write_text
 
     if args.report_only:
         return _report(spec, out, cells, tune, [])
-    fresh = not (out / SPEC_COPY).is_file() and not (out / "logs").exists()
+    fresh = not (out / SPEC_COPY).is_file() and not (out / LOGS).exists()
     if not spec_in_place:
         atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
     if args.launcher == "local":
-        print(f"hardmix: each cell's output is in {out / 'logs'}/", file=sys.stderr)
+        print(f"hardmix: each cell's output is in {out / LOGS}/", file=sys.stderr)
     try:
         return _launch_and_report(args, spec, out, cells, tune, jobs, keep)
     except BaseException:
@@ -227,13 +228,14 @@ def _forget_unsubmitted(out: Path) -> None:
     """A new comparison whose launcher submitted nothing (``sbatch`` missing, refused): remove the two
     things this run wrote, ``spec.yaml`` and the empty ``logs/``, so the folder is as it was and a rerun
     is not taken for a comparison under way. Nothing else is touched."""
+    from hardmix.compare.grid import LOGS
     from hardmix.compare.launcher import RECORDS
     from hardmix.utils.confine import remove_written
 
     if (out / RECORDS).exists():
         return  # some job was submitted: the comparison exists
     remove_written(out / SPEC_COPY, out)
-    logs = out / "logs"
+    logs = out / LOGS
     if logs.is_dir() and not any(logs.iterdir()):
         logs.rmdir()
 

@@ -1,4 +1,6 @@
-"""The cells of a comparison (task x strategy x seed), each an ordinary run folder, and how to run them.
+"""The cells of a comparison (task x strategy x seed), each an ordinary run folder: their names, configs,
+commands and states. Running them is :mod:`hardmix.compare.runner`'s (here, ``--jobs`` at a time) or
+:mod:`hardmix.compare.launcher`'s (SLURM jobs).
 
 Cell ``(task, strategy, seed)`` is ``hardmix train TASK CONFIG --output DIR/runs/<task>/<strategy>/seed<k>
 --set ...`` with the task's overrides, ``loss.strategies`` and ``train.seed``: it can be inspected,
@@ -11,33 +13,27 @@ comparison goes on without it, and ``--resume`` runs it again only when asked (`
 from __future__ import annotations
 
 import json
-import os
-import re
 import shlex
-import signal
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from tqdm.auto import tqdm
 
 from hardmix.compare.spec import CompareSpec, TaskSpec, apply_point, override_value
-from hardmix.errors import ConfigError, RunError
+from hardmix.errors import ConfigError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import config_differences, key_in, plain_config
 from hardmix.training.fingerprint import FREE_OF_RESULT
 from hardmix.training.results import ResultsError, read_results
-from hardmix.training.run_folder import CHECKPOINT, CONFIG, METRICS, RESULTS, run_files
-from hardmix.utils.confine import confined, remove_written
+from hardmix.training.run_folder import CONFIG, RESULTS, run_files
+from hardmix.utils.confine import confined
 
-# What a finished cell may keep besides its record (--keep): the resume checkpoint, the task's exports.
-KEEP_CHOICES = ("checkpoints", "models")
-# A failed cell's record: why its run failed (its exit status and last log line), written by run_cells.
+# A failed cell's record: why its run failed (its exit status and last log line), written by the runner.
 FAILURE = "failure.json"
+#: The comparison's folder of the cells' logs (:func:`cell_log`).
+LOGS = "logs"
 
 
 @dataclass
@@ -135,7 +131,8 @@ def interpreter_command(command: list[str]) -> list[str]:
     return [sys.executable, "-c", runner, *command[1:]]
 
 
-def _number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
+    """A JSON number (int or float), not a bool."""
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -154,11 +151,11 @@ def check_record(record: dict[str, Any], path: Path, seed: int | None = None) ->
     checks = (
         ("finished", lambda v: isinstance(v, bool), "not true or false"),
         ("final_scores", lambda v: isinstance(v, dict) and all(
-            isinstance(k, str) and (v[k] is None or _number(v[k])) for k in v), "not a mapping of numbers"),
+            isinstance(k, str) and (v[k] is None or is_number(v[k])) for k in v), "not a mapping of numbers"),
         ("steps", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "not a step count"),
         ("total_steps", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
          "not a step count"),
-        ("wall_seconds", _number, "not a number"),
+        ("wall_seconds", is_number, "not a number"),
         ("best_step", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)), "not a step"),
         ("seed", lambda v: seed is None or v == seed, f"not this cell's seed {seed}"),
     )
@@ -170,17 +167,6 @@ def check_record(record: dict[str, Any], path: Path, seed: int | None = None) ->
         raise ResultsError(f"{path}: corrupt results record: finished with {record['steps']} of "
                            f"{record['total_steps']} steps")
     return record
-
-
-def set_aside(cell: Cell) -> Path:
-    """Move a corrupt cell's folder to ``<run_dir>.corrupt`` (``.corrupt2``, ... when taken), so the cell
-    runs again and nothing is deleted; returns where it went."""
-    n, target = 1, cell.run_dir.with_name(cell.run_dir.name + ".corrupt")
-    while target.exists():
-        n += 1
-        target = cell.run_dir.with_name(f"{cell.run_dir.name}.corrupt{n}")
-    cell.run_dir.rename(target)
-    return target
 
 
 def make_cell(
@@ -365,125 +351,11 @@ def print_commands(cells: list[Cell]) -> list[str]:
     ]
 
 
-class _Running:
-    def __init__(self, cell: Cell, proc: subprocess.Popen, log: Path) -> None:
-        self.cell, self.proc, self.log = cell, proc, log
-
-
-def cell_log(cell: Cell, logs: Path) -> Path:
-    """The file a cell's output goes to (``DIR/logs/<task>-<strategy>-seed<k>.log``; tuning cells
+def cell_log(cell: Cell, output: Path) -> Path:
+    """The file a cell's output goes to in the comparison folder ``output``, with the local runner and
+    under a launcher alike (``DIR/logs/<task>-<strategy>-seed<k>.log``; tuning cells
     ``tune-<task>-<strategy>-point<i>-seed<k>.log``)."""
-    return logs / (cell.label.replace("/", "-") + ".log")
-
-
-_PLANNED = re.compile(r"; (\d+) steps of batch ")
-
-
-class Progress:
-    """One bar for a whole set of cells, in training steps (every cell's steps summed), with its ETA, the
-    running cells and each one's latest selection score, read from the cells' ``metrics.jsonl`` and logs.
-
-    A cell's planned steps are its ``results.json``'s once it has one, else what its log says when it
-    starts, else those of a cell of the same task already known (the same data and budget), else its
-    ``train.max_steps``; the bar's total grows as they become known.
-    """
-
-    def __init__(self, cells: list[Cell], logs: Path, enabled: bool = True) -> None:
-        self.cells, self.logs = cells, logs
-        self.planned: dict[str, int] = {}
-        self.done: dict[str, int] = {}
-        self.score: dict[str, float] = {}
-        self._offsets: dict[str, int] = {}
-        for c in cells:
-            try:
-                record = c.record()
-                self.planned[c.label] = record["total_steps"]
-                self.done[c.label] = record["steps"]
-            except ResultsError:
-                self.done[c.label] = self._metrics_step(c)
-        self.bar = tqdm(total=self.total(), initial=self.steps(), desc="compare", unit="step",
-                        disable=not enabled, file=sys.stderr, dynamic_ncols=True)
-
-    def _estimate(self, cell: Cell) -> int:
-        if cell.label in self.planned:
-            return self.planned[cell.label]
-        same = [self.planned[c.label] for c in self.cells
-                if c.label in self.planned and c.task.name == cell.task.name and _budget(c) == _budget(cell)]
-        if same:
-            return same[0]
-        return int(cell.config.get("train", {}).get("max_steps") or 0)
-
-    def total(self) -> int:
-        return sum(max(self._estimate(c), self.done.get(c.label, 0)) for c in self.cells)
-
-    def steps(self) -> int:
-        return sum(self.done.values())
-
-    def _metrics_step(self, cell: Cell) -> int:
-        """The last step in the cell's ``metrics.jsonl`` (read on from where the last call stopped)."""
-        path = cell.run_dir / METRICS
-        step = self.done.get(cell.label, 0)
-        try:
-            with open(path, "rb") as f:
-                f.seek(self._offsets.get(cell.label, 0))
-                data = f.read()
-        except OSError:
-            return step
-        end = data.rfind(b"\n") + 1  # a line being written is read next time
-        self._offsets[cell.label] = self._offsets.get(cell.label, 0) + end
-        metric = task_metric(cell)
-        for line in data[:end].splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("step"), int):
-                step = row["step"]
-                if _number(row.get(metric)):
-                    self.score[cell.label] = float(row[metric])
-        return step
-
-    def _planned_from_log(self, cell: Cell) -> None:
-        try:
-            text = cell_log(cell, self.logs).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return
-        found = _PLANNED.findall(text)
-        if found:
-            self.planned[cell.label] = int(found[-1])
-
-    def update(self, running: list[Cell], finished: list[Cell] = ()) -> None:
-        for c in running:
-            if c.label not in self.planned:
-                self._planned_from_log(c)
-            self.done[c.label] = self._metrics_step(c)
-        for c in finished:
-            try:
-                record = c.record()
-                self.planned[c.label], self.done[c.label] = record["total_steps"], record["steps"]
-            except ResultsError:
-                self.done[c.label] = self._metrics_step(c)
-        total, n = self.total(), self.steps()
-        if total != self.bar.total:
-            self.bar.total = total
-        if n > self.bar.n:
-            self.bar.update(n - self.bar.n)
-        parts = []
-        for c in running:
-            planned = self.planned.get(c.label)
-            at = f"{self.done.get(c.label, 0)}/{planned if planned is not None else '?'}"
-            score = self.score.get(c.label)
-            parts.append(f"{c.label} {at}" + (f" {task_metric(c)}={score:.2f}" if score is not None else ""))
-        self.bar.set_postfix_str(" | ".join(parts), refresh=True)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def _budget(cell: Cell) -> tuple[Any, Any]:
-    """What a cell's step count depends on: its data and its train section but the seed and threads."""
-    train = {k: v for k, v in cell.config.get("train", {}).items() if k not in ("seed", "threads")}
-    return cell.config.get("data"), train
+    return output / LOGS / (cell.label.replace("/", "-") + ".log")
 
 
 def task_metric(cell: Cell) -> str:
@@ -501,155 +373,7 @@ def task_metric(cell: Cell) -> str:
 _METRICS: dict[str, str] = {}
 
 
-def discard_unkept(cell: Cell, keep: frozenset[str] | set[str]) -> None:
-    """A finished cell's resume checkpoint and its task's exports (:attr:`Task.exports`: ``best/``) go
-    unless ``keep`` names them (``checkpoints``, ``models``). Only what hardmix itself wrote there, by
-    name, is deleted: its record (config, metrics, results) and anything else in the folder stay."""
-    names = [] if "checkpoints" in keep else [CHECKPOINT]
-    if "models" not in keep:
-        names += list(task_class(cell.task).exports)
-    for name in names:
-        remove_written(cell.run_dir / name, cell.run_dir)
-
-
-def describe_stop(cells: list[Cell]) -> str:
-    """What is true of ``cells`` after a stop: how many finished, and of the others whether each has a
-    checkpoint to resume from (and at which step its record says it stopped) or starts over."""
-    states = {c.label: c.status() for c in cells}
-    finished = sum(s == "finished" for s in states.values())
-    parts = [f"{finished} of {len(cells)} cells finished"]
-    for c in cells:
-        state = states[c.label]
-        if state == "partial" and (c.run_dir / CHECKPOINT).is_file():
-            try:
-                step = f" at step {c.record()['steps']}"
-            except ResultsError:
-                step = ""
-            parts.append(f"{c.label} checkpointed{step}")
-        elif state == "partial":
-            parts.append(f"{c.label} had no checkpoint yet (it starts over from step 0)")
-        elif state == "corrupt":
-            parts.append(f"{c.label} has a corrupt results.json")
-    return "; ".join(parts)
-
-
-def _stop_with_parent() -> None:
-    """In a cell's process, before it starts: ask Linux to send it SIGTERM when ``hardmix compare`` dies,
-    SIGKILL included (``prctl(PR_SET_PDEATHSIG)``), so no training process outlives the comparison; on
-    SIGTERM a run checkpoints and stops, resumable. Elsewhere nothing is done."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except OSError:
-        return
-    if os.getppid() == 1:  # the comparison died before the request took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def run_cells(
-    cells: list[Cell],
-    output: Path,
-    jobs: int = 1,
-    threads: int | None = None,
-    progress: bool = True,
-    keep: frozenset[str] | set[str] = frozenset(),
-    retry_failed: bool = False,
-) -> list[tuple[Cell, Path]]:
-    """Run every cell that is neither finished nor failed (failed ones too with ``retry_failed``: their
-    failure record is removed first), ``jobs`` at a time, each a ``hardmix train`` process with
-    ``train.threads`` = ``threads // jobs`` (``threads``: the CPU count by default) and its output in
-    ``DIR/logs/``; one progress bar in steps over them all. A cell whose ``results.json`` is corrupt is said
-    so, set aside (:func:`set_aside`) and run again. A finished cell keeps no checkpoint and no exported
-    model unless ``keep`` names them. SIGTERM or SIGINT is passed on to the running cells (they checkpoint)
-    before this stops, saying what each cell's state is.
-
-    Returns:
-        The cells that failed, with their log files.
-    """
-    for c in cells:
-        if c.status() == "corrupt":
-            try:
-                c.record()
-            except ResultsError as e:
-                reason = str(e)
-            moved = set_aside(c)
-            print(f"hardmix: {reason}; the cell runs again (its folder was moved to {moved})",
-                  file=sys.stderr)
-    if retry_failed:
-        for c in cells:
-            if c.status() == "failed":
-                remove_written(c.run_dir / FAILURE, c.run_dir)
-    todo = [c for c in cells if c.status() not in ("finished", "failed")]
-    per_job = max(1, (threads or os.cpu_count() or 1) // jobs)
-    logs = output / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    failed: list[tuple[Cell, Path]] = []
-    running: list[_Running] = []
-    stop: list[int] = []
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.append(signum)
-        for r in running:
-            r.proc.send_signal(signal.SIGTERM)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    bar = Progress(cells, logs, enabled=progress)
-    try:
-        queue = list(todo)
-        last = 0.0
-        while queue or running:
-            while queue and len(running) < jobs and not stop:
-                cell = queue.pop(0)
-                log = cell_log(cell, logs)
-                cmd = cell.command(
-                    resume=cell.status() == "partial",
-                    extra=[f"train.threads={per_job}", "log.progress=false"],
-                )
-                cmd = interpreter_command(cmd)
-                with open(log, "a", encoding="utf-8") as f:
-                    f.write(f"$ {shlex.join(cmd)}\n")
-                    f.flush()
-                    proc = subprocess.Popen(
-                        cmd,
-                        stdout=f,
-                        stderr=subprocess.STDOUT,
-                        env={**os.environ, "OMP_NUM_THREADS": str(per_job)},
-                        preexec_fn=_stop_with_parent,
-                    )
-                running.append(_Running(cell, proc, log))
-            time.sleep(0.2)
-            ended = []
-            for r in list(running):
-                if r.proc.poll() is None:
-                    continue
-                running.remove(r)
-                ended.append(r.cell)
-                if r.proc.returncode != 0 and not stop:  # a result: recorded, not retried unless asked
-                    r.cell.record_failure(r.proc.returncode, r.log)
-                    failed.append((r.cell, r.log))
-                if r.proc.returncode == 0 and r.cell.status() == "finished":
-                    discard_unkept(r.cell, keep)
-            if ended or time.time() - last > 1.0:
-                bar.update([r.cell for r in running], ended)
-                last = time.time()
-            if stop and not running:
-                break
-    finally:
-        bar.close()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    if stop:
-        raise RunError(
-            f"stopped by {signal.Signals(stop[0]).name}: {describe_stop(cells)}; rerun the same command "
-            "with --resume to finish the grid"
-        )
-    return failed
-
-
 __all__ = [
-    "FAILURE", "KEEP_CHOICES", "Cell", "Progress", "build_grid", "check_record", "make_cell",
-    "print_commands", "run_cells", "set_aside",
+    "FAILURE", "LOGS", "Cell", "build_grid", "cell_log", "check_record", "check_same_config", "check_task",
+    "interpreter_command", "is_number", "make_cell", "print_commands", "task_class", "task_metric",
 ]

@@ -44,11 +44,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from hardmix.compare.grid import Cell, interpreter_command
-from hardmix.compare.grid import cell_log as grid_cell_log
+from hardmix.compare.grid import LOGS, Cell, cell_log, interpreter_command
 from hardmix.compare.spec import CompareSpec
 from hardmix.errors import ConfigError, RunError
-from hardmix.training.run_folder import LOCK, run_files
+from hardmix.training.run_folder import LOCK, lock_holder, process_alive, run_files
 
 #: ``--launcher`` choices.
 LAUNCHERS = ("local", "slurm", "submitit-local")
@@ -181,12 +180,6 @@ def require_submitit(launcher: str) -> Any:
     except ImportError:
         raise ConfigError(f"--launcher {launcher} needs submitit: pip install 'hardmix[cluster]'") from None
     return submitit
-
-
-def cell_log(out: Path, cell: Cell) -> Path:
-    """The cell's log (its ``hardmix train`` output, rank 0's under a launcher): the one name
-    :func:`hardmix.compare.grid.cell_log` gives it, a tuning cell's point included."""
-    return grid_cell_log(cell, out / "logs")
 
 
 def _job_name(cell: Cell) -> str:
@@ -383,21 +376,6 @@ def _write_records(out: Path, records: dict[str, dict[str, Any]]) -> None:
     atomic_write_text(json.dumps(records, indent=1, sort_keys=True), out / RECORDS)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A finished child of this process stays a zombie until reaped: reap it if it is ours.
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return done == 0
-
-
 def _job_state(record: dict[str, Any] | None) -> str | None:
     """``queued``, ``running``, ``ended`` or None (no job, or its state unknown)."""
     if not record:
@@ -407,7 +385,9 @@ def _job_state(record: dict[str, Any] | None) -> str | None:
 
         if record.get("host") != socket.gethostname():
             return None
-        return "running" if _alive(int(record["job_id"])) else "ended"
+        # the job's process is this one's child when it submitted it (--wait): reaped once it ends, or it
+        # would stay a zombie, alive to os.kill
+        return "running" if process_alive(int(record["job_id"]), reap=True) else "ended"
     try:
         from submitit.slurm.slurm import SlurmJob
 
@@ -422,16 +402,18 @@ def _job_state(record: dict[str, Any] | None) -> str | None:
 
 
 def _lock_holder_alive(run_dir: Path) -> bool | None:
-    """Whether the process holding the run's lock lives (None: held on another host, or no lock)."""
+    """Whether the process holding the run's lock lives (False: no lock, or an unreadable one; None: held
+    on another host). The lock's holder is a ``hardmix train`` started by a job, not this process's
+    child: it is not reaped (:func:`~hardmix.training.run_folder.process_alive`)."""
     import socket
 
-    try:
-        held = json.loads((run_dir / LOCK).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    held = lock_holder(run_dir)
+    if held is None:
         return False
-    if held.get("host") != socket.gethostname():
+    pid, host = held
+    if host != socket.gethostname():
         return None
-    return _alive(int(held.get("pid", -1)))
+    return process_alive(pid)
 
 
 @dataclass
@@ -454,7 +436,7 @@ def cell_state(cell: Cell, out: Path, record: dict[str, Any] | None) -> CellStat
         return CellState(cell, "running", where)
     if job == "queued":
         return CellState(cell, "queued", where)
-    log = cell_log(out, cell)
+    log = cell_log(cell, out)
     if record or log.is_file() or cell.run_dir.is_dir():
         line = _last_line(log)
         if not line and record and record.get("folder"):
@@ -495,13 +477,13 @@ def submit_cells(spec: CompareSpec, cells: list[Cell], out: Path, launcher: str,
     from datetime import datetime, timezone
 
     settings = {t: launcher_for(spec, t) for t in spec.tasks}
-    (out / "logs").mkdir(parents=True, exist_ok=True)
+    (out / LOGS).mkdir(parents=True, exist_ok=True)
     records = read_records(out)
     todo = [s.cell for s in states(cells, out) if s.state in ("failed", "missing")]
     for cell in todo:
         ls = settings[cell.task.name]
         job = CellJob(cell.label, cell.command(extra=train_overrides(ls)), str(cell.run_dir),
-                      str(cell_log(out, cell)), ls.cpus_per_task, str((out / RECORDS).resolve()))
+                      str(cell_log(cell, out)), ls.cpus_per_task, str((out / RECORDS).resolve()))
         submitted = _executor(launcher, ls, cell, out).submit(job)
         records[cell.label] = {
             "launcher": launcher, "job_id": str(submitted.job_id), "host": socket.gethostname(),
@@ -520,7 +502,7 @@ def submit_cells(spec: CompareSpec, cells: list[Cell], out: Path, launcher: str,
         if not any(s.state in ("running", "queued") for s in now):
             break
         time.sleep(poll_s)
-    return [(s.cell, cell_log(out, s.cell)) for s in now if s.state == "failed"]
+    return [(s.cell, cell_log(s.cell, out)) for s in now if s.state == "failed"]
 
 
 __all__ = [

@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator
 from hardmix.compare.grid import Cell
 from hardmix.compare.summary import edge_mark, verdict_label
 from hardmix.training.metrics import read_metrics
+from hardmix.training.run_folder import METRICS
 
 DYNAMICS = (
     ("pos_sim", "positive similarity"),
@@ -69,7 +70,7 @@ def _series(cells: list[Cell], key: str) -> dict[tuple[str, str], list[tuple[np.
     ``/synthetic_sim`` matches ``synthetic_sim``)."""
     out: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     for c in cells:
-        path = c.run_dir / "metrics.jsonl"
+        path = c.run_dir / METRICS
         if not path.is_file():
             continue
         steps, values = [], []

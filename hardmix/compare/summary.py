@@ -29,6 +29,7 @@ from hardmix.compare.stats import ALPHA, SIGNIFICANT, holm_adjusted, mean_std, p
 from hardmix.errors import ConfigError
 from hardmix.training.metrics import read_metrics
 from hardmix.training.results import ResultsError, read_results
+from hardmix.training.run_folder import METRICS
 
 SE_SUFFIX = "_se"  # final_scores["<score>_se"]: the evaluation's sampling standard error of <score>
 
@@ -80,7 +81,7 @@ def evaluations(cell: Cell, selection_metric: str) -> list[dict[str, Any]]:
     score it measured and every number the training logged at that step (``loss``, ``proxy_acc``, ...).
     Where no training line has that step, the last one before it is used and its step is recorded as
     ``diagnostics_step``."""
-    path = cell.run_dir / "metrics.jsonl"
+    path = cell.run_dir / METRICS
     if not path.is_file():
         return []
     lines = read_metrics(path)

@@ -33,10 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hardmix.data_sources import BASE_URL_ENV, DATASETS, SOURCES, provider_of
+from hardmix.datasets.download import OFFLINE_ENV, offline
 from hardmix.paths import ENV_VAR, default_data_root
-
-#: Set to 1 (or true, yes, on) to never download: a missing data set is an error that lists them all.
-OFFLINE_ENV = "HARDMIX_OFFLINE"
 
 
 class MissingDataError(FileNotFoundError):
@@ -50,11 +48,6 @@ class Missing:
     name: str
     key: str
     path: str
-
-
-def offline() -> bool:
-    """``HARDMIX_OFFLINE`` is set to a true value."""
-    return os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def missing_data(needs: Iterable[tuple[str, str]], root: str | os.PathLike[str]) -> list[Missing]:

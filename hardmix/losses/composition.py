@@ -28,9 +28,8 @@ from torch import Tensor
 
 from hardmix.errors import StrategyOutputError
 from hardmix.losses.info_nce import info_nce
+from hardmix.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy
-
-NEG_INF = float("-inf")
 
 
 def composed_direction(

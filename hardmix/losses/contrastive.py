@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from hardmix.errors import ConfigError
 from hardmix.losses.composition import composed_direction
 from hardmix.losses.info_nce import check_temperature, cosine_logits, paired_logits
+from hardmix.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews
 from hardmix.strategies.build import build_strategies
 from hardmix.strategies.schedule import Scheduled
@@ -301,7 +302,7 @@ class ContrastiveLoss(nn.Module):
                 )
         logits = cosine_logits(h, negatives, tau)  # (B, K), gradient to q only
         if queue_ids is not None:
-            logits = logits.masked_fill(~valid, float("-inf"))
+            logits = logits.masked_fill(~valid, NEG_INF)
         pos = paired_logits(h, key, tau)  # (B,)
         ctx = ContrastContext(
             anchors=h,

@@ -14,7 +14,6 @@ from hardmix.strategies.base import (
     available_strategies,
     describe_strategies,
     register_strategy,
-    strategy_class,
 )
 from hardmix.strategies.build import build_strategies, check_setup
 from hardmix.strategies.dcl import DCL
@@ -48,5 +47,4 @@ __all__ = [
     "check_setup",
     "describe_strategies",
     "register_strategy",
-    "strategy_class",
 ]

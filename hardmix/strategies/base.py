@@ -41,8 +41,6 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError
-
 Mode = Literal["in_batch", "queue"]
 Stats = dict[str, Any]
 KINDS = ("exclude", "reweight", "extra", "estimator")  # the ways a strategy acts, in composition order
@@ -313,18 +311,6 @@ def registry() -> dict[str, type[Strategy]]:
     return dict(_REGISTRY)
 
 
-def strategy_class(name: str) -> type[Strategy]:
-    """The strategy registered as ``name``, else a StrategyArgumentError naming the registered ones (or
-    why a plug-in of that name was left out)."""
-    _load_entry_points()
-    if name in _BROKEN and name not in _REGISTRY:
-        raise StrategyArgumentError("name", f"strategy {name!r} is a broken plug-in: {_BROKEN[name]}")
-    if name not in _REGISTRY:
-        registered = ", ".join(available_strategies())
-        raise StrategyArgumentError("name", f"unknown strategy {name!r}; registered: {registered}")
-    return _REGISTRY[name]
-
-
 def describe_strategies() -> str:
     """A human-readable listing of each registered strategy, its arguments, defaults and paper, then the
     plug-ins left out and why."""
@@ -354,5 +340,4 @@ __all__ = [
     "describe_strategies",
     "register_strategy",
     "registry",
-    "strategy_class",
 ]

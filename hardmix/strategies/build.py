@@ -92,7 +92,7 @@ def _build(entry: dict[str, Any], classes: dict[str, type[Strategy]]) -> Strateg
     """One entry's strategy (its schedule around it, if any), else a StrategyArgumentError naming the
     argument."""
     name, arguments = entry.pop("name"), entry
-    cls = classes.get(name)
+    cls = classes.get(name)  # the one lookup of a strategy by name
     if cls is None:
         why = broken_plugins().get(name)
         raise StrategyArgumentError("name", f"strategy {name!r} is a broken plug-in: {why}" if why else

@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 
 from hardmix.errors import StrategyArgumentError, check_int, check_number
+from hardmix.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 from hardmix.utils.counting import count_true
 
@@ -55,7 +56,7 @@ def top_k_false_negatives(cosines: Tensor, valid: Tensor, k: int) -> Tensor:
     k = min(k, n)
     if k == 0:
         return torch.zeros_like(valid, dtype=torch.bool)
-    ranked = cosines.masked_fill(~valid, float("-inf"))
+    ranked = cosines.masked_fill(~valid, NEG_INF)
     order = ranked.topk(k, dim=1).indices  # (B, k), most similar first
     dropped_per_row = (count_true(valid, dim=1) - 1).clamp(min=0, max=k)  # keep at least one negative
     take = torch.arange(k, device=cosines.device).unsqueeze(0) < dropped_per_row.unsqueeze(1)  # (B, k)

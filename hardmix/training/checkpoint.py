@@ -29,12 +29,13 @@ from typing import Any
 
 import torch
 
+from hardmix.training.run_folder import CHECKPOINT
 from hardmix.utils.checkpoint import atomic_torch_save
 
 #: What a hardmix checkpoint says it is, and the layout version this hardmix reads and writes.
 FORMAT = "hardmix-checkpoint"
 VERSION = 2
-NAME = "checkpoint.pt"
+NAME = CHECKPOINT  # its name in a run folder (hardmix.training.run_folder), for code that imports it here
 
 
 class CheckpointError(ValueError):

@@ -31,6 +31,8 @@ from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.metrics import MetricsLog, tensorboard_writer_class
 from hardmix.training.results import read_results, results_record, write_results
 from hardmix.training.run_folder import (
+    BEST,
+    CHECKPOINT,
     CONFIG,
     METRICS,
     RESULTS,
@@ -116,7 +118,7 @@ class _Run:
     def __init__(self, task_class: type[Task], cfg: Any, out: Path, resume: bool, runtime: Runtime) -> None:
         self.cfg, self.out, self.resume, self.runtime = cfg, out, resume, runtime
         self.task_class = task_class
-        self.checkpoint_path = out / ckpt.NAME
+        self.checkpoint_path = out / CHECKPOINT
         self.state: dict[str, Any] | None = None
         self.step = 0
         self.best_score: float | None = None
@@ -424,7 +426,7 @@ class _Run:
             if math.isfinite(score) and (self.best_score is None or score > self.best_score):
                 self.best_score, self.best_step, self.best_eval = score, self.step, scores
                 with preserved_rng():
-                    self._writing(lambda: task.on_new_best(self.out, self.step, scores), self.out / "best")
+                    self._writing(lambda: task.on_new_best(self.out, self.step, scores), self.out / BEST)
             self.metrics.write({"step": self.step, "epoch": round(task.epoch_at(self.step), 4), **scores,
                                 f"best_{metric}": self.best_score, "best_step": self.best_step})
         self.runtime.barrier()
@@ -520,7 +522,7 @@ class _Run:
             if runtime.main:
                 with preserved_rng():
                     self._writing(lambda: task.finish(self.out, selected=self.best_step is not None),
-                                  self.out / "best")
+                                  self.out / BEST)
                     if task.keeps_best:
                         evaluated = self.best_eval
                     else:

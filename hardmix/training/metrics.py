@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hardmix.errors import ConfigError
+from hardmix.training.run_folder import METRICS
 from hardmix.utils.checkpoint import atomic_write_text
 
 
@@ -82,7 +83,7 @@ class MetricsLog:
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The records of a ``metrics.jsonl`` (a run folder or the file)."""
     p = Path(path)
-    p = p / "metrics.jsonl" if p.is_dir() else p
+    p = p / METRICS if p.is_dir() else p
     return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 

@@ -8,8 +8,12 @@
     RUN/checkpoint.pt    everything a resumed run needs (hardmix.training.checkpoint)
     RUN/results.json     the results record (hardmix.training.results)
     RUN/tensorboard/     TensorBoard events, when log.tensorboard is set
-    RUN/<task files>     what is one task's own lives in a subfolder (text: best/)
+    RUN/best/            the selected step's model, where a task exports one (Task.exports: text's sentence
+                         encoder, vision's backbone.pt beside its config.yaml); what else is one task's own
+                         lives in a subfolder too
     RUN/.lock            held while a process trains in the folder
+
+These names are said here only: every other module imports them (a test reads the sources for them).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ CHECKPOINT = "checkpoint.pt"
 RESULTS = "results.json"
 TENSORBOARD = "tensorboard"
 LOCK = ".lock"
+#: The subfolder of the selected step's model, where a task exports one (:attr:`Task.exports`).
+BEST = "best"
 
 
 #: What a run writes at its top level: a folder holding any of them holds a run (its lock alone is the
@@ -43,14 +49,50 @@ class RunFolderError(ValueError):
     """The folder does not fit the request: a run exists without ``--resume``, or none with it."""
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int, reap: bool = False) -> bool:
+    """Whether process ``pid`` of this host lives (a pid of 0 or less names no one process: False).
+
+    One check for the lock and for ``hardmix compare``'s launcher, which differ in one thing, ``reap``
+    (one function with the choice as its argument, so that what "alive" means is written once and the
+    reaping is asked for where it is meant):
+
+    - without it (a lock's holder) a child of this process that has ended but is not yet waited for (a
+      zombie) counts as alive, and it is left alone: the code that started it may still wait on it, and a
+      child reaped behind the back of its :class:`subprocess.Popen` reads as exited with status 0 there
+      (Python takes the missing child for a success), so a failed run would pass for a finished one. A
+      lock check never knows whose child it looks at, so it never reaps;
+    - with it, an ended child of this process is reaped (collected) and reported dead. The launcher asks
+      this of the submitit-local jobs it started itself, whose exit nothing waits for (it keeps their pid,
+      not submitit's job object): without reaping, each would stay a zombie and look alive, and
+      ``--wait`` would never see it end. A pid that is not this process's child is answered as without
+      ``reap``.
+    """
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        return True  # another user's process
+    if not reap:
         return True
-    return True
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True  # not a child of this process: alive, as os.kill said
+    return done == 0
+
+
+def lock_holder(folder: Path) -> tuple[int, str] | None:
+    """The pid and host that ``folder``'s lock names, or None where it has no lock or one that cannot be
+    read (a process died while writing it): no live holder. The one reader of a lock: :class:`RunLock`
+    refuses or takes over by it, and ``hardmix compare --status`` says by it whether a cell runs."""
+    try:
+        held = json.loads((folder / LOCK).read_text(encoding="utf-8"))
+        return int(held["pid"]), str(held["host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 class RunLock:
@@ -82,12 +124,9 @@ class RunLock:
 
     def _refuse_or_clear(self, me: dict[str, object]) -> None:
         """Another lock exists: refuse while its process lives, else remove it (a dead process's)."""
-        try:
-            other = json.loads(self.path.read_text(encoding="utf-8"))
-            pid, host = int(other["pid"]), str(other["host"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pid, host = -1, str(me["host"])  # unreadable: a process died while writing it
-        if host != me["host"] or (pid != me["pid"] and pid > 0 and _alive(pid)):
+        # unreadable: a process died while writing it
+        pid, host = lock_holder(self.path.parent) or (-1, str(me["host"]))
+        if host != me["host"] or (pid != me["pid"] and process_alive(pid)):
             raise RunError(f"{self.path.parent}: {self.what} is in progress there (process {pid} on {host}); "
                            f"wait for it to end, or remove {self.path} if that process is gone")
         self.path.unlink(missing_ok=True)
@@ -98,5 +137,5 @@ class RunLock:
             self.held = False
 
 
-__all__ = ["CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "RUN_FILES", "TENSORBOARD", "RunFolderError",
-           "RunLock", "run_files"]
+__all__ = ["BEST", "CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "RUN_FILES", "TENSORBOARD",
+           "RunFolderError", "RunLock", "lock_holder", "process_alive", "run_files"]

@@ -450,7 +450,7 @@ def test_every_strategy_s_config_passes_the_task_s_own_checks_before_any_cell(tm
 def test_a_finished_cell_s_cleanup_deletes_only_what_hardmix_wrote(text_spec, tmp_path):
     """Cleanup deleted "everything that is not a record" of a cell's folder. It deletes
     the checkpoint and the task's exports by name (text: ``best/``), nothing else, whatever --keep says."""
-    from hardmix.compare.grid import discard_unkept
+    from hardmix.compare.runner import discard_unkept
 
     (cell,) = build_grid(parse_spec(text_spec), tmp_path / "out", check_data=False)
     cell.run_dir.mkdir(parents=True)

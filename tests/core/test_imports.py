@@ -180,40 +180,34 @@ def test_a_strategy_importing_another_is_found(tmp_path: Path) -> None:
     ]
 
 
-def _module_level_graph() -> dict[str, dict[str, list[str]]]:
-    """module -> imported hardmix module -> lines, for the imports that run when the module is imported
-    (statements at module level, not inside a function, a class body or ``if TYPE_CHECKING``)."""
-    modules = _modules()
+def _module_graph(modules: dict[str, Path] | None = None) -> dict[str, dict[str, list[str]]]:
+    """module -> imported hardmix module -> lines, for every import statement of the module: at module
+    level, inside a function or a class body, under ``if TYPE_CHECKING`` (:func:`_imports` walks the whole
+    module). A function-local import is no way out of a cycle: it only moves the failure to the call that
+    runs it, and the two modules still cannot be read, tested or moved one without the other."""
+    modules = _modules() if modules is None else modules
     graph: dict[str, dict[str, list[str]]] = {}
     for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges = graph.setdefault(name, {})
-        tree = ast.parse(path.read_text(), str(path))
-        statements = list(tree.body)
-        while statements:
-            node = statements.pop(0)
-            if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
-                statements += node.body + node.orelse
-            elif isinstance(node, ast.Try):
-                statements += node.body + node.orelse + node.finalbody
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name in modules:
-                        edges.setdefault(alias.name, []).append(str(node.lineno))
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join([*anchor, base] if base else anchor)
-                for alias in node.names:
-                    target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                    if target in modules and target != name:
-                        edges.setdefault(target, []).append(str(node.lineno))
+        for base, names, line in _imports(name, path):
+            # ``from hardmix.datasets import download``: the submodule is what is imported
+            targets = [f"{base}.{n}" if f"{base}.{n}" in modules else base for n in names] or [base]
+            for target in targets:
+                if target in modules and target != name and str(line) not in edges.get(target, []):
+                    edges.setdefault(target, []).append(str(line))
     return graph
 
 
+def test_the_module_graph_counts_imports_inside_functions(tmp_path: Path) -> None:
+    module = tmp_path / "late.py"
+    module.write_text("import os\n\n\ndef f():\n    from hardmix.datasets import download\n    return os\n")
+    graph = _module_graph({**_modules(), "hardmix.datasets.late": module})
+    assert graph["hardmix.datasets.late"] == {"hardmix.datasets.download": ["5"]}
+    assert "hardmix.datasets.manager" in _module_graph()["hardmix.datasets.needs"]  # inside ensure_data
+
+
 def test_no_import_cycle_between_the_modules_of_the_core() -> None:
-    graph = _module_level_graph()
+    graph = _module_graph()
     assert "hardmix.mixing" in graph["hardmix.strategies.mochi"]
     cycle = _find_cycle(graph)
     if cycle:

@@ -16,14 +16,13 @@ import pytest
 import torch
 import yaml
 
-from hardmix.errors import ConfigError, StrategyArgumentError
+from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import (
     available_strategies,
     base,
     build_strategies,
     describe_strategies,
-    strategy_class,
 )
 from hardmix.text.config import build_text_config
 
@@ -32,7 +31,7 @@ NAMES = available_strategies()
 
 
 def _small(name: str) -> dict:
-    return {"name": name, **strategy_class(name).small}
+    return {"name": name, **base.registry()[name].small}
 
 
 def _yaml_default(value: object) -> str:
@@ -55,7 +54,7 @@ def _documented_parameters(name: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_frozen_validated_documented_and_round_trips(name: str) -> None:
-    cls = strategy_class(name)
+    cls = base.registry()[name]
     strategy = build_one(_small(name))
     assert cls.name == name and dataclasses.is_dataclass(strategy) and (cls.kinds() or name == "none")
     for field in cls.params():
@@ -241,11 +240,12 @@ def test_a_plug_in_cannot_replace_a_built_in_and_a_broken_one_affects_only_its_n
                "hardmix.strategies.mixcse registers already" in m for m in messages), messages
     assert any("'broken' left out: evil-plugin: broken_plugin:Thing failed to import (ModuleNotFoundError"
                in m for m in messages), messages
-    assert base.strategy_class("mixcse") is MixCSE and "broken" not in names
+    assert base.registry()["mixcse"] is MixCSE and "broken" not in names
     h1, h2 = torch.randn(6, 8), torch.randn(6, 8)
     assert torch.isfinite(mixcse_loss(h1, h2, lam=0.2, temperature=0.05))  # the built-in, not the plug-in
-    with pytest.raises(StrategyArgumentError, match="'broken' is a broken plug-in: evil-plugin: "):
-        base.strategy_class("broken")
+    with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.name: strategy 'broken' is a broken "
+                                          "plug-in: evil-plugin: "):
+        build_strategies(["broken"])
     assert main(["strategies"]) == 0
     out = capsys.readouterr().out
     assert "mixcse: broken plug-in, not usable" in out and "broken: broken plug-in, not usable" in out

@@ -278,7 +278,7 @@ def test_any_set_of_plug_ins_leaves_the_built_ins_and_every_other_name_as_they_w
 
     site = tmp_path_factory.mktemp("site")
     tag = site.name.replace("-", "_")  # module names unique to this example
-    builtins = {name: base.strategy_class(name) for name in base.available_strategies()}
+    builtins = base.registry()
     lines, expect_ok, expect_broken = [], set(), set()
     for i, kind in enumerate(kinds):
         module, entry = f"plugin_{tag}_{i}", f"plug_{tag}_{i}"
@@ -303,7 +303,7 @@ def test_any_set_of_plug_ins_leaves_the_built_ins_and_every_other_name_as_they_w
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         names = set(base.available_strategies())
-    assert {n: base.strategy_class(n) for n in builtins} == builtins  # no built-in replaced
+    assert {n: base.registry()[n] for n in builtins} == builtins  # no built-in replaced
     assert names == set(builtins) | expect_ok
     assert set(base.broken_plugins()) == expect_broken
     assert len([w for w in caught if "some-plugins" in str(w.message)]) == len(kinds) - len(expect_ok)
@@ -359,11 +359,11 @@ def test_a_kept_partial_download_is_used_only_when_the_whole_file_verifies(
 def _numeric_arguments() -> list[tuple[str, str]]:
     import dataclasses
 
-    from hardmix.strategies.base import available_strategies, strategy_class
+    from hardmix.strategies.base import available_strategies, registry
 
-    out = []
+    out, classes = [], registry()
     for name in available_strategies():
-        for f in dataclasses.fields(strategy_class(name)):
+        for f in dataclasses.fields(classes[name]):
             if isinstance(f.default, (int, float)) and not isinstance(f.default, bool):
                 out.append((name, f.name))
         if name in ("mochi", "mixcse"):
