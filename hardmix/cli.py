@@ -379,10 +379,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     from hardmix.errors import ConfigError, RunError, RunInterrupted
+    from hardmix.utils.offline import libraries_offline
 
     try:
-        check_outputs(args)
-        return int(args.func(args) or 0)
+        # HARDMIX_OFFLINE=1 and --no-download reach every library before the command imports it (and the
+        # processes it starts: a comparison's cells)
+        with libraries_offline(no_download=bool(getattr(args, "no_download", False))):
+            check_outputs(args)
+            return int(args.func(args) or 0)
     except RunInterrupted as e:  # stopped at once by a signal: 128 + its number, as the shell reports it
         from hardmix.training.signals import exit_status
 

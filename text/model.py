@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from hardmix.text.pooling import check_pooling, needs_hidden_states, pool
 from hardmix.training.run_folder import CONFIG
 from hardmix.utils.confine import remove_written
+from hardmix.utils.offline import libraries_offline
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +237,7 @@ def _first(e: BaseException) -> str:
 def _load_backbone(path_or_name: str, dropout: float | None, local_only: bool) -> tuple[nn.Module, Any]:
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    with quiet_transformers():
+    with libraries_offline(), quiet_transformers():
         config = AutoConfig.from_pretrained(path_or_name, local_files_only=local_only)
         if dropout is not None:
             for key in DROPOUT_KEYS:

@@ -20,6 +20,7 @@ from pathlib import Path
 from hardmix.data_sources import BERT_MINI_HUB, DATASETS
 from hardmix.paths import data_root, resolve_data_path
 from hardmix.text.model import quiet_transformers
+from hardmix.utils.offline import hub_offline_reason, libraries_offline
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,8 @@ def model_positions(source: str, local_only: bool = True) -> int | None:
         else:
             from transformers import AutoConfig
 
-            data = AutoConfig.from_pretrained(source, local_files_only=local_only).to_dict()
+            with libraries_offline():
+                data = AutoConfig.from_pretrained(source, local_files_only=local_only).to_dict()
     except Exception:  # noqa: BLE001 (no config to read: loading the model will name the problem)
         return None
     value = data.get("max_position_embeddings")
@@ -113,15 +115,14 @@ def _hub_status(name: str) -> tuple[bool, str | None]:
     from transformers import AutoConfig
 
     try:
-        with quiet_transformers():
+        with libraries_offline(), quiet_transformers():  # the cache only: even the Hub client's agent check
             AutoConfig.from_pretrained(name, local_files_only=True)
         return True, None
     except (OSError, ValueError):
         pass
-    offline = [v for v in ("HARDMIX_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-               if os.environ.get(v, "").lower() in ("1", "true", "yes", "on")]
-    if offline:  # no connection is attempted, not even the reachability check
-        return False, f"offline mode is set ({offline[0]})"
+    offline = hub_offline_reason()
+    if offline is not None:  # no connection is attempted, not even the reachability check
+        return False, f"offline mode is set ({offline})"
     if not _hub_reachable():
         return False, "the Hugging Face Hub cannot be reached"
     return False, None

@@ -25,16 +25,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from hardmix.utils.offline import OFFLINE_ENV, offline_reason
+
 CHUNK = 1 << 20
 _RETRY_STATUS = {408, 425, 429, 500, 502, 503, 504}
-#: Set to 1 (or true, yes, on) to never download: a missing data set is an error that lists them all
-#: (:mod:`hardmix.datasets.needs`), and :func:`download_file`, which every download goes through, refuses.
-OFFLINE_ENV = "HARDMIX_OFFLINE"
-
-
-def offline() -> bool:
-    """``HARDMIX_OFFLINE`` is set to a true value."""
-    return os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class DataDownloadError(ValueError):
@@ -153,8 +147,10 @@ def download_file(
     Raises:
         DataDownloadError: one line naming the URL and what to do.
     """
-    if offline() and not url.startswith("file:"):  # the one place every download goes through
-        raise DataDownloadError(f"{url}: {OFFLINE_ENV}=1 is set, so no connection is attempted; unset it to "
+    reason = offline_reason()
+    if reason is not None and not url.startswith("file:"):  # the one place every download goes through
+        raise DataDownloadError(f"{url}: {reason} is set, so no connection is attempted; "
+                                f"{'unset it' if reason.startswith(OFFLINE_ENV) else 'leave it out'} to "
                                 "download, or lay the file out by hand (docs/data.md)")
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)

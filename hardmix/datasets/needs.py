@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hardmix.data_sources import BASE_URL_ENV, DATASETS, SOURCES, provider_of
-from hardmix.datasets.download import OFFLINE_ENV, offline
 from hardmix.paths import ENV_VAR, default_data_root
+from hardmix.utils.offline import OFFLINE_ENV, offline, offline_reason
 
 
 class MissingDataError(FileNotFoundError):
@@ -156,8 +156,9 @@ def ensure_data(
     missing = missing_data(needs, root)
     if not missing:
         return []
-    if not download_allowed or offline():
-        why = f"downloading is off ({OFFLINE_ENV}=1)" if offline() else "downloading is off (--no-download)"
+    reason = offline_reason()
+    if not download_allowed or reason is not None:
+        why = f"downloading is off ({reason or '--no-download'})"
         raise MissingDataError(_message(root, missing, why))
     base_url = base_url or os.environ.get(BASE_URL_ENV) or None
     names = _to_fetch([m.name for m in missing], root)

@@ -45,6 +45,7 @@ from hardmix.training.runtime import Runtime, end_runtime, start_runtime
 from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
 from hardmix.utils.checkpoint import atomic_write_text, load_matching
+from hardmix.utils.offline import libraries_offline
 from hardmix.utils.rng import rng_state, set_rng_state
 
 #: Checkpoint names of hardmix before the shared engine: a folder holding one holds an older run.
@@ -80,7 +81,8 @@ def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = N
                             saved_precision(out) if resume else None, task_class.name, task_class.auto_bf16)
     cfg.train.precision = runtime.precision  # config.yaml and results.json record the precision used
     try:
-        return _Run(task_class, cfg, out, resume, runtime).run()
+        with libraries_offline():  # HARDMIX_OFFLINE / --no-download reach transformers and the Hub client
+            return _Run(task_class, cfg, out, resume, runtime).run()
     finally:
         end_runtime(runtime)
 
