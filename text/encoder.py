@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from hardmix.text.model import model_folder_errors, quiet_transformers
+from hardmix.text.model import model_folder_errors, pretrained_model, quiet_transformers
 from hardmix.text.pooling import POOLINGS, pool
 from hardmix.training.run_folder import BEST, CHECKPOINT
 
@@ -156,7 +156,7 @@ class SentenceEncoder:
         device: str | torch.device | None = None,
         cache: bool = True,
     ) -> None:
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoTokenizer
 
         self.info = inspect_model_folder(model)
         self.path = Path(model)
@@ -166,8 +166,8 @@ class SentenceEncoder:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         path = self.info["transformer"]
         with model_folder_errors(model), quiet_transformers():
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
-            self.model = AutoModel.from_pretrained(path).to(self.device).eval()
+            self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            self.model = pretrained_model(path).to(self.device).eval()
         limit = getattr(self.model.config, "max_position_embeddings", None) or 512
         if getattr(self.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
             limit -= 2  # RoBERTa positions start after the padding index

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from hardmix.text.pooling import check_pooling, needs_hidden_states, pool
 from hardmix.training.run_folder import CONFIG
+from hardmix.utils.checkpoint import check_matching
 from hardmix.utils.confine import remove_written
 from hardmix.utils.offline import libraries_offline
 
@@ -235,7 +236,7 @@ def _first(e: BaseException) -> str:
 
 
 def _load_backbone(path_or_name: str, dropout: float | None, local_only: bool) -> tuple[nn.Module, Any]:
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     with libraries_offline(), quiet_transformers():
         config = AutoConfig.from_pretrained(path_or_name, local_files_only=local_only)
@@ -244,12 +245,55 @@ def _load_backbone(path_or_name: str, dropout: float | None, local_only: bool) -
                 if isinstance(getattr(config, key, None), float):
                     setattr(config, key, float(dropout))
         tokenizer = AutoTokenizer.from_pretrained(path_or_name, local_files_only=local_only)
-        try:
-            backbone = AutoModel.from_pretrained(path_or_name, config=config, add_pooling_layer=False,
-                                                 local_files_only=local_only)
-        except TypeError:
-            backbone = AutoModel.from_pretrained(path_or_name, config=config, local_files_only=local_only)
+        backbone = pretrained_model(path_or_name, "model.name_or_path: ", config=config,
+                                    local_only=local_only)
     return backbone, tokenizer
+
+
+def weights_file(path: str | os.PathLike[str]) -> str:
+    """The weights file of a model folder, for an error to name (``FOLDER/model.safetensors``); the
+    folder (or Hub name) itself where there is no single such file."""
+    for name in ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                 "pytorch_model.bin.index.json"):
+        if (Path(path) / name).is_file():
+            return str(Path(path) / name)
+    return str(path)
+
+
+def pretrained_model(path_or_name: str | os.PathLike[str], key: str = "", config: Any = None,
+                     local_only: bool = True) -> nn.Module:
+    """``AutoModel.from_pretrained`` (without the pooler layer where the class has one: no pooling of
+    hardmix reads it), checked key by key like every checkpoint hardmix loads
+    (:func:`hardmix.utils.checkpoint.check_matching`, from transformers' own loading report): a weights
+    file missing a tensor of the model, or holding one of another shape, is refused in one line naming
+    ``key`` (``model.name_or_path: ``) and the weights file, never loaded with randomly initialised tensors
+    in its place. A checkpoint's extra tensors (a pretraining head, ``cls.*``) are left out, as
+    transformers does.
+
+    Raises:
+        ValueError: the weights do not match the model (one line).
+    """
+    from transformers import AutoModel
+
+    kwargs: dict[str, Any] = {"local_files_only": local_only, "output_loading_info": True,
+                              "ignore_mismatched_sizes": True}  # reported below, not raised as a traceback
+    if config is not None:
+        kwargs["config"] = config
+    with libraries_offline():
+        try:
+            model, info = AutoModel.from_pretrained(path_or_name, add_pooling_layer=False, **kwargs)
+        except TypeError:  # a class without a pooler
+            model, info = AutoModel.from_pretrained(path_or_name, **kwargs)
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    missing = set(info.get("missing_keys") or ())
+    given = {k: s for k, s in expected.items() if k not in missing}
+    for entry in info.get("mismatched_keys") or ():
+        name, stored = entry[0], entry[1]  # (key, the file's shape, the model's shape)
+        if name in given:
+            given[name] = tuple(stored)
+    # the model's tensors that no file stores (tied weights, non-persistent buffers) are not reported
+    check_matching(expected, given, f"{key}{weights_file(path_or_name)}")
+    return model
 
 
 def _write_json(obj: Any, path: Path) -> None:

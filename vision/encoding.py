@@ -129,9 +129,7 @@ def load_encoder(
             config's backbone, a file of another kind; one line naming the path.
     """
     from hardmix.training.checkpoint import FORMAT
-    from hardmix.utils.checkpoint import load_matching
-    from hardmix.vision.backbones import build_backbone
-    from hardmix.vision.evaluation import backbone_and_config
+    from hardmix.vision.evaluation import backbone_and_config, checked_backbone
 
     if isinstance(model_or_path, nn.Module):
         if config is None:
@@ -166,9 +164,8 @@ def load_encoder(
                          "run's config.yaml")
     cfg = _as_config(config)
     m = cfg.model
-    net, _ = build_backbone(m.backbone, m.width, m.small_stem)
     try:
-        load_matching(net, state, f"MODEL {path}")
+        net = checked_backbone(m.backbone, m.width, m.small_stem, state, f"MODEL {path}")
     except ValueError as e:
         raise ValueError(f"{e} (the backbone of --config's model section: {m.backbone}, width {m.width}, "
                          f"small_stem {m.small_stem})") from None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,21 +71,52 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return ckpt.load_checkpoint(resolve_checkpoint(path), task="vision")
 
 
-def backbone_from_state(state: dict[str, Any]) -> tuple[nn.Module, VisionConfig]:
-    """Rebuild the query backbone of a checkpoint (plain BatchNorm; split-BN has the same weights)."""
+#: Where a vision checkpoint's model holds the query backbone (the encoder that is evaluated and exported).
+BACKBONE_PREFIX = "encoder_q.backbone."
+
+
+def query_weights(state: dict[str, Any], source: str | os.PathLike[str]) -> dict[str, Tensor]:
+    """The query backbone's weights of a checkpoint's state (the prefix removed); one line naming
+    ``source`` when its model holds none."""
+    model = state.get("model")
+    if not isinstance(model, dict):
+        raise ValueError(f"{source}: holds no model weights")
+    n = len(BACKBONE_PREFIX)
+    weights = {k[n:]: v for k, v in model.items() if isinstance(k, str) and k.startswith(BACKBONE_PREFIX)}
+    if not weights:
+        raise ValueError(f"{source}: holds no query backbone ({BACKBONE_PREFIX}* keys)")
+    return weights
+
+
+def checked_backbone(backbone: str, width: int, small_stem: bool, weights: dict[str, Any],
+                     source: str | os.PathLike[str]) -> nn.Module:
+    """The backbone ``build_backbone(backbone, width, small_stem)`` holding ``weights``, loaded key by key
+    (:func:`hardmix.utils.checkpoint.load_matching`), in eval mode: the one way a vision checkpoint's or
+    exported file's weights reach a module (evaluation, export, encode, :func:`load_backbone`).
+
+    Raises:
+        ValueError: one line naming ``source`` and the first key that does not match.
+    """
+    net, _ = build_backbone(backbone, width, small_stem)
+    load_matching(net, weights, str(source))
+    return net.eval()
+
+
+def backbone_from_state(state: dict[str, Any], source: str | os.PathLike[str] = "the checkpoint"
+                        ) -> tuple[nn.Module, VisionConfig]:
+    """Rebuild the query backbone of a checkpoint (plain BatchNorm; split-BN has the same weights), loaded
+    key by key (:func:`checked_backbone`); ``source`` names the file in an error."""
     cfg = build_task_config(VisionConfig, state["config"])
-    net, _ = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)
-    prefix = "encoder_q.backbone."
-    weights = {k[len(prefix) :]: v for k, v in state["model"].items() if k.startswith(prefix)}
-    load_matching(net, weights, f"the checkpoint's {prefix[:-1]}")
-    return net.eval(), cfg
+    net = checked_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem,
+                           query_weights(state, source), f"{source} ({BACKBONE_PREFIX[:-1]})")
+    return net, cfg
 
 
 def backbone_and_config(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[nn.Module, VisionConfig]:
     """The trained backbone (in eval mode, on ``device``) and the config of a run directory or checkpoint."""
-    net, cfg = backbone_from_state(load_checkpoint(path))
+    net, cfg = backbone_from_state(load_checkpoint(path), resolve_checkpoint(path))
     return net.to(device), cfg
 
 

@@ -45,8 +45,6 @@ from torch import Tensor, nn
 
 from hardmix.utils.checkpoint import atomic_torch_save
 
-BACKBONE_PREFIX = "encoder_q.backbone."
-
 
 @dataclass(frozen=True)
 class VisionRun:
@@ -54,8 +52,10 @@ class VisionRun:
 
     Attributes:
         backbone, width, small_stem: the ``model`` section's backbone keys.
-        state: the query backbone's state dict (prefix removed).
+        state: the query backbone's state dict (prefix removed), checked key by key against the backbone
+            those keys build.
         checkpoint: the file it came from.
+        net: that backbone holding ``state``, in eval mode.
     """
 
     backbone: str
@@ -65,29 +65,38 @@ class VisionRun:
     checkpoint: Path
     step: int | None = None
     total_steps: int | None = None
+    net: nn.Module | None = None
 
 
 def read_vision_run(run: str | os.PathLike[str]) -> VisionRun:
     """Read a vision run folder (or a checkpoint file): the backbone keys of its config and the query
-    backbone's weights. The one function that knows the run folder's layout.
+    backbone's weights, loaded key by key into the backbone they describe
+    (:func:`hardmix.vision.evaluation.checked_backbone`, as evaluation, ``--resume`` and encode load them).
+    The one function that knows the run folder's layout.
 
     Raises:
-        FileNotFoundError / ValueError: one line naming the path or key.
+        FileNotFoundError / ValueError: one line naming the path or key (a partial or mismatched
+            backbone: the file and the first tensor that does not match).
     """
-    from hardmix.vision.evaluation import load_checkpoint, resolve_checkpoint
+    from hardmix.vision.evaluation import (
+        BACKBONE_PREFIX,
+        checked_backbone,
+        load_checkpoint,
+        query_weights,
+        resolve_checkpoint,
+    )
 
     ckpt = resolve_checkpoint(run)
     state = load_checkpoint(ckpt)  # safe (weights_only); a foreign or text checkpoint: one line
     model = dict((state.get("config") or {}).get("model") or {})
     if "backbone" not in model:
         raise ValueError(f"RUN: model.backbone is missing from the config in {ckpt}")
-    n = len(BACKBONE_PREFIX)
-    weights = {k[n:]: v for k, v in state["model"].items() if k.startswith(BACKBONE_PREFIX)}
-    if not weights:
-        raise ValueError(f"RUN: {ckpt} holds no query backbone ({BACKBONE_PREFIX}* keys)")
+    weights = query_weights(state, f"RUN: {ckpt}")
+    backbone, width, small_stem = str(model["backbone"]), int(model.get("width", 64)), \
+        bool(model.get("small_stem", False))
+    net = checked_backbone(backbone, width, small_stem, weights, f"RUN: {ckpt} ({BACKBONE_PREFIX[:-1]})")
     step, total = (v if isinstance(v, int) else None for v in (state.get("step"), state.get("total_steps")))
-    return VisionRun(str(model["backbone"]), int(model.get("width", 64)),
-                     bool(model.get("small_stem", False)), weights, ckpt, step, total)
+    return VisionRun(backbone, width, small_stem, weights, ckpt, step, total, net)
 
 
 def load_backbone(run: str | os.PathLike[str], device: str | torch.device = "cpu") -> nn.Module:
@@ -97,11 +106,8 @@ def load_backbone(run: str | os.PathLike[str], device: str | torch.device = "cpu
         run: a vision run folder or checkpoint file.
         device: where to put it.
     """
-    from hardmix.vision.backbones import build_backbone
-
-    info = read_vision_run(run)
-    net, _ = build_backbone(info.backbone, info.width, info.small_stem)
-    net.load_state_dict(info.state)
+    net = read_vision_run(run).net
+    assert net is not None  # read_vision_run loads it
     return net.to(device).eval()
 
 
