@@ -376,6 +376,79 @@ def stopped_vision_run(ctx: Ctx) -> Path:
     return ctx.tmp / "run"
 
 
+def altered_vision_run(ctx: Ctx, kind: str) -> Path:
+    """A copy of the finished one-step vision run, unfinished (no ``results.json``, so ``--resume`` loads
+    its checkpoint), whose checkpoint's query backbone is altered: ``partial`` keeps 3 of its tensors (the
+    file a cut-short copy or a foreign tool leaves), ``reshaped`` gives its first convolution another
+    shape. Valid checkpoints otherwise (header, version, CRC)."""
+    import shutil
+
+    import torch
+
+    from hardmix.training.checkpoint import read_checkpoint_file, save_checkpoint
+
+    run = ctx.tmp / f"{kind}-run"
+    shutil.copytree(Path(ctx.fixture("vision_run")), run)
+    (run / "results.json").unlink()
+    path = run / "checkpoint.pt"
+    state = read_checkpoint_file(path)
+    model = state["model"]
+    backbone = [k for k in model if k.startswith("encoder_q.backbone.")]
+    if kind == "partial":
+        for k in backbone[3:]:
+            del model[k]
+    else:
+        first = next(k for k in backbone if model[k].ndim == 4)
+        model[first] = torch.zeros(*model[first].shape[:-1], model[first].shape[-1] + 2)
+    save_checkpoint(state, path, task="vision")
+    ctx.vars.update(run=str(run), ckpt=str(path), backbone_tensors=str(len(backbone)))
+    ctx.protect(run)
+    return run
+
+
+def altered_text_model(ctx: Ctx, kind: str) -> Path:
+    """A copy of the tiny model folder whose ``model.safetensors`` holds 3 of its tensors (``partial``) or
+    one of another shape (``reshaped``): a readable file that does not match the model's config."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = ctx.tmp / f"{kind}-model"
+    shutil.copytree(Path(ctx.fixture("tiny_bert_dir")), folder)
+    weights = folder / "model.safetensors"
+    tensors = load_file(weights)
+    names = list(tensors)
+    if kind == "partial":
+        tensors = {k: tensors[k] for k in names[:3]}
+    else:
+        name = next(k for k in names if k.endswith("query.weight"))
+        tensors[name] = torch.zeros(tensors[name].shape[0] // 2, tensors[name].shape[1])
+    save_file(tensors, weights, metadata={"format": "pt"})
+    ctx.vars.update({f"{kind}_model": str(folder), f"{kind}_weights": str(weights)})
+    ctx.protect(folder)
+    return folder
+
+
+def text_run_with_partial_checkpoint(ctx: Ctx) -> list[str]:
+    """``--resume`` of a text run stopped after 1 of 2 steps whose checkpoint lost one model tensor."""
+    from hardmix.training.checkpoint import read_checkpoint_file, save_checkpoint
+
+    run = previous_text_run(ctx)
+    path = run / "checkpoint.pt"
+    state = read_checkpoint_file(path)
+    state["model"].pop(next(iter(state["model"])))
+    save_checkpoint(state, path, task="text")
+    ctx.vars["ckpt"] = str(path)
+    ctx.protect(run)
+    return ["train", "text", str(ctx.tmp / "config.yaml"), "--output", str(run), "--resume"]
+
+
+def nothing_written(path: str) -> Callable[[Ctx, str], None]:
+    """A check: the command's output ``path`` (a var of the case) does not exist."""
+    return lambda c, err: _assert_equal(Path(c.vars[path]).exists(), False)
+
+
 def lab_image(ctx: Ctx) -> list[str]:
     from PIL import Image
 
@@ -748,6 +821,56 @@ CASES: list[Case] = [
                     ["train", "text", str(config_file(c, text_config(c))), "--output",
                      str(c.fixture("vision_run")), "--resume"])[1],
          ("holds a vision run's checkpoint, not a text run's",)),
+    # ---- weights: every command loads checkpoints and model folders through one key-by-key check
+    Case("weights-partial-export", "export", "`export vision` of a checkpoint holding 3 of its backbone's "
+         "tensors (it wrote them and said every key loaded)",
+         lambda c: (c.vars.update(out=str(c.tmp / "b.pt")),
+                    ["export", "vision", str(altered_vision_run(c, "partial")), str(c.tmp / "b.pt")])[1],
+         ("{ckpt}", "encoder_q.backbone", "does not match the model", "tensors missing"),
+         check=nothing_written("out")),
+    Case("weights-reshaped-export", "export", "`export vision` of a checkpoint whose first convolution has "
+         "another shape (a traceback)",
+         lambda c: (c.vars.update(out=str(c.tmp / "b.pt")),
+                    ["export", "vision", str(altered_vision_run(c, "reshaped")), str(c.tmp / "b.pt")])[1],
+         ("{ckpt}", "does not match the model", "has shape"), check=nothing_written("out")),
+    Case("weights-partial-knn", "eval knn", "a checkpoint holding 3 of its backbone's tensors",
+         lambda c: knn(c, altered_vision_run(c, "partial"), eval_images(c)),
+         ("{ckpt}", "does not match the model", "tensors missing")),
+    Case("weights-partial-linear", "eval linear", "a checkpoint holding 3 of its backbone's tensors",
+         lambda c: linear(c, altered_vision_run(c, "partial"), eval_images(c)),
+         ("{ckpt}", "does not match the model", "tensors missing")),
+    Case("weights-partial-encode-images", "encode", "`--images` with a checkpoint holding 3 of its "
+         "backbone's tensors",
+         lambda c: (c.vars.update(emb=str(c.tmp / "e.npy")),
+                    ["encode", str(altered_vision_run(c, "partial")), "--images", str(eval_images(c)),
+                     "--output", str(c.tmp / "e.npy")])[1],
+         ("{ckpt}", "does not match the model", "tensors missing"), check=nothing_written("emb")),
+    Case("weights-partial-resume-vision", "train vision", "`--resume` from a checkpoint holding 3 of its "
+         "backbone's tensors",
+         lambda c: (run := altered_vision_run(c, "partial"),
+                    ["train", "vision", str(run / "config.yaml"), "--output", str(run), "--resume"])[1],
+         ("--resume", "{ckpt}", "does not match the model", "tensors missing")),
+    Case("weights-partial-resume-text", "train text", "`--resume` from a checkpoint that lost one tensor",
+         text_run_with_partial_checkpoint, ("--resume", "{ckpt}", "does not match the model", "missing")),
+    Case("weights-partial-model", "train text", "`model.name_or_path` whose `model.safetensors` holds 3 of "
+         "the model's tensors (it trained from random weights in their place)",
+         lambda c: train_text(c, text_config(c, model={"name_or_path": str(altered_text_model(c, "partial"))
+                                                       })),
+         ("model.name_or_path", "{partial_weights}", "does not match the model", "tensors missing"),
+         check=lambda c, err: _assert_equal(sorted(p.name for p in (c.tmp / "run").glob("*.*")), [])),
+    Case("weights-reshaped-model", "train text", "`model.name_or_path` whose weights hold a tensor of "
+         "another shape (a traceback)",
+         lambda c: train_text(c, text_config(c, model={"name_or_path": str(altered_text_model(c, "reshaped"))
+                                                       })),
+         ("model.name_or_path", "{reshaped_weights}", "does not match the model", "has shape")),
+    Case("weights-partial-model-eval", "eval text", "a model folder whose weights hold 3 of its tensors "
+         "(it scored random weights)",
+         lambda c: ["eval", "text", str(altered_text_model(c, "partial")), "--tasks", "sts"],
+         ("{partial_weights}", "does not match the model", "tensors missing")),
+    Case("weights-partial-model-encode", "encode", "a model folder whose weights hold 3 of its tensors (it "
+         "encoded with random weights)",
+         lambda c: encode(c, str(altered_text_model(c, "partial")), b"a sentence .\n"),
+         ("{partial_weights}", "does not match the model", "tensors missing"), check=nothing_written("emb")),
     # ---- output folders
     Case("output-existing", "train text", "`--output` holding a run, without `--resume`",
          lambda c: (previous_text_run(c), train_text(c, text_config(c, train={"max_steps": 2,
@@ -1016,25 +1139,36 @@ INVARIANTS = (
     Invariant("Downloads are verified, or not used: a file is placed only once its published or pinned "
               "checksum (else its first download's recorded SHA-256) verifies; kept partial bytes are used "
               "only when the whole file then verifies, else the file is fetched again; an unverified source "
-              "is never resumed; two downloads into one root take a lock; `HARDMIX_OFFLINE=1` attempts no "
-              "connection.",
-              ("hardmix.datasets.download:download_file", "hardmix.datasets.manager:fetch_source"),
+              "is never resumed; two downloads into one root take a lock; `HARDMIX_OFFLINE=1` and "
+              "`--no-download` attempt no connection, in hardmix or in a library it calls (transformers and "
+              "the Hub client are switched offline before they read their settings; a comparison's cells "
+              "inherit it).",
+              ("hardmix.datasets.download:download_file", "hardmix.datasets.manager:fetch_source",
+               "hardmix.utils.offline:libraries_offline"),
               "`hardmix data download`, the Hub stand-in for a missing model, every source in "
-              "`hardmix/data_sources.py`",
+              "`hardmix/data_sources.py`, every command (`hardmix.cli.main`), the engine, text's model "
+              "loading",
               (_INV + "test_a_kept_partial_download_is_used_only_when_the_whole_file_verifies",
+               "tests/reliability/test_offline.py::test_a_hub_model_name_offline_attempts_no_connection",
                "tests/core/test_download.py::test_a_damaged_partial_file_of_an_unverified_source_is_never_resumed",
                "tests/core/test_download.py::test_two_downloads_into_one_root_take_a_lock")),
     Invariant("Every value and every evaluation is checked before work: strategy and schedule numbers are "
               "finite and in range; a schedule that never activates its strategy is refused; a degenerate "
-              "evaluation set is refused naming its file; a checkpoint or exported backbone is loaded key "
-              "by key, and a model folder whose weights do not deserialize is refused naming it; a k-NN "
+              "evaluation set is refused naming its file; every checkpoint, exported backbone and model "
+              "folder is loaded through one key-by-key check (export, evaluation, resume, encode, training's "
+              "starting model: the `weights-*` cases), a partial or mismatched one refused in one line "
+              "naming the file, and a model folder whose weights do not deserialize is refused naming it; a "
+              "k-NN "
               "never has fewer images in its bank than its k; test images of a class the training split "
               "lacks are refused naming it.",
               ("hardmix.errors:check_number",
                "hardmix.losses.contrastive:ContrastiveLoss.check_schedules",
-               "hardmix.text.senteval_data:scorable", "hardmix.utils.checkpoint:load_matching",
-               "hardmix.text.model:model_folder_errors", "hardmix.vision.evaluation:RunEvaluation"),
-              "config validation of every command, `hardmix train` before its first step, `hardmix eval`",
+               "hardmix.text.senteval_data:scorable", "hardmix.utils.checkpoint:check_matching",
+               "hardmix.utils.checkpoint:load_matching", "hardmix.vision.evaluation:checked_backbone",
+               "hardmix.text.model:pretrained_model", "hardmix.text.model:model_folder_errors",
+               "hardmix.vision.evaluation:RunEvaluation"),
+              "config validation of every command, `hardmix train` before its first step and `--resume`, "
+              "`hardmix eval`, `hardmix encode`, `hardmix export vision`",
               (_INV + "test_a_strategy_or_schedule_number_is_finite_in_range_or_refused_naming_its_key",
                "tests/reliability/test_fuzz.py::test_random_values_of_text_config_keys",
                "tests/text/test_senteval_data.py::"
