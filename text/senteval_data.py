@@ -59,11 +59,13 @@ class SentencePairs:
         sent1: first sentences, length n.
         sent2: second sentences, length n.
         labels: (n,) gold similarity (float64) or class ids (int64).
+        source: the file they were read from (for an error to name; empty when built in code).
     """
 
     sent1: list[str]
     sent2: list[str]
     labels: np.ndarray
+    source: str = ""
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -111,6 +113,16 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
+def _sides(path: Path, lineno: int, first: str, second: str) -> tuple[str, str]:
+    """A scored pair's two sentences, normalized; a pair with an empty side is refused naming its line
+    (its cosine score would be that of an empty input, not a sentence's)."""
+    a, b = _norm(first), _norm(second)
+    if not a or not b:
+        raise ValueError(f"{path}:{lineno}: a scored pair whose {'first' if not a else 'second'} sentence is "
+                         "empty; is this the right file?")
+    return a, b
+
+
 def _read_lines(path: Path, encoding: str = "utf-8") -> list[str]:
     """Read ``path`` and split it into lines with :meth:`str.splitlines` (SentEval's splitting)."""
     if not path.is_file():
@@ -142,8 +154,10 @@ def _int_label(path: Path, lineno: int, text: str, allowed: tuple[int, ...]) -> 
 # --------------------------------------------------------------------------------------------- STS
 def scorable(pairs: SentencePairs, path: Path) -> SentencePairs:
     """``pairs`` if a Spearman correlation can be computed on them (at least 2 pairs, gold scores that
-    vary), else a ValueError naming the file: a degenerate evaluation set is refused when read, never
-    turned into a NaN score at the end of a run.
+    vary, no pair with an empty side), else a ValueError naming the file: a degenerate evaluation set is
+    refused when read (the loaders, ``hardmix data check``) and by every scorer
+    (:func:`hardmix.text.sts.system_scores`), never turned into a NaN score at the end of a run. Sets
+    ``pairs.source`` to ``path`` where it is empty.
 
     >>> scorable(SentencePairs(["a", "b"], ["c", "d"], np.array([1.0, 1.0])), Path("sts-dev.csv"))
     Traceback (most recent call last):
@@ -151,12 +165,22 @@ def scorable(pairs: SentencePairs, path: Path) -> SentencePairs:
     ValueError: sts-dev.csv: 2 scored pairs whose gold scores are all 1.0: no correlation can be computed ...
     """
     n = len(pairs)
-    if n < 2:
+    if len(pairs.sent1) != n or len(pairs.sent2) != n:
+        raise ValueError(f"{path}: {len(pairs.sent1)} first and {len(pairs.sent2)} second sentences for {n} "
+                         "gold scores")
+    empty = next((i for i in range(n) if not pairs.sent1[i].strip() or not pairs.sent2[i].strip()), None)
+    if empty is not None:
+        raise ValueError(f"{path}: scored pair {empty + 1} of {n} has an empty sentence; is this the right "
+                         "file?")
         raise ValueError(f"{path}: {n} scored pair{'s' if n != 1 else ''}: a correlation needs at least 2; "
                          "is this the right file?")
     if np.ptp(pairs.labels) == 0:
         raise ValueError(f"{path}: {n} scored pairs whose gold scores are all {pairs.labels[0]}: no "
                          "correlation can be computed on them; is this the right file?")
+    if not np.all(np.isfinite(pairs.labels)):
+        raise ValueError(f"{path}: a gold score that is not a finite number; is this the right file?")
+    if not pairs.source:
+        pairs.source = str(path)
     return pairs
 
 
@@ -190,9 +214,10 @@ def load_sts_subset(folder: str | os.PathLike[str], subset: str) -> SentencePair
                              f"found {len(fields)} fields")
         if gold == "":
             continue  # no gold score for this pair (STS15, STS16)
+        a, b = _sides(inp, lineno, fields[0], fields[1])
         scores.append(_float(gs, lineno, gold, "gold score"))
-        sent1.append(_norm(fields[0]))
-        sent2.append(_norm(fields[1]))
+        sent1.append(a)
+        sent2.append(b)
     return scorable(SentencePairs(sent1, sent2, np.asarray(scores, dtype=np.float64)), gs)
 
 
@@ -227,9 +252,10 @@ def load_stsb(split: str = "test", root: str | os.PathLike[str] | None = None) -
         if len(fields) < 7:
             raise ValueError(f"{path}:{lineno}: expected at least 7 tab-separated fields, "
                              f"found {len(fields)}")
+        a, b = _sides(path, lineno, fields[5], fields[6])
         scores.append(_float(path, lineno, fields[4], "score"))
-        sent1.append(_norm(fields[5]))
-        sent2.append(_norm(fields[6]))
+        sent1.append(a)
+        sent2.append(b)
     return scorable(SentencePairs(sent1, sent2, np.asarray(scores, dtype=np.float64)), path)
 
 
@@ -256,9 +282,10 @@ def load_sickr(split: str = "test", root: str | os.PathLike[str] | None = None) 
         if len(fields) < 4:
             raise ValueError(f"{path}:{lineno}: expected at least 4 tab-separated fields, "
                              f"found {len(fields)}")
+        a, b = _sides(path, lineno, fields[1], fields[2])
         scores.append(_float(path, lineno, fields[3], "relatedness score"))
-        sent1.append(_norm(fields[1]))
-        sent2.append(_norm(fields[2]))
+        sent1.append(a)
+        sent2.append(b)
     return scorable(SentencePairs(sent1, sent2, np.asarray(scores, dtype=np.float64)), path)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 from scipy.stats import rankdata, spearmanr
 
-from hardmix.text.senteval_data import SentencePairs
+from hardmix.text.senteval_data import SentencePairs, scorable
 
 AGGREGATIONS = ("all", "mean", "wmean")
 
@@ -83,7 +83,13 @@ def system_scores(embed: Callable[[list[str]], np.ndarray], pairs: SentencePairs
 
     Returns:
         (len(pairs),) cosine similarities.
+
+    Raises:
+        ValueError: a degenerate evaluation set (:func:`hardmix.text.senteval_data.scorable`: fewer than 2
+            pairs, constant gold scores, a pair with an empty side), naming its file: every STS scorer
+            (:func:`score_pairs`, :func:`score_year`, STS-B dev selection) goes through here.
     """
+    scorable(pairs, pairs.source or "the evaluation set")
     return cosine_scores(embed(pairs.sent1), embed(pairs.sent2))
 
 

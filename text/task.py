@@ -340,6 +340,26 @@ class TextTask(Task):
         return needs
 
     @classmethod
+    def data_problems(cls, name: str, path: Path) -> list[str]:
+        """SentEval's STS sets read by the loaders that training's selection and ``hardmix eval text``
+        read them with: a degenerate one (no pair or one, constant gold scores, a pair with an empty side,
+        a line that does not parse) is one line naming its file."""
+        if name != "senteval":
+            return []
+        from hardmix.text.senteval_data import STS_SUBSETS, load_sickr, load_sts_year, load_stsb
+
+        problems: list[str] = []
+        splits = ("train", "dev", "test")
+        loads = [lambda t=t: load_sts_year(t, path) for t in STS_SUBSETS]
+        loads += [lambda s=s, f=f: f(s, path) for f in (load_stsb, load_sickr) for s in splits]
+        for load in loads:
+            try:
+                load()
+            except (OSError, ValueError) as e:
+                problems.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return problems
+
+    @classmethod
     def score_names(cls, cfg: TextTrainConfig) -> list[str]:
         """``stsb_dev`` when the run evaluates, and with ``eval.final_sts`` the held-out STS suite (each
         with ``<score>_se`` besides, when ``eval.sts_bootstrap``)."""

@@ -195,6 +195,13 @@ class Task(ABC):
         return []
 
     @classmethod
+    def data_problems(cls, name: str, path: Path) -> list[str]:
+        """Problems (one line each, naming the file) that this task's own loaders find in the content of
+        the registered data set ``name`` at ``path`` (a degenerate evaluation set, ...): what evaluation
+        and training refuse, ``hardmix data check`` refuses too. Empty: nothing to say (the default)."""
+        return []
+
+    @classmethod
     def score_names(cls, cfg: Any) -> list[str]:
         """The keys ``final_scores`` will hold for this config (what ``hardmix compare`` may compare)."""
         return [cls.selection_metric_for(cfg)] if cfg.eval.at_end or cfg.eval.eval_steps else []

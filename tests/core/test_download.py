@@ -135,7 +135,7 @@ def test_hardmix_offline_means_no_connection_is_attempted(served, tmp_path, monk
 
     monkeypatch.setattr(model_source, "_hub_reachable", probe)
     cached, why = model_source._hub_status("some-org/a-model-that-is-not-cached")
-    assert (cached, why) == (False, "offline mode is set (HARDMIX_OFFLINE)")
+    assert (cached, why) == (False, "offline mode is set (HARDMIX_OFFLINE=1)")
 
 
 def test_two_downloads_into_one_root_take_a_lock(served, tmp_path, capsys):
