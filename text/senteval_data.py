@@ -172,6 +172,7 @@ def scorable(pairs: SentencePairs, path: Path) -> SentencePairs:
     if empty is not None:
         raise ValueError(f"{path}: scored pair {empty + 1} of {n} has an empty sentence; is this the right "
                          "file?")
+    if n < 2:
         raise ValueError(f"{path}: {n} scored pair{'s' if n != 1 else ''}: a correlation needs at least 2; "
                          "is this the right file?")
     if np.ptp(pairs.labels) == 0:

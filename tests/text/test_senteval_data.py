@@ -204,3 +204,74 @@ def test_a_degenerate_evaluation_set_is_refused_before_training_naming_the_file(
     err = capsys.readouterr().err
     assert f"{dev}: {message}" in err and "Traceback" not in err
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def _mini_senteval(root: Path) -> Path:
+    """A SentEval folder holding every file ``hardmix data check`` looks for, each with 3 scorable pairs
+    (or a line), written here: no shared data needed."""
+    from hardmix.datasets.layout import SENTEVAL_FILES
+
+    folder = root / "senteval"
+    for name in SENTEVAL_FILES:
+        path = folder / name
+        if "/STS.input." in name:
+            _write(path, "".join(f"a man plays {i} .\ta woman sings {i} .\n" for i in range(3)))
+        elif "/STS.gs." in name:
+            _write(path, "1.0\n2.5\n4.0\n")
+        elif name.endswith(".csv"):
+            _write(path, "".join(f"g\tMSRvid\t2012\t000{i}\t{i + 1}.0\ta man {i} .\ta woman {i} .\n"
+                                 for i in range(3)))
+        elif name.startswith("SICK/"):
+            head = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+            _write(path, head + "".join(f"{i}\tA dog runs {i}\tA cat sits {i}\t{i + 2}.0\tNEUTRAL\n"
+                                        for i in range(3)))
+        else:
+            _write(path, "a sentence .\n")
+    return folder
+
+
+@pytest.mark.parametrize("where, content, message", [
+    ("STS/STSBenchmark/sts-dev.csv", "", "0 scored pairs: a correlation needs at least 2"),
+    ("STS/STSBenchmark/sts-test.csv", "g\tMSRvid\t2012\t0000\t4.0\ta man .\ta woman .\n",
+     "1 scored pair: a correlation needs at least 2"),
+    ("SICK/SICK_test_annotated.txt", "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tx\n"
+     "1\tA dog\tA cat\t3.0\tN\n2\tA man\tA boy\t3.0\tN\n", "2 scored pairs whose gold scores are all 3.0"),
+    ("STS/STS15-en-test/STS.input.images.txt", "a man .\ta woman .\n \ta boy .\nx .\ty .\n",
+     ":2: a scored pair whose first sentence is empty"),
+])
+def test_data_check_refuses_a_degenerate_evaluation_set_naming_the_file(where, content, message, tmp_path,
+                                                                          capsys):
+    """``hardmix data check`` said `ok` of an STS set that training, evaluation and every scorer refuse (an
+    empty file, one pair, constant gold scores, a pair with an empty side); it reads them with the same
+    loaders now, and names the file."""
+    from hardmix.cli import main
+
+    folder = _mini_senteval(tmp_path)
+    assert main(["data", "check", "senteval", "--root", str(tmp_path)]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    (folder / where).write_text(content, encoding="utf-8")
+    assert main(["data", "check", "senteval", "--root", str(tmp_path)]) != 0
+    out = capsys.readouterr()
+    assert f"{folder / where}" in out.out + out.err and message in out.out + out.err, out
+    assert "Traceback" not in out.err
+
+
+@pytest.mark.parametrize("pairs, message", [
+    (sd.SentencePairs([], [], np.zeros(0)), "0 scored pairs"),
+    (sd.SentencePairs(["a ."], ["b ."], np.array([3.0])), "1 scored pair"),
+    (sd.SentencePairs(["a .", "b .", "c ."], ["d .", "e .", "f ."], np.full(3, 2.0)),
+     "gold scores are all 2.0"),
+    (sd.SentencePairs(["a .", "", "c ."], ["d .", "e .", "f ."], np.array([1.0, 2.0, 3.0])),
+     "scored pair 2 of 3 has an empty sentence"),
+])
+def test_every_sts_scorer_refuses_a_degenerate_set(pairs, message):
+    """The scorers took hand-built pairs as given: a NaN correlation (or one of empty inputs) as a score."""
+    from hardmix.text.sts import score_pairs, score_year, system_scores
+
+    def embed(sentences: list[str]) -> np.ndarray:
+        return np.random.default_rng(0).normal(size=(len(sentences), 4))
+
+    for score in (lambda: score_pairs(embed, pairs), lambda: score_year(embed, {"s": pairs}),
+                  lambda: system_scores(embed, pairs)):
+        with pytest.raises(ValueError, match=f"the evaluation set: .*{message}"):
+            score()
