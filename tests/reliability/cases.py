@@ -1154,7 +1154,9 @@ INVARIANTS = (
                "tests/core/test_download.py::test_two_downloads_into_one_root_take_a_lock")),
     Invariant("Every value and every evaluation is checked before work: strategy and schedule numbers are "
               "finite and in range; a schedule that never activates its strategy is refused; a degenerate "
-              "evaluation set is refused naming its file; every checkpoint, exported backbone and model "
+              "evaluation set (empty, one pair, constant gold scores, a pair with an empty side) is refused "
+              "naming its file by training, `hardmix eval`, every STS scorer and `hardmix data check` (the "
+              "same loaders); every checkpoint, exported backbone and model "
               "folder is loaded through one key-by-key check (export, evaluation, resume, encode, training's "
               "starting model: the `weights-*` cases), a partial or mismatched one refused in one line "
               "naming the file, and a model folder whose weights do not deserialize is refused naming it; a "
@@ -1168,11 +1170,14 @@ INVARIANTS = (
                "hardmix.text.model:pretrained_model", "hardmix.text.model:model_folder_errors",
                "hardmix.vision.evaluation:RunEvaluation"),
               "config validation of every command, `hardmix train` before its first step and `--resume`, "
-              "`hardmix eval`, `hardmix encode`, `hardmix export vision`",
+              "`hardmix eval`, `hardmix encode`, `hardmix export vision`, `hardmix data check`",
               (_INV + "test_a_strategy_or_schedule_number_is_finite_in_range_or_refused_naming_its_key",
                "tests/reliability/test_fuzz.py::test_random_values_of_text_config_keys",
                "tests/text/test_senteval_data.py::"
                "test_a_degenerate_evaluation_set_is_refused_before_training_naming_the_file",
+               "tests/text/test_senteval_data.py::"
+               "test_data_check_refuses_a_degenerate_evaluation_set_naming_the_file",
+               "tests/text/test_senteval_data.py::test_every_sts_scorer_refuses_a_degenerate_set",
                "tests/vision/test_trainer.py::test_a_partial_checkpoint_is_refused_key_by_key",
                "tests/vision/test_validation_split.py::"
                "test_a_k_nn_with_more_neighbours_than_its_bank_is_refused_before_training",
