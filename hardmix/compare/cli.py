@@ -82,8 +82,8 @@ def parse_keep(value: str) -> frozenset[str]:
 
 
 def check_extension(saved: Path, raw: dict) -> None:
-    """Refuse a spec that differs from the comparison's saved one other than by added seeds or strategies
-    (naming what changed)."""
+    """Refuse a spec that differs from the comparison's saved one other than by added seeds, strategies or
+    values of a tuning grid's knobs (naming what changed)."""
     from hardmix.compare.spec import spec_differences
     from hardmix.config import load_yaml
 
@@ -91,8 +91,9 @@ def check_extension(saved: Path, raw: dict) -> None:
     changed = spec_differences(old if isinstance(old, dict) else {}, raw)
     if changed:
         raise ConfigError(
-            f"--resume: the spec differs from the comparison's ({saved}) in {', '.join(changed)}; only seeds "
-            "and strategies may be added to a comparison: restore the rest, or choose another --output"
+            f"--resume: the spec differs from the comparison's ({saved}) in {', '.join(changed)}; only "
+            "seeds, strategies and values of tune.grid's knobs may be added to a comparison: restore the "
+            "rest, or choose another --output"
         )
 
 
@@ -123,7 +124,8 @@ def print_exact_floors(floors: dict[str, dict]) -> None:
 def main(args: argparse.Namespace) -> int:
     from hardmix.compare.grid import LOGS, build_grid, print_commands
     from hardmix.compare.spec import exact_floors, load_spec, select_tasks
-    from hardmix.compare.tuning import best_points, first_points, tuning_cells
+    from hardmix.compare.tuning import best_points, first_points, point_folders, stale_cells, tuning_cells
+    from hardmix.config import load_yaml
 
     spec = select_tasks(load_spec(args.spec), args.tasks)
     out = Path(args.output or spec.output or Path("runs/compare") / Path(args.spec).stem)
@@ -143,6 +145,8 @@ def main(args: argparse.Namespace) -> int:
     saved = out / SPEC_COPY
     if saved.is_file() and (args.resume or args.report_only or args.print_commands):
         check_extension(saved, spec.raw)
+    # each tuning point's folder: kept when values are added to the grid
+    folders = point_folders(spec, out, load_yaml(saved) if saved.is_file() else None) if spec.tune else {}
     # SPEC given as the comparison's own saved copy (OUT/spec.yaml): continuing from it is fine, and the
     # file is never written over (a spec written by hand in that place keeps its comments and layout).
     spec_in_place = saved.is_file() and Path(args.spec).is_file() and saved.samefile(args.spec)
@@ -157,10 +161,11 @@ def main(args: argparse.Namespace) -> int:
 
         ensure_for_spec(spec, download_allowed=not args.no_download)
     check_data = not (args.print_commands or args.status)
-    tune = tuning_cells(spec, out, check_data=check_data) if spec.tune else []
+    tune = tuning_cells(spec, out, check_data=check_data, folders=folders) if spec.tune else []
     best = best_points(spec, tune) if tune else {}
     cells = build_grid(spec, out, check_data=check_data, points=best or first_points(spec),
-                       check_existing=best is not None)
+                       check_existing=best is not None and not tune)
+    stale = stale_cells(spec, cells, folders) if tune and best else []  # run at a point no longer chosen
     if args.status:
         return launcher.print_status(tune + cells, out)
     print_exact_floors(floors)  # every cell validated: what the seeds allow, before anything runs
@@ -172,6 +177,9 @@ def main(args: argparse.Namespace) -> int:
                 print(f"# {c.label}\n{launcher.sbatch_script(settings, c, out)}")
         else:
             print("\n".join(print_commands(todo)))
+        for cell, i in stale:
+            print(f"hardmix: {cell.label} ran at tune point{i}, which tuning no longer chooses: hardmix "
+                  "compare --resume moves it to superseded/ and runs it again", file=sys.stderr)
         if best is None:
             print("hardmix: these are the tuning cells; the evaluation cells run each strategy's best point: "
                   "print the commands again once these have finished", file=sys.stderr)
@@ -187,7 +195,7 @@ def main(args: argparse.Namespace) -> int:
     lock = RunLock(out)
     lock.acquire()
     try:
-        return _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place)
+        return _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place, folders)
     finally:
         lock.release()
 
@@ -205,19 +213,23 @@ def _launch(args, spec, cells, out, jobs, keep):  # noqa: ANN001, ANN202
     return launcher.submit_cells(spec, cells, out, args.launcher, wait=args.wait)
 
 
-def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=False) -> int:  # noqa: ANN001
+def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=False,  # noqa: ANN001
+                    folders=None) -> int:
     from hardmix.compare.grid import LOGS
+    from hardmix.compare.tuning import write_point_order
     from hardmix.utils.checkpoint import atomic_write_text
 
     if args.report_only:
-        return _report(spec, out, cells, tune, [])
+        return _report(spec, out, cells, tune, [], folders)
     fresh = not (out / SPEC_COPY).is_file() and not (out / LOGS).exists()
+    if folders:  # before the spec copy: the points made so far keep their folders
+        write_point_order(folders, out)
     if not spec_in_place:
         atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
     if args.launcher == "local":
         print(f"hardmix: each cell's output is in {out / LOGS}/", file=sys.stderr)
     try:
-        return _launch_and_report(args, spec, out, cells, tune, jobs, keep)
+        return _launch_and_report(args, spec, out, cells, tune, jobs, keep, folders or {})
     except BaseException:
         if fresh and args.launcher != "local":
             _forget_unsubmitted(out)
@@ -240,9 +252,9 @@ def _forget_unsubmitted(out: Path) -> None:
         logs.rmdir()
 
 
-def _launch_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa: ANN001
+def _launch_and_report(args, spec, out, cells, tune, jobs, keep, folders) -> int:  # noqa: ANN001
     from hardmix.compare.grid import build_grid
-    from hardmix.compare.tuning import best_points
+    from hardmix.compare.tuning import best_points, stale_cells, supersede
 
     failed = []
     if tune:
@@ -255,21 +267,25 @@ def _launch_and_report(args, spec, out, cells, tune, jobs, keep) -> int:  # noqa
                 print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
             raise RunError(f"{out}: tuning did not finish, so no strategy has its best point yet; fix "
                            "the failed cells and rerun with --resume")
-        cells = build_grid(spec, out, check_data=False, points=best)
+        cells = build_grid(spec, out, check_data=False, points=best, check_existing=False)
+        for cell, i in stale_cells(spec, cells, folders):  # tuning chose again: run at its new choice
+            moved = supersede(cell, i, out)
+            print(f"hardmix: {cell.label} ran at tune point{i}, which tuning no longer chooses; it runs "
+                  f"again (the earlier run was moved to {moved})", file=sys.stderr)
     launched = _launch(args, spec, cells, out, jobs, keep)
     if launched is None:
         return 0  # the jobs run on: --status follows them, --report-only reports
     failed += launched
     for cell, log in failed:
         print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
-    return _report(spec, out, cells, tune, failed)
+    return _report(spec, out, cells, tune, failed, folders)
 
 
-def _report(spec, out, cells, tune, failed) -> int:  # noqa: ANN001
+def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN001
     from hardmix.compare.plots import make_plots
     from hardmix.compare.report import diagnostics_note, write_csv, write_html, write_json, write_markdown
     from hardmix.compare.summary import cross_table, per_task_table, summarize, text_table
-    from hardmix.compare.tuning import tuning_table
+    from hardmix.compare.tuning import superseded_table, tuning_table
 
     corrupt = [c for c in cells if c.status() == "corrupt"]
     for c in corrupt:
@@ -279,6 +295,10 @@ def _report(spec, out, cells, tune, failed) -> int:  # noqa: ANN001
     summary = summarize(spec, [c for c in cells if c not in corrupt], tuning)
     summary["missing"] += [c.label for c in corrupt]  # a corrupt record counts as a missing cell
     summary["cells"] += len(corrupt)
+    superseded = superseded_table({t: r["score"] for t, r in summary["tasks"].items()}, out,
+                                  folders or {})
+    if superseded:  # every look at the held-out data disclosed
+        summary["superseded"] = superseded
     if summary["finished"] == 0:
         raise RunError(f"{out}: no run of this comparison has finished yet; nothing to report")
     plots = make_plots(cells, summary, out / "plots")
@@ -297,6 +317,10 @@ def _report(spec, out, cells, tune, failed) -> int:  # noqa: ANN001
     if summary["failed"]:
         print(f"\nfailed ({len(summary['failed'])}, recorded; --resume --retry-failed runs them again): "
               + "; ".join(f"{label}: {why}" for label, why in summary["failed"].items()))
+    if superseded:
+        print(f"\nsuperseded ({len(superseded)}: run at a tuning point no longer chosen, kept in "
+              f"{out / 'superseded'}): " + "; ".join(f"{r['cell']} at {r['point']}: {r['score']}"
+                                                      for r in superseded))
     if summary["missing"]:
         print(f"\nmissing ({len(summary['missing'])}): {', '.join(summary['missing'])}")
     print(f"\nreport: {out / 'report.html'} (summary.md, summary.csv, summary.json, plots/)")

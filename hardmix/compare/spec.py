@@ -461,7 +461,8 @@ def _names_in(spec: dict[str, Any]) -> set[str]:
 def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The keys of a comparison spec that changed in a way ``--resume`` cannot continue: everything except
     added seeds, added strategies (a new name, or a new name in a task's ``strategies``, with its own
-    ``strategy_args`` and ``tune.grid`` entries), ``jobs`` and ``output``.
+    ``strategy_args`` and ``tune.grid`` entries), values added to a strategy's ``tune.grid`` knobs
+    (:func:`grid_grows`), ``jobs`` and ``output``.
 
     >>> old = {"seeds": [1, 2], "strategies": {"none": [{"name": "none"}]}, "tasks": {"t": {"score": "a"}}}
     >>> spec_differences(old, {**old, "seeds": [1, 2, 3], "jobs": 2})
@@ -552,11 +553,30 @@ def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         elif key == "tune" and isinstance(a, dict) and isinstance(b, dict):
             grid_a, grid_b = a.get("grid") or {}, b.get("grid") or {}
             added = {n for n in grid_b if n not in grid_a and n not in (old.get("strategies") or {})}
-            kept = {**b, "grid": {n: v for n, v in grid_b.items() if n not in added}}
+            kept = {**b, "grid": {n: grid_a[n] if n in grid_a and grid_grows(grid_a[n], grid_b[n]) else v
+                                  for n, v in grid_b.items() if n not in added}}
             changed += [f"tune.{k}" for k in sorted(set(a) | set(kept)) if a.get(k) != kept.get(k)]
         elif a != b:
             changed.append(key)
     return changed
+
+
+def grid_grows(old: Any, new: Any) -> bool:
+    """Whether grid ``new`` is grid ``old`` with values added to its knobs (the same knobs, every old value
+    kept): what ``--resume`` continues, running only the new points.
+
+    >>> grid_grows({"mixcse.lam": [0.1, 0.2]}, {"mixcse.lam": [0.05, 0.1, 0.2]})
+    True
+    >>> grid_grows({"mixcse.lam": [0.1, 0.2]}, {"mixcse.lam": [0.05, 0.2]})
+    False
+    >>> grid_grows({"mixcse.lam": [0.1]}, {"mixcse.lam": [0.1], "train.lr": [1e-5]})
+    False
+    """
+    old, new = old or {}, new or {}
+    if not isinstance(old, dict) or not isinstance(new, dict) or set(old) != set(new):
+        return False
+    return all(isinstance(new[k], list) and isinstance(v, list) and all(x in new[k] for x in v)
+               for k, v in old.items())
 
 
 def grid_points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -638,5 +658,5 @@ def load_spec(path: str | os.PathLike[str]) -> CompareSpec:
 
 __all__ = [
     "CompareSpec", "TaskSpec", "TuneSpec", "apply_point", "check_names", "exact_floors", "floor_line",
-    "grid_points", "grid_size", "load_spec", "parse_spec", "spec_differences",
+    "grid_grows", "grid_points", "grid_size", "load_spec", "parse_spec", "spec_differences",
 ]

@@ -4,7 +4,10 @@ Each strategy, the baseline included, runs every point of its grid on the tuning
 by the mean over those seeds of the task's selection metric (``Task.selection_metric``: the score that
 selects the model, never a held-out score). The best point per task and strategy is what that strategy's
 evaluation cells run. Tuning cells are ordinary run folders, ``DIR/tune/<task>/<strategy>/point<i>/seed<k>``,
-finished once and resumed like the evaluation cells.
+finished once and resumed like the evaluation cells. Values added to a grid's knobs (``--resume``) run
+only the new points: a point keeps its folder (``DIR/tune/points.json`` records their order,
+:func:`point_folders`), the best point is chosen again, and an evaluation cell run at a point no longer
+chosen is moved to ``DIR/superseded/`` (kept, and listed in the summary) and run again.
 
 ::
 
@@ -19,16 +22,26 @@ finished once and resumed like the evaluation cells.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from hardmix.compare.grid import Cell, check_same_config, check_task, make_cell, task_class, task_metric
+from hardmix.compare.grid import (
+    Cell,
+    cell_log,
+    check_same_config,
+    check_task,
+    make_cell,
+    task_class,
+    task_metric,
+)
 from hardmix.compare.spec import CompareSpec, TaskSpec, grid_points
 from hardmix.errors import ConfigError, RunError
-from hardmix.training.results import ResultsError
+from hardmix.training.results import ResultsError, read_results
+from hardmix.utils.checkpoint import atomic_write_text
 from hardmix.utils.confine import confined
 
 
@@ -39,19 +52,91 @@ def tuned_tasks(spec: CompareSpec) -> list[TaskSpec]:
     return [t for t in spec.tasks.values() if spec.tune.tasks is None or t.name in spec.tune.tasks]
 
 
-def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True) -> list[Cell]:
+#: In ``DIR/tune/``: each tuned task's strategies' grid points in the order of their folders ``point<i>``.
+POINT_ORDER = "points.json"
+
+Folders = dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]
+
+
+def point_folders(spec: CompareSpec, output: Path, saved: dict[str, Any] | None = None) -> Folders:
+    """Each tuned (task, strategy)'s grid points, each with the index of its folder ``point<i>``.
+
+    The points a comparison has made keep their folders when values are added to the grid: they come in
+    the order recorded in ``DIR/tune/points.json`` (:func:`write_point_order`) or, for a comparison from
+    before that record, in the order of its saved spec's grid (``saved``, the spec it was made with); new
+    points follow, in grid order. Without either, the folders follow the grid's order.
+
+    >>> from hardmix.compare.spec import parse_spec
+    >>> def spec(lams):
+    ...     grid = {"mixcse": {"mixcse.lam": lams}}
+    ...     text = {"config": "configs/text/cpu_simcse.yaml"}
+    ...     return parse_spec({"seeds": [1], "strategies": {"mixcse": [{"name": "mixcse"}]},
+    ...                        "tasks": {"text": text}, "tune": {"seeds": [9], "grid": grid}})
+    >>> old = {"tune": {"grid": {"mixcse": {"mixcse.lam": [0.1, 0.2]}}}}
+    >>> point_folders(spec([0.05, 0.1, 0.2]), Path("/nonexistent"), old)[("text", "mixcse")]
+    [(2, {'mixcse.lam': 0.05}), (0, {'mixcse.lam': 0.1}), (1, {'mixcse.lam': 0.2})]
+
+    Raises:
+        ConfigError: ``points.json`` unreadable or not a record of points (naming it).
+    """
+    record = output / "tune" / POINT_ORDER
+    if record.is_file():
+        try:
+            known = json.loads(record.read_text(encoding="utf-8"))
+            ok = isinstance(known, dict) and all(
+                isinstance(rows, dict) and all(isinstance(ps, list) and all(isinstance(p, dict) for p in ps)
+                                               for ps in rows.values()) for rows in known.values())
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            raise ConfigError(f"{record}: not a record of tuning points (task -> strategy -> [points]); "
+                              "restore it from the comparison's copy, or choose another --output")
+    else:
+        grid = ((saved or {}).get("tune") or {}).get("grid") or {}
+        known = {t.name: {s: grid_points(axes) for s, axes in grid.items() if isinstance(axes, dict)}
+                 for t in tuned_tasks(spec)}
+    out: Folders = {}
+    for task in tuned_tasks(spec):
+        for strategy in task.strategies or spec.strategies:
+            current = grid_points(spec.tune.grid[strategy])
+            made = list((known.get(task.name) or {}).get(strategy) or [])
+            order = made + [p for p in current if p not in made]
+            out[(task.name, strategy)] = [(order.index(p), p) for p in current]
+    return out
+
+
+def write_point_order(folders: Folders, output: Path) -> None:
+    """Record ``DIR/tune/points.json`` (:func:`point_folders`), so that a point keeps its folder whatever
+    values are added to the grid later."""
+    record: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for (task, strategy), points in folders.items():
+        order: list[dict[str, Any]] = [{}] * (max(i for i, _ in points) + 1)
+        for i, p in points:
+            order[i] = p
+        record.setdefault(task, {})[strategy] = order
+    path = confined(output / "tune" / POINT_ORDER, output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(json.dumps(record, indent=1) + "\n", path)
+
+
+def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
+                 folders: Folders | None = None) -> list[Cell]:
     """Every tuning cell, each point's config validated (and the selection metric among its final scores);
     nothing is run or written.
+
+    Args:
+        folders: each point's folder index (:func:`point_folders`; default: as a new comparison's).
 
     Raises:
         ConfigError: naming ``tune.grid.<strategy>`` or the task at fault.
     """
     cells: list[Cell] = []
     assert spec.tune is not None or not tuned_tasks(spec)
+    folders = folders if folders is not None else point_folders(spec, output)
     for task in tuned_tasks(spec):
         task_cls = task_class(task)
         for strategy in task.strategies or spec.strategies:
-            for i, point in enumerate(grid_points(spec.tune.grid[strategy])):
+            for i, point in folders[(task.name, strategy)]:
                 checked = False  # each point's config through the task's own checks
                 for seed in spec.tune.seeds:
                     run_dir = output / "tune" / task.name / strategy / f"point{i}" / f"seed{seed}"
@@ -69,6 +154,81 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True) -> li
                     check_same_config(cell)
                     cells.append(cell)
     return cells
+
+
+#: In the comparison's folder: the evaluation cells run at a point that tuning no longer chooses, kept.
+SUPERSEDED = "superseded"
+
+
+def _made_at(spec: CompareSpec, cell: Cell, folders: Folders) -> int | None:
+    """The folder index of the grid point whose config made ``cell``'s run folder, or None."""
+    task_cls = task_class(cell.task)
+    seed_at = cell.overrides.index(f"train.seed={cell.seed}")
+    for i, point in folders.get((cell.task.name, cell.strategy), []):
+        other, _ = make_cell(spec, cell.task, task_cls, cell.strategy, cell.seed, cell.run_dir, point,
+                             score_overrides=cell.overrides[seed_at + 1:])
+        try:
+            check_same_config(other)
+        except ConfigError:
+            continue
+        return i
+    return None
+
+
+def stale_cells(spec: CompareSpec, cells: list[Cell], folders: Folders) -> list[tuple[Cell, int]]:
+    """The evaluation cells whose folder holds a run made at another point of their strategy's grid (the
+    one tuning chose before values were added to the grid), each with that point's folder index; any other
+    folder of another config refused (:func:`check_same_config`)."""
+    stale = []
+    for cell in cells:
+        try:
+            check_same_config(cell)
+        except ConfigError:
+            index = _made_at(spec, cell, folders)
+            if index is None:
+                raise
+            stale.append((cell, index))
+    return stale
+
+
+def supersede(cell: Cell, index: int, output: Path) -> Path:
+    """Move ``cell``'s run folder, made at the grid point of folder ``index``, and its log to
+    ``DIR/superseded/<task>/<strategy>/point<i>/seed<k>`` (``seed<k>.2``, ... when taken): the cell runs
+    again at the chosen point and the earlier run is kept and reported. Returns where it went."""
+    base = output / SUPERSEDED / cell.task.name / cell.strategy / f"point{index}"
+    n, target = 1, base / f"seed{cell.seed}"
+    while target.exists():
+        n += 1
+        target = base / f"seed{cell.seed}.{n}"
+    confined(target, output)
+    confined(cell.run_dir, output)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cell.run_dir.rename(target)
+    log = cell_log(cell, output)
+    if log.is_file() and not log.is_symlink():
+        confined(log, output).rename(target / "cell.log")
+    return target
+
+
+def superseded_table(scores: dict[str, str], output: Path, folders: Folders) -> list[dict[str, Any]]:
+    """Every evaluation run set aside by :func:`supersede`: its cell, the point it ran and its compared
+    score (``scores``: task -> the score compared; None unless finished), so that every look at the
+    held-out data is disclosed."""
+    rows = []
+    for (task, strategy), points in folders.items():
+        score = scores.get(task)
+        for i, point in sorted(points, key=lambda ip: ip[0]):
+            base = output / SUPERSEDED / task / strategy / f"point{i}"
+            if not base.is_dir():
+                continue
+            for run in sorted(base.iterdir(), key=lambda d: d.name):
+                try:
+                    record = read_results(run)
+                except ResultsError:
+                    record = {"finished": False}
+                value = (record.get("final_scores") or {}).get(score) if record.get("finished") else None
+                rows.append({"cell": f"{task}/{strategy}/{run.name}", "point": point, "score": value})
+    return rows
 
 
 def first_points(spec: CompareSpec) -> dict[tuple[str, str], dict[str, Any]]:
@@ -118,9 +278,9 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
         for strategy in task.strategies or spec.strategies:
             mine = [c for c in cells if c.task.name == task.name and c.strategy == strategy]
             grid, steps, runs, pending, ses = [], set(), 0, False, []
-            for i, point in enumerate(grid_points(spec.tune.grid[strategy])):
+            for point in grid_points(spec.tune.grid[strategy]):
                 seeds, failed = {}, {}
-                for c in (c for c in mine if c.point_index == i):
+                for c in (c for c in mine if c.point == point):
                     state, score = _outcome(c, metric)
                     if state == "scored":
                         seeds[c.seed] = score
@@ -229,4 +389,7 @@ def best_points(spec: CompareSpec, cells: list[Cell]) -> dict[tuple[str, str], d
     return None if any(p is None for p in best.values()) else best
 
 
-__all__ = ["best_points", "first_points", "grid_edge", "inert_knobs", "tuning_cells", "tuning_table"]
+__all__ = [
+    "POINT_ORDER", "SUPERSEDED", "best_points", "first_points", "grid_edge", "inert_knobs", "point_folders",
+    "stale_cells", "supersede", "superseded_table", "tuning_cells", "tuning_table", "write_point_order",
+]

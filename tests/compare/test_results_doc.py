@@ -224,6 +224,9 @@ def test_the_premise_search_table_recomputes_from_its_records():
     assert f"({long[3]}, then down to {long[-1]})" in doc
     assert f"({short[0]} at step 5 to {short[-1]} at step 40)" in doc
     failed = [max(a for s, a in r["proxy_acc"] if s > 40) for r in runs if r["first_step_over_0.8"] is None]
+    passed = sorted((r["steps"], r["first_step_over_0.8"]) for r in runs if r["first_step_over_0.8"])
+    assert (f"passed 0.8, with K 64 (at step {passed[0][1]:,} of {passed[0][0]:,}) and with K 256 at 16 "
+            f"pixels (at step {passed[1][1]:,} of {passed[1][0]:,})") in doc and len(passed) == 2
     assert f"at most {min(failed):.2f} to {max(failed):.2f} in five cheaper" in doc and len(failed) == 5
     path = ROOT / "benchmarks/results/single_runs_2026-12-02/vision_metrics.jsonl"
     vision = [json.loads(x) for x in path.read_text().splitlines()]
@@ -527,7 +530,7 @@ def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch
 
 @pytest.mark.parametrize("name", COMMITTED)
 def test_report_only_rewrites_each_committed_summary_exactly(name, tmp_path, data_root, capsys):
-    """Today's code, given a committed comparison's cells and its spec, writes the committed
+    """Today's code, given a committed comparison's cells and its spec copy, writes the committed
     ``summary.json`` again, value for value: a change of hardmix that moves a number of a committed
     comparison fails here. Only the writer's own provenance differs: ``machine`` and ``versions`` say
     where and with what the summary was written (here: this machine), not what its cells measured (each
@@ -541,7 +544,7 @@ def test_report_only_rewrites_each_committed_summary_exactly(name, tmp_path, dat
     folder = tmp_path / name
     shutil.copytree(ROOT / f"benchmarks/results/compare_{name}", folder)
     committed = json.loads((folder / "summary.json").read_text())
-    spec = ROOT / f"configs/compare/{name}.yaml"
+    spec = folder / "spec.yaml"  # the comparison's own copy (its shipped spec may have grown since)
     assert cli(["compare", str(spec), "--output", str(folder), "--report-only"]) == 0, capsys.readouterr().err
     written = json.loads((folder / "summary.json").read_text())
     provenance = ("machine", "versions")

@@ -316,8 +316,9 @@ def test_strategy_set_gives_arms_that_differ_in_a_setting(text_spec, tmp_path):
 
 def test_the_committed_comparisons_keep_the_precision_they_were_recorded_in():
     """``train.precision``'s default is ``auto`` (bf16 where the CPU computes it): the specs of the committed
-    comparisons set fp32, which every one of their cells recorded, so ``--resume`` adds cells alike."""
-    from hardmix.compare.spec import load_spec
+    comparisons set fp32, which every one of their cells recorded, so ``--resume`` adds cells alike; each
+    shipped spec is its comparison's, or one that ``--resume`` continues it with."""
+    from hardmix.compare.spec import load_spec, spec_differences
 
     root = __import__("pathlib").Path(__file__).resolve().parents[2]
     for name in ("cpu_full", "strategies", "premise", "variants"):
@@ -325,8 +326,8 @@ def test_the_committed_comparisons_keep_the_precision_they_were_recorded_in():
             assert "train.precision=fp32" in task.overrides, (name, task.name)
     for name in ("cpu_full", "strategies", "premise"):
         folder = root / "benchmarks/results" / f"compare_{name}"
-        assert yaml.safe_load((folder / "spec.yaml").read_text()) == yaml.safe_load(
-            (root / "configs/compare" / f"{name}.yaml").read_text())
+        assert spec_differences(yaml.safe_load((folder / "spec.yaml").read_text()), yaml.safe_load(
+            (root / "configs/compare" / f"{name}.yaml").read_text())) == [], name
         configs = list(folder.glob("**/config.yaml"))
         assert configs and {yaml.safe_load(c.read_text())["train"]["precision"] for c in configs} == {"fp32"}
 
@@ -558,3 +559,54 @@ def test_cells_made_from_other_data_are_never_tested_together(text_spec, tmp_pat
     assert cli(["compare", str(path), "--output", str(out), "--report-only"]) == 2
     err = capsys.readouterr().err
     assert "text/none/seed2 and text/none/seed1 were made from different data" in err, err
+
+
+def test_values_added_to_a_tuning_grid_run_only_the_new_points_and_choose_again(text_spec, tmp_path, capsys):
+    """``--resume`` with values added to a knob of ``tune.grid``: the old points keep their folders (a new
+    value put first in the list does not renumber them), only the new points train, the best point is
+    chosen again, and an evaluation cell run at a point no longer chosen is moved to ``superseded/``
+    (byte for byte), run again at the new choice, and listed in the summary."""
+    spec = copy.deepcopy(text_spec)
+    spec["tune"] = {"seeds": [7], "grid": {"none": {"loss.temperature": [0.5]}}}
+    out = tmp_path / "cmp"
+    assert cli(["compare", str(_write(tmp_path, spec)), "--output", str(out), "--threads", "1"]) == 0
+    capsys.readouterr()
+    first_tune = _files(out / "tune" / "text")
+    first_eval = _files(out / "runs")
+    assert json.loads((out / "tune" / "points.json").read_text()) == {
+        "text": {"none": [{"loss.temperature": 0.5}]}}
+
+    grown = copy.deepcopy(spec)
+    grown["tune"]["grid"]["none"]["loss.temperature"] = [0.05, 0.5]  # the new value first
+    path = _write(tmp_path, grown)
+    assert cli(["compare", str(path), "--output", str(out), "--print-commands"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 1 and "loss.temperature=0.05" in printed[0] and "point1" in printed[0]
+    assert cli(["compare", str(path), "--output", str(out), "--resume", "--threads", "1"]) == 0
+    captured = capsys.readouterr()
+    assert {p: v for p, v in _files(out / "tune" / "text").items() if p in first_tune} == first_tune  # kept
+    scores = {t: read_results(out / "tune" / "text" / "none" / f"point{i}" / "seed7")["final_scores"]
+              ["stsb_dev"] for i, t in ((0, 0.5), (1, 0.05))}
+    best = max(scores, key=scores.get)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["tuning"]["text"]["none"]["best"] == {"loss.temperature": best}
+    assert [g["point"]["loss.temperature"] for g in summary["tuning"]["text"]["none"]["grid"]] == [0.05, 0.5]
+    config = yaml.safe_load((out / "runs" / "text" / "none" / "seed1" / "config.yaml").read_text())
+    assert config["loss"]["temperature"] == best
+    old = out / "superseded" / "text" / "none" / "point0" / "seed1"
+    if best == 0.5:  # the choice stands: the evaluation cell is untouched
+        assert _files(out / "runs") == first_eval and not old.exists() and "superseded" not in summary
+    else:
+        cell = out / "runs" / "text" / "none" / "seed1"
+        moved = {old / p.relative_to(cell): v for p, v in first_eval.items()}
+        assert {p: v for p, v in _files(out / "superseded").items() if p in moved} == moved
+        assert (old / "cell.log").is_file() and "superseded/" in captured.err
+        old_score = read_results(old)["final_scores"]["stsb_dev"]
+        assert summary["superseded"] == [{"cell": "text/none/seed1", "point": {"loss.temperature": 0.5},
+                                          "score": old_score}]
+    # A value removed, or a knob added, is refused.
+    for axes in ({"loss.temperature": [0.05]}, {"loss.temperature": [0.05, 0.5], "train.lr": [1e-5]}):
+        changed = copy.deepcopy(grown)
+        changed["tune"]["grid"]["none"] = axes
+        assert cli(["compare", str(_write(tmp_path, changed, "c.yaml")), "--output", str(out), "--resume"]) == 2
+        assert "in tune.grid;" in capsys.readouterr().err
