@@ -100,9 +100,9 @@ class ContrastiveLoss(nn.Module):
     Args:
         temperature: tau, required (SimCSE/MixCSE: 0.05; MoCo-v2: 0.2).
         strategies: the strategies, as :func:`~hardmix.strategies.build_strategies` builds them from a
-            config (the trainers hand theirs, taken as they are: only a list made by hand is checked to
-            compose here); a name, a mapping ``{"name": ..., **arguments}`` or a list of them is built by
-            it here (``none`` is plain InfoNCE).
+            config (the trainers hand theirs, taken as they are: not built again, only checked to
+            compose, as a list made by hand must be); a name, a mapping ``{"name": ..., **arguments}`` or
+            a list of them is built by it here (``none`` is plain InfoNCE).
         both_directions: average the two directions (in-batch only). None: true if a strategy asks for
             it (MixCSE's ``second_direction``), else false. An explicit value that contradicts a strategy
             raises.
@@ -130,7 +130,7 @@ class ContrastiveLoss(nn.Module):
         elif isinstance(strategies, (list, tuple)) and all(isinstance(s, Strategy) for s in strategies):
             given = list(strategies)  # built (a config's list, as its section built it): taken as it is
             try:
-                check_composition(given)  # a list made by hand has not met build_strategies
+                check_composition(given)  # cheap; a list made by hand has met no build_strategies
             except StrategyArgumentError as e:
                 raise ConfigError(f"strategies: {e.message}") from None
         else:
