@@ -1,4 +1,4 @@
-"""Feature-space mixing: the tensor primitives the strategies share, and MoCHi's synthetic points.
+"""Feature-space mixing: the generic tensor primitives the strategies share.
 
 A strategy file imports these and :mod:`hardmix.strategies.base`, never another strategy; this module
 imports no strategy (nothing of hardmix but its errors).
@@ -8,9 +8,10 @@ imports no strategy (nothing of hardmix but its errors).
   :func:`mixed_negative_logits` (MixCSE's positive-negative mixtures, masked), :func:`synthetic_stats`
   (what the diagnostics report of synthetic negatives);
 - each anchor's hardest negatives: :func:`hardest`, :func:`check_enough_negatives`;
-- MoCHi's draws (Kalantidis et al. 2020): :func:`sample_distinct_pairs`, :func:`mochi_draws`
-  (:class:`MochiDraws`), :func:`mochi_selection` (the hardest negatives and the draws over them),
-  :func:`check_mochi_arguments`; its points: :func:`mochi_points`, :func:`mochi_synthesize`.
+- distinct random pairs of n items: :func:`sample_distinct_pairs`.
+
+A method's own selection, draws and points live in its strategy's file (MoCHi's in
+:mod:`hardmix.strategies.mochi`), not here.
 
 For unit a, b: ``||w a + (1 - w) b||^2 = w^2 + (1 - w)^2 + 2 w (1 - w) a.b``, so
 ``h . normalize(w a + (1 - w) b) = (w h.a + (1 - w) h.b) / sqrt(w^2 + (1 - w)^2 + 2 w (1 - w) a.b)``:
@@ -26,13 +27,11 @@ Example:
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError, check_int, check_number
+from hardmix.errors import StrategyArgumentError
 
 #: The logit of an excluded column (a masked negative, a queue slot not filled): the one spelling of it
 #: that the shared math, the strategies and the loss use.
@@ -145,40 +144,6 @@ def check_enough_negatives(n_hard: int, available: int, mode: str | None = None)
         )
 
 
-class MochiDraws(NamedTuple):
-    """MoCHi's random numbers for a batch; positions index each query's N hardest negatives, as listed by
-    :func:`hardest` (ascending negative index)."""
-
-    first: Tensor  # (B, s) int64 position of n_a
-    second: Tensor  # (B, s) int64 position of n_b, first < second
-    alpha: Tensor  # (B, s) weight of n_a, ~ U(0, 1)
-    pick: Tensor  # (B, s') int64 position of n_c, uniform
-    beta: Tensor  # (B, s') weight of the query, ~ U(0, beta_max)
-
-
-def check_mochi_arguments(n_hard: object, n_pair: object, n_query: object, beta_max: object) -> float:
-    """Validate MoCHi's N, s, s' and beta_max (a StrategyArgumentError naming the argument); beta_max as a
-    float.
-
-    Example:
-        >>> try:
-        ...     check_mochi_arguments(4, 7, 1, 0.5)
-        ... except StrategyArgumentError as error:
-        ...     print(error)
-        n_pair: 7 mixtures of distinct pairs need as many pairs among n_hard=4 (6 exist)
-    """
-    check_int("n_hard", n_hard, 1)
-    check_int("n_pair", n_pair)
-    check_int("n_query", n_query)
-    if n_pair > n_hard * (n_hard - 1) // 2:  # type: ignore[operator]
-        raise StrategyArgumentError(
-            "n_pair",
-            f"{n_pair} mixtures of distinct pairs need as many pairs among "
-            f"n_hard={n_hard} ({n_hard * (n_hard - 1) // 2} exist)",  # type: ignore[operator]
-        )
-    return check_number("beta_max", beta_max, 0.0, 0.5, "(]")
-
-
 def sample_distinct_pairs(
     batch: int,
     n: int,
@@ -220,132 +185,13 @@ def sample_distinct_pairs(
         draws *= 2
 
 
-def mochi_draws(
-    batch: int,
-    n_hard: int,
-    n_pair: int,
-    n_query: int,
-    beta_max: float,
-    generator: torch.Generator | None,
-    device: torch.device,
-    dtype: torch.dtype,
-) -> MochiDraws:
-    """MoCHi's random draws, in a fixed order from ``generator``: the pairs, alpha, the picks, beta.
-
-    Example:
-        >>> draws = mochi_draws(2, 4, 3, 1, 0.5, torch.Generator().manual_seed(0), torch.device("cpu"),
-        ...                     torch.float32)
-        >>> draws.first.shape, draws.pick.shape, bool((draws.first < draws.second).all())
-        (torch.Size([2, 3]), torch.Size([2, 1]), True)
-    """
-    empty = torch.empty(batch, 0, dtype=torch.long, device=device)
-    first, second = (
-        sample_distinct_pairs(batch, n_hard, n_pair, generator, device) if n_pair else (empty, empty)
-    )
-    alpha = torch.rand(batch, n_pair, generator=generator, device=device, dtype=dtype)
-    pick = torch.randint(n_hard, (batch, n_query), generator=generator, device=device) if n_query else empty
-    beta = beta_max * torch.rand(batch, n_query, generator=generator, device=device, dtype=dtype)
-    return MochiDraws(first, second, alpha, pick, beta)
-
-
-def mochi_selection(
-    similarities: Tensor,
-    valid: Tensor | None,
-    n_hard: int,
-    n_pair: int,
-    n_query: int,
-    beta_max: float,
-    generator: torch.Generator | None,
-    dtype: torch.dtype,
-) -> tuple[Tensor, MochiDraws]:
-    """Each query's N hardest valid negatives (B, N) (:func:`hardest` of the (B, K) ``similarities``) and
-    MoCHi's draws over them (:func:`mochi_draws`, on the similarities' device, alpha and beta in ``dtype``).
-
-    Example:
-        >>> hard, draws = mochi_selection(torch.tensor([[0.1, 0.9, 0.5, 0.7]]), None, 3, 2, 1, 0.5,
-        ...                               torch.Generator().manual_seed(0), torch.float32)
-        >>> hard, draws.first.shape, draws.beta.shape
-        (tensor([[1, 2, 3]]), torch.Size([1, 2]), torch.Size([1, 1]))
-    """
-    hard = hardest(similarities, n_hard, valid)
-    draws = mochi_draws(
-        hard.shape[0], n_hard, n_pair, n_query, beta_max, generator, similarities.device, dtype
-    )
-    return hard, draws
-
-
-def mochi_points(query: Tensor, negatives: Tensor, hard: Tensor, draws: MochiDraws) -> Tensor:
-    """MoCHi's synthetic points (its Eq. 3 and 4) as vectors: (B, s + s', D), unit norm, detached, pair
-    mixtures first (query: (B, D) unit, used detached; negatives: (K, D) unit; hard: (B, N) from
-    :func:`hardest`)."""
-    query, negatives = query.detach(), negatives.detach()
-    n_a, n_b = negatives[hard.gather(1, draws.first)], negatives[hard.gather(1, draws.second)]  # (B, s, D)
-    n_c = negatives[hard.gather(1, draws.pick)]  # (B, s', D)
-    alpha, beta = draws.alpha.unsqueeze(2), draws.beta.unsqueeze(2)
-    pair_mixtures = mix_normalize(n_a, n_b, alpha)  # h_k, Eq. 3
-    query_mixtures = mix_normalize(query.unsqueeze(1), n_c, beta)  # h'_k, Eq. 4
-    return torch.cat([pair_mixtures, query_mixtures.to(pair_mixtures.dtype)], dim=1)
-
-
-@torch.no_grad()
-def mochi_synthesize(
-    query: Tensor,
-    negatives: Tensor,
-    n_hard: int,
-    n_pair: int,
-    n_query: int,
-    beta_max: float = 0.5,
-    generator: torch.Generator | None = None,
-    valid: Tensor | None = None,
-    similarities: Tensor | None = None,
-) -> Tensor:
-    """MoCHi's synthetic hard negatives themselves (Kalantidis et al., NeurIPS 2020, Sec. 4.1 and 4.2).
-
-    Args:
-        query: (B, D) unit-norm queries; negatives: (K, D) unit-norm negatives (the queue).
-        n_hard: N; n_pair: s; n_query: s'; beta_max: upper bound of the query weight, in (0, 0.5].
-        generator: optional torch.Generator (the same points the ``mochi`` strategy takes the logits of).
-        valid: optional (B, K) bool mask of the negatives each query may use.
-        similarities: optional (B, K) precomputed query-negative similarities (any positive scale).
-
-    Returns:
-        (B, n_pair + n_query, D) unit-norm synthetic negatives, pair mixtures first, without gradient.
-
-    Example:
-        >>> q = torch.nn.functional.normalize(torch.randn(4, 8), dim=1)
-        >>> queue = torch.nn.functional.normalize(torch.randn(32, 8), dim=1)
-        >>> mochi_synthesize(q, queue, n_hard=8, n_pair=6, n_query=2).shape
-        torch.Size([4, 8, 8])
-    """
-    if query.dim() != 2 or negatives.dim() != 2 or query.shape[1] != negatives.shape[1]:
-        raise ValueError(
-            f"query (B, D) and negatives (K, D) expected, got {tuple(query.shape)}, {tuple(negatives.shape)}"
-        )
-    check_mochi_arguments(n_hard, n_pair, n_query, beta_max)
-    available = negatives.shape[0] if valid is None else int(valid.sum(dim=1).min()) if valid.numel() else 0
-    check_enough_negatives(n_hard, available)
-    if similarities is None:
-        with torch.autocast(query.device.type, enabled=False):  # fp32: bf16 ties change the selection
-            similarities = query.float() @ negatives.float().T
-    hard, draws = mochi_selection(
-        similarities, valid, n_hard, n_pair, n_query, beta_max, generator, query.dtype
-    )
-    return mochi_points(query, negatives, hard, draws)
-
-
 __all__ = [
     "NEG_INF",
-    "MochiDraws",
     "check_enough_negatives",
-    "check_mochi_arguments",
     "hardest",
     "mix_normalize",
     "mixed_negative_logits",
     "mixture_logits",
-    "mochi_draws",
-    "mochi_points",
-    "mochi_selection",
-    "mochi_synthesize",
     "sample_distinct_pairs",
     "synthetic_stats",
 ]

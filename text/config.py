@@ -183,8 +183,8 @@ class TextTrainConfig(TaskConfig):
             if not chosen or not set(chosen) <= set(STS_TASKS) or len(set(chosen)) < len(chosen):
                 raise ConfigError(f"eval.sts_tasks: expected distinct tasks of {list(STS_TASKS)} "
                                   f"(null: all), got {chosen}")
-        loss_fn = build_loss(self.loss)
-        if self.loss.queue_size > 0 and loss_fn.both_directions:
+        both_directions = _both_directions(self.loss)
+        if self.loss.queue_size > 0 and both_directions:
             raise ConfigError("loss.queue_size: a queue of negatives needs a one-direction loss; set "
                               "loss.both_directions: false (and second_direction: false for mixcse)")
         for i, s in enumerate(self.loss.strategies):
@@ -199,15 +199,23 @@ class TextTrainConfig(TaskConfig):
                     queue_size=self.loss.queue_size, keys_per_step=self.train.batch_size)
 
 
-def build_loss(loss: LossSection) -> Any:
-    """The core's :class:`~hardmix.losses.contrastive.ContrastiveLoss` of the loss section, with the
-    strategies built when the section was validated."""
-    from hardmix.losses.contrastive import ContrastiveLoss
+def _both_directions(loss: LossSection) -> bool:
+    """Whether the loss of this section averages both directions (the core's rule, without building the
+    loss), else a ConfigError naming ``loss.both_directions``."""
+    from hardmix.losses.contrastive import loss_directions
 
     try:
-        return ContrastiveLoss(loss.temperature, loss.strategies, both_directions=loss.both_directions)
+        return loss_directions({s.both_directions for s in loss.strategies}, loss.both_directions)
     except ValueError as e:
         raise ConfigError(f"loss.both_directions: {str(e).removeprefix('both_directions: ')}") from None
+
+
+def build_loss(loss: LossSection) -> Any:
+    """The core's :class:`~hardmix.losses.contrastive.ContrastiveLoss` of the loss section, with the
+    strategies built and checked when the section was validated (handed on as they are)."""
+    from hardmix.losses.contrastive import ContrastiveLoss
+
+    return ContrastiveLoss(loss.temperature, loss.strategies, both_directions=_both_directions(loss))
 
 
 def build_text_config(

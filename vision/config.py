@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -292,6 +293,20 @@ class EvalConfig(EvalSection):
     backend: Literal["auto", "faiss", "torch"] = "auto"
 
 
+def check_negatives(cfg: VisionConfig, images: int | None) -> None:
+    """The strategies' negatives (MoCHi's N hardest) must exist in the queue once each query's own keys are
+    excluded from it (``images``: how many images the run draws from; None: not known, the queue itself)."""
+    k = cfg.loss.queue_size
+    if images is None:
+        check_setup(cfg.loss.strategies, k, f"loss.queue_size={k}")
+        return
+    views = 2 if cfg.loss.two_queries else 1
+    own = views * (math.ceil(k / (views * images)) + 1) if cfg.loss.mask_same_sample else 0
+    available = k - min(own, k)
+    check_setup(cfg.loss.strategies, available, f"the {available} negatives left when a queue of {k} over "
+                f"{images} images excludes each query's own keys (up to {own})")
+
+
 @dataclass
 class VisionConfig(TaskConfig):
     """The whole config of ``hardmix train vision`` (sections as attributes; ``log`` and ``output`` are the
@@ -306,9 +321,9 @@ class VisionConfig(TaskConfig):
     eval: EvalConfig = field(default_factory=EvalConfig)
 
     def validate(self) -> None:
-        # a first check of the strategies' negatives against the queue (the task checks them again once it
-        # knows the images, whose own keys it excludes)
-        check_setup(self.loss.strategies, self.loss.queue_size, f"loss.queue_size={self.loss.queue_size}")
+        # the strategies' negatives, before any image is read: the queue less the own keys of at most
+        # data.max_samples images (the task checks again on the images it has, when they are fewer)
+        check_negatives(self, self.data.max_samples)
         if self.model.bn_splits > 1 and self.train.batch_size % self.model.bn_splits:
             raise ConfigError(
                 f"model.bn_splits: train.batch_size={self.train.batch_size} is not divisible by "

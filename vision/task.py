@@ -19,7 +19,6 @@ best validation step is recorded beside it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,11 +30,10 @@ from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
 from hardmix.distributed import average_running_statistics
 from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
-from hardmix.strategies.build import check_setup
 from hardmix.training import StepResult, Task
 from hardmix.training.run_folder import BEST, CONFIG
 from hardmix.vision.backbones import build_backbone
-from hardmix.vision.config import TEST_SCORES, VisionConfig, selection_score
+from hardmix.vision.config import TEST_SCORES, VisionConfig, check_negatives, selection_score
 from hardmix.vision.data import (
     EVAL_SPLITS,
     check_labels,
@@ -50,17 +48,6 @@ from hardmix.vision.evaluation import RunEvaluation
 from hardmix.vision.label_free import LABEL_FREE_SCORES
 from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
 from hardmix.vision.pipeline import build_train_data
-
-
-def _check_negatives(cfg: VisionConfig, n: int) -> None:
-    """The strategies' negatives (MoCHi's N hardest) must exist in the queue after excluding each query's
-    own keys from it (``n`` images)."""
-    k = cfg.loss.queue_size
-    views = 2 if cfg.loss.two_queries else 1
-    own = views * (math.ceil(k / (views * n)) + 1) if cfg.loss.mask_same_sample else 0
-    available = k - min(own, k)
-    check_setup(cfg.loss.strategies, available, f"the {available} negatives left when a queue of {k} over "
-                f"{n} images excludes each query's own keys (up to {own})")
 
 
 class VisionTask(Task):
@@ -89,8 +76,6 @@ class VisionTask(Task):
         cfg = self.cfg
         dataset_root(cfg.data.dataset)
         check_labels(cfg.data.dataset, cfg.data.train_split, cfg.data.labels)
-        if cfg.data.max_samples:  # the images the run will use at most: the negatives' check before any
-            _check_negatives(cfg, cfg.data.max_samples)  # decoding (build checks it again on the real count)
         if cfg.eval.at_end or cfg.eval.eval_steps:
             if cfg.data.val_samples is None:
                 raise ConfigError(
@@ -105,7 +90,8 @@ class VisionTask(Task):
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
         self.data = build_train_data(cfg, rt.device, rt.rank, rt.world)
-        _check_negatives(cfg, self.data.num_samples)
+        if self.data.num_samples != cfg.data.max_samples:  # fewer images than the config's check assumed
+            check_negatives(cfg, self.data.num_samples)
         self.spe = self.data.batches.steps_per_epoch
         self.loss_fn = ContrastiveLoss(cfg.loss.temperature, cfg.loss.strategies)
         backbone, dim = build_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem)

@@ -20,12 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmix.errors import ConfigError
+from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses.composition import composed_direction
 from hardmix.losses.info_nce import check_temperature, cosine_logits, paired_logits
 from hardmix.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews
-from hardmix.strategies.build import build_strategies
+from hardmix.strategies.build import build_strategies, check_composition
 from hardmix.strategies.schedule import Scheduled
 
 
@@ -70,14 +70,39 @@ def _check_same(names: str, tensors: Sequence[Tensor]) -> None:
         raise ValueError(f"{names}: must share one dtype and device, got {got}")
 
 
+def loss_directions(wanted: set[bool | None], both_directions: bool | None) -> bool:
+    """Whether the in-batch loss averages both directions: ``both_directions`` if given, else what the
+    strategies ask for (``wanted``: each one's :attr:`~hardmix.strategies.Strategy.both_directions`, None
+    for no preference), else one direction. A config checks it with this before any loss is built.
+
+    Raises:
+        ValueError: ``both_directions: ...`` where the strategies disagree, or contradict the value given.
+
+    Example:
+        >>> loss_directions({None, True}, None), loss_directions({None}, None)
+        (True, False)
+    """
+    wanted = wanted - {None}
+    if len(wanted) > 1:
+        raise ValueError("both_directions: the strategies disagree on second_direction; set it the same "
+                         "in each")
+    if both_directions is None:
+        return bool(wanted.pop()) if wanted else False
+    if wanted and both_directions not in wanted:
+        raise ValueError(f"both_directions: {both_directions} contradicts the strategies' "
+                         f"second_direction={not both_directions}; drop one")
+    return bool(both_directions)
+
+
 class ContrastiveLoss(nn.Module):
     """InfoNCE with composable mixing strategies, in-batch or against a queue.
 
     Args:
         temperature: tau, required (SimCSE/MixCSE: 0.05; MoCo-v2: 0.2).
         strategies: the strategies, as :func:`~hardmix.strategies.build_strategies` builds them from a
-            config (the trainers hand theirs as they are); a name, a mapping ``{"name": ..., **arguments}``
-            or a list of them is built by it here (``none`` is plain InfoNCE).
+            config (the trainers hand theirs, taken as they are: not built again, only checked to
+            compose, as a list made by hand must be); a name, a mapping ``{"name": ..., **arguments}`` or
+            a list of them is built by it here (``none`` is plain InfoNCE).
         both_directions: average the two directions (in-batch only). None: true if a strategy asks for
             it (MixCSE's ``second_direction``), else false. An explicit value that contradicts a strategy
             raises.
@@ -100,18 +125,18 @@ class ContrastiveLoss(nn.Module):
         super().__init__()
         check_temperature(temperature)
         self.temperature = float(temperature)
-        given = [] if strategies is None or strategies == [] else build_strategies(strategies, "strategies")
+        if strategies is None or strategies == []:
+            given: list[Strategy] = []
+        elif isinstance(strategies, (list, tuple)) and all(isinstance(s, Strategy) for s in strategies):
+            given = list(strategies)  # built (a config's list, as its section built it): taken as it is
+            try:
+                check_composition(given)  # cheap; a list made by hand has met no build_strategies
+            except StrategyArgumentError as e:
+                raise ConfigError(f"strategies: {e.message}") from None
+        else:
+            given = build_strategies(strategies, "strategies")
         self.strategies = [s for s in given if s.name != "none"]
-        wanted = {s.both_directions for s in self.strategies} - {None}
-        if len(wanted) > 1:
-            raise ValueError("both_directions: the strategies disagree on second_direction; set it the same "
-                             "in each")
-        if both_directions is None:
-            both_directions = wanted.pop() if wanted else False
-        elif wanted and both_directions not in wanted:
-            raise ValueError(f"both_directions: {both_directions} contradicts the strategies' "
-                             f"second_direction={not both_directions}; drop one")
-        self.both_directions = bool(both_directions)
+        self.both_directions = loss_directions({s.both_directions for s in self.strategies}, both_directions)
 
     def extra_repr(self) -> str:
         return (f"temperature={self.temperature}, both_directions={self.both_directions}, "

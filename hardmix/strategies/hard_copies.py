@@ -4,9 +4,9 @@ Mixing for Contrastive Learning, NeurIPS 2020).
 
 MoCHi (:mod:`hardmix.strategies.mochi`) adds s pair mixtures h_k = normalize(alpha_k n_a + (1 - alpha_k) n_b)
 and s' query mixtures h'_k = normalize(beta_k q~ + (1 - beta_k) n_c) of each query's N hardest negatives.
-This control takes the same random draws (:func:`~hardmix.mixing.mochi_draws`, the same generator calls in
-the same order) over the same pool (:func:`~hardmix.mixing.hardest`), both through
-:func:`~hardmix.mixing.mochi_selection` as MoCHi, and appends, instead of each synthetic point, a copy of one
+This control selects the same pool (:func:`~hardmix.mixing.hardest`) and draws what MoCHi draws, from the
+same generator calls in the same order (:func:`copy_positions`: the s distinct pairs, their weights, the s'
+picks, the query weights; the weights unused), and appends, instead of each synthetic point, a copy of one
 of its sources:
 
     c_k  = SG(n_a)    (pair k's first negative),   k = 1..s
@@ -30,21 +30,36 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hardmix.mixing import MochiDraws, check_enough_negatives, check_mochi_arguments, mochi_selection
+from hardmix.errors import StrategyArgumentError, check_int, check_number
+from hardmix.mixing import check_enough_negatives, hardest, sample_distinct_pairs
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 
 
-def copied_negatives(hard: Tensor, draws: MochiDraws) -> Tensor:
-    """(B, s + s') candidate index of each copy: n_a of every pair, then n_c of every query mixture.
+def copy_positions(
+    batch: int,
+    n_hard: int,
+    n_pair: int,
+    n_query: int,
+    generator: torch.Generator | None,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> Tensor:
+    """(B, s + s') positions among each query's N hardest negatives of the copies: the first of each of s
+    distinct pairs, then s' uniform picks. Drawn as MoCHi draws (:func:`hardmix.strategies.mochi.mochi_draws`,
+    the same generator calls in the same order, the weights in ``dtype``), so that for one seed the copies
+    are the sources of MoCHi's points and the generator is left where MoCHi leaves it.
 
     Example:
-        >>> hard = torch.tensor([[4, 7, 9]])
-        >>> draws = MochiDraws(torch.tensor([[0, 1]]), torch.tensor([[2, 2]]), torch.rand(1, 2),
-        ...                    torch.tensor([[2]]), torch.rand(1, 1))
-        >>> copied_negatives(hard, draws)
-        tensor([[4, 7, 9]])
+        >>> copy_positions(2, 4, 3, 1, torch.Generator().manual_seed(0), torch.device("cpu"),
+        ...                torch.float32).shape
+        torch.Size([2, 4])
     """
-    return hard.gather(1, torch.cat([draws.first, draws.pick], dim=1))
+    empty = torch.empty(batch, 0, dtype=torch.long, device=device)
+    first = sample_distinct_pairs(batch, n_hard, n_pair, generator, device)[0] if n_pair else empty
+    torch.rand(batch, n_pair, generator=generator, device=device, dtype=dtype)  # MoCHi's alpha, unused
+    pick = torch.randint(n_hard, (batch, n_query), generator=generator, device=device) if n_query else empty
+    torch.rand(batch, n_query, generator=generator, device=device, dtype=dtype)  # MoCHi's beta, unused
+    return torch.cat([first, pick], dim=1)
 
 
 @register_strategy
@@ -53,7 +68,7 @@ class HardCopies(Strategy):
     """Control for MoCHi: copies of each query's hardest negatives, as many as MoCHi's mixtures, no mixing.
 
     Args: MoCHi's (:class:`~hardmix.strategies.mochi.MoCHi`), with its names, defaults and validation
-    (:func:`~hardmix.mixing.check_mochi_arguments`), so that one spec configures both: ``n_hard`` N,
+    (a test keeps them alike), so that one spec configures both: ``n_hard`` N,
     ``n_pair`` s (copies of the first negative of each of MoCHi's pairs), ``n_query`` s' (copies of the
     negative of each of MoCHi's query mixtures), ``beta_max`` (drawn as MoCHi's, so that the random stream
     is MoCHi's; it changes no copy).
@@ -77,8 +92,14 @@ class HardCopies(Strategy):
     beta_max: float = arg(0.5, "MoCHi's query weight bound, drawn so that the draws are MoCHi's (paper: 0.5)")
 
     def __post_init__(self) -> None:
-        beta_max = check_mochi_arguments(self.n_hard, self.n_pair, self.n_query, self.beta_max)
-        set_field(self, "beta_max", beta_max)
+        check_int("n_hard", self.n_hard, 1)
+        check_int("n_pair", self.n_pair)
+        check_int("n_query", self.n_query)
+        pairs = self.n_hard * (self.n_hard - 1) // 2
+        if self.n_pair > pairs:
+            raise StrategyArgumentError("n_pair", f"{self.n_pair} mixtures of distinct pairs need as many "
+                                                  f"pairs among n_hard={self.n_hard} ({pairs} exist)")
+        set_field(self, "beta_max", check_number("beta_max", self.beta_max, 0.0, 0.5, "(]"))
 
     @property
     def required_negatives(self) -> int:
@@ -90,9 +111,11 @@ class HardCopies(Strategy):
             return None
         check_enough_negatives(self.n_hard, ctx.fewest_negatives(), ctx.mode)
         with torch.no_grad():
-            copies = copied_negatives(*mochi_selection(
-                ctx.selection_similarities(), ctx.negative_mask, self.n_hard, self.n_pair, self.n_query,
-                self.beta_max, ctx.generator, ctx.anchors.dtype))
+            similarities = ctx.selection_similarities()
+            hard = hardest(similarities, self.n_hard, ctx.negative_mask)  # (B, N)
+            positions = copy_positions(hard.shape[0], self.n_hard, self.n_pair, self.n_query, ctx.generator,
+                                       similarities.device, ctx.anchors.dtype)
+            copies = hard.gather(1, positions)  # (B, s + s') candidate index of each copy
         logits = ctx.anchor_logits().gather(1, copies)
         with torch.no_grad():
             values, positive = logits.detach().double(), ctx.positive_logits.detach().double().unsqueeze(1)

@@ -1,47 +1,143 @@
 """The ``mochi`` strategy: synthetic hard negatives mixed from each query's hardest negatives
-(Kalantidis et al., Hard Negative Mixing for Contrastive Learning, NeurIPS 2020).
+(Kalantidis et al., Hard Negative Mixing for Contrastive Learning, NeurIPS 2020, Sec. 4).
 
-For query q with its N hardest negatives n_1..n_N (the N highest q.n among its valid negatives), the
-paper's Sec. 4.1, Eq. 3 (s pair mixtures) and Sec. 4.2, Eq. 4 (s' query mixtures):
+For query q, its negatives n_j (the queue, or the batch's other rows) and tau, in the order of the paper:
 
-    h_k  = normalize(alpha_k n_a + (1 - alpha_k) n_b),   a != b,  alpha_k ~ U(0, 1),        k = 1..s
-    h'_k = normalize(beta_k q~ + (1 - beta_k) n_c),                beta_k ~ U(0, beta_max),  k = 1..s'
+1. **Selection** (Sec. 4.1): the N hardest negatives, the N highest q.n_j among q's valid ones
+   (:func:`~hardmix.mixing.hardest`, ranked in fp32).
+2. **Pair mixtures** (Sec. 4.1, Eq. 3): s distinct pairs (a, b), a != b, of the N (a uniform s-subset of the
+   N(N-1)/2 pairs) and for each a weight alpha_k ~ U(0, 1):
 
-with q~ the detached query; every synthetic point is detached, and its logit q.h / tau joins the
-denominator of q's InfoNCE term. The pairs (a, b) of a query are distinct (a uniform s-subset of the
-N(N-1)/2 pairs), c is uniform among the N.
+       h_k  = normalize(alpha_k n_a + (1 - alpha_k) n_b),                                 k = 1..s
 
-The selection (:func:`~hardmix.mixing.hardest`), the random draws (:func:`~hardmix.mixing.mochi_draws`)
-and the points themselves (:func:`~hardmix.mixing.mochi_points`, what :func:`~hardmix.mixing.mochi_synthesize`
-returns) are primitives of :mod:`hardmix.mixing` (the ``hard_copies`` control draws the same). Below,
-:meth:`MoCHi.extra_logits` takes the points' logits without building the (B, s + s', D) points: for unit
-vectors (:func:`~hardmix.mixing.mixture_logits`)
+3. **Query mixtures** (Sec. 4.2, Eq. 4): s' negatives c, uniform among the N, each mixed with the detached
+   query q~ with a weight beta_k ~ U(0, beta_max), beta_max <= 0.5 (the negative weighs at least as much):
+
+       h'_k = normalize(beta_k q~ + (1 - beta_k) n_c),                                    k = 1..s'
+
+4. **Logits**: every synthetic point is detached, and its logit q.h / tau joins the denominator of q's
+   InfoNCE term.
+
+The random numbers of steps 2 and 3 come from the context's generator in one fixed order (the pairs, alpha,
+the picks c, beta: :func:`mochi_draws`), so a seeded generator repeats them. :func:`mochi_points` builds the
+points as vectors (what :func:`mochi_synthesize` returns); the loss never does: (B, s + s', D) at the paper's
+shapes is too large to hold. :func:`mochi_logits` takes their logits from inner products instead, for unit
+vectors (:func:`~hardmix.mixing.mixture_logits`):
 
     q . h_k  = (alpha q.n_a + (1 - alpha) q.n_b) / sqrt(alpha^2 + (1 - alpha)^2 + 2 alpha (1 - alpha) n_a.n_b)
     q . h'_k = (beta q.q~ + (1 - beta) q.n_c) / sqrt(beta^2 + (1 - beta)^2 + 2 beta (1 - beta) q.n_c)
 
 from the logits the loss has (q.n / tau, gradient to q only) and one inner product n_a.n_b per pair
-(without gradient, in blocks of rows: (B, s, D) at the paper's shapes is too large to hold at once).
+(without gradient, in blocks of rows).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from hardmix.errors import StrategyArgumentError, check_int, check_number
 from hardmix.mixing import (
-    MochiDraws,
     check_enough_negatives,
-    check_mochi_arguments,
+    hardest,
+    mix_normalize,
     mixture_logits,
-    mochi_selection,
+    sample_distinct_pairs,
     synthetic_stats,
 )
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 
 PAIR_BLOCK = 1 << 22  # elements of one (rows, s, D) block of gathered negatives (16 MiB in fp32)
+
+
+# ---- 1-3. the selection and the draws --------------------------------------------------------------------
+
+
+class MochiDraws(NamedTuple):
+    """MoCHi's random numbers for a batch; positions index each query's N hardest negatives, as listed by
+    :func:`~hardmix.mixing.hardest` (ascending negative index)."""
+
+    first: Tensor  # (B, s) int64 position of n_a
+    second: Tensor  # (B, s) int64 position of n_b, first < second
+    alpha: Tensor  # (B, s) weight of n_a, ~ U(0, 1)
+    pick: Tensor  # (B, s') int64 position of n_c, uniform
+    beta: Tensor  # (B, s') weight of the query, ~ U(0, beta_max)
+
+
+def mochi_draws(
+    batch: int,
+    n_hard: int,
+    n_pair: int,
+    n_query: int,
+    beta_max: float,
+    generator: torch.Generator | None,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> MochiDraws:
+    """MoCHi's random draws, in a fixed order from ``generator``: the pairs (a, b) and alpha of Eq. 3, then
+    the picks c and beta of Eq. 4.
+
+    Example:
+        >>> draws = mochi_draws(2, 4, 3, 1, 0.5, torch.Generator().manual_seed(0), torch.device("cpu"),
+        ...                     torch.float32)
+        >>> draws.first.shape, draws.pick.shape, bool((draws.first < draws.second).all())
+        (torch.Size([2, 3]), torch.Size([2, 1]), True)
+    """
+    empty = torch.empty(batch, 0, dtype=torch.long, device=device)
+    first, second = (
+        sample_distinct_pairs(batch, n_hard, n_pair, generator, device) if n_pair else (empty, empty)
+    )
+    alpha = torch.rand(batch, n_pair, generator=generator, device=device, dtype=dtype)
+    pick = torch.randint(n_hard, (batch, n_query), generator=generator, device=device) if n_query else empty
+    beta = beta_max * torch.rand(batch, n_query, generator=generator, device=device, dtype=dtype)
+    return MochiDraws(first, second, alpha, pick, beta)
+
+
+def mochi_selection(
+    similarities: Tensor,
+    valid: Tensor | None,
+    n_hard: int,
+    n_pair: int,
+    n_query: int,
+    beta_max: float,
+    generator: torch.Generator | None,
+    dtype: torch.dtype,
+) -> tuple[Tensor, MochiDraws]:
+    """Each query's N hardest valid negatives (B, N) (step 1, of the (B, K) ``similarities``) and the draws
+    over them (steps 2 and 3, :func:`mochi_draws`, on the similarities' device, alpha and beta in ``dtype``).
+
+    Example:
+        >>> hard, draws = mochi_selection(torch.tensor([[0.1, 0.9, 0.5, 0.7]]), None, 3, 2, 1, 0.5,
+        ...                               torch.Generator().manual_seed(0), torch.float32)
+        >>> hard, draws.first.shape, draws.beta.shape
+        (tensor([[1, 2, 3]]), torch.Size([1, 2]), torch.Size([1, 1]))
+    """
+    hard = hardest(similarities, n_hard, valid)
+    draws = mochi_draws(
+        hard.shape[0], n_hard, n_pair, n_query, beta_max, generator, similarities.device, dtype
+    )
+    return hard, draws
+
+
+# ---- 2-3. the points (as vectors: what mochi_synthesize returns) -----------------------------------------
+
+
+def mochi_points(query: Tensor, negatives: Tensor, hard: Tensor, draws: MochiDraws) -> Tensor:
+    """The synthetic points of Eq. 3 and 4 as vectors: (B, s + s', D), unit norm, detached, pair mixtures
+    first (query: (B, D) unit, used detached; negatives: (K, D) unit; hard: (B, N) from the selection)."""
+    query, negatives = query.detach(), negatives.detach()
+    n_a, n_b = negatives[hard.gather(1, draws.first)], negatives[hard.gather(1, draws.second)]  # (B, s, D)
+    n_c = negatives[hard.gather(1, draws.pick)]  # (B, s', D)
+    alpha, beta = draws.alpha.unsqueeze(2), draws.beta.unsqueeze(2)
+    pair_mixtures = mix_normalize(n_a, n_b, alpha)  # h_k, Eq. 3
+    query_mixtures = mix_normalize(query.unsqueeze(1), n_c, beta)  # h'_k, Eq. 4
+    return torch.cat([pair_mixtures, query_mixtures.to(pair_mixtures.dtype)], dim=1)
+
+
+# ---- 4. the logits, from inner products ------------------------------------------------------------------
 
 
 @torch.no_grad()
@@ -57,8 +153,8 @@ def pair_cosines(negatives: Tensor, rows_a: Tensor, rows_b: Tensor) -> Tensor:
 
 
 def mochi_logits(ctx: ContrastContext, hard: Tensor, draws: MochiDraws) -> Tensor:
-    """(B, s + s') ``q . SG(h) / tau`` of the points :func:`~hardmix.mixing.mochi_points` builds, from the
-    identity of the module docstring (gradient to the queries only)."""
+    """(B, s + s') ``q . SG(h) / tau`` of the points :func:`mochi_points` builds, from the identity of the
+    module docstring (gradient to the queries only)."""
     anchor_logits = ctx.anchor_logits()  # (B, K) q . SG(n) / tau
     rows_a, rows_b, rows_c = (hard.gather(1, p) for p in (draws.first, draws.second, draws.pick))
     negatives = ctx.candidates.detach()
@@ -76,6 +172,9 @@ def mochi_logits(ctx: ContrastContext, hard: Tensor, draws: MochiDraws) -> Tenso
         query_self.to(dtype), anchor_logits.gather(1, rows_c), query_neg.to(dtype), draws.beta.to(dtype)
     )
     return torch.cat([pair, query], dim=1)
+
+
+# ---- the strategy ----------------------------------------------------------------------------------------
 
 
 @register_strategy
@@ -112,8 +211,14 @@ class MoCHi(Strategy):
     beta_max: float = arg(0.5, "query weight beta ~ U(0, beta_max), beta_max <= 0.5 (paper: 0.5)")
 
     def __post_init__(self) -> None:
-        beta_max = check_mochi_arguments(self.n_hard, self.n_pair, self.n_query, self.beta_max)
-        set_field(self, "beta_max", beta_max)
+        check_int("n_hard", self.n_hard, 1)
+        check_int("n_pair", self.n_pair)
+        check_int("n_query", self.n_query)
+        pairs = self.n_hard * (self.n_hard - 1) // 2
+        if self.n_pair > pairs:
+            raise StrategyArgumentError("n_pair", f"{self.n_pair} mixtures of distinct pairs need as many "
+                                                  f"pairs among n_hard={self.n_hard} ({pairs} exist)")
+        set_field(self, "beta_max", check_number("beta_max", self.beta_max, 0.0, 0.5, "(]"))
 
     @property
     def required_negatives(self) -> int:
@@ -130,3 +235,62 @@ class MoCHi(Strategy):
         )
         logits = mochi_logits(ctx, hard, draws)
         return logits, synthetic_stats(logits, ctx.positive_logits, ctx.temperature)
+
+
+@torch.no_grad()
+def mochi_synthesize(
+    query: Tensor,
+    negatives: Tensor,
+    n_hard: int,
+    n_pair: int,
+    n_query: int,
+    beta_max: float = 0.5,
+    generator: torch.Generator | None = None,
+    valid: Tensor | None = None,
+    similarities: Tensor | None = None,
+) -> Tensor:
+    """MoCHi's synthetic hard negatives themselves (the points whose logits :class:`MoCHi` takes).
+
+    Args:
+        query: (B, D) unit-norm queries; negatives: (K, D) unit-norm negatives (the queue).
+        n_hard: N; n_pair: s; n_query: s'; beta_max: upper bound of the query weight, in (0, 0.5]
+            (checked as :class:`MoCHi` checks them).
+        generator: optional torch.Generator (the same points the ``mochi`` strategy takes the logits of).
+        valid: optional (B, K) bool mask of the negatives each query may use.
+        similarities: optional (B, K) precomputed query-negative similarities (any positive scale).
+
+    Returns:
+        (B, n_pair + n_query, D) unit-norm synthetic negatives, pair mixtures first, without gradient.
+
+    Example:
+        >>> q = torch.nn.functional.normalize(torch.randn(4, 8), dim=1)
+        >>> queue = torch.nn.functional.normalize(torch.randn(32, 8), dim=1)
+        >>> mochi_synthesize(q, queue, n_hard=8, n_pair=6, n_query=2).shape
+        torch.Size([4, 8, 8])
+    """
+    if query.dim() != 2 or negatives.dim() != 2 or query.shape[1] != negatives.shape[1]:
+        raise ValueError(
+            f"query (B, D) and negatives (K, D) expected, got {tuple(query.shape)}, {tuple(negatives.shape)}"
+        )
+    mochi = MoCHi(n_hard, n_pair, n_query, beta_max)
+    available = negatives.shape[0] if valid is None else int(valid.sum(dim=1).min()) if valid.numel() else 0
+    check_enough_negatives(n_hard, available)
+    if similarities is None:
+        with torch.autocast(query.device.type, enabled=False):  # fp32: bf16 ties change the selection
+            similarities = query.float() @ negatives.float().T
+    hard, draws = mochi_selection(
+        similarities, valid, n_hard, n_pair, n_query, mochi.beta_max, generator, query.dtype
+    )
+    return mochi_points(query, negatives, hard, draws)
+
+
+__all__ = [
+    "MoCHi",
+    "MochiDraws",
+    "mochi_draws",
+    "mochi_logits",
+    "mochi_points",
+    "mochi_selection",
+    "mochi_synthesize",
+    "pair_cosines",
+]

@@ -19,8 +19,9 @@ from hardmix.cli import main as cli
 from hardmix.config import ConfigError
 from hardmix.errors import StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
-from hardmix.mixing import hardest, mochi_draws, mochi_synthesize
+from hardmix.mixing import hardest
 from hardmix.strategies import ContrastContext, HardCopies, MoCHi, build_strategies
+from hardmix.strategies.mochi import mochi_draws, mochi_synthesize
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training

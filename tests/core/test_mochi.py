@@ -13,8 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix.mixing import hardest, mochi_synthesize, sample_distinct_pairs
+from hardmix.mixing import hardest, sample_distinct_pairs
 from hardmix.strategies import MoCHi
+from hardmix.strategies.mochi import mochi_synthesize
 
 
 def _basis_setup(b: int, k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:

@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 
 from hardmix.losses import ContrastiveLoss
-from hardmix.mixing import mochi_synthesize
 from hardmix.strategies import (
     MixCSE,
     MoCHi,
@@ -19,6 +18,7 @@ from hardmix.strategies import (
     describe_strategies,
     register_strategy,
 )
+from hardmix.strategies.mochi import mochi_synthesize
 
 from ._reference import cross_entropy, mix, normalize
 
