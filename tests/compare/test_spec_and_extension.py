@@ -610,5 +610,6 @@ def test_values_added_to_a_tuning_grid_run_only_the_new_points_and_choose_again(
     for axes in ({"loss.temperature": [0.05]}, {"loss.temperature": [0.05, 0.5], "train.lr": [1e-5]}):
         changed = copy.deepcopy(grown)
         changed["tune"]["grid"]["none"] = axes
-        assert cli(["compare", str(_write(tmp_path, changed, "c.yaml")), "--output", str(out), "--resume"]) == 2
+        path = _write(tmp_path, changed, "c.yaml")
+        assert cli(["compare", str(path), "--output", str(out), "--resume"]) == 2
         assert "in tune.grid;" in capsys.readouterr().err
