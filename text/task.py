@@ -136,7 +136,9 @@ class TextTask(Task):
     progress_label = "dev"
     keeps_best = True
     exports = (BEST,)
-    auto_bf16 = True  # compare_precision: bf16 - fp32 on the held-out STS average is inside +-1 point
+    # compare_precision: SimCSE's bf16 - fp32 on the held-out STS average lies inside +-1 point; the other
+    # strategies' bf16 is not shown yet (docs/results.md, "bf16 against fp32")
+    bf16_shown_for = ("none",)
 
     cfg: TextTrainConfig
 

@@ -197,6 +197,11 @@ def make_cell(
     ]
     try:
         cfg = load_config_for(task_cls, task.config, overrides)
+        if cfg.train.precision == "auto":  # one precision for every cell of the task
+            from hardmix.compare.precision import task_precision
+
+            overrides.append(f"train.precision={task_precision(spec, task, task_cls, cfg)}")
+            cfg = load_config_for(task_cls, task.config, overrides)
     except ConfigError as e:
         where = f" at tune point {point}" if point_index is not None else ""
         raise ConfigError(f"tasks.{task.name} with strategy {strategy}{where}: {e}") from None

@@ -78,7 +78,8 @@ def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = N
     """
     out = Path(output or cfg.output)
     runtime = start_runtime(cfg.train.device, cfg.train.precision, cfg.train.threads, cfg.train.seed,
-                            saved_precision(out) if resume else None, task_class.name, task_class.auto_bf16)
+                            saved_precision(out) if resume else None, task_class.name,
+                            task_class.auto_bf16_for(cfg))
     cfg.train.precision = runtime.precision  # config.yaml and results.json record the precision used
     try:
         with libraries_offline():  # HARDMIX_OFFLINE / --no-download reach transformers and the Hub client

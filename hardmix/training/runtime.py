@@ -156,8 +156,8 @@ def choose_precision(asked: str, device: torch.device, saved: str | None = None,
         return asked, why + (f"; {where} emulates bfloat16: expect it slower than fp32" if slow else "")
     if native and not auto_bf16:
         return "fp32", (f"train.precision: auto; {where} computes bfloat16 natively, but bf16 is not shown "
-                        f"to give {task or 'this task'}'s held-out scores within a point of fp32's "
-                        "(docs/results.md); train.precision: bf16 asks for it")
+                        f"to give {task or 'this task'}'s held-out scores within a point of fp32's with "
+                        "these strategies (docs/results.md); train.precision: bf16 asks for it")
     if native:
         return "bf16", f"train.precision: auto; {where} computes bfloat16 natively"
     return "fp32", f"train.precision: auto; {where} does not compute bfloat16 natively"

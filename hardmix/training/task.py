@@ -63,9 +63,10 @@ class Task(ABC):
         exports: the names the task writes into its run folder beside the engine's records (text:
             ``best``, the exported model); ``hardmix compare`` deletes only these (and the checkpoint)
             from a finished cell it does not keep, never anything else a folder holds.
-        auto_bf16: whether ``train.precision: auto`` runs the task in bf16 where the hardware computes it
-            natively: true only once a committed comparison showed the task's held-out scores in bf16
-            within a point of fp32's (``configs/compare/precision.yaml``; text yes, vision not yet).
+        bf16_shown_for: the strategies (registered names) whose held-out scores on this task a committed
+            comparison showed in bf16 within a point of fp32's (``configs/compare/precision.yaml``; text:
+            ``none``; vision: none yet): ``train.precision: auto`` runs bf16, where the hardware computes it
+            natively, only for a list of these (:meth:`auto_bf16_for`).
 
     Attributes:
         loss_fn: the core's loss, set by :meth:`build` (the engine resolves its schedules in epochs).
@@ -83,7 +84,7 @@ class Task(ABC):
     keeps_best: ClassVar[bool] = False
     progress_label: ClassVar[str] = "score"
     exports: ClassVar[tuple[str, ...]] = ()
-    auto_bf16: ClassVar[bool] = False
+    bf16_shown_for: ClassVar[tuple[str, ...]] = ()
     loss_fn: ContrastiveLoss | None = None
 
     def __init__(self, cfg: Any, runtime: Runtime) -> None:
@@ -97,7 +98,30 @@ class Task(ABC):
         chooses one, as vision's ``eval.selection``)."""
         return cls.selection_metric
 
+    @classmethod
+    def auto_bf16_for(cls, cfg: Any) -> bool:
+        """Whether ``train.precision: auto`` may run this config in bf16: every strategy of its
+        ``loss.strategies`` is one of :attr:`bf16_shown_for`, known by its class (a plug-in that reports a
+        shown name is not one).
+
+        >>> from hardmix.strategies import MixCSE, NoMixing
+        >>> class Shown(Task):
+        ...     bf16_shown_for = ("none",)
+        >>> cfg = type("Cfg", (), {"loss": type("Loss", (), {"strategies": [NoMixing()]})})
+        >>> Shown.auto_bf16_for(cfg)
+        True
+        >>> cfg.loss.strategies = [MixCSE()]
+        >>> Shown.auto_bf16_for(cfg)
+        False
+        """
+        from hardmix.strategies.base import registry
+
+        shown = {cls_ for name, cls_ in registry().items() if name in cls.bf16_shown_for}
+        strategies = list(cfg.loss.strategies)
+        return bool(strategies) and all(type(s) in shown for s in strategies)
+
     # --------------------------------------------------------------------------------- before work
+
     def check(self) -> None:  # noqa: B027 (optional hook)
         """Fail fast (missing files, models, evaluation data), before anything is built or written."""
 

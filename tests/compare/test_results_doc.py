@@ -9,12 +9,14 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from hardmix.compare.report import verdicts_markdown
+from hardmix.strategies import MixCSE, NoMixing
 from tests.compare.markdown_tables import holm, parse_tables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -521,11 +523,17 @@ def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch
     simcse = cpu_full["tasks"]["text"]["strategies"]["none"]["seeds"]
     assert fp32 == {seed: simcse[seed] for seed in fp32}
     monkeypatch.setattr(runtime, "cpu_bf16_flags", lambda: ("avx512_bf16",))
+    # auto follows the verdict: bf16 for what was shown (both arms ran `none`), for that only
+    arms = json.loads((PRECISION / "summary.json").read_text())["spec"]["strategies"]
+    assert {e["name"] for entries in arms.values() for e in entries} == {"none"}
     for task, ok in inside.items():
         cls = resolve_task(task)
-        assert cls.auto_bf16 == ok, task
-        chosen = choose_precision("auto", torch.device("cpu"), task=task, auto_bf16=cls.auto_bf16)[0]
-        assert chosen == ("bf16" if ok else "fp32"), task
+        assert cls.bf16_shown_for == (("none",) if ok else ()), task
+        for strategies, shown in (([NoMixing()], ok), ([NoMixing(), MixCSE()], False), ([MixCSE()], False)):
+            cfg = SimpleNamespace(loss=SimpleNamespace(strategies=strategies))
+            chosen = choose_precision("auto", torch.device("cpu"), task=task,
+                                      auto_bf16=cls.auto_bf16_for(cfg))[0]
+            assert chosen == ("bf16" if shown else "fp32"), (task, strategies)
 
 
 @pytest.mark.parametrize("name", COMMITTED)

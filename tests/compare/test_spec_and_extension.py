@@ -613,3 +613,28 @@ def test_values_added_to_a_tuning_grid_run_only_the_new_points_and_choose_again(
         path = _write(tmp_path, changed, "c.yaml")
         assert cli(["compare", str(path), "--output", str(out), "--resume"]) == 2
         assert "in tune.grid;" in capsys.readouterr().err
+
+
+def test_auto_precision_is_one_for_every_cell_of_a_task(text_spec, tmp_path, monkeypatch):
+    """``train.precision: auto`` resolves once per task of a comparison: on a CPU with native bf16, a task
+    comparing only strategies whose bf16 was shown (text: ``none``) runs every cell, tuning cells too, in
+    bf16; one that adds MixCSE runs every cell, ``none``'s included, in fp32: a difference never measures
+    the precision."""
+    import hardmix.training.runtime as runtime
+
+    monkeypatch.setattr(runtime, "cpu_bf16_flags", lambda: ("avx512_bf16",))
+    config = yaml.safe_load(open(text_spec["tasks"]["text"]["config"]))
+    config["train"]["precision"] = "auto"
+    (tmp_path / "auto.yaml").write_text(yaml.safe_dump(config))
+    spec = copy.deepcopy(text_spec)
+    spec["tasks"]["text"]["config"] = str(tmp_path / "auto.yaml")
+    spec["tune"] = {"seeds": [7], "grid": {"none": {"loss.temperature": [0.05]}}}
+    for strategies, expected in (({"none": [{"name": "none"}]}, "bf16"),
+                                 ({"none": [{"name": "none"}], "mixcse": [{"name": "mixcse"}]}, "fp32")):
+        spec["strategies"] = strategies
+        spec["tune"]["grid"] = {s: {"loss.temperature": [0.05]} for s in strategies}
+        parsed = parse_spec(spec)
+        cells = build_grid(parsed, tmp_path / "out", check_data=False) + tuning_cells(
+            parsed, tmp_path / "out", check_data=False)
+        assert len(cells) == 2 * len(strategies)
+        assert {c.config["train"]["precision"] for c in cells} == {expected}, strategies

@@ -273,7 +273,7 @@ def test_a_resume_across_the_choice_of_auto_keeps_the_runs_precision(
         d["train"].update(train)
         return build(d)
 
-    expected = "bf16" if task.auto_bf16 else "fp32"
+    expected = "bf16" if task.auto_bf16_for(cfg()) else "fp32"  # the tiny configs run `none`
     assert expected == {"text": "bf16", "vision": "fp32"}[modality]
     run_training(task, cfg(precision=expected), tmp_path / "whole")
     monkeypatch.setattr(runtime_module, "cpu_bf16_flags", lambda: ("avx512_bf16",))
@@ -333,3 +333,25 @@ def test_a_bf16_run_evaluates_in_float32(monkeypatch, tmp_path, tiny_text_config
     record = run_training(TextTask, build_text_config(cfg), tmp_path / "text")
     assert record["precision"] == "bf16" and record["best_score"] is not None
     assert len(seen) >= 2 and set(seen) == {(False, torch.float32)}
+
+
+def test_auto_runs_bf16_only_for_the_strategies_it_was_shown_for(monkeypatch, tmp_path, tiny_text_config,
+                                                                   one_torch_thread) -> None:
+    """Text's bf16 was shown to give fp32's answers for SimCSE (``none``) only: on a CPU with native bf16,
+    ``auto`` trains ``none`` in bf16 and MixCSE (alone, or after ``none`` in a list) in fp32, and each run's
+    records say which."""
+    import hardmix.training.runtime as runtime_module
+    from hardmix.text.config import build_text_config
+    from hardmix.text.task import TextTask
+    from hardmix.training.engine import run_training
+
+    monkeypatch.setattr(runtime_module, "cpu_bf16_flags", lambda: ("avx512_bf16",))
+    for name, strategies, expected in (("none", [{"name": "none"}], "bf16"),
+                                       ("mixcse", [{"name": "mixcse"}], "fp32"),
+                                       ("both", [{"name": "none"}, {"name": "mixcse"}], "fp32")):
+        d = copy.deepcopy(tiny_text_config)
+        d["train"].update(max_steps=1, precision="auto")
+        d["loss"]["strategies"] = strategies
+        record = run_training(TextTask, build_text_config(d), tmp_path / name)
+        assert record["precision"] == expected, name
+        assert _record(tmp_path / name)[0] == expected

@@ -1,0 +1,49 @@
+"""``train.precision: auto`` resolved once for all the cells of a comparison's task.
+
+``auto`` runs bf16 only where the machine computes it natively and the task's bf16 was shown to give fp32's
+answers for the run's strategies (:meth:`hardmix.training.Task.auto_bf16_for`). Resolved cell by cell,
+a comparison of a shown strategy against one not shown would pit bf16 against fp32, and its differences
+would measure the precision too. So a task whose config leaves ``auto`` runs every cell, tuning cells
+included, in the one precision that every strategy of the task may use: bf16 only if it holds for each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
+from hardmix.training import runtime
+from hardmix.training.api import load_config_for
+
+
+def task_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str:
+    """The precision of every cell of ``task`` (``fp32`` or ``bf16``; ``cfg``: one cell's config,
+    which names ``auto``): bf16 where this machine computes it natively and every strategy of the task is
+    one its bf16 was shown for (resolved once per spec and task)."""
+    names = task.strategies or list(spec.strategies)
+    key = repr((task.name, str(task.config), task.overrides, [(s, spec.strategies_for(task, s),
+               spec.strategy_set.get(s)) for s in names], runtime.cpu_bf16_flags(), cfg.train.device))
+    if key not in _RESOLVED:
+        _RESOLVED[key] = _resolve(spec, task, task_cls, cfg)
+    return _RESOLVED[key]
+
+
+def _resolve(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str:
+    shown = all(
+        task_cls.auto_bf16_for(load_config_for(task_cls, task.config, [
+            *task.overrides, *spec.strategy_set.get(s, []),
+            f"loss.strategies={override_value(spec.strategies_for(task, s))}"]))
+        for s in task.strategies or spec.strategies
+    )
+    want = cfg.train.device
+    cuda = want == "cuda" or (want == "auto" and torch.cuda.is_available())
+    return runtime.choose_precision("auto", torch.device("cuda" if cuda else "cpu"), task=task_cls.name,
+                            auto_bf16=shown)[0]
+
+
+_RESOLVED: dict[str, str] = {}
+
+
+__all__ = ["task_precision"]
