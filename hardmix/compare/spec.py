@@ -107,8 +107,10 @@ def parse_entries(entries: Any, key: str) -> list[dict[str, Any]]:
     return normalized
 
 
-#: One strategy of a comparison: a ``loss.strategies`` spec, its entries as mappings.
-StrategyEntries = Annotated[list[dict[str, Any]], Parsed(parse_entries, strategy_spec_schema)]
+#: One strategy of a comparison: a ``loss.strategies`` spec, its entries as mappings (a ramp may lack what
+#: a task's ``strategy_args`` give it).
+StrategyEntries = Annotated[list[dict[str, Any]], Parsed(parse_entries,
+                                                         lambda: strategy_spec_schema(complete=False))]
 
 #: A tuning grid's axes: a key (``mixcse.lam``, ``loss.temperature``) to its values.
 Axes = dict[str, Annotated[list[Any], {"min_items": 1}]]

@@ -50,16 +50,19 @@ WARMUP_SCHEMA: dict[str, Any] = {
 }
 
 
-def entry_schema(cls: type[Strategy]) -> dict[str, Any]:
+def entry_schema(cls: type[Strategy], complete: bool = True) -> dict[str, Any]:
     """The schema of one entry of a registered strategy: its name, its arguments (numbers may ramp) and a
-    warm-up, no other key."""
+    warm-up, no other key; ``complete=False``: a ramp may lack keys (a comparison's entry, which each task's
+    ``strategy_args`` completes)."""
+    ramp = RAMP_SCHEMA if complete else {k: v for k, v in RAMP_SCHEMA.items() if k not in ("required",
+                                                                                          "oneOf")}
     hints = typing.get_type_hints(cls, include_extras=True)
     summary = " ".join([*(inspect.getdoc(cls) or "").splitlines()[:1], f"({cls.paper})" if cls.paper else ""])
     properties: dict[str, Any] = {"name": {"const": cls.name, "description": summary.strip()}}
     for f in cls.params():
         schema = type_schema(hints[f.name])
         if unwrap(hints[f.name])[0] in (int, float, int | None, float | None):
-            schema = {"anyOf": [schema, RAMP_SCHEMA]}
+            schema = {"anyOf": [schema, ramp]}
         schema.update(description=f.metadata.get("help", ""), default=jsonable(f.default))
         properties[f.name] = schema
     properties.update(WARMUP_SCHEMA)
@@ -67,13 +70,13 @@ def entry_schema(cls: type[Strategy]) -> dict[str, Any]:
             "additionalProperties": False}
 
 
-def strategy_spec_schema() -> dict[str, Any]:
+def strategy_spec_schema(complete: bool = True) -> dict[str, Any]:
     """The schema of a spec: a registered name, an entry, a non-empty list of them, or null (plain
-    InfoNCE)."""
+    InfoNCE); ``complete``: see :func:`entry_schema`."""
     strategies = registry()
     one = {"anyOf": [{"enum": sorted(strategies), "description": "a registered strategy (`hardmix "
                                                                  "strategies`)"},
-                     *(entry_schema(strategies[name]) for name in sorted(strategies))]}
+                     *(entry_schema(strategies[name], complete) for name in sorted(strategies))]}
     return {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}, {"type": "null"}],
             "description": "strategies: a name, {name: ..., **arguments} or a list of them (`hardmix "
                            "strategies` lists them)"}
