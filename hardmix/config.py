@@ -51,10 +51,6 @@ def _type_name(tp: Any) -> str:
 #: YAML 1.1 (PyYAML) reads 3e-5 (an exponent without a dot) as a string; YAML 1.2 reads a number.
 YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
-#: The metadata of a field (or the mapping of ``Annotated[T, {...}]``) that the loader checks.
-CHECKS = ("choices", "min", "max", "gt", "lt", "min_items", "min_length")
-
-
 @dataclasses.dataclass(frozen=True)
 class Parsed:
     """A config type that reads itself, for a value no generic rule describes, as the annotation

@@ -244,3 +244,23 @@ def test_config_show_prints_the_resolved_config_with_each_value_s_origin(tmp_pat
     assert "name its task with --task" in capsys.readouterr().err
     assert cli(["config", "show", str(tmp_path / "empty.yaml"), "--task", "vision"]) == 0
     assert "bn_splits: 8" in capsys.readouterr().out
+
+
+def test_one_loader_and_one_naming_scheme():
+    """The loader's coercion is defined once (the comparison spec's hand-written parser is gone), and the
+    sections of both modalities are named ``*Section``, the whole configs ``TextConfig`` and
+    ``VisionConfig``."""
+    from tests.core.test_said_once import _defined_where
+
+    where = _defined_where()
+    assert where["_coerce"] == where["_from_dict"] == ["hardmix/config.py"]
+    assert not {"_parse_tune", "_parse_seeds", "TASK_KEYS"} & set(where)
+    old_names = {"TextTrainConfig", "DataConfig", "AugmentConfig", "ModelConfig", "LossConfig", "TrainConfig",
+                 "EvalConfig"}
+    assert not old_names & set(where)
+    for kind in ("text", "vision"):
+        cls = config_class(kind)
+        assert cls.__name__ == f"{kind.title()}Config"
+        cfg = cls()
+        sections = {type(getattr(cfg, f)).__name__ for f in ("model", "data", "loss", "train", "eval", "log")}
+        assert all(name.endswith("Section") for name in sections), sections
