@@ -51,6 +51,7 @@ def _type_name(tp: Any) -> str:
 #: YAML 1.1 (PyYAML) reads 3e-5 (an exponent without a dot) as a string; YAML 1.2 reads a number.
 YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
+
 @dataclasses.dataclass(frozen=True)
 class Parsed:
     """A config type that reads itself, for a value no generic rule describes, as the annotation
@@ -180,7 +181,8 @@ def _coerce_type(value: Any, tp: Any, key: str, checks: Mapping[str, Any]) -> An
 
 
 def check_range(value: Any, meta: typing.Mapping[str, Any], key: str) -> None:
-    """Check a read value against the :data:`CHECKS` of ``meta``."""
+    """Check a read value against the checks of ``meta`` (a field's metadata, or ``Annotated``'s mapping):
+    ``choices``, ``min``, ``max``, ``gt``, ``lt``, ``min_items``, ``min_length``; None passes."""
     if value is None:
         return
     if meta.get("min_items") and len(value) < meta["min_items"]:
