@@ -30,8 +30,11 @@
         mixcse: {mixcse.lam: [0.1, 0.4]}
         mochi: {mochi.n_hard: [16, 32]}
 
-Every cell's full config is built and validated (the task's own validation, strategies included) before the
-first run, so a bad key, value, strategy, score or config file is an error naming it.
+The spec is read by the config loader (:mod:`hardmix.config`), as a task's config is: :class:`CompareSpec`,
+:class:`TaskSpec` and :class:`TuneSpec` are its keys (``hardmix config schema compare`` their JSON Schema),
+and :meth:`CompareSpec.validate` what spans several keys. Every cell's full config is then built and
+validated (the task's own validation, strategies included) before the first run, so a bad key, value,
+strategy, score or config file is an error naming it.
 """
 
 from __future__ import annotations
