@@ -353,13 +353,13 @@ class VisionStep:
 def run_vision_group(s: dict[str, Any], mode: str, device: torch.device, precision: str) -> dict[str, Any]:
     """Floor, ``none`` and ``mochi`` of one vision group."""
     from hardmix.vision.augment import TensorAugment
-    from hardmix.vision.config import AugmentConfig
+    from hardmix.vision.config import AugmentSection
     from hardmix.vision.pipeline import TensorBatches
 
     g = torch.Generator().manual_seed(0)
     cache = torch.randint(0, 256, (s["cache_images"], 3, s["cache_px"], s["cache_px"]), generator=g,
                           dtype=torch.uint8)
-    aug = TensorAugment(AugmentConfig(crop_size=s["crop"]))
+    aug = TensorAugment(AugmentSection(crop_size=s["crop"]))
     batches = TensorBatches(cache, aug, s["batch"], 0, device=device)
     v1, v2, _ = batches.batch(0)
     assert v1.device.type == device.type, "the views are made on the device"
@@ -385,7 +385,7 @@ def run_vision_group(s: dict[str, Any], mode: str, device: torch.device, precisi
 def pil_pinned_rate(mode: str, device: torch.device) -> dict[str, Any]:
     """Images/s of the PIL path (DataLoader workers, pinned memory on CUDA) on the real CIFAR-10 tree."""
     from hardmix.vision.augment import pil_transform
-    from hardmix.vision.config import AugmentConfig
+    from hardmix.vision.config import AugmentSection
     from hardmix.vision.data import dataset_root, scan_image_folder, split_folder
     from hardmix.vision.pipeline import PilBatches
 
@@ -397,7 +397,7 @@ def pil_pinned_rate(mode: str, device: torch.device) -> dict[str, Any]:
     images = scan_image_folder(split_folder(root, "train"))
     paths = images.paths[: batch * (n_batches + 1)]
     pin = device.type == "cuda"
-    transform = pil_transform(AugmentConfig(crop_size=32))
+    transform = pil_transform(AugmentSection(crop_size=32))
     pil = PilBatches(paths, transform, batch, 0, workers=workers, pin_memory=pin)
     it = iter(pil.iterate(0, n_batches + 1))
     v1, _, _ = next(it)

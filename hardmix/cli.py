@@ -1,11 +1,12 @@
 """The ``hardmix`` command line.
 
 ``hardmix train TASK CONFIG`` trains any registered task (the ``hardmix.tasks`` entry points, e.g.
-``text``, ``vision``) through the engine; ``strategies`` lists the core's strategies. A package adds its
-own subcommands (``eval text``, ``eval knn``, ``export vision``, ...) through the ``hardmix.cli``
-entry points: a function ``register(top, evaluate, export)`` that receives the top-level, the ``eval`` and the
-``export`` subparsers. ``compare``, ``data`` and ``neighbours`` are the core's own. The core
-imports no task by name, and heavy dependencies load only when their command runs.
+``text``, ``vision``) through the engine; ``strategies`` lists the core's strategies; ``config schema``
+prints a config's JSON Schema and ``config show`` a config resolved (:mod:`hardmix.config_view`). A
+package adds its own subcommands (``eval text``, ``eval knn``, ``export vision``, ...) through the
+``hardmix.cli`` entry points: a function ``register(top, evaluate, export)`` that receives the top-level,
+the ``eval`` and the ``export`` subparsers. ``compare``, ``data`` and ``neighbours`` are the core's own. The
+core imports no task by name, and heavy dependencies load only when their command runs.
 
 ``encode`` is one command for every modality (:class:`EncodeCommand`): the core owns its parser (MODEL,
 ``--output``, ``--batch-size``) and a ``register`` that accepts a fourth argument, ``encode``, adds its
@@ -239,13 +240,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help=f"train an encoder ({', '.join(tasks)})")
     p.add_argument("task", metavar="TASK", choices=tasks, help=f"one of: {', '.join(tasks)}")
     p.add_argument("config", help="YAML config (see configs/<task>/)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set train.max_steps=100 (repeatable)")
+    _add_set_option(p)
     p.add_argument("--output", default=None, help="run folder (default: the config's output)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output from its checkpoint")
     p.add_argument("--no-download", action="store_true",
                    help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=_cmd_train)
+
+    _add_config_command(sub, [*tasks, "compare"])
 
     from hardmix.compare.cli import register as register_compare
     from hardmix.datasets.cli import register as register_data
@@ -273,6 +275,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: faiss when installed (HARDMIX_NO_FAISS=1 ignores it), else numpy; both exact")
     p.set_defaults(func=lazy_command("hardmix.neighbours:cli_main", _check_neighbours))
     return parser
+
+
+def _add_set_option(p: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE`` (repeatable), as ``train`` and ``config show`` take it."""
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set train.max_steps=100 (repeatable)")
+
+
+def _add_config_command(sub: argparse._SubParsersAction, kinds: list[str]) -> None:
+    """``hardmix config schema KIND`` and ``hardmix config show CONFIG`` (:mod:`hardmix.config_view`)."""
+    config = sub.add_parser("config", help="a config's JSON Schema (for editors), or a config resolved with "
+                                           "each value's origin")
+    config_sub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    p = config_sub.add_parser("schema", help=f"print the JSON Schema of a config ({', '.join(kinds)})")
+    p.add_argument("kind", metavar="KIND", choices=kinds,
+                   help=f"one of: {', '.join(kinds)} (compare: a comparison spec)")
+    p.set_defaults(func=lazy_command("hardmix.config_view:cmd_schema"))
+    p = config_sub.add_parser("show", help="print a config as hardmix reads it, each value with its origin "
+                                           "(default, file, --set)")
+    p.add_argument("config", help="a task's config or a comparison spec (YAML)")
+    p.add_argument("--task", choices=kinds, default=None,
+                   help="what the config is (default: read from its keys)")
+    _add_set_option(p)
+    p.set_defaults(func=lazy_command("hardmix.config_view:cmd_show"))
 
 
 def _check_neighbours(args: argparse.Namespace) -> None:

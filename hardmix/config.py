@@ -1,6 +1,15 @@
-"""YAML configs validated into dataclasses, with ``--set key=value`` overrides.
+"""YAML configs validated into dataclasses, with ``--set key=value`` overrides: the one loader of every
+config hardmix reads (a task's config, a comparison spec).
 
-Every error names the offending key (``train.lr``) and, for files, the file, before any work starts.
+A config is a dataclass whose fields are its keys: a field without a default is required, a nested
+dataclass is a section, and a field's type says what a value may be (``int``, ``float | None``,
+``Literal[...]``, ``list[str]``, ``dict[str, Section]``, ``Path``). Ranges are the field's metadata (``min``,
+``max``, ``gt``, ``lt``, ``choices``, ``min_items``, ``min_length``), or, for a type inside another
+(``dict[str, list[int]]``'s lists), a mapping in ``Annotated[T, {...}]``. A value no generic rule describes
+(the strategy list, a comparison's seeds) has a type that reads itself, ``Annotated[T, Parsed(parse,
+schema)]``. A section's ``validate()`` checks what spans several keys. Every error names the offending key
+(``train.lr``) and, for files, the file, before any work starts; :mod:`hardmix.schema` turns the same
+dataclasses into a JSON Schema.
 
 Example:
     >>> from dataclasses import dataclass, field
@@ -24,8 +33,9 @@ import os
 import re
 import types
 import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -42,8 +52,63 @@ def _type_name(tp: Any) -> str:
 YAML11_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 
+@dataclasses.dataclass(frozen=True)
+class Parsed:
+    """A config type that reads itself, for a value no generic rule describes, as the annotation
+    ``Annotated[T, Parsed(parse, schema)]`` (``T``: what ``parse`` returns).
+
+    Attributes:
+        parse: ``parse(value, key)``: the value read, or a ConfigError naming ``key``.
+        schema: the JSON Schema of the values ``parse`` accepts (:mod:`hardmix.schema`).
+    """
+
+    parse: Callable[[Any, str], Any]
+    schema: Callable[[], dict[str, Any]]
+
+
+def unwrap(tp: Any) -> tuple[Any, dict[str, Any], Parsed | None]:
+    """An annotation's type, its checks (the mappings of ``Annotated``) and its :class:`Parsed`, if any.
+
+    Example:
+        >>> unwrap(Annotated[list[int], {"min_items": 1}])
+        (list[int], {'min_items': 1}, None)
+    """
+    if get_origin(tp) is not Annotated:
+        return tp, {}, None
+    base, *extras = get_args(tp)
+    checks = {k: v for e in extras if isinstance(e, Mapping) for k, v in e.items()}
+    return base, checks, next((e for e in extras if isinstance(e, Parsed)), None)
+
+
+def config_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields of a config dataclass that are keys of its file (not those its reader fills in, marked
+    ``metadata={"internal": True}``)."""
+    return [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")]
+
+
+def config_hints(cls: type) -> dict[str, Any]:
+    """The annotations of a config dataclass, ``Annotated`` kept. Nested sections named by their
+    ``default_factory`` also resolve when the classes are not module globals (string annotations of
+    classes defined in a function or a doctest)."""
+    nested = {
+        f.default_factory.__name__: f.default_factory
+        for f in dataclasses.fields(cls)
+        if isinstance(f.default_factory, type)
+    }
+    return get_type_hints(cls, localns=nested, include_extras=True)
+
+
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Check ``value`` against the annotation ``tp`` and convert where lossless (int -> float)."""
+    base, checks, parsed = unwrap(tp)
+    if parsed is not None:
+        return parsed.parse(value, key)
+    out = _coerce_type(value, base, key, checks)
+    check_range(out, checks, key)
+    return out
+
+
+def _coerce_type(value: Any, tp: Any, key: str, checks: Mapping[str, Any]) -> Any:
     origin = get_origin(tp)
     if tp is Any:
         return value
@@ -69,7 +134,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
+            what = "a non-empty list" if checks.get("min_items") else "a list"
+            raise ConfigError(f"{key}: expected {what}, got {type(value).__name__} {value!r}")
         (item_tp, *rest) = get_args(tp) or (Any,)
         if origin is tuple and rest and rest[0] is not Ellipsis:
             item_tps = [item_tp, *rest]
@@ -80,7 +146,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+            what = "a non-empty mapping" if checks.get("min_items") else "a mapping"
+            raise ConfigError(f"{key}: expected {what}, got {type(value).__name__} {value!r}")
         _, val_tp = get_args(tp) or (Any, Any)
         return {k: _coerce(v, val_tp, f"{key}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
@@ -104,18 +171,25 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true or false, got {type(value).__name__} {value!r}")
         return value
-    if tp is str:
+    if tp is str or tp is Path:
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
-        return value
+        return Path(value) if tp is Path else value
     if isinstance(tp, type) and not isinstance(value, tp):
         raise ConfigError(f"{key}: expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
     return value
 
 
-def _check_range(value: Any, meta: typing.Mapping[str, Any], key: str) -> None:
+def check_range(value: Any, meta: typing.Mapping[str, Any], key: str) -> None:
+    """Check a read value against the checks of ``meta`` (a field's metadata, or ``Annotated``'s mapping):
+    ``choices``, ``min``, ``max``, ``gt``, ``lt``, ``min_items``, ``min_length``; None passes."""
     if value is None:
         return
+    if meta.get("min_items") and len(value) < meta["min_items"]:
+        what = "mapping" if isinstance(value, dict) else "list"
+        raise ConfigError(f"{key}: expected a non-empty {what}, got {value!r}")
+    if meta.get("min_length") and len(value) < meta["min_length"]:
+        raise ConfigError(f"{key}: expected a non-empty string, got {value!r}")
     if "choices" in meta and value not in meta["choices"]:
         raise ConfigError(f"{key}: {value!r} is not one of {list(meta['choices'])}")
     if "min" in meta and value < meta["min"]:
@@ -129,29 +203,27 @@ def _check_range(value: Any, meta: typing.Mapping[str, Any], key: str) -> None:
 
 
 def _from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    # Nested sections named by their default_factory also resolve when the classes are not module globals
-    # (string annotations of classes defined in a function or a doctest).
-    nested = {
-        f.default_factory.__name__: f.default_factory
-        for f in fields.values()
-        if isinstance(f.default_factory, type)
-    }
-    hints = get_type_hints(cls, localns=nested)
+    fields = {f.name: f for f in config_fields(cls)}
+    hints = config_hints(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = f"{prefix}." if prefix else ""
         raise ConfigError(
             f"unknown key {where}{unknown[0]} (known keys of {prefix or 'the config'}: {', '.join(fields)})"
         )
+    missing = [n for n, f in fields.items() if n not in data and f.default is dataclasses.MISSING
+               and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{prefix + '.' if prefix else ''}{missing[0]}: missing")
     kwargs = {}
     for name, value in data.items():
         key = f"{prefix}.{name}" if prefix else name
-        if hints[name] is Any:  # validated by its section (loss.strategies: built when the section is made)
-            kwargs[name] = value
+        parsed = unwrap(hints[name])[2]
+        if parsed is not None:  # read here, not through _coerce: the value passes through no other function
+            kwargs[name] = parsed.parse(value, key)
             continue
         coerced = _coerce(value, hints[name], key)
-        _check_range(coerced, fields[name].metadata, key)
+        check_range(coerced, fields[name].metadata, key)
         kwargs[name] = coerced
     try:
         obj = cls(**kwargs)

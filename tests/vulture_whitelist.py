@@ -32,8 +32,8 @@ _.used(_.on_step_begin, _.get_config_dict, _.citation, _.__getattr__, _.num_batc
 _.used(_.base_folder, _.train_list, _.test_list)
 
 # Subcommands named by a "module:function" string (hardmix.training.lazy_command in text/cli.py and
-# vision/cli.py).
-_.used(_.cli_main, _.knn_cli_main, _.linear_cli_main, _.cmd_export)
+# vision/cli.py; hardmix.cli's for hardmix/config_view.py).
+_.used(_.cli_main, _.knn_cli_main, _.linear_cli_main, _.cmd_export, _.cmd_schema, _.cmd_show)
 
 # Dataclass fields read by name: the comparison's statistics (report tables, summary.json, by
 # dataclasses.asdict) and the compare spec's YAML key.

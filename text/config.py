@@ -106,8 +106,8 @@ class TrainSection(BaseTrainSection):
         lr: peak learning rate; SimCSE/MixCSE BERT-base: 3e-5, BERT-large: 1e-5.
         epochs: passes over the corpus (SimCSE: 1).
         seed: seeds the model head, dropout, the data order and the strategies' draws (SimCSE: 42).
-        warmup_steps: linear warm-up steps (SimCSE: 0); warmup_ratio: the same as a fraction of the
-            total steps (the larger of the two is used).
+        warmup_steps: linear warm-up steps (SimCSE: 0).
+        warmup_ratio: the warm-up as a fraction of the total steps (the larger of the two is used).
         weight_decay: AdamW weight decay (HF Trainer default: 0), never on biases and LayerNorm.
         adam_beta1, adam_beta2, adam_eps: AdamW's (HF Trainer defaults).
         max_grad_norm: gradient-norm clipping (HF Trainer default 1.0); 0 disables it.
@@ -155,7 +155,7 @@ class EvalSection(BaseEvalSection):
 
 
 @dataclass
-class TextTrainConfig(TaskConfig):
+class TextConfig(TaskConfig):
     """The whole config of ``hardmix train text`` (``log`` and ``output`` are the engine's,
     :class:`hardmix.training.config.TaskConfig`).
 
@@ -220,14 +220,14 @@ def build_loss(loss: LossSection) -> Any:
 
 def build_text_config(
     data: dict[str, Any] | None = None, overrides: list[str] | None = None
-) -> TextTrainConfig:
-    """Validate a nested dict (plus ``key=value`` overrides) into a :class:`TextTrainConfig`."""
-    return build_task_config(TextTrainConfig, data, overrides)
+) -> TextConfig:
+    """Validate a nested dict (plus ``key=value`` overrides) into a :class:`TextConfig`."""
+    return build_task_config(TextConfig, data, overrides)
 
 
-def load_text_config(path: str | os.PathLike[str], overrides: list[str] | None = None) -> TextTrainConfig:
+def load_text_config(path: str | os.PathLike[str], overrides: list[str] | None = None) -> TextConfig:
     """Load a YAML config (plus ``--set`` overrides); errors name the file and the key."""
-    return load_task_config(TextTrainConfig, path, overrides)
+    return load_task_config(TextConfig, path, overrides)
 
 
 __all__ = [
@@ -235,7 +235,7 @@ __all__ = [
     "EvalSection",
     "LossSection",
     "ModelSection",
-    "TextTrainConfig",
+    "TextConfig",
     "TrainSection",
     "build_loss",
     "build_text_config",

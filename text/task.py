@@ -35,7 +35,7 @@ from hardmix.errors import ConfigError
 from hardmix.losses.contrastive import ContrastiveLoss, LossOutput
 from hardmix.paths import resolve_data_path
 from hardmix.queue import KeyQueue
-from hardmix.text.config import TextTrainConfig, build_loss
+from hardmix.text.config import TextConfig, build_loss
 from hardmix.text.data import (
     BatchOrder,
     CorpusError,
@@ -101,7 +101,7 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def _check_eval_data(cfg: TextTrainConfig) -> None:
+def _check_eval_data(cfg: TextConfig) -> None:
     if cfg.eval.eval_steps == 0 and not cfg.eval.at_end and not cfg.eval.final_sts:
         return
     from hardmix.text.senteval_data import senteval_dir
@@ -130,7 +130,7 @@ class TextTask(Task):
     """Sentence encoders: SimCSE's two dropout views, any strategy of the core, STS-B dev selection."""
 
     name = "text"
-    config_class = TextTrainConfig
+    config_class = TextConfig
     selection_metric = "stsb_dev"
     default_score = "sts_avg"
     progress_label = "dev"
@@ -140,7 +140,7 @@ class TextTask(Task):
     # strategies' bf16 is not shown yet (docs/results.md, "bf16 against fp32")
     bf16_shown_for = ("none",)
 
-    cfg: TextTrainConfig
+    cfg: TextConfig
 
     def check(self) -> None:
         cfg = self.cfg
@@ -335,7 +335,7 @@ class TextTask(Task):
         self.generator.set_state(state["generator"])
 
     @classmethod
-    def data_needs(cls, cfg: TextTrainConfig) -> list[tuple[str, str]]:
+    def data_needs(cls, cfg: TextConfig) -> list[tuple[str, str]]:
         needs = [("model.name_or_path", cfg.model.name_or_path), ("data.train_file", cfg.data.train_file)]
         if cfg.eval.eval_steps or cfg.eval.at_end or cfg.eval.final_sts:
             needs.append(("eval", "senteval"))
@@ -362,7 +362,7 @@ class TextTask(Task):
         return problems
 
     @classmethod
-    def score_names(cls, cfg: TextTrainConfig) -> list[str]:
+    def score_names(cls, cfg: TextConfig) -> list[str]:
         """``stsb_dev`` when the run evaluates, and with ``eval.final_sts`` the held-out STS suite (each
         with ``<score>_se`` besides, when ``eval.sts_bootstrap``)."""
         names = ["stsb_dev"] if cfg.eval.at_end or cfg.eval.eval_steps else []
@@ -371,7 +371,7 @@ class TextTask(Task):
         return names
 
     @classmethod
-    def held_out_scores(cls, cfg: TextTrainConfig) -> list[str]:
+    def held_out_scores(cls, cfg: TextConfig) -> list[str]:
         """``sts_avg`` and each STS task (``STS12`` .. ``STS16``, ``STS-B``, ``SICK-R``: test pairs, never
         selected on), or only the tasks of ``eval.sts_tasks`` when it names a subset (no average then);
         whether this config computes them: :meth:`overrides_for_scores`."""
@@ -383,7 +383,7 @@ class TextTask(Task):
         return ["sts_avg", *STS_TASKS]
 
     @classmethod
-    def overrides_for_scores(cls, cfg: TextTrainConfig, scores: list[str]) -> list[str]:
+    def overrides_for_scores(cls, cfg: TextConfig, scores: list[str]) -> list[str]:
         """``eval.final_sts=true`` when ``scores`` holds an STS score (or its ``_se``) and the config does
         not run the suite."""
         held = set(cls.held_out_scores(cfg))

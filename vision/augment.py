@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.vision.config import AugmentConfig
+from hardmix.vision.config import AugmentSection
 
 _GRAY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights
 
@@ -239,13 +239,13 @@ class TensorAugment:
         Returns (B, 3, S, S) float32 normalized views, S = ``cfg.crop_size``, on the images' device.
 
     Example:
-        >>> aug = TensorAugment(AugmentConfig(crop_size=16))
+        >>> aug = TensorAugment(AugmentSection(crop_size=16))
         >>> x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
         >>> aug(x, torch.Generator().manual_seed(0)).shape
         torch.Size([4, 3, 16, 16])
     """
 
-    def __init__(self, cfg: AugmentConfig) -> None:
+    def __init__(self, cfg: AugmentSection) -> None:
         self.cfg = cfg
         self.mean = torch.tensor(cfg.mean).view(1, 3, 1, 1)
         self.std = torch.tensor(cfg.std).view(1, 3, 1, 1)
@@ -297,7 +297,7 @@ def normalize_uint8(images: Tensor, mean: tuple[float, ...], std: tuple[float, .
     return (images.float() / 255.0 - m) / s
 
 
-def pil_transform(cfg: AugmentConfig):  # noqa: ANN201 (a torchvision Compose)
+def pil_transform(cfg: AugmentSection):  # noqa: ANN201 (a torchvision Compose)
     """torchvision's per-image PIL pipeline of the same augmentations (MoCo's ``--aug-plus``)."""
     from torchvision import transforms as T
 

@@ -22,14 +22,14 @@ import torch
 from torch import Tensor, nn
 
 from hardmix.vision.augment import TensorAugment
-from hardmix.vision.config import AugmentConfig
+from hardmix.vision.config import AugmentSection
 from hardmix.vision.data import step_generator
 
 LINEAR_CROP_SCALE = (0.08, 1.0)  # torchvision's RandomResizedCrop default (main_lincls.py, solo-learn)
 _PURPOSE = 4  # step_generator's purpose slot: 0-3 are the trainer's
 
 
-def linear_augment_config(cfg: AugmentConfig) -> AugmentConfig:
+def linear_augment_config(cfg: AugmentSection) -> AugmentSection:
     """The linear-evaluation recipe's training augmentation at the run's crop size and normalization:
     RandomResizedCrop(scale (0.08, 1), ratio (3/4, 4/3)) and a horizontal flip (p 0.5), nothing else."""
     return replace(
@@ -72,7 +72,7 @@ class AugmentedFeatures:
     Example:
         >>> net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 5))
         >>> images = torch.randint(0, 256, (10, 3, 8, 8), dtype=torch.uint8)
-        >>> feats = AugmentedFeatures(net, images, linear_augment_config(AugmentConfig(crop_size=8)))
+        >>> feats = AugmentedFeatures(net, images, linear_augment_config(AugmentSection(crop_size=8)))
         >>> feats(torch.tensor([0, 3, 4]), step=0).shape
         torch.Size([3, 5])
     """
@@ -81,7 +81,7 @@ class AugmentedFeatures:
         self,
         backbone: nn.Module,
         images: Tensor,
-        augment: AugmentConfig,
+        augment: AugmentSection,
         seed: int = 0,
         device: str | torch.device = "cpu",
     ) -> None:

@@ -17,18 +17,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from hardmix.errors import ConfigError
 from hardmix.strategies.build import check_setup
-from hardmix.training.config import EvalSection, LossSection, TaskConfig, TrainSection
+from hardmix.strategies.spec_type import Strategies
+from hardmix.training.config import EvalSection as BaseEvalSection
+from hardmix.training.config import LossSection as BaseLossSection
+from hardmix.training.config import TaskConfig
+from hardmix.training.config import TrainSection as BaseTrainSection
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 @dataclass
-class DataConfig:
+class DataSection:
     """Where the training images come from and how they are loaded.
 
     Attributes:
@@ -79,7 +83,7 @@ class DataConfig:
 
 
 @dataclass
-class AugmentConfig:
+class AugmentSection:
     """MoCo-v2's augmentations (Chen et al. 2020, Sec. 3 "augmentation"; ``moco/main_moco.py --aug-plus``).
 
     Attributes:
@@ -136,7 +140,7 @@ class AugmentConfig:
 
 
 @dataclass
-class ModelConfig:
+class ModelSection:
     """Encoder, head and MoCo's momentum encoder and queue.
 
     Attributes:
@@ -167,7 +171,7 @@ class ModelConfig:
 
 
 @dataclass
-class LossConfig(LossSection):
+class LossSection(BaseLossSection):
     """The core's ContrastiveLoss in queue mode (the engine's keys, :class:`hardmix.training.LossSection`).
 
     Attributes:
@@ -183,7 +187,7 @@ class LossConfig(LossSection):
     """
 
     temperature: float = field(default=0.2, metadata={"gt": 0.0})
-    strategies: Any = "none"
+    strategies: Strategies = "none"
     queue_size: int = field(default=65536, metadata={"min": 1})
     two_queries: bool = False
     mask_same_sample: bool = True
@@ -200,7 +204,7 @@ class LossConfig(LossSection):
 
 
 @dataclass
-class TrainConfig(TrainSection):
+class TrainSection(BaseTrainSection):
     """Optimization, besides the engine's keys (:class:`hardmix.training.TrainSection`).
 
     Attributes:
@@ -247,7 +251,7 @@ def selection_score(selection: str, labelled: bool) -> str:
 
 
 @dataclass
-class EvalConfig(EvalSection):
+class EvalSection(BaseEvalSection):
     """Model selection on the validation split and the final model's test scores (InstDisc's weighted
     k-NN, Wu et al. 2018, k 200, tau 0.1 as the lightly benchmarks; a linear probe,
     :mod:`hardmix.vision.linear_probe`).
@@ -313,12 +317,12 @@ class VisionConfig(TaskConfig):
     engine's, :class:`hardmix.training.config.TaskConfig`)."""
 
     output: str = "runs/vision/run"
-    data: DataConfig = field(default_factory=DataConfig)
-    augment: AugmentConfig = field(default_factory=AugmentConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    data: DataSection = field(default_factory=DataSection)
+    augment: AugmentSection = field(default_factory=AugmentSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    loss: LossSection = field(default_factory=LossSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    eval: EvalSection = field(default_factory=EvalSection)
 
     def validate(self) -> None:
         # the strategies' negatives, before any image is read: the queue less the own keys of at most

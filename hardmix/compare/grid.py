@@ -189,7 +189,7 @@ def make_cell(
     entries, point_sets = apply_point(spec, task, strategy, point or {})
     overrides = [
         *task.overrides,
-        *spec.strategy_set.get(strategy, []),
+        *spec.strategy_overrides(strategy),
         *point_sets,
         f"loss.strategies={override_value(entries)}",
         f"train.seed={seed}",

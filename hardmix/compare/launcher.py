@@ -34,17 +34,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from hardmix.compare.grid import LOGS, Cell, cell_log, interpreter_command
+from hardmix.compare.launcher_spec import LauncherSpec, parse_time
 from hardmix.compare.spec import CompareSpec
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.run_folder import LOCK, lock_holder, process_alive, run_files
@@ -57,62 +57,8 @@ RECORDS = Path("launcher") / "jobs.json"
 SUBMITIT_FOLDER = Path("launcher") / "submitit"
 
 
-@dataclass
-class LauncherSpec:
-    """The resources of one cell's job (SLURM's ``sbatch`` options).
-
-    Attributes:
-        partition, account: SLURM's partition and account (None: the cluster's default).
-        nodes: nodes of the job.
-        gpus_per_node: GPUs per node (0: a CPU job).
-        tasks_per_node: processes per node (default: ``gpus_per_node``, at least 1).
-        cpus_per_task: CPU cores per process (also the run's ``train.threads``).
-        mem_gb: memory per node in GB.
-        time: the time limit in minutes.
-        signal_delay_s: seconds before the time limit at which SLURM signals the job to checkpoint.
-        max_requeue: how many times a job that reached its time limit is requeued.
-        sbatch: any other sbatch option (``{qos: high}`` is ``--qos=high``).
-        setup: shell lines run before ``srun`` (modules, a virtual environment).
-    """
-
-    partition: str | None = None
-    account: str | None = None
-    nodes: int = 1
-    gpus_per_node: int = 0
-    tasks_per_node: int | None = None
-    cpus_per_task: int | None = None
-    mem_gb: float | None = None
-    time: int = 60
-    signal_delay_s: int = 120
-    max_requeue: int = 3
-    sbatch: dict[str, Any] = field(default_factory=dict)
-    setup: list[str] = field(default_factory=list)
-
-    @property
-    def processes_per_node(self) -> int:
-        return self.tasks_per_node or max(1, self.gpus_per_node)
-
-
 LAUNCHER_KEYS = tuple(f.name for f in fields(LauncherSpec))
-
-
-def parse_time(value: Any, key: str) -> int:
-    """Minutes from an integer or a SLURM time ``[D-]HH:MM[:SS]``.
-
-    Example:
-        >>> parse_time("2-00:00:00", "launcher.time"), parse_time("1:30:00", "t"), parse_time(90, "t")
-        (2880, 90, 90)
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+):(\d\d)(?::(\d\d))?", str(value).strip())
-    if m is None:
-        raise ConfigError(f"{key}: expected minutes or [D-]HH:MM[:SS], got {value!r}")
-    days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
-    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
-    if total <= 0:
-        raise ConfigError(f"{key}: the time limit must be positive, got {value!r}")
-    return total
+_FIELDS = {f.name: f for f in fields(LauncherSpec)}
 
 
 def _merge(base: LauncherSpec, raw: Any, key: str) -> LauncherSpec:
@@ -141,7 +87,7 @@ def _merge(base: LauncherSpec, raw: Any, key: str) -> LauncherSpec:
             if not isinstance(v, list) or any(not isinstance(line, str) for line in v):
                 raise ConfigError(f"{where}: expected a list of shell lines")
         else:
-            low = 0 if k in ("gpus_per_node", "max_requeue", "signal_delay_s") else 1
+            low = _FIELDS[k].metadata["min"]
             if v is None and k in ("tasks_per_node", "cpus_per_task"):
                 pass
             elif isinstance(v, bool) or not isinstance(v, int) or v < low:
@@ -158,8 +104,8 @@ def launcher_for(spec: CompareSpec, task: str) -> LauncherSpec:
 
     Example:
         >>> from hardmix.compare.spec import CompareSpec
-        >>> spec = CompareSpec([1], "none", {}, {}, raw={"launcher": {"gpus_per_node": 8, "time": "1:00:00"},
-        ...     "tasks": {"vision": {"launcher": {"nodes": 2}}}})
+        >>> spec = CompareSpec(seeds=[1], baseline="none", strategies={}, tasks={}, raw={"launcher": {
+        ...     "gpus_per_node": 8, "time": "1:00:00"}, "tasks": {"vision": {"launcher": {"nodes": 2}}}})
         >>> ls = launcher_for(spec, "vision")
         >>> ls.nodes, ls.gpus_per_node, ls.processes_per_node, ls.time
         (2, 8, 8, 60)

@@ -24,7 +24,7 @@ def task_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) 
     one its bf16 was shown for (resolved once per spec and task)."""
     names = task.strategies or list(spec.strategies)
     key = repr((task.name, str(task.config), task.overrides, [(s, spec.strategies_for(task, s),
-               spec.strategy_set.get(s)) for s in names], runtime.cpu_bf16_flags(), cfg.train.device))
+               spec.strategy_overrides(s)) for s in names], runtime.cpu_bf16_flags(), cfg.train.device))
     if key not in _RESOLVED:
         _RESOLVED[key] = _resolve(spec, task, task_cls, cfg)
     return _RESOLVED[key]
@@ -33,7 +33,7 @@ def task_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) 
 def _resolve(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str:
     shown = all(
         task_cls.auto_bf16_for(load_config_for(task_cls, task.config, [
-            *task.overrides, *spec.strategy_set.get(s, []),
+            *task.overrides, *spec.strategy_overrides(s),
             f"loss.strategies={override_value(spec.strategies_for(task, s))}"]))
         for s in task.strategies or spec.strategies
     )

@@ -30,8 +30,11 @@
         mixcse: {mixcse.lam: [0.1, 0.4]}
         mochi: {mochi.n_hard: [16, 32]}
 
-Every cell's full config is built and validated (the task's own validation, strategies included) before the
-first run, so a bad key, value, strategy, score or config file is an error naming it.
+The spec is read by the config loader (:mod:`hardmix.config`), as a task's config is: :class:`CompareSpec`,
+:class:`TaskSpec` and :class:`TuneSpec` are its keys (``hardmix config schema compare`` their JSON Schema),
+and :meth:`CompareSpec.validate` what spans several keys. Every cell's full config is then built and
+validated (the task's own validation, strategies included) before the first run, so a bad key, value,
+strategy, score or config file is an error naming it.
 """
 
 from __future__ import annotations
@@ -42,18 +45,15 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from hardmix.compare.launcher_spec import LauncherBlock
 from hardmix.compare.stats import ALPHA, exact_floor
-from hardmix.config import load_yaml
+from hardmix.config import Parsed, build_config, config_fields, load_yaml
 from hardmix.errors import ConfigError
+from hardmix.strategies.spec_type import strategy_spec_schema
 from hardmix.training.config import flatten_keys
 
-SPEC_KEYS = ("seeds", "baseline", "strategies", "strategy_set", "tasks", "output", "jobs", "tune", "launcher")
-TASK_KEYS = (
-    "task", "config", "set", "score", "allow_selection_score", "secondary", "strategy_args", "strategies",
-    "launcher", "seeds",
-)
 # Config keys a comparison cannot set for its cells (in a task's ``set``, ``strategy_set`` or a tuning grid).
 NOT_IN_A_CELL = {
     "output": "the comparison gives every cell its own folder under --output",
@@ -77,83 +77,242 @@ def check_cell_key(key: str, where: str) -> None:
 FREE_KEYS = ("jobs", "output", "launcher")
 
 
-@dataclass
+def parse_seeds(seeds: Any, key: str) -> list[int]:
+    """A list of distinct non-negative integer seeds, or a ConfigError naming ``key``."""
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
+    ):
+        raise ConfigError(f"{key}: expected a list of non-negative integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{key}: {seeds} repeats a seed")
+    return list(seeds)
+
+
+#: Seeds of a comparison: distinct non-negative integers, at least one.
+Seeds = Annotated[list[int], Parsed(parse_seeds, lambda: {
+    "type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True})]
+
+
+def parse_entries(entries: Any, key: str) -> list[dict[str, Any]]:
+    """A strategy's ``loss.strategies`` entries as mappings with a registered ``name`` (built with each
+    task's config, when the cells are: :func:`hardmix.compare.grid.build_grid`), else a ConfigError naming
+    ``key[i]``."""
+    from hardmix.strategies import available_strategies
+    from hardmix.strategies.build import strategy_entries
+
+    normalized = strategy_entries(entries, key=key)
+    for i, entry in enumerate(normalized):
+        if entry["name"] not in available_strategies():
+            raise ConfigError(f"{key}[{i}].name: unknown strategy {entry['name']!r}; "
+                              f"registered: {', '.join(available_strategies())}")
+    return normalized
+
+
+#: One strategy of a comparison: a ``loss.strategies`` spec, its entries as mappings (a ramp may lack what
+#: a task's ``strategy_args`` give it).
+StrategyEntries = Annotated[list[dict[str, Any]], Parsed(parse_entries,
+                                                         lambda: strategy_spec_schema(complete=False))]
+
+#: A tuning grid's axes: a key (``mixcse.lam``, ``loss.temperature``) to its values.
+Axes = dict[str, Annotated[list[Any], {"min_items": 1}]]
+
+
+@dataclass(kw_only=True)
 class TaskSpec:
-    """One task of a comparison.
+    """One task of a comparison (the mapping's key is its ``name``: a folder name and a table column).
 
     Attributes:
-        name: the task's name in the comparison (a folder name and a table column).
-        task: the registered task (``text``, ``vision``, ...).
-        config: the base config file.
-        overrides: ``key=value`` items for every cell of the task.
-        score: the compared score (a key of ``results.json`` ``final_scores``); empty until
-            :func:`hardmix.compare.grid.build_grid` fills in the task's ``default_score``.
-        allow_selection_score: the spec allows comparing the task's selection score (the report labels it
-            as a selection score, not held out).
-        secondary: further reported scores (None: the task's other held-out scores).
-        strategy_args: strategy name -> arguments merged into that strategy's entries for this task.
-        strategies: the names of the strategies this task runs (None: every one).
-        seeds: this task's evaluation seeds (the spec's ``seeds`` unless the task gives its own: cheap
-            cells can have more seeds than costly ones).
+        task: the registered task (``text``, ``vision``, ...); default: the task's name.
+        config: the task's base config file (relative: from the working directory, else the spec's folder).
+        set: config overrides of every cell of the task, dotted keys (``train.lr``) or nested mappings.
+        score: the compared score (a key of ``results.json`` ``final_scores``); default: the task's held-out
+            ``default_score``.
+        allow_selection_score: allow comparing the task's selection score (the report labels it as a
+            selection score, not held out).
+        secondary: further reported scores (default: the task's other held-out scores).
+        strategy_args: strategy name -> arguments merged into that strategy's entries for this task (a
+            registered name: every list that uses it; a spec's name: that list only).
+        strategies: the names of the strategies this task runs (default: every one; the baseline always).
+        launcher: this task's ``launcher:`` block, merged over the spec's.
+        seeds: this task's evaluation seeds (default: the spec's; cheap cells can have more seeds than
+            costly ones).
     """
 
-    name: str
-    task: str
+    name: str = field(default="", metadata={"internal": True})
+    task: str | None = None
     config: Path
-    overrides: list[str] = field(default_factory=list)
-    score: str = ""
+    set: dict[str, Any] | None = None
+    score: str = field(default="", metadata={"min_length": 1})
     allow_selection_score: bool = False
-    secondary: list[str] | None = None
-    strategy_args: dict[str, dict[str, Any]] = field(default_factory=dict)
-    strategies: list[str] | None = None
-    seeds: list[int] = field(default_factory=list)
+    secondary: list[Annotated[str, {"min_length": 1}]] | None = None
+    strategy_args: dict[str, dict[str, Any]] | None = None
+    strategies: Annotated[list[str] | None, {"min_items": 1}] = None
+    launcher: LauncherBlock = None
+    seeds: Seeds | None = None
+
+    def __post_init__(self) -> None:
+        self.set = dict(self.set or {})
+        self.strategy_args = dict(self.strategy_args or {})
+        self.task = self.task or self.name or None
+
+    @property
+    def overrides(self) -> list[str]:
+        """``set`` as ``key=value`` items for every cell of the task."""
+        return [f"{k}={override_value(v)}" for k, v in (self.set or {}).items()]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TuneSpec:
     """Equal tuning before the evaluation seeds: per strategy a grid, run on ``seeds``, scored on the task's
     selection metric only (:mod:`hardmix.compare.tuning`).
 
     Attributes:
-        seeds: the tuning seeds (never the evaluation seeds' results: their own runs).
-        grid: strategy -> key -> values; a key is ``<entry>.<argument>`` (an argument of the strategy's
-            entry of that registered name, e.g. ``mixcse.lam``) or a dotted config key (``loss.temperature``).
-        tasks: the tasks tuned (None: every one); the others run the spec's own arguments.
-        equal_budget: every strategy's grid must have as many points (the default), so each gets as many
-            runs of as many steps.
+        seeds: the tuning seeds (never the evaluation seeds: their own runs).
+        grid: strategy -> key -> values, for every strategy (``{}``: its own arguments); a key is
+            ``<entry>.<argument>`` (an argument of the strategy's entry of that registered name, e.g.
+            ``mixcse.lam``) or a dotted config key (``loss.temperature``).
+        tasks: the tasks tuned (default: every one); the others run the spec's own arguments.
+        equal_budget: every strategy's grid must have as many points, so each gets as many runs of as many
+            steps.
     """
 
-    seeds: list[int]
-    grid: dict[str, dict[str, list[Any]]]
-    tasks: list[str] | None = None
+    seeds: Seeds
+    grid: Annotated[dict[str, Axes | None], {"min_items": 1}]
+    tasks: Annotated[list[str] | None, {"min_items": 1}] = None
     equal_budget: bool = True
 
+    def __post_init__(self) -> None:
+        self.grid = {name: {str(k): list(v) for k, v in (axes or {}).items()}
+                     for name, axes in self.grid.items()}
 
-@dataclass
+
+@dataclass(kw_only=True)
 class CompareSpec:
-    """A validated comparison: ``seeds`` x ``strategies`` x ``tasks``, and the ``baseline`` strategy."""
+    """A comparison: ``seeds`` x ``strategies`` x ``tasks``, each strategy compared with the ``baseline``.
 
-    seeds: list[int]
-    baseline: str
-    strategies: dict[str, list[dict[str, Any]]]
-    tasks: dict[str, TaskSpec]
-    source: Path | None = None
+    Attributes:
+        seeds: the evaluation seeds; each strategy's cells are paired with the baseline's by seed.
+        baseline: the strategy the others are compared with (default: the first).
+        strategies: a name for each ``loss.strategies`` list; one list serves every task.
+        strategy_set: strategy name -> config overrides (dotted keys) of that strategy's cells in every
+            task (two arms that differ in a setting: fp32 / bf16 precision).
+        tasks: a name for each task: its config, and what is compared.
+        output: the comparison's folder (``--output`` overrides it).
+        jobs: cells run at once on this machine (``--jobs`` overrides it).
+        tune: equal tuning on the selection score before the evaluation seeds.
+        launcher: the resources of each cell's SLURM job (``--launcher slurm``).
+    """
+
+    seeds: Seeds
+    baseline: str | None = None
+    strategies: Annotated[dict[str, StrategyEntries], {"min_items": 1}]
+    strategy_set: dict[str, dict[str, Any]] | None = None
+    tasks: Annotated[dict[str, TaskSpec], {"min_items": 1}]
     output: str | None = None
-    jobs: int = 1
-    raw: dict[str, Any] = field(default_factory=dict)
+    jobs: int = field(default=1, metadata={"min": 1})
     tune: TuneSpec | None = None
-    strategy_set: dict[str, list[str]] = field(default_factory=dict)
+    launcher: LauncherBlock = None
+    source: Path | None = field(default=None, metadata={"internal": True})
+    raw: dict[str, Any] = field(default_factory=dict, metadata={"internal": True})
+
+    def validate(self) -> None:
+        """What spans several keys: names, the baseline, each name a key refers to, the tuning seeds."""
+        check_names(list(self.strategies), "strategies")
+        if self.baseline is None:
+            self.baseline = next(iter(self.strategies))
+        if self.baseline not in self.strategies:
+            raise ConfigError(f"baseline: {self.baseline!r} is not one of the strategies "
+                              f"({', '.join(self.strategies)})")
+        self.strategy_set = dict(self.strategy_set or {})
+        for name, sets in self.strategy_set.items():
+            if name not in self.strategies:
+                raise ConfigError(f"strategy_set.{name}: not one of the strategies "
+                                  f"({', '.join(self.strategies)})")
+            for k in sets:
+                check_cell_key(str(k), f"strategy_set.{name}")
+                if not isinstance(k, str) or "." not in k:
+                    raise ConfigError(f"strategy_set.{name}.{k}: expected a dotted config key")
+        check_names(list(self.tasks), "tasks")
+        for name, task in self.tasks.items():
+            key = f"tasks.{name}"
+            task.name, task.task = name, task.task or name
+            for k in flatten_keys({str(k): v for k, v in (task.set or {}).items()}):  # nested or dotted
+                check_cell_key(k, f"{key}.set")
+            if task.strategies is not None:
+                bad = [n for n in task.strategies if n not in self.strategies]
+                if bad:
+                    raise ConfigError(f"{key}.strategies: {bad[0]!r} is not one of the strategies "
+                                      f"({', '.join(self.strategies)})")
+                if self.baseline not in task.strategies:
+                    raise ConfigError(f"{key}.strategies: the baseline {self.baseline!r} must be among them")
+            if task.seeds is None:
+                task.seeds = list(self.seeds)
+        if self.tune is not None:
+            self._validate_tune(self.tune)
+
+    def _validate_tune(self, tune: TuneSpec) -> None:
+        """The ``tune:`` block against the strategies and tasks; each point's config is validated with the
+        cells."""
+        from hardmix.strategies import available_strategies
+
+        for name, axes in tune.grid.items():
+            if name not in self.strategies:
+                raise ConfigError(f"tune.grid.{name}: not one of the strategies "
+                                  f"({', '.join(self.strategies)})")
+            for k in axes:
+                check_cell_key(k, f"tune.grid.{name}")
+                if "." not in k:
+                    raise ConfigError(
+                        f"tune.grid.{name}.{k}: expected <strategy>.<argument> or a dotted config key"
+                    )
+                entry = k.split(".", 1)[0]
+                names = [e["name"] for e in self.strategies[name]]
+                if entry in available_strategies() and entry not in names:
+                    raise ConfigError(f"tune.grid.{name}.{k}: {name}'s entries are {', '.join(names)}, "
+                                      f"not {entry}")
+        missing = [s for s in self.strategies if s not in tune.grid]
+        if missing:
+            raise ConfigError(
+                f"tune.grid: {missing[0]} has no grid; every strategy (the baseline too) is tuned, "
+                f"give it one ({missing[0]}: {{}} runs its own arguments)"
+            )
+        if tune.tasks is not None and any(t not in self.tasks for t in tune.tasks):
+            raise ConfigError(f"tune.tasks: expected a list of the spec's tasks ({', '.join(self.tasks)})")
+        if tune.equal_budget:
+            sizes = {s: grid_size(axes) for s, axes in tune.grid.items()}
+            if len(set(sizes.values())) > 1:
+                shown = ", ".join(f"{s} {n}" for s, n in sizes.items())
+                raise ConfigError(
+                    f"tune.grid: the strategies' grids differ in size ({shown} points): give each as many "
+                    "points, or set tune.equal_budget: false (the report then shows the unequal budgets)"
+                )
+        evaluation = set(self.seeds).union(*(t.seeds or [] for t in self.tasks.values()))
+        overlap = sorted(set(tune.seeds) & evaluation)
+        if overlap:
+            raise ConfigError(f"tune.seeds: {overlap[0]} is also an evaluation seed; tuning seeds must be "
+                              "their own")
 
     def strategies_for(self, task: TaskSpec, strategy: str) -> list[dict[str, Any]]:
         """The ``loss.strategies`` list of one cell: the strategy's entries with the task's arguments,
         first those given under the entry's registered name (``mochi``: every list that uses mochi), then
         those given under the spec's name of this strategy (``mochi_ramp``: this list only)."""
         entries = copy.deepcopy(self.strategies[strategy])
+        args = task.strategy_args or {}
         for entry in entries:
-            entry.update(task.strategy_args.get(entry["name"], {}))
+            entry.update(args.get(entry["name"], {}))
             if strategy != entry["name"]:
-                entry.update(task.strategy_args.get(strategy, {}))
+                entry.update(args.get(strategy, {}))
         return entries
+
+    def strategy_overrides(self, strategy: str) -> list[str]:
+        """``strategy_set``'s overrides of one strategy's cells, as ``key=value`` items."""
+        return [f"{k}={override_value(v)}" for k, v in (self.strategy_set or {}).get(strategy, {}).items()]
+
+
+#: The spec's keys, in the order :func:`spec_differences` reports them.
+SPEC_KEYS = tuple(f.name for f in config_fields(CompareSpec))
 
 
 def override_value(v: Any) -> str:
@@ -181,131 +340,21 @@ def _resolve_config(path: str, spec_dir: Path | None, key: str) -> Path:
 
 
 def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
-    """Check the spec's structure (keys, types, names) and return it; cells are validated by
-    :func:`hardmix.compare.grid.build_grid`."""
+    """Read a spec's mapping with the config loader (:func:`hardmix.config.build_config`: keys, types,
+    names), each task's config file found; cells are validated by :func:`hardmix.compare.grid.build_grid`.
+    Errors name the key, and the file (``source``)."""
     where = f"{source}: " if source else ""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}the spec must be a mapping with seeds, baseline, strategies and tasks")
-    unknown = sorted(set(data) - set(SPEC_KEYS))
-    if unknown:
-        raise ConfigError(f"{where}unknown key {unknown[0]} (known keys: {', '.join(SPEC_KEYS)})")
-    for key in ("seeds", "strategies", "tasks"):
-        if key not in data:
-            raise ConfigError(f"{where}{key}: missing")
-    seeds = _parse_seeds(data["seeds"], f"{where}seeds")
-    strategies = data["strategies"]
-    if not isinstance(strategies, dict) or not strategies:
-        raise ConfigError(f"{where}strategies: expected a mapping of names to loss.strategies lists")
-    from hardmix.strategies import available_strategies
-    from hardmix.strategies.build import strategy_entries
-
-    check_names(list(strategies), f"{where}strategies")
-    normalized = {}
-    for name, entries in strategies.items():
-        normalized[name] = strategy_entries(entries, key=f"strategies.{name}")
-        for i, entry in enumerate(normalized[name]):
-            if entry["name"] not in available_strategies():
-                raise ConfigError(
-                    f"{where}strategies.{name}[{i}].name: unknown strategy {entry['name']!r}; "
-                    f"registered: {', '.join(available_strategies())}"
-                )
-    baseline = data.get("baseline", next(iter(normalized)))
-    if baseline not in normalized:
-        raise ConfigError(
-            f"{where}baseline: {baseline!r} is not one of the strategies ({', '.join(normalized)})"
-        )
-    strategy_set = data.get("strategy_set") or {}
-    if not isinstance(strategy_set, dict) or any(not isinstance(v, dict) for v in strategy_set.values()):
-        raise ConfigError(f"{where}strategy_set: expected strategy name -> mapping of dotted keys to values")
-    for name, sets in strategy_set.items():
-        if name not in normalized:
-            raise ConfigError(
-                f"{where}strategy_set.{name}: not one of the strategies ({', '.join(normalized)})"
-            )
-        for k in sets:
-            check_cell_key(str(k), f"{where}strategy_set.{name}")
-            if not isinstance(k, str) or "." not in k:
-                raise ConfigError(f"{where}strategy_set.{name}.{k}: expected a dotted config key")
-    tasks = data["tasks"]
-    if not isinstance(tasks, dict) or not tasks:
-        raise ConfigError(f"{where}tasks: expected a mapping of task names to {{config, score, ...}}")
-    check_names(list(tasks), f"{where}tasks")
-    parsed = {}
-    spec_dir = source.parent if source else None
-    for name, t in tasks.items():
-        key = f"tasks.{name}"
-        if not isinstance(t, dict):
-            raise ConfigError(f"{where}{key}: expected a mapping with config (and score, set, ...)")
-        bad = sorted(set(t) - set(TASK_KEYS))
-        if bad:
-            raise ConfigError(f"{where}{key}: unknown key {bad[0]} (known keys: {', '.join(TASK_KEYS)})")
-        for required in ("config",):
-            if required not in t:
-                raise ConfigError(f"{where}{key}.{required}: missing")
-        sets = t.get("set") or {}
-        if not isinstance(sets, dict):
-            raise ConfigError(f"{where}{key}.set: expected a mapping of dotted keys to values")
-        for k in flatten_keys({str(k): v for k, v in sets.items()}):  # nested or dotted, alike
-            check_cell_key(k, f"{where}{key}.set")
-        args = t.get("strategy_args") or {}
-        if not isinstance(args, dict) or any(not isinstance(v, dict) for v in args.values()):
-            raise ConfigError(f"{where}{key}.strategy_args: expected strategy name -> mapping of arguments")
-        only = t.get("strategies")
-        if only is not None:
-            if not isinstance(only, list) or not only:
-                raise ConfigError(f"{where}{key}.strategies: expected a list of strategy names")
-            bad_names = [n for n in only if n not in normalized]
-            if bad_names:
-                raise ConfigError(
-                    f"{where}{key}.strategies: {bad_names[0]!r} is not one of the strategies "
-                    f"({', '.join(normalized)})"
-                )
-            if baseline not in only:
-                raise ConfigError(f"{where}{key}.strategies: the baseline {baseline!r} must be among them")
-        score = t.get("score", "")
-        if not isinstance(score, str) or (score == "" and "score" in t):
-            raise ConfigError(f"{where}{key}.score: expected a score name, got {score!r}")
-        allow = t.get("allow_selection_score", False)
-        if not isinstance(allow, bool):
-            raise ConfigError(f"{where}{key}.allow_selection_score: expected true or false, got {allow!r}")
-        secondary = t.get("secondary")
-        if secondary is not None and (
-            not isinstance(secondary, list) or any(not isinstance(x, str) or not x for x in secondary)
-        ):
-            raise ConfigError(f"{where}{key}.secondary: expected a list of score names, got {secondary!r}")
-        try:
-            config = _resolve_config(str(t["config"]), spec_dir, f"{key}.config")
-        except ConfigError as e:
-            raise ConfigError(f"{where}{e}") from None
-        parsed[name] = TaskSpec(
-            name=name,
-            task=str(t.get("task", name)),
-            config=config,
-            overrides=[f"{k}={override_value(v)}" for k, v in sets.items()],
-            score=score,
-            allow_selection_score=allow,
-            secondary=None if secondary is None else list(secondary),
-            strategy_args=args,
-            strategies=None if only is None else [str(n) for n in only],
-            seeds=_parse_seeds(t["seeds"], f"{where}{key}.seeds") if "seeds" in t else list(seeds),
-        )
-    jobs = data.get("jobs", 1)
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ConfigError(f"{where}jobs: expected a positive integer, got {jobs!r}")
-    tune = _parse_tune(data.get("tune"), normalized, parsed, seeds, where)
-    return CompareSpec(
-        tune=tune,
-        seeds=list(seeds),
-        baseline=baseline,
-        strategies=normalized,
-        tasks=parsed,
-        source=source,
-        output=data.get("output"),
-        jobs=jobs,
-        raw=copy.deepcopy(data),
-        strategy_set={n: [f"{k}={override_value(v)}" for k, v in sets.items()]
-                      for n, sets in strategy_set.items()},
-    )
+    try:
+        spec = build_config(CompareSpec, data)
+        for name, task in spec.tasks.items():
+            task.config = _resolve_config(str(task.config), source.parent if source else None,
+                                          f"tasks.{name}.config")
+    except ConfigError as e:
+        raise ConfigError(f"{where}{e}") from None
+    spec.source, spec.raw = source, copy.deepcopy(data)
+    return spec
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -337,105 +386,6 @@ def check_names(names: list[Any], key: str) -> None:
             raise ConfigError(f"{key}: {name!r} and {seen[folded]!r} name one folder on a case-insensitive "
                               "file system; rename one")
         seen[folded] = name
-
-
-def _parse_seeds(seeds: Any, key: str) -> list[int]:
-    """A list of distinct non-negative integer seeds, or a ConfigError naming ``key``."""
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
-    ):
-        raise ConfigError(f"{key}: expected a list of non-negative integers, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{key}: {seeds} repeats a seed")
-    return list(seeds)
-
-
-def _parse_tune(
-    tune: Any, strategies: dict[str, Any], tasks: dict[str, TaskSpec], seeds: list[int], where: str
-) -> TuneSpec | None:
-    """Check the ``tune:`` block's structure; each point's config is validated with the cells."""
-    if tune is None:
-        return None
-    known = ("seeds", "grid", "tasks", "equal_budget")
-    if not isinstance(tune, dict):
-        raise ConfigError(f"{where}tune: expected a mapping with seeds and grid")
-    bad = sorted(set(tune) - set(known))
-    if bad:
-        raise ConfigError(f"{where}tune: unknown key {bad[0]} (known keys: {', '.join(known)})")
-    tseeds = tune.get("seeds")
-    if (
-        not isinstance(tseeds, list)
-        or not tseeds
-        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in tseeds)
-        or len(set(tseeds)) != len(tseeds)
-    ):
-        raise ConfigError(
-            f"{where}tune.seeds: expected a list of distinct non-negative integers, got {tseeds!r}"
-        )
-    grid = tune.get("grid")
-    if not isinstance(grid, dict) or not grid:
-        raise ConfigError(f"{where}tune.grid: expected strategy -> {{key: [values]}}")
-    parsed: dict[str, dict[str, list[Any]]] = {}
-    for name, axes in grid.items():
-        if name not in strategies:
-            raise ConfigError(
-                f"{where}tune.grid.{name}: not one of the strategies ({', '.join(strategies)})"
-            )
-        if axes is None:
-            axes = {}
-        if not isinstance(axes, dict):
-            raise ConfigError(f"{where}tune.grid.{name}: expected a mapping of keys to lists of values")
-        for k, values in axes.items():
-            check_cell_key(str(k), f"{where}tune.grid.{name}")
-            if not isinstance(k, str) or "." not in k:
-                raise ConfigError(
-                    f"{where}tune.grid.{name}.{k}: expected <strategy>.<argument> or a dotted config key"
-                )
-            if not isinstance(values, list) or not values:
-                raise ConfigError(f"{where}tune.grid.{name}.{k}: expected a non-empty list of values")
-            entry = k.split(".", 1)[0]
-            names = [e["name"] for e in strategies[name]]
-            if entry in _strategy_names() and entry not in names:
-                raise ConfigError(
-                    f"{where}tune.grid.{name}.{k}: {name}'s entries are {', '.join(names)}, not {entry}"
-                )
-        parsed[name] = {str(k): list(v) for k, v in axes.items()}
-    missing = [s for s in strategies if s not in parsed]
-    if missing:
-        raise ConfigError(
-            f"{where}tune.grid: {missing[0]} has no grid; every strategy (the baseline too) is tuned, "
-            f"give it one ({missing[0]}: {{}} runs its own arguments)"
-        )
-    only = tune.get("tasks")
-    if only is not None:
-        if not isinstance(only, list) or not only or any(t not in tasks for t in only):
-            raise ConfigError(f"{where}tune.tasks: expected a list of the spec's tasks ({', '.join(tasks)})")
-    equal = tune.get("equal_budget", True)
-    if not isinstance(equal, bool):
-        raise ConfigError(f"{where}tune.equal_budget: expected true or false, got {equal!r}")
-    if equal:
-        sizes = {s: grid_size(axes) for s, axes in parsed.items()}
-        if len(set(sizes.values())) > 1:
-            shown = ", ".join(f"{s} {n}" for s, n in sizes.items())
-            raise ConfigError(
-                f"{where}tune.grid: the strategies' grids differ in size ({shown} points): give each as "
-                "many points, or set tune.equal_budget: false (the report then shows the unequal budgets)"
-            )
-    overlap = sorted(set(tseeds) & set(seeds).union(*(t.seeds for t in tasks.values())))
-    if overlap:
-        raise ConfigError(
-            f"{where}tune.seeds: {overlap[0]} is also an evaluation seed; tuning seeds must be their own"
-        )
-    return TuneSpec(seeds=list(tseeds), grid=parsed, tasks=None if only is None else list(only),
-                    equal_budget=equal)
-
-
-def _strategy_names() -> list[str]:
-    from hardmix.strategies import available_strategies
-
-    return list(available_strategies())
 
 
 def grid_size(axes: dict[str, list[Any]]) -> int:
@@ -658,5 +608,6 @@ def load_spec(path: str | os.PathLike[str]) -> CompareSpec:
 
 __all__ = [
     "CompareSpec", "TaskSpec", "TuneSpec", "apply_point", "check_names", "exact_floors", "floor_line",
-    "grid_grows", "grid_points", "grid_size", "load_spec", "parse_spec", "spec_differences",
+    "Seeds", "StrategyEntries", "grid_grows", "grid_points", "grid_size", "load_spec", "parse_entries",
+    "parse_seeds", "parse_spec", "spec_differences",
 ]

@@ -27,6 +27,7 @@ from hardmix.errors import ConfigError
 from hardmix.old_keys import OLD_KEYS
 from hardmix.strategies.base import Strategy
 from hardmix.strategies.build import build_strategies
+from hardmix.strategies.spec_type import Strategies
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 
@@ -84,16 +85,18 @@ class LossSection:
         temperature: tau.
         strategies: a list of mappings ``{name: ..., **arguments}`` (a single name or mapping is accepted;
             a warm-up or a ramp of an argument, :mod:`hardmix.strategies.schedule`); ``none`` is plain
-            InfoNCE. Built here, once, into the strategy objects the loss uses (errors naming
-            ``loss.strategies[i].<argument>``); schedules in epochs are resolved by the engine.
+            InfoNCE. Built when the config is read (its type, :data:`hardmix.strategies.spec_type.Strategies`;
+            a section made in Python, or its default, is built here) into the strategy objects the loss
+            uses (errors naming ``loss.strategies[i].<argument>``); schedules in epochs are resolved by the
+            engine.
         queue_size: K, the queue of detached keys that join the negatives (0: none).
     """
 
     temperature: float = field(default=0.05, metadata={"gt": 0.0})
-    strategies: Any = field(default_factory=lambda: [{"name": "none"}])
+    strategies: Strategies = field(default_factory=lambda: [{"name": "none"}])
     queue_size: int = field(default=0, metadata={"min": 0})
 
-    def __post_init__(self) -> None:  # built once, when the section is made (a default one too)
+    def __post_init__(self) -> None:  # a default, or a section made in Python (built ones pass through)
         self.strategies = build_strategies(self.strategies)
 
 

@@ -105,9 +105,11 @@ def test_secondary_scores_are_checked(text_spec, tmp_path):
 @pytest.mark.parametrize(
     "tune, message",
     [
-        ({"seeds": [7], "grid": {"none": {}}, "budget": 3}, r"tune: unknown key budget"),
+        # one error format for every config (hardmix.config): the key in full, then the section's keys
+        ({"seeds": [7], "grid": {"none": {}}, "budget": 3},
+         r"unknown key tune\.budget \(known keys of tune: seeds, grid, tasks, equal_budget\)"),
         ({"seeds": [1], "grid": {"none": {}, "mixcse": {}}}, r"tune\.seeds: 1 is also an evaluation seed"),
-        ({"seeds": [7, 7], "grid": {"none": {}}}, r"tune\.seeds: expected a list of distinct"),
+        ({"seeds": [7, 7], "grid": {"none": {}}}, r"tune\.seeds: \[7, 7\] repeats a seed"),  # as seeds
         ({"seeds": [7], "grid": {"none": {}, "mochi": {}}}, r"tune\.grid\.mochi: not one of the strategies"),
         ({"seeds": [7], "grid": {"none": {"loss.temperature": 0.1}, "mixcse": {}}},
          r"tune\.grid\.none\.loss\.temperature: expected a non-empty list"),

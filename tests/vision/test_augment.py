@@ -17,7 +17,7 @@ from hardmix.vision.augment import (
     random_blur,
     random_resized_crop_boxes,
 )
-from hardmix.vision.config import AugmentConfig
+from hardmix.vision.config import AugmentSection
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_crop_resize_of_the_whole_image_is_the_identity():
 
 
 def test_batch_is_deterministic_per_generator_and_random_per_image():
-    aug = TensorAugment(AugmentConfig(crop_size=24))
+    aug = TensorAugment(AugmentSection(crop_size=24))
     x = torch.randint(0, 256, (1, 3, 32, 32), dtype=torch.uint8).expand(8, -1, -1, -1)
     a = aug(x, torch.Generator().manual_seed(1))
     b = aug(x, torch.Generator().manual_seed(1))
@@ -73,4 +73,4 @@ def test_pil_path_gives_the_same_shape():
     from PIL import Image
 
     img = Image.fromarray(torch.randint(0, 256, (40, 40, 3), dtype=torch.uint8).numpy())
-    assert pil_transform(AugmentConfig(crop_size=32))(img).shape == (3, 32, 32)
+    assert pil_transform(AugmentSection(crop_size=32))(img).shape == (3, 32, 32)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hardmix.vision.augment import TensorAugment
-from hardmix.vision.config import AugmentConfig
+from hardmix.vision.config import AugmentSection
 from hardmix.vision.data import (
     ImageDataError,
     balanced_subset,
@@ -84,7 +84,7 @@ def test_decode_cache_and_corrupt_files(cifar_tree, tmp_path):
 
 def test_batches_depend_only_on_seed_and_step():
     images = torch.randint(0, 256, (40, 3, 16, 16), dtype=torch.uint8)
-    aug = TensorAugment(AugmentConfig(crop_size=16))
+    aug = TensorAugment(AugmentSection(crop_size=16))
     a = TensorBatches(images, aug, global_batch=8, seed=3)
     b = TensorBatches(images, aug, global_batch=8, seed=3)
     assert a.steps_per_epoch == 5
@@ -102,7 +102,7 @@ def test_pil_batches_do_not_depend_on_workers_or_start(cifar_tree):
     from hardmix.vision.pipeline import PilBatches
 
     listing = scan_image_folder(cifar_tree / "test")
-    transform = pil_transform(AugmentConfig(crop_size=24))
+    transform = pil_transform(AugmentSection(crop_size=24))
     inline = PilBatches(listing.paths, transform, global_batch=10, seed=1, workers=0)
     workers = PilBatches(listing.paths, transform, global_batch=10, seed=1, workers=1)
     a = list(inline.iterate(0, 3))

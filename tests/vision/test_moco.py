@@ -12,7 +12,7 @@ from hardmix.distributed import SplitBatchNorm
 from hardmix.losses import ContrastiveLoss
 from hardmix.vision.augment import TensorAugment
 from hardmix.vision.backbones import build_backbone
-from hardmix.vision.config import AugmentConfig
+from hardmix.vision.config import AugmentSection
 from hardmix.vision.data import decode_images, scan_image_folder
 from hardmix.vision.moco import MoCo, generator_on, lr_at, momentum_at
 
@@ -53,7 +53,7 @@ def test_momentum_update_is_an_exponential_moving_average():
 
 def test_queue_after_wrap_around_holds_the_last_keys_in_ring_order(images):
     moco = _moco(queue_size=40)
-    aug = TensorAugment(AugmentConfig(crop_size=32))
+    aug = TensorAugment(AugmentSection(crop_size=32))
     loss_fn = ContrastiveLoss(0.2, {"name": "mochi", "n_hard": 8, "n_pair": 8, "n_query": 4})
     opt = torch.optim.SGD(moco.encoder_q.parameters(), lr=0.01)
     keys, ids = [], []
