@@ -284,7 +284,7 @@ def _launch_and_report(args, spec, out, cells, tune, jobs, keep, folders) -> int
 def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN001
     from hardmix.compare.plots import make_plots
     from hardmix.compare.report import diagnostics_note, write_csv, write_html, write_json, write_markdown
-    from hardmix.compare.summary import cross_table, per_task_table, summarize, text_table
+    from hardmix.compare.summary import contrast_table, cross_table, per_task_table, summarize, text_table
     from hardmix.compare.tuning import superseded_table, tuning_table
 
     corrupt = [c for c in cells if c.status() == "corrupt"]
@@ -311,6 +311,9 @@ def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN00
     for task in summary["tasks"]:
         print(f"\n{task}:")
         print(text_table(*per_task_table(summary, task)))
+        if summary["tasks"][task].get("contrasts"):
+            print(f"\n{task}, each strategy against its control (Holm over these contrasts):")
+            print(text_table(*contrast_table(summary, task)))
     note = diagnostics_note(summary)
     if note:
         print(f"\n{note}")

@@ -21,6 +21,7 @@ from hardmix.compare.stats import ALPHA, FEW_SEEDS, NAN_SCORE, NO_SPREAD, TOO_FE
 from hardmix.compare.summary import (
     T_TEST_ONLY,
     cell_count,
+    contrast_table,
     edge_mark,
     markdown_table,
     per_task_table,
@@ -186,6 +187,10 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     """The summary's tables in Markdown (``summary.md`` less its title): the verdict table, what to know
     to read it, then per task its table and its other final scores, and the tuning when there was one."""
     lines = [verdicts_markdown(summary, other_scores=True)]
+    for task, t in summary["tasks"].items():
+        if t.get("contrasts"):
+            lines += [f"### {task}: each strategy against its control (Holm over these contrasts)", "",
+                      markdown_table(*contrast_table(summary, task)), ""]
     if summary.get("tuning"):
         lines += ["### Tuning", "", markdown_table(*tuning_budget_table(summary)), ""]
         for task, per in summary["tuning"].items():

@@ -74,7 +74,7 @@ def check_cell_key(key: str, where: str) -> None:
 
 # What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
 # new cells run), how many cells run at once, where the folder is and how cells are launched.
-FREE_KEYS = ("jobs", "output", "launcher")
+FREE_KEYS = ("jobs", "output", "launcher", "contrasts")  # contrasts: what is reported, not what runs
 
 
 def parse_seeds(seeds: Any, key: str) -> list[int]:
@@ -203,6 +203,9 @@ class CompareSpec:
         jobs: cells run at once on this machine (``--jobs`` overrides it).
         tune: equal tuning on the selection score before the evaluation seeds.
         launcher: the resources of each cell's SLURM job (``--launcher slurm``).
+        contrasts: strategy -> its control (two strategies other than the baseline): each pair's paired
+            difference is reported apart from the verdicts against the baseline, Holm-corrected over the
+            contrasts (``summary.json``'s ``contrasts``); what is reported, not what runs.
     """
 
     seeds: Seeds
@@ -214,6 +217,7 @@ class CompareSpec:
     jobs: int = field(default=1, metadata={"min": 1})
     tune: TuneSpec | None = None
     launcher: LauncherBlock = None
+    contrasts: dict[str, str] = field(default_factory=dict)
     source: Path | None = field(default=None, metadata={"internal": True})
     raw: dict[str, Any] = field(default_factory=dict, metadata={"internal": True})
 
@@ -251,6 +255,11 @@ class CompareSpec:
                 task.seeds = list(self.seeds)
         if self.tune is not None:
             self._validate_tune(self.tune)
+        others = [s for s in self.strategies if s != self.baseline]
+        for name, control in self.contrasts.items():
+            if name not in others or control not in others or name == control:
+                raise ConfigError(f"contrasts.{name}: a strategy and its control are two strategies other "
+                                  f"than the baseline ({', '.join(others)}); got {name!r} and {control!r}")
 
     def _validate_tune(self, tune: TuneSpec) -> None:
         """The ``tune:`` block against the strategies and tasks; each point's config is validated with the

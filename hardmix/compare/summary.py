@@ -170,16 +170,22 @@ def paired_table(
 ) -> dict[str, dict[str, Any]]:
     """Each strategy's paired difference from ``baseline`` over the seeds both have a score for (NaN
     scores included: they are stated), Holm-adjusted over the task's family."""
-    base = per[baseline]["seeds"]
+    return family_table(per, {s: (s, baseline) for s in per if s != baseline}, seeds)
+
+
+def family_table(
+    per: dict[str, dict[str, Any]], pairs: dict[str, tuple[str, str]], seeds: list[Any]
+) -> dict[str, dict[str, Any]]:
+    """One family of paired differences, ``label -> (strategy, reference)``: each over the seeds both have
+    a score for, Holm-adjusted over the family (:func:`hardmix.compare.stats.holm_adjusted`)."""
     family, common = {}, {}
-    for strategy, row in per.items():
-        if strategy == baseline:
-            continue
-        common[strategy] = [s for s in seeds if s in row["seeds"] and s in base]
-        family[strategy] = paired_difference(
-            [_nan(row["seeds"][s]) for s in common[strategy]], [_nan(base[s]) for s in common[strategy]]
+    for label, (strategy, reference) in pairs.items():
+        row, base = per[strategy]["seeds"], per[reference]["seeds"]
+        common[label] = [s for s in seeds if s in row and s in base]
+        family[label] = paired_difference(
+            [_nan(row[s]) for s in common[label]], [_nan(base[s]) for s in common[label]]
         )
-    return {s: {**asdict(d), "seeds": common[s]} for s, d in holm_adjusted(family).items()}
+    return {k: {**asdict(d), "seeds": common[k]} for k, d in holm_adjusted(family).items()}
 
 
 def _nan(v: Any) -> float:
@@ -257,6 +263,11 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
             "strategies": per,
             "seeds": task.seeds,
             "paired": paired_table(per, spec.baseline, task.seeds),
+            **({"contrasts": {  # each strategy against its control, a family of its own
+                f"{a} - {b}": {**row, "strategy": a, "control": b} for (a, b), row in zip(
+                    mine, family_table(per, {f"{a} - {b}": (a, b) for a, b in mine}, task.seeds).values(),
+                    strict=True)}} if (mine := [(a, b) for a, b in spec.contrasts.items()
+                                                if a in per and b in per]) else {}),
             "selection_metric": selection,
             "score_is_selection": task.score == selection,
             "allow_selection_score": bool(getattr(task, "allow_selection_score", False)),
@@ -388,6 +399,19 @@ def cross_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def contrast_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of one task's contrasts (each strategy against its control, a family of its own:
+    ``contrasts`` in the spec): the paired difference, its 95% and simultaneous intervals, Holm's p under
+    both tests, the verdict."""
+    pairs = summary["tasks"][task].get("contrasts") or {}
+    m = sum(_finite(p.get("p_value")) for p in pairs.values())
+    head = ["strategy - control", "n", "Δ [95% CI]", f"Bonferroni CI (m = {m})", "p_holm", "p_exact_holm",
+            "verdict"]
+    rows = [[label, str(p["n"]), _interval(p), _simultaneous(p), _p(p.get("p_holm")),
+             _p(p.get("p_exact_holm")), verdict_label(p)] for label, p in pairs.items()]
+    return head, rows
+
+
 def per_task_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows of one task's table: score mean +- std (n), the paired difference and its
     statistics (its 95% interval and the family's simultaneous one), the evaluation's sampling error, the
@@ -504,11 +528,13 @@ __all__ = [
     "cell_count",
     "cell_records",
     "collect",
+    "contrast_table",
     "cross_table",
     "edge_mark",
     "evaluations",
     "flags",
     "markdown_table",
+    "family_table",
     "paired_table",
     "per_task_table",
     "secondary_table",

@@ -301,3 +301,55 @@ def test_the_tuning_s_flags_are_mirrored_in_words():
     assert ("Tuning chose a grid edge (a better point may lie beyond it): t: mixcse.lam high, "
             "loss.temperature low of 2 for a; z low for b. u: z low for a.") in note
     assert note.endswith("within one standard error): t: x.y for a, b.")
+
+
+# ------------------------------------------------------------------------------ contrasts with a control
+def test_contrasts_are_a_family_of_their_own_against_scipy_and_holm():
+    """``contrasts: {strategy: control}``: each pair's paired difference over the seeds both scored, its
+    p from scipy's paired t-test, Holm over the contrasts only (not over the verdicts against the
+    baseline), and the family against the baseline unchanged by them."""
+    from hardmix.compare.summary import contrast_table, family_table
+
+    rng = np.random.default_rng(3)
+    seeds = list(range(1, 11))
+    scores = {name: {s: float(v) for s, v in zip(seeds, rng.normal(mu, 0.3, 10), strict=True)}
+              for name, mu in (("none", 44.0), ("mixcse", 45.3), ("lam0", 44.9), ("mochi", 44.8),
+                               ("copies", 44.75))}
+    del scores["copies"][4]  # a seed the control lacks: that contrast pairs 9 seeds
+    per = {name: {"seeds": v} for name, v in scores.items()}
+    table = family_table(per, {"mixcse - lam0": ("mixcse", "lam0"), "mochi - copies": ("mochi", "copies")},
+                         seeds)
+    ps = []
+    for label, (a, b) in (("mixcse - lam0", ("mixcse", "lam0")), ("mochi - copies", ("mochi", "copies"))):
+        common = [s for s in seeds if s in scores[b]]
+        x = np.array([scores[a][s] - scores[b][s] for s in common])
+        assert table[label]["seeds"] == common and table[label]["n"] == len(common)
+        assert table[label]["mean"] == pytest.approx(x.mean())
+        ps.append(stats.ttest_1samp(x, 0.0).pvalue)
+        assert table[label]["p_value"] == pytest.approx(ps[-1])
+    holm = sorted(ps)
+    adjusted = [min(1.0, 2 * holm[0]), min(1.0, max(2 * holm[0], holm[1]))]
+    for label, p in zip(("mixcse - lam0", "mochi - copies"), ps, strict=True):
+        assert table[label]["p_holm"] == pytest.approx(adjusted[holm.index(p)])
+    summary = {"tasks": {"text": {"contrasts": table}}}
+    head, rows = contrast_table(summary, "text")
+    assert head[3] == "Bonferroni CI (m = 2)" and [r[0] for r in rows] == ["mixcse - lam0", "mochi - copies"]
+    # the baseline's family is what it was: four comparisons, the contrasts not among them
+    against = paired_table(per, "none", seeds)
+    assert sorted(against) == ["copies", "lam0", "mixcse", "mochi"]
+    alone = holm_adjusted({k: paired_difference([scores[k][s] for s in seeds if s in scores[k]],
+                                                [scores["none"][s] for s in seeds if s in scores[k]])
+                           for k in against})
+    assert {k: v["p_holm"] for k, v in against.items()} == pytest.approx({k: v.p_holm for k, v in alone.items()})
+
+
+def test_a_contrast_names_two_strategies_other_than_the_baseline():
+    from hardmix.errors import ConfigError
+
+    raw = {"seeds": [1], "baseline": "none", "strategies": {"none": [{"name": "none"}],
+           "mixcse": [{"name": "mixcse"}], "lam0": [{"name": "mixcse", "lam": 0.02}]},
+           "tasks": {"text": {"config": "configs/text/cpu_simcse.yaml"}}}
+    assert parse_spec({**raw, "contrasts": {"mixcse": "lam0"}}).contrasts == {"mixcse": "lam0"}
+    for bad in ({"mixcse": "none"}, {"mixcse": "mochi"}, {"lam0": "lam0"}):
+        with pytest.raises(ConfigError, match=r"contrasts\."):
+            parse_spec({**raw, "contrasts": bad})
