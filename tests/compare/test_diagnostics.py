@@ -48,7 +48,7 @@ def test_the_committed_specs_floors():
            for name in ("cpu_full", "strategies", "premise", "precision")}
     assert got == {"cpu_full": {"text": (4, 10, 8), "vision": (2, 5, 7)},
                    "strategies": {"text": (7, 10, 9), "vision": (5, 5, 8)},
-                   "premise": {"text": (2, 10, 7), "vision": (2, 5, 7)},
+                   "premise": {"text": (2, 10, 7), "vision": (2, 10, 7)},
                    "precision": {"text": (1, 5, 6), "vision": (1, 5, 6)}}
 
 
