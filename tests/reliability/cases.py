@@ -907,7 +907,7 @@ CASES: list[Case] = [
          lambda c: (c.protect(c.write("run", "a file, not a folder\n")), train_text(c, text_config(c)))[1],
          ("{run}", "File exists", "choose another path")),
     Case("output-disk-full-metrics", "train text", "the disk fills while `metrics.jsonl` is written (ENOSPC)",
-         lambda c: (c.mp.setattr("hardmix.training.metrics.open", _full_disk_open, raising=False),
+         lambda c: (c.mp.setattr("hardmix.training.metrics.open_for_write", _full_disk_open),
                     train_text(c, text_config(c)))[1],
          ("{run}/metrics.jsonl: No space left on device", "free space"),
          check=lambda c, err: _assert_equal(sorted(p.name for p in (c.tmp / "run").iterdir()),

@@ -244,7 +244,7 @@ def test_tuning_chooses_among_the_points_that_scored_and_says_when_none_did(
     assert [(c.point_index, c.seed) for c in grid] == [(p, s) for p in range(3) for s in (101, 102)]
     for cell, outcome in zip(grid, cells):
         if outcome == "failed":
-            cell.record_failure(2, out / "no-log")
+            cell.record_failure(2, out / "no-log", out)
         elif outcome == "nan":
             _record(cell.run_dir, cell.seed, None)
         elif outcome != "pending":
