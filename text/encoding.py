@@ -20,6 +20,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -94,7 +95,7 @@ def cli_main(args: argparse.Namespace) -> int:
     from standard input to a ``.npy`` array (and ``FILE``'s ``.sentences.txt`` listing beside it)."""
     from hardmix.cli import check_output_beside
     from hardmix.neighbours import format_listing, listing_path
-    from hardmix.utils.checkpoint import atomic_write_text
+    from hardmix.utils.confine import open_for_write, save_numpy_to, write_text
 
     out_path = getattr(args, "output", None)
     if out_path is None and sys.stdout.isatty():
@@ -112,12 +113,13 @@ def cli_main(args: argparse.Namespace) -> int:
     emb = encode(args.model, sentences, batch_size=args.batch_size, pooling=args.pooling,
                  max_length=args.max_length)
     if out_path is not None:
-        with open(out_path, "wb") as f:
-            np.save(f, emb)
+        folder = Path(out_path).parent  # the folder --output names
+        with open_for_write(out_path, folder, "wb") as f:
+            save_numpy_to(emb, f)
         if listing is not None:
-            atomic_write_text(format_listing(sentences), listing)
+            write_text(format_listing(sentences), listing, folder)
     else:
-        np.save(sys.stdout.buffer, emb)
+        save_numpy_to(emb, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     print(f"hardmix: encoded {emb.shape[0]} sentences to {emb.shape[1]} dimensions", file=sys.stderr)
     return 0

@@ -384,8 +384,9 @@ def cli_main(args: argparse.Namespace) -> int:
                            "classifier (Adam, early stopping), 10 folds) "
                            f"[{time.perf_counter() - t:.0f}s]", results["transfer"]))
     if args.json_out:
+        from hardmix.utils.confine import write_text
+
         out = Path(args.json_out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=2) + "\n")
+        write_text(json.dumps(results, indent=2) + "\n", out, out.parent)  # inside the folder named
         print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -30,7 +30,14 @@ from torch import Tensor, nn
 from hardmix.text.pooling import check_pooling, needs_hidden_states, pool
 from hardmix.training.run_folder import CONFIG
 from hardmix.utils.checkpoint import check_matching
-from hardmix.utils.confine import remove_written
+from hardmix.utils.confine import (
+    current_umask,
+    makedirs,
+    remove_written,
+    replace,
+    save_pretrained,
+    write_text,
+)
 from hardmix.utils.offline import libraries_offline
 
 log = logging.getLogger(__name__)
@@ -296,9 +303,8 @@ def pretrained_model(path_or_name: str | os.PathLike[str], key: str = "", config
     return model
 
 
-def _write_json(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+def _write_json(obj: Any, path: Path, root: Path) -> None:
+    write_text(json.dumps(obj, indent=2) + "\n", path, root)
 
 
 def _write_card(meta: dict[str, Any], base_model: str | None, model: ContrastiveSentenceModel, st: bool,
@@ -318,7 +324,7 @@ def _write_card(meta: dict[str, Any], base_model: str | None, model: Contrastive
             config = None
     card = model_card(meta, base_model, model.eval_pooling, model.dim, st, config if isinstance(config, dict)
                       else None)
-    (tmp / "README.md").write_text(card, encoding="utf-8")
+    write_text(card, tmp / "README.md", out_dir.parent)
 
 
 def export_model(
@@ -341,13 +347,14 @@ def export_model(
     if model.tokenizer is None:
         raise ValueError("export: the model has no tokenizer")
     out_dir = Path(out_dir)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp"
-    old = out_dir.parent / f".{out_dir.name}.old"
+    root = out_dir.parent  # the folder the export path names: everything written stays in it
+    tmp = root / f".{out_dir.name}.tmp"
+    old = root / f".{out_dir.name}.old"
     for p in (tmp, old):
-        remove_written(p, out_dir.parent)
-    tmp.mkdir(parents=True)
-    model.backbone.save_pretrained(tmp)
-    model.tokenizer.save_pretrained(tmp)
+        remove_written(p, root)
+    makedirs(tmp, root)
+    save_pretrained(model.backbone, tmp, root)
+    save_pretrained(model.tokenizer, tmp, root)
     mode = ST_POOLING[model.eval_pooling]
     max_len = max_positions(model.backbone, model.tokenizer)
     base_model = getattr(model.backbone.config, "_name_or_path", None) or None
@@ -359,25 +366,24 @@ def export_model(
             "SentenceTransformer would fall back to mean pooling: use hardmix.text.encode instead")
         log.warning("export %s: avg_first_last has no sentence-transformers equivalent; only hardmix's "
                     "encoder reproduces this pooling (no sentence-transformers files written)", out_dir)
-    _write_json(meta, tmp / "hardmix.json")
+    _write_json(meta, tmp / "hardmix.json", root)
     _write_card(meta, base_model, model, mode is not None, out_dir, tmp)
     if mode is not None:
         _write_json([
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        ], tmp / "modules.json")
-        _write_json({"max_seq_length": max_len, "do_lower_case": False}, tmp / "sentence_bert_config.json")
+        ], tmp / "modules.json", root)
+        _write_json({"max_seq_length": max_len, "do_lower_case": False}, tmp / "sentence_bert_config.json",
+                    root)
         pooling_cfg = {"word_embedding_dimension": model.dim}
         for m in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens"):
             pooling_cfg[f"pooling_mode_{m}"] = m == mode
-        _write_json(pooling_cfg, tmp / "1_Pooling" / "config.json")
-    from hardmix.utils.checkpoint import current_umask
-
+        _write_json(pooling_cfg, tmp / "1_Pooling" / "config.json", root)
     mask = current_umask()
     for f in tmp.rglob("*"):  # what a library wrote private (safetensors: 0600) follows the umask
         f.chmod((0o777 if f.is_dir() else 0o666) & ~mask)
     if out_dir.exists():
-        os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    remove_written(old, out_dir.parent)
+        replace(out_dir, old, root)
+    replace(tmp, out_dir, root)
+    remove_written(old, root)
     return out_dir

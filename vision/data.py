@@ -420,7 +420,7 @@ def load_tensors(
         cache_dir: cache folder; None: :func:`default_cache_dir`; "" disables the cache.
         skip_corrupt, workers, key, skip_hint: see :func:`decode_images`.
     """
-    from hardmix.utils.checkpoint import atomic_torch_save
+    from hardmix.utils.confine import save_torch
 
     idx = torch.arange(len(images.paths)) if indices is None else indices
     paths = [images.paths[i] for i in idx.tolist()]
@@ -441,7 +441,7 @@ def load_tensors(
     kept_t = torch.tensor(kept, dtype=torch.long)
     if cache_file is not None:
         try:
-            atomic_torch_save({"images": data, "kept": kept_t, "skipped": skipped}, cache_file)
+            save_torch({"images": data, "kept": kept_t, "skipped": skipped}, cache_file, folder)
         except OSError:
             pass  # a read-only cache folder only costs the next run its decoding
     return ImageTensors(data, labels[kept_t], images.classes, skipped)

@@ -59,7 +59,7 @@ import torch
 from torch import nn
 
 from hardmix.training.run_folder import CHECKPOINT, CONFIG
-from hardmix.utils.checkpoint import atomic_write_bytes
+from hardmix.utils.confine import save_numpy_to, write_bytes
 from hardmix.vision.config import VisionConfig
 
 #: Images decoded and encoded at a time (a chunk of 4096 ImageNet-sized images is 0.8 GB decoded).
@@ -323,10 +323,11 @@ def save_encoded(result: EncodedImages, output: str | os.PathLike[str]) -> Path:
     from hardmix.neighbours import format_listing, listing_path
 
     buf = io.BytesIO()
-    np.save(buf, result.embeddings)
+    save_numpy_to(result.embeddings, buf)
     listing = listing_path(output, "paths")
-    atomic_write_bytes(format_listing(result.paths).encode("utf-8"), listing)
-    atomic_write_bytes(buf.getvalue(), output)
+    folder = Path(output).parent  # the folder the output names: both files stay in it
+    write_bytes(format_listing(result.paths).encode("utf-8"), listing, folder)
+    write_bytes(buf.getvalue(), output, folder)
     return listing
 
 

@@ -469,8 +469,9 @@ def _write_json(scores: dict[str, float], path: str | None) -> None:
     text = json.dumps({"top1": round(scores["top1"], 4), "top5": round(scores["top5"], 4)})
     print(text)
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text + "\n", encoding="utf-8")
+        from hardmix.utils.confine import write_text
+
+        write_text(text + "\n", path, Path(path).parent)  # inside the folder named
 
 
 def training_classes(cfg: VisionConfig, dataset: str) -> list[str] | None:

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from hardmix.utils.checkpoint import atomic_torch_save
+from hardmix.utils.confine import save_torch
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def export_backbone(run: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     """
     info = read_vision_run(run)
     state = {k: v.detach().clone().contiguous() for k, v in info.state.items()}
-    path = atomic_torch_save(state, out)
+    path = save_torch(state, out, Path(out).parent)  # inside the folder the export path names
     step, total = info.step, info.total_steps
     unfinished = step is not None and total is not None and step < total
     return ExportResult(path, len(state), target_description(info),

@@ -208,12 +208,12 @@ class VisionTask(Task):
         import yaml
 
         from hardmix.training.config import plain_config
-        from hardmix.utils.checkpoint import atomic_torch_save, atomic_write_text
+        from hardmix.utils.confine import save_torch, write_text
 
         best = run_dir / BEST
         state = {k: v.detach().cpu().clone() for k, v in self.moco.backbone.state_dict().items()}
-        atomic_torch_save(state, best / BEST_WEIGHTS)
-        atomic_write_text(yaml.safe_dump(plain_config(self.cfg), sort_keys=False), best / CONFIG)
+        save_torch(state, best / BEST_WEIGHTS, run_dir)
+        write_text(yaml.safe_dump(plain_config(self.cfg), sort_keys=False), best / CONFIG, run_dir)
 
     def final_scores(self, run_dir: Any, evaluated: dict[str, float] | None) -> dict[str, float]:
         """The validation scores of the final model (when evaluated at the last step) and, with

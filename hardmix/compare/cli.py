@@ -190,8 +190,9 @@ def main(args: argparse.Namespace) -> int:
             "runs are never repeated) or choose another --output"
         )
     from hardmix.training.run_folder import RunLock
+    from hardmix.utils.confine import makedirs
 
-    out.mkdir(parents=True, exist_ok=True)
+    makedirs(out, out)
     lock = RunLock(out)
     lock.acquire()
     try:
@@ -217,7 +218,7 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=Fals
                     folders=None) -> int:
     from hardmix.compare.grid import LOGS
     from hardmix.compare.tuning import write_point_order
-    from hardmix.utils.checkpoint import atomic_write_text
+    from hardmix.utils.confine import write_text
 
     if args.report_only:
         return _report(spec, out, cells, tune, [], folders)
@@ -225,7 +226,7 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=Fals
     if folders:  # before the spec copy: the points made so far keep their folders
         write_point_order(folders, out)
     if not spec_in_place:
-        atomic_write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY)
+        write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY, out)
     if args.launcher == "local":
         print(f"hardmix: each cell's output is in {out / LOGS}/", file=sys.stderr)
     try:
@@ -242,14 +243,12 @@ def _forget_unsubmitted(out: Path) -> None:
     is not taken for a comparison under way. Nothing else is touched."""
     from hardmix.compare.grid import LOGS
     from hardmix.compare.launcher import RECORDS
-    from hardmix.utils.confine import remove_written
+    from hardmix.utils.confine import remove_folder_if_empty, remove_written
 
     if (out / RECORDS).exists():
         return  # some job was submitted: the comparison exists
     remove_written(out / SPEC_COPY, out)
-    logs = out / LOGS
-    if logs.is_dir() and not any(logs.iterdir()):
-        logs.rmdir()
+    remove_folder_if_empty(out / LOGS, out)
 
 
 def _launch_and_report(args, spec, out, cells, tune, jobs, keep, folders) -> int:  # noqa: ANN001
@@ -301,11 +300,11 @@ def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN00
         summary["superseded"] = superseded
     if summary["finished"] == 0:
         raise RunError(f"{out}: no run of this comparison has finished yet; nothing to report")
-    plots = make_plots(cells, summary, out / "plots")
-    write_markdown(summary, out / "summary.md")
-    write_csv(summary, out / "summary.csv")
-    write_json(summary, spec.raw, out / "summary.json")
-    write_html(summary, spec.raw, plots, out / "report.html")
+    plots = make_plots(cells, summary, out / "plots", out)
+    write_markdown(summary, out / "summary.md", out)
+    write_csv(summary, out / "summary.csv", out)
+    write_json(summary, spec.raw, out / "summary.json", out)
+    write_html(summary, spec.raw, plots, out / "report.html", out)
     print(f"Paired difference from {spec.baseline} (mean [95% CI], paired t-test over seeds):")
     print(text_table(*cross_table(summary)))
     for task in summary["tasks"]:

@@ -95,16 +95,16 @@ class Cell:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def record_failure(self, returncode: int, log: Path) -> None:
-        """Record that the cell's run failed: its exit status and the last line of its log."""
-        from hardmix.utils.checkpoint import atomic_write_text
+    def record_failure(self, returncode: int, log: Path, output: Path) -> None:
+        """Record that the cell's run failed: its exit status and the last line of its log (written inside
+        the comparison's folder ``output``)."""
+        from hardmix.utils.confine import write_text
 
         text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
         lines = text.strip().splitlines()
         reason = lines[-1] if lines else f"exit status {returncode}"
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(json.dumps({"returncode": returncode, "reason": reason}, indent=2) + "\n",
-                          self.run_dir / FAILURE)
+        write_text(json.dumps({"returncode": returncode, "reason": reason}, indent=2) + "\n",
+                   self.run_dir / FAILURE, output)
 
     def command(self, resume: bool = False, extra: list[str] | None = None) -> list[str]:
         """The ``hardmix train`` command of this cell (``--resume`` for a partial one)."""

@@ -48,6 +48,7 @@ from hardmix.compare.launcher_spec import LauncherSpec, parse_time
 from hardmix.compare.spec import CompareSpec
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.run_folder import LOCK, lock_holder, process_alive, run_files
+from hardmix.utils.confine import check_folder, makedirs, open_for_write, remove_written
 
 #: ``--launcher`` choices.
 LAUNCHERS = ("local", "slurm", "submitit-local")
@@ -172,7 +173,7 @@ def clear_own_lock(run_dir: Path, records: Path, label: str, job_id: str) -> boo
         return False
     if str(recorded) != job_id:
         return False
-    lock.unlink(missing_ok=True)
+    remove_written(lock, run_dir)
     return True
 
 
@@ -185,9 +186,11 @@ class CellJob:
     """
 
     def __init__(self, label: str, command: list[str], run_dir: str, log: str, threads: int | None,
-                 records: str | None = None) -> None:
+                 records: str | None = None, output: str | None = None) -> None:
         self.label, self.command, self.run_dir, self.log, self.threads = label, command, run_dir, log, threads
         self.records = records
+        # the comparison's folder, which the log lies in (DIR/logs/<cell>.log by default)
+        self.output = output if output is not None else str(Path(log).parent.parent)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
         import submitit
@@ -212,7 +215,8 @@ class CellJob:
         main = env.global_rank == 0
         if main and self.records:
             clear_own_lock(Path(self.run_dir), Path(self.records), self.label, str(env.job_id))
-        log = open(self.log, "a", encoding="utf-8") if main else None  # noqa: SIM115
+        log = open_for_write(self.log, getattr(self, "output", str(Path(self.log).parent.parent)), "a",
+                             encoding="utf-8") if main else None
         try:
             if log is not None:
                 log.write(f"$ {shlex.join(cmd)}\n")
@@ -316,10 +320,9 @@ def read_records(out: Path) -> dict[str, dict[str, Any]]:
 
 
 def _write_records(out: Path, records: dict[str, dict[str, Any]]) -> None:
-    from hardmix.utils.checkpoint import atomic_write_text
+    from hardmix.utils.confine import write_text
 
-    (out / RECORDS).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(json.dumps(records, indent=1, sort_keys=True), out / RECORDS)
+    write_text(json.dumps(records, indent=1, sort_keys=True), out / RECORDS, out)
 
 
 def _job_state(record: dict[str, Any] | None) -> str | None:
@@ -423,13 +426,14 @@ def submit_cells(spec: CompareSpec, cells: list[Cell], out: Path, launcher: str,
     from datetime import datetime, timezone
 
     settings = {t: launcher_for(spec, t) for t in spec.tasks}
-    (out / LOGS).mkdir(parents=True, exist_ok=True)
+    makedirs(out / LOGS, out)
+    check_folder(out / SUBMITIT_FOLDER, out)  # submitit writes its files there by its own names
     records = read_records(out)
     todo = [s.cell for s in states(cells, out) if s.state in ("failed", "missing")]
     for cell in todo:
         ls = settings[cell.task.name]
         job = CellJob(cell.label, cell.command(extra=train_overrides(ls)), str(cell.run_dir),
-                      str(cell_log(cell, out)), ls.cpus_per_task, str((out / RECORDS).resolve()))
+                      str(cell_log(cell, out)), ls.cpus_per_task, str((out / RECORDS).resolve()), str(out))
         submitted = _executor(launcher, ls, cell, out).submit(job)
         records[cell.label] = {
             "launcher": launcher, "job_id": str(submitted.job_id), "host": socket.gethostname(),

@@ -22,6 +22,7 @@ from hardmix.compare.grid import Cell
 from hardmix.compare.summary import edge_mark, verdict_label
 from hardmix.training.metrics import read_metrics
 from hardmix.training.run_folder import METRICS
+from hardmix.utils.confine import makedirs, save_figure
 
 DYNAMICS = (
     ("pos_sim", "positive similarity"),
@@ -116,13 +117,16 @@ def _finite(v: Any) -> bool:
     return v is not None and np.isfinite(v)
 
 
-def _save(fig: Any, path: Path, dpi: int = 110) -> Path:
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
-    _pyplot().close(fig)
+def _save(fig: Any, path: Path, root: Path, dpi: int = 110) -> Path:
+    """Write the figure as ``path`` inside the comparison's folder ``root``, and close it."""
+    try:
+        save_figure(fig, path, root, dpi=dpi, bbox_inches="tight")
+    finally:
+        _pyplot().close(fig)
     return path
 
 
-def plot_forest(summary: dict[str, Any], path: Path) -> Path:
+def plot_forest(summary: dict[str, Any], path: Path, root: Path) -> Path:
     """The answer: per task, each strategy's paired difference from the baseline (point) with its 95%
     t-interval (thin line; uncorrected) and the family's simultaneous interval (thick line: Bonferroni over
     the task's comparisons, ``ci_simultaneous``), a zero line, filled points where the simultaneous
@@ -180,10 +184,10 @@ def plot_forest(summary: dict[str, Any], path: Path) -> Path:
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=9,
                frameon=False, title="thin lines: 95% t-intervals, each uncorrected; thick: simultaneous over "
                "the task's comparisons (Bonferroni); verdicts: Holm", title_fontsize=8)
-    return _save(fig, path)
+    return _save(fig, path, root)
 
 
-def plot_scores(summary: dict[str, Any], path: Path) -> Path:
+def plot_scores(summary: dict[str, Any], path: Path, root: Path) -> Path:
     """The compared score per strategy: each seed a small point, the mean a large point with its 95%
     t-interval over seeds; strategies on the vertical axis (readable at any number)."""
     from scipy import stats
@@ -214,7 +218,7 @@ def plot_scores(summary: dict[str, Any], path: Path) -> Path:
         ax.set_xlabel(f"{t['score']} ({score_unit(t['score'])}); higher is better")
         ax.set_title(f"{task}: {t['score']} per seed (small) and mean with 95% interval", fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return _save(fig, path, root)
 
 
 def _panels(
@@ -239,6 +243,7 @@ def _lines(
     summary: dict[str, Any],
     keys: list[tuple[str, str]],
     path: Path,
+    root: Path,
     per_task_key: bool = False,
 ) -> Path | None:
     """One panel per task and key that some strategy logged (the others named in a note under the
@@ -275,10 +280,11 @@ def _lines(
     if empty:
         fig.text(0.0, -0.02, "Not logged by any strategy, left out: " + "; ".join(empty), fontsize=8,
                  va="top")
-    return _save(fig, path, dpi=100)
+    return _save(fig, path, root, dpi=100)
 
 
-def plot_alignment_uniformity(cells: list[Cell], summary: dict[str, Any], path: Path) -> Path | None:
+def plot_alignment_uniformity(cells: list[Cell], summary: dict[str, Any], path: Path,
+                              root: Path) -> Path | None:
     """Each strategy's path in the alignment-uniformity plane over training (the dot its end); tasks that
     logged neither are left out; None when none did."""
     plt = _pyplot()
@@ -310,23 +316,24 @@ def plot_alignment_uniformity(cells: list[Cell], summary: dict[str, Any], path: 
     fig.tight_layout()
     fig.legend(list(shown.values()), list(shown), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
                frameon=False)
-    return _save(fig, path, dpi=100)
+    return _save(fig, path, root, dpi=100)
 
 
 PLOTS = ("forest", "scores", "selection_curves", "dynamics", "alignment_uniformity")
 
 
-def make_plots(cells: list[Cell], summary: dict[str, Any], folder: Path) -> list[Path]:
-    """Write every plot that has data into ``folder`` (``DIR/plots``), the forest plot first; returns
-    their paths (a plot nothing was logged for is not drawn: :data:`PLOTS` names them all)."""
-    folder.mkdir(parents=True, exist_ok=True)
+def make_plots(cells: list[Cell], summary: dict[str, Any], folder: Path, root: Path) -> list[Path]:
+    """Write every plot that has data into ``folder`` (``DIR/plots``, inside the comparison's folder
+    ``root``), the forest plot first; returns their paths (a plot nothing was logged for is not drawn:
+    :data:`PLOTS` names them all)."""
+    makedirs(folder, root)
     made = [
-        plot_forest(summary, folder / "forest.png"),
-        plot_scores(summary, folder / "scores.png"),
-        _lines(cells, summary, [("selection", "selection score")], folder / "selection_curves.png",
+        plot_forest(summary, folder / "forest.png", root),
+        plot_scores(summary, folder / "scores.png", root),
+        _lines(cells, summary, [("selection", "selection score")], folder / "selection_curves.png", root,
                per_task_key=True),
-        _lines(cells, summary, list(DYNAMICS), folder / "dynamics.png"),
-        plot_alignment_uniformity(cells, summary, folder / "alignment_uniformity.png"),
+        _lines(cells, summary, list(DYNAMICS), folder / "dynamics.png", root),
+        plot_alignment_uniformity(cells, summary, folder / "alignment_uniformity.png", root),
     ]
     return [p for p in made if p is not None]
 

@@ -31,7 +31,7 @@ from hardmix.compare.summary import (
     verdict_table,
 )
 from hardmix.training.results import versions
-from hardmix.utils.checkpoint import atomic_write_text
+from hardmix.utils.confine import write_text
 from hardmix.utils.machine import cpu_model
 
 
@@ -209,11 +209,12 @@ def _tuning_flags(tu: dict[str, Any]) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def write_markdown(summary: dict[str, Any], path: Path) -> Path:
-    return atomic_write_text("# Comparison\n\n" + summary_markdown(summary), path)
+def write_markdown(summary: dict[str, Any], path: Path, root: Path) -> Path:
+    """``summary.md`` at ``path``, inside the comparison's folder ``root``."""
+    return write_text("# Comparison\n\n" + summary_markdown(summary), path, root)
 
 
-def write_csv(summary: dict[str, Any], path: Path) -> Path:
+def write_csv(summary: dict[str, Any], path: Path, root: Path) -> Path:
     buf = io.StringIO()
     w = csv.writer(buf)
     keys = ["mean", "ci_low", "ci_high", "p_value", "p_holm", "p_exact", "p_exact_holm", "effect_size",
@@ -228,7 +229,7 @@ def write_csv(summary: dict[str, Any], path: Path) -> Path:
             w.writerow([task, t["score"], s, row["n"], row["mean"], row["std"], row.get("sampling_se"),
                         *(p.get(k, "") for k in keys), lo, hi, p.get("ci_simultaneous_method", ""),
                         edge_mark(summary, task, s) if p else "", row["wall_seconds_mean"]])
-    return atomic_write_text(buf.getvalue(), path)
+    return write_text(buf.getvalue(), path, root)
 
 
 def _strict(value: Any) -> Any:
@@ -242,11 +243,11 @@ def _strict(value: Any) -> Any:
     return value
 
 
-def write_json(summary: dict[str, Any], spec_raw: dict[str, Any], path: Path) -> Path:
+def write_json(summary: dict[str, Any], spec_raw: dict[str, Any], path: Path, root: Path) -> Path:
     """``summary.json``: the summary, the spec, the machine and the versions (NaN written as null)."""
     record = {**summary, "spec": spec_raw, "machine": machine(), "versions": versions()}
     text = json.dumps(_strict(record), indent=2, default=str, allow_nan=False)
-    return atomic_write_text(text + "\n", path)
+    return write_text(text + "\n", path, root)
 
 
 def _html_table(head: list[str], rows: list[list[str]], classes: str = "") -> str:
@@ -284,7 +285,8 @@ CAPTIONS = {
 }
 
 
-def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Path], path: Path) -> Path:
+def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Path], path: Path,
+               root: Path) -> Path:
     """``report.html``: the forest plot of the paired differences first, then the verdict table and what to
     know to read it, then per task its tables, the tuning, the other plots, the spec and the machine."""
     forest = [p for p in plots if p.stem == "forest"]
@@ -335,7 +337,7 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
         f"<pre>{html.escape(json.dumps(walls, indent=2))}</pre>",
         "</body></html>",
     ]
-    return atomic_write_text("".join(parts), path)
+    return write_text("".join(parts), path, root)
 
 
 __all__ = [

@@ -36,20 +36,20 @@ from hardmix.compare.grid import (
 from hardmix.errors import RunError
 from hardmix.training.results import ResultsError
 from hardmix.training.run_folder import CHECKPOINT, METRICS
-from hardmix.utils.confine import remove_written
+from hardmix.utils.confine import makedirs, open_for_write, remove_written, replace
 
 # What a finished cell may keep besides its record (--keep): the resume checkpoint, the task's exports.
 KEEP_CHOICES = ("checkpoints", "models")
 
 
-def set_aside(cell: Cell) -> Path:
+def set_aside(cell: Cell, output: Path) -> Path:
     """Move a corrupt cell's folder to ``<run_dir>.corrupt`` (``.corrupt2``, ... when taken), so the cell
-    runs again and nothing is deleted; returns where it went."""
+    runs again and nothing is deleted (inside the comparison's folder ``output``); returns where it went."""
     n, target = 1, cell.run_dir.with_name(cell.run_dir.name + ".corrupt")
     while target.exists():
         n += 1
         target = cell.run_dir.with_name(f"{cell.run_dir.name}.corrupt{n}")
-    cell.run_dir.rename(target)
+    replace(cell.run_dir, target, output)
     return target
 
 
@@ -242,7 +242,7 @@ def run_cells(
                 c.record()
             except ResultsError as e:
                 reason = str(e)
-            moved = set_aside(c)
+            moved = set_aside(c, output)
             print(f"hardmix: {reason}; the cell runs again (its folder was moved to {moved})",
                   file=sys.stderr)
     if retry_failed:
@@ -251,7 +251,7 @@ def run_cells(
                 remove_written(c.run_dir / FAILURE, c.run_dir)
     todo = [c for c in cells if c.status() not in ("finished", "failed")]
     per_job = max(1, (threads or os.cpu_count() or 1) // jobs)
-    (output / LOGS).mkdir(parents=True, exist_ok=True)
+    makedirs(output / LOGS, output)
     failed: list[tuple[Cell, Path]] = []
     running: list[_Running] = []
     stop: list[int] = []
@@ -275,7 +275,7 @@ def run_cells(
                     extra=[f"train.threads={per_job}", "log.progress=false"],
                 )
                 cmd = interpreter_command(cmd)
-                with open(log, "a", encoding="utf-8") as f:
+                with open_for_write(log, output, "a", encoding="utf-8") as f:
                     f.write(f"$ {shlex.join(cmd)}\n")
                     f.flush()
                     proc = subprocess.Popen(
@@ -294,7 +294,7 @@ def run_cells(
                 running.remove(r)
                 ended.append(r.cell)
                 if r.proc.returncode != 0 and not stop:  # a result: recorded, not retried unless asked
-                    r.cell.record_failure(r.proc.returncode, r.log)
+                    r.cell.record_failure(r.proc.returncode, r.log, output)
                     failed.append((r.cell, r.log))
                 if r.proc.returncode == 0 and r.cell.status() == "finished":
                     discard_unkept(r.cell, keep)

@@ -41,8 +41,7 @@ from hardmix.compare.grid import (
 from hardmix.compare.spec import CompareSpec, TaskSpec, grid_points
 from hardmix.errors import ConfigError, RunError
 from hardmix.training.results import ResultsError, read_results
-from hardmix.utils.checkpoint import atomic_write_text
-from hardmix.utils.confine import confined
+from hardmix.utils.confine import confined, makedirs, replace, write_text
 
 
 def tuned_tasks(spec: CompareSpec) -> list[TaskSpec]:
@@ -114,9 +113,7 @@ def write_point_order(folders: Folders, output: Path) -> None:
         for i, p in points:
             order[i] = p
         record.setdefault(task, {})[strategy] = order
-    path = confined(output / "tune" / POINT_ORDER, output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(json.dumps(record, indent=1) + "\n", path)
+    write_text(json.dumps(record, indent=1) + "\n", output / "tune" / POINT_ORDER, output)
 
 
 def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
@@ -200,13 +197,11 @@ def supersede(cell: Cell, index: int, output: Path) -> Path:
     while target.exists():
         n += 1
         target = base / f"seed{cell.seed}.{n}"
-    confined(target, output)
-    confined(cell.run_dir, output)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    cell.run_dir.rename(target)
+    makedirs(target.parent, output)
+    replace(cell.run_dir, target, output)
     log = cell_log(cell, output)
     if log.is_file() and not log.is_symlink():
-        confined(log, output).rename(target / "cell.log")
+        replace(log, target / "cell.log", output)
     return target
 
 

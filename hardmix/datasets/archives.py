@@ -14,31 +14,16 @@ Example:
 
 from __future__ import annotations
 
-import tarfile
-import zipfile
 from pathlib import Path
 
+from hardmix.utils.confine import extract_archive as gate_extract
 
-def extract_archive(archive: Path, dest: Path) -> None:
-    """Extract ``archive`` (tar of any compression, or zip) into ``dest``; ValueError naming the file
-    when it is neither or is damaged."""
-    dest.mkdir(parents=True, exist_ok=True)
-    try:
-        if tarfile.is_tarfile(archive):
-            with tarfile.open(archive) as tar:
-                tar.extractall(dest, filter="data")
-            return
-        if zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as zf:
-                root = dest.resolve()
-                for name in zf.namelist():
-                    if not (dest / name).resolve().is_relative_to(root):
-                        raise ValueError(f"{archive}: member {name!r} would land outside {dest}")
-                zf.extractall(dest)
-            return
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as e:
-        raise ValueError(f"{archive}: damaged archive ({e}); delete it and download again") from e
-    raise ValueError(f"{archive}: neither a tar nor a zip archive")
+
+def extract_archive(archive: Path, dest: Path, root: Path | None = None) -> None:
+    """Extract ``archive`` (tar of any compression, or zip) into ``dest``, inside ``root`` (the data root; by
+    default ``dest`` itself), through :func:`hardmix.utils.confine.extract_archive`; ValueError naming the
+    file when it is neither or is damaged."""
+    gate_extract(archive, dest, dest if root is None else root)
 
 
 def find_dir_with(base: Path, child: str, depth: int = 3) -> Path:

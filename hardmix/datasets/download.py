@@ -25,6 +25,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from hardmix.utils.confine import makedirs, open_for_write, remove_written, replace
 from hardmix.utils.offline import OFFLINE_ENV, offline_reason
 
 CHUNK = 1 << 20
@@ -68,7 +69,8 @@ def _total_length(resp: http.client.HTTPResponse, offset: int) -> int | None:
     return None
 
 
-def _attempt(url: str, part: Path, progress: bool, desc: str, timeout: float) -> tuple[int, int | None]:
+def _attempt(url: str, part: Path, progress: bool, desc: str, timeout: float,
+             root: Path) -> tuple[int, int | None]:
     """One request: continue ``part`` from its length (or start it). Returns (bytes on disk, full length)."""
     from tqdm.auto import tqdm
 
@@ -89,7 +91,7 @@ def _attempt(url: str, part: Path, progress: bool, desc: str, timeout: float) ->
         if status != 206:
             offset = 0  # the server sent the whole file: start over
         total = _total_length(resp, offset)
-        with open(part, "ab" if offset else "wb") as f, tqdm(
+        with open_for_write(part, root, "ab" if offset else "wb") as f, tqdm(
             total=total, initial=offset, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
             disable=not progress, leave=False,
         ) as bar:
@@ -124,6 +126,7 @@ def download_file(
     progress: bool = True,
     timeout: float = 60.0,
     resume: bool = True,
+    root: str | os.PathLike[str] | None = None,
 ) -> Digest:
     """Download ``url`` to ``dest``, resuming ``dest.part`` if an earlier call was interrupted.
 
@@ -140,6 +143,8 @@ def download_file(
             earlier transfer could not be told from good ones. A resumed file that then fails its length
             or checksum is downloaded again from byte 0, once, within the call: kept bytes are used only
             when the whole file verifies.
+        root: the folder ``dest`` and its ``.part`` lie in (the downloads folder; by default the folder
+            of ``dest``): nothing is written outside it.
 
     Returns:
         The verified file's :class:`Digest`.
@@ -153,15 +158,16 @@ def download_file(
                                 f"{'unset it' if reason.startswith(OFFLINE_ENV) else 'leave it out'} to "
                                 "download, or lay the file out by hand (docs/data.md)")
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    root = dest.parent if root is None else Path(root)
+    makedirs(dest.parent, root)
     part = dest.with_name(dest.name + ".part")
     kept_bytes = resume and part.exists() and part.stat().st_size > 0  # from an earlier call
     got, total, last_error = 0, None, "no attempt"
     for _ in range(retries + 1):
         if not resume:
-            part.unlink(missing_ok=True)
+            remove_written(part, root)
         try:
-            got, total = _attempt(url, part, progress, dest.name, timeout)
+            got, total = _attempt(url, part, progress, dest.name, timeout, root)
         except urllib.error.HTTPError as e:
             if e.code not in _RETRY_STATUS:
                 raise DataDownloadError(
@@ -183,17 +189,17 @@ def download_file(
         kept = (f"{got} bytes are kept in {part}: run the same command again to resume" if resume else
                 "no checksum verifies this file, so nothing is kept: run the same command again")
         if not resume:
-            part.unlink(missing_ok=True)
+            remove_written(part, root)
         raise DataDownloadError(f"{url}: transfer interrupted ({last_error}); {kept}")
     expected = size if size is not None else total
     digest = file_digest(part) if expected is None or got == expected else None
     problem = f"got {got} bytes, expected {expected}" if digest is None else _mismatch(digest, md5, sha256)
     if problem is None:
-        os.replace(part, dest)
+        replace(part, dest, root)
         return digest
-    part.unlink()
+    remove_written(part, root)
     if kept_bytes:  # the bytes kept from an earlier call were not the file's: start over, once
         return download_file(url, dest, md5=md5, sha256=sha256, size=size, retries=retries,
-                             progress=progress, timeout=timeout, resume=resume)
+                             progress=progress, timeout=timeout, resume=resume, root=root)
     raise DataDownloadError(f"{url}: {problem}; the download was deleted: run again, and if it persists the "
                             "source has changed")

@@ -38,7 +38,7 @@ from hardmix.datasets.records import (
     write_manifest,
 )
 from hardmix.paths import download_root
-from hardmix.utils.confine import remove_written
+from hardmix.utils.confine import makedirs, remove_written, replace
 
 
 class DataCheckError(ValueError):
@@ -74,11 +74,11 @@ def fetch_source(
         have = file_digest(dest)
         if (src.md5 in (None, have.md5)) and (sha256 in (None, have.sha256)) and size in (None, have.size):
             return dest, None
-        dest.unlink()
+        remove_written(dest, root)
     url = src.url_for(base_url)
     verified = bool(src.md5 or sha256)  # else only its length checks it: never resumed from kept bytes
     digest = download_file(url, dest, md5=src.md5, sha256=sha256, size=size, progress=progress,
-                           resume=verified)
+                           resume=verified, root=downloads_dir(root))
     if not src.md5 and not src.sha256 and recorded is None:
         return dest, {"sha256": digest.sha256, "size": digest.size, "url": url}
     return dest, None
@@ -88,17 +88,17 @@ def _build(ds: DataSet, files: dict[str, Path], out: Path, work: Path, root: Pat
     """Prepare data set ``ds`` at ``out`` from its downloaded ``files`` (or from what it requires)."""
     first = next(iter(files.values()), None)
     builders: dict[str, Callable[[], object]] = {
-        "senteval": lambda: prepare_text.prepare_senteval(first, out, work),
-        "wiki1m": lambda: prepare_text.place_file(first, out),
-        "imagenet100-classes": lambda: prepare_text.place_file(first, out),
-        "enwiki-100k": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out),
+        "senteval": lambda: prepare_text.prepare_senteval(first, out, work, root),
+        "wiki1m": lambda: prepare_text.place_file(first, out, root),
+        "imagenet100-classes": lambda: prepare_text.place_file(first, out, root),
+        "enwiki-100k": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out, root=root),
         "wiki1m-head": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out,
-                                                        WIKI1M_HEAD_LINES, compress=False),
-        "cifar10": lambda: prepare_images.prepare_cifar10(first, out, work, ds.members, progress),
-        "imagenette": lambda: prepare_images.prepare_imagenette(first, out, work),
+                                                        WIKI1M_HEAD_LINES, compress=False, root=root),
+        "cifar10": lambda: prepare_images.prepare_cifar10(first, out, work, ds.members, root, progress),
+        "imagenette": lambda: prepare_images.prepare_imagenette(first, out, work, root),
         "imagenette-64": lambda: prepare_images.derive_resized(root / DATASETS["imagenette"].target, out,
-                                                               progress=progress),
-        "bert-mini": lambda: prepare_models.prepare_model_files(files, out, BERT_MINI_HUB),
+                                                               root, progress=progress),
+        "bert-mini": lambda: prepare_models.prepare_model_files(files, out, BERT_MINI_HUB, root),
     }
     if ds.name not in builders:
         raise ValueError(f"no preparation for data set {ds.name!r}")
@@ -203,15 +203,15 @@ def _download_each(order: list[DataSet], root: Path, base_url: str | None, progr
         work = downloads_dir(root) / f"{ds.name}.work"
         for p in (tmp, work):
             remove_written(p, root)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        work.mkdir(parents=True)
+        makedirs(target.parent, root)
+        makedirs(work, root)
         try:
             _build(ds, files, tmp, work, root, progress)
             problems = layout.check_layout(ds.name, tmp)
             if problems:
                 raise DataCheckError(f"{ds.name}: the prepared data does not have the expected layout "
                                      f"({problems[0]}); is the source still the official one?")
-            os.replace(tmp, target)
+            replace(tmp, target, root)
         finally:
             remove_written(tmp, root)
             remove_written(work, root)

@@ -15,12 +15,11 @@ torchvision and PIL are imported only here (the core imports neither at import t
 
 from __future__ import annotations
 
-import os
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hardmix.datasets.archives import extract_archive, find_dir_with
+from hardmix.utils.confine import copy_file, makedirs, replace, save_image, write_text
 
 #: Imagenette's classes: WordNet id and name (the release's class folders, in sorted order).
 IMAGENETTE_CLASSES = {
@@ -41,7 +40,7 @@ def _check_members(base: Path, members: dict[str, str]) -> None:
 
 
 def prepare_cifar10(
-    archive: Path, out: Path, work: Path, members: dict[str, str], progress: bool = True
+    archive: Path, out: Path, work: Path, members: dict[str, str], root: Path, progress: bool = True
 ) -> int:
     """Extract CIFAR-10's python release and write it as PNG images under ``out``. Returns the image count.
 
@@ -56,7 +55,7 @@ def prepare_cifar10(
     from torchvision.datasets import CIFAR10
     from tqdm.auto import tqdm
 
-    extract_archive(archive, work)
+    extract_archive(archive, work, root)
     _check_members(work, members)
     names = {Path(k).name: v for k, v in members.items()}
     folder = Path(next(iter(members))).parent.as_posix()
@@ -68,52 +67,58 @@ def prepare_cifar10(
         test_list = [b for b in batches if b[0] == "test_batch"]
         meta = {"filename": "batches.meta", "key": "label_names", "md5": names["batches.meta"]}
 
-    out.mkdir(parents=True)
+    makedirs(out, root)
     count = 0
     classes: list[str] = []
     for split, train in (("train", True), ("test", False)):
         ds = _Release(str(work), train=train, download=False)
         classes = list(ds.classes)
         for c in classes:
-            (out / split / c).mkdir(parents=True)
+            makedirs(out / split / c, root)
         for i in tqdm(range(len(ds.data)), desc=f"cifar10 {split}", disable=not progress, leave=False):
-            Image.fromarray(ds.data[i]).save(out / split / classes[ds.targets[i]] / f"{i:05d}.png")
+            save_image(Image.fromarray(ds.data[i]), out / split / classes[ds.targets[i]] / f"{i:05d}.png",
+                       root)
         count += len(ds.data)
-    (out / "classes.txt").write_text("".join(f"{c}\n" for c in classes), encoding="utf-8")
+    write_text("".join(f"{c}\n" for c in classes), out / "classes.txt", root)
     return count
 
 
-def prepare_imagenette(archive: Path, out: Path, work: Path) -> None:
-    """Extract the 160 px release into ``out`` (``train/``, ``val/``, ``classes.tsv``)."""
-    extract_archive(archive, work)
+def prepare_imagenette(archive: Path, out: Path, work: Path, root: Path) -> None:
+    """Extract the 160 px release into ``out`` (``train/``, ``val/``, ``classes.tsv``), inside the data root
+    ``root``."""
+    extract_archive(archive, work, root)
     release = find_dir_with(work, "val")
     if not (release / "train").is_dir():
         raise ValueError(f"{archive}: no train/ beside val/ in the archive")
-    out.mkdir(parents=True)
+    makedirs(out, root)
     for split in ("train", "val"):
-        os.replace(release / split, out / split)
+        replace(release / split, out / split, root)
     if (release / "noisy_imagenette.csv").is_file():
-        shutil.copyfile(release / "noisy_imagenette.csv", out / "noisy_imagenette.csv")
-    write_imagenette_classes(out)
+        copy_file(release / "noisy_imagenette.csv", out / "noisy_imagenette.csv", root)
+    write_imagenette_classes(out, root)
 
 
-def write_imagenette_classes(out: Path) -> None:
+def write_imagenette_classes(out: Path, root: Path) -> None:
+    """``classes.tsv`` of the release at ``out`` (inside the data root ``root``): each class folder and
+    its name."""
     present = sorted(p.name for p in (out / "train").iterdir() if p.is_dir())
     lines = [f"{w}\t{IMAGENETTE_CLASSES.get(w, w)}\n" for w in present]
-    (out / "classes.tsv").write_text("".join(lines), encoding="utf-8")
+    write_text("".join(lines), out / "classes.tsv", root)
 
 
-def _resize_one(src: Path, dst: Path, size: int) -> None:
+def _resize_one(src: Path, dst: Path, size: int, root: Path) -> None:
     from PIL import Image, ImageOps
 
     with Image.open(src) as im:
         small = ImageOps.fit(im.convert("RGB"), (size, size), method=Image.Resampling.BICUBIC)
-    small.save(dst, format="JPEG", quality=90)
+    save_image(small, dst, root, format="JPEG", quality=90)
 
 
-def derive_resized(source: Path, out: Path, size: int = 64, progress: bool = True, workers: int = 4) -> int:
+def derive_resized(source: Path, out: Path, root: Path, size: int = 64, progress: bool = True,
+                   workers: int = 4) -> int:
     """Resize every image of the ImageFolder tree ``source`` (shorter side ``size``, center crop) into
-    ``out``, keeping relative paths and the class files. Returns the image count."""
+    ``out`` (inside the data root ``root``), keeping relative paths and the class files. Returns the image
+    count."""
     from tqdm.auto import tqdm
 
     jobs = []
@@ -121,13 +126,13 @@ def derive_resized(source: Path, out: Path, size: int = 64, progress: bool = Tru
         if not (source / split).is_dir():
             continue
         for cls in sorted(p for p in (source / split).iterdir() if p.is_dir()):
-            (out / split / cls.name).mkdir(parents=True)
+            makedirs(out / split / cls.name, root)
             jobs += [(f, out / split / cls.name / f.name) for f in sorted(cls.iterdir()) if f.is_file()]
     for extra in ("classes.tsv", "classes.txt"):
         if (source / extra).is_file():
-            shutil.copyfile(source / extra, out / extra)
+            copy_file(source / extra, out / extra, root)
     with ThreadPoolExecutor(max(1, workers)) as pool, tqdm(total=len(jobs), desc=f"resize to {size}",
                                                            disable=not progress, leave=False) as bar:
-        for _ in pool.map(lambda job: _resize_one(job[0], job[1], size), jobs):
+        for _ in pool.map(lambda job: _resize_one(job[0], job[1], size, root), jobs):
             bar.update(1)
     return len(jobs)

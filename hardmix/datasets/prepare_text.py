@@ -13,36 +13,37 @@ Each function builds its result at ``out`` (a temporary path that the caller ren
 
 from __future__ import annotations
 
-import gzip
-import os
 from pathlib import Path
 
 from hardmix.datasets.archives import extract_archive, find_dir_with
+from hardmix.utils.confine import open_for_write, open_gzip_for_write, replace
 
 ENWIKI_LINES = 100_000
 
 
-def prepare_senteval(archive: Path, out: Path, work: Path) -> None:
+def prepare_senteval(archive: Path, out: Path, work: Path, root: Path) -> None:
     """Extract SentEval's data (``senteval.tar``) into ``out`` (``STS/``, ``SICK/``, ``MR/``, ...).
 
     Args:
         archive: the downloaded tar.
         out: the folder to create.
         work: an empty scratch folder (removed by the caller).
+        root: the data root, which all three lie in.
     """
-    extract_archive(archive, work)
-    os.replace(find_dir_with(work, "STS"), out)
+    extract_archive(archive, work, root)
+    replace(find_dir_with(work, "STS"), out, root)
 
 
-def place_file(downloaded: Path, out: Path) -> None:
+def place_file(downloaded: Path, out: Path, root: Path) -> None:
     """The data set is the downloaded file itself (the corpus; ImageNet-100's class list): moved to
-    ``out`` (same file system)."""
-    os.replace(downloaded, out)
+    ``out`` (same file system), both inside the data root ``root``."""
+    replace(downloaded, out, root)
 
 
-def derive_head(corpus: Path, out: Path, lines: int = ENWIKI_LINES, compress: bool = True) -> int:
-    """Write the first ``lines`` lines of ``corpus`` to ``out`` (gzip with ``compress``). Returns the
-    number written.
+def derive_head(corpus: Path, out: Path, lines: int = ENWIKI_LINES, compress: bool = True,
+                root: Path | None = None) -> int:
+    """Write the first ``lines`` lines of ``corpus`` to ``out`` (gzip with ``compress``), inside ``root``
+    (the data root; by default the folder of ``out``). Returns the number written.
 
     Example:
         >>> import tempfile, pathlib, gzip
@@ -51,9 +52,10 @@ def derive_head(corpus: Path, out: Path, lines: int = ENWIKI_LINES, compress: bo
         (2, 'a\\nb\\n')
     """
     n = 0
-    opener = gzip.open if compress else open
-    with open(corpus, encoding="utf-8", newline="") as src, opener(out, "wt", encoding="utf-8",
-                                                                   newline="") as dst:
+    folder = out.parent if root is None else root
+    dst_file = open_gzip_for_write(out, folder, newline="") if compress else \
+        open_for_write(out, folder, "w", encoding="utf-8", newline="")
+    with open(corpus, encoding="utf-8", newline="") as src, dst_file as dst:
         for line in src:
             if n == lines:
                 break

@@ -23,13 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-
-def atomic_write_text(text: str, path: Path) -> None:
-    """:func:`hardmix.utils.checkpoint.atomic_write_text`, imported when first written (that module loads
-    torch, and ``hardmix --help`` imports this one)."""
-    from hardmix.utils.checkpoint import atomic_write_text as write
-
-    write(text, path)
+from hardmix.utils.confine import write_text
 
 RECORDS_DIR = ".hardmix"
 
@@ -62,7 +56,7 @@ def record_checksum(root: Path, key: str, url: str, sha256: str, size: int) -> N
     path = records_dir(root) / "checksums.json"
     data = _read_json(path)
     data[key] = {"sha256": sha256, "size": size, "url": url}
-    atomic_write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", path)
+    write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", path, root)
 
 
 def _sha256(path: Path) -> str:
@@ -111,4 +105,4 @@ def read_manifest(root: Path, name: str) -> dict[str, Any] | None:
 
 
 def write_manifest(root: Path, name: str, manifest: dict[str, Any]) -> None:
-    atomic_write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", manifest_path(root, name))
+    write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", manifest_path(root, name), root)

@@ -3,7 +3,7 @@
 The file is a ``torch.save`` of plain containers and tensors only, so :func:`load_checkpoint` reads it with
 ``torch.load(weights_only=True)``: a crafted pickle cannot run code. NumPy's RNG state (an array) is stored
 as a tensor for that reason (:func:`hardmix.utils.rng.rng_state`). Writing goes to a temporary file in the
-same folder, is fsynced and renamed into place (:func:`hardmix.utils.checkpoint.atomic_torch_save`), so a
+same folder, is fsynced and renamed into place (:func:`hardmix.utils.confine.save_torch`), so a
 crash during the write leaves the previous checkpoint intact.
 
 Example:
@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from hardmix.training.run_folder import CHECKPOINT
-from hardmix.utils.checkpoint import atomic_torch_save
+from hardmix.utils.confine import save_torch
 
 #: What a hardmix checkpoint says it is, and the layout version this hardmix reads and writes.
 FORMAT = "hardmix-checkpoint"
@@ -42,9 +42,12 @@ class CheckpointError(ValueError):
     """A file is not a checkpoint this hardmix can read (foreign, truncated, older, another task's)."""
 
 
-def save_checkpoint(state: dict[str, Any], path: str | os.PathLike[str], task: str) -> Path:
-    """Write ``state`` (plain containers and tensors) with the format header, atomically."""
-    return atomic_torch_save({"format": FORMAT, "version": VERSION, "task": task, **state}, path)
+def save_checkpoint(state: dict[str, Any], path: str | os.PathLike[str], task: str,
+                    root: str | os.PathLike[str] | None = None) -> Path:
+    """Write ``state`` (plain containers and tensors) with the format header, atomically, inside ``root``
+    (the run folder; by default the folder of ``path``)."""
+    return save_torch({"format": FORMAT, "version": VERSION, "task": task, **state}, path,
+                      Path(path).parent if root is None else root)
 
 
 def _check_crc(p: Path) -> None:

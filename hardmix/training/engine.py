@@ -44,7 +44,8 @@ from hardmix.training.run_folder import (
 from hardmix.training.runtime import Runtime, end_runtime, start_runtime
 from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
-from hardmix.utils.checkpoint import atomic_write_text, load_matching
+from hardmix.utils.checkpoint import load_matching
+from hardmix.utils.confine import makedirs, write_text
 from hardmix.utils.offline import libraries_offline
 from hardmix.utils.rng import rng_state, set_rng_state
 
@@ -260,11 +261,11 @@ class _Run:
         self.optimizer, self.scheduler = task.configure_optimizers(self.total_steps)
         self.scaler = runtime.grad_scaler()
         if runtime.main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(yaml.safe_dump(plain_config(cfg), sort_keys=False), self.out / CONFIG)
+            makedirs(self.out, self.out)
+            write_text(yaml.safe_dump(plain_config(cfg), sort_keys=False), self.out / CONFIG, self.out)
         self.metrics = MetricsLog(
             self.out / METRICS, runtime.main, keep_until=self.state["step"] if self.state else None,
-            tensorboard_dir=self.out / TENSORBOARD if cfg.log.tensorboard else None)
+            tensorboard_dir=self.out / TENSORBOARD if cfg.log.tensorboard else None, root=self.out)
         if self.state is not None:
             self._restore(self.state)
             self.state = None
@@ -488,7 +489,7 @@ class _Run:
                     "window_steps": self.window_steps, "wall_seconds": self._training_seconds(),
                     "nonfinite": self.nonfinite,
                 },
-            }, self.checkpoint_path, task=task.name)
+            }, self.checkpoint_path, task=task.name, root=self.out)
         runtime.barrier()
 
     def _restore(self, state: dict[str, Any]) -> None:

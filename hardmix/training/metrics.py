@@ -10,17 +10,17 @@ from typing import Any
 
 from hardmix.errors import ConfigError
 from hardmix.training.run_folder import METRICS
-from hardmix.utils.checkpoint import atomic_write_text
+from hardmix.utils.confine import open_for_write, summary_writer, write_text
 
 
-def tensorboard_writer_class() -> type:
-    """``torch.utils.tensorboard.SummaryWriter``, or a ConfigError naming the extra that provides it."""
+def tensorboard_writer_class() -> None:
+    """Check that ``torch.utils.tensorboard`` imports (its ``SummaryWriter`` is made by
+    :func:`hardmix.utils.confine.summary_writer`), or a ConfigError naming the extra that provides it."""
     try:
-        from torch.utils.tensorboard import SummaryWriter
+        import torch.utils.tensorboard  # noqa: F401
     except ImportError:
         raise ConfigError("log.tensorboard: the tensorboard package is not installed; "
                           "pip install 'hardmix[tensorboard]' (or set log.tensorboard: false)") from None
-    return SummaryWriter
 
 
 def _json_value(v: Any) -> Any:
@@ -36,11 +36,13 @@ class MetricsLog:
         keep_until: resuming at this step: lines of later steps (written after the checkpoint by a run that
             was then killed) are dropped; None starts a new file.
         tensorboard_dir: also write every numeric value as a TensorBoard scalar there.
+        root: the run folder, which both lie in (by default the folder of ``path``).
     """
 
     def __init__(self, path: Path, enabled: bool, keep_until: int | None = None,
-                 tensorboard_dir: Path | None = None) -> None:
+                 tensorboard_dir: Path | None = None, root: Path | None = None) -> None:
         self.path = path
+        self.root = path.parent if root is None else root
         self.enabled = enabled
         self.writer = None
         if not enabled:
@@ -54,16 +56,17 @@ class MetricsLog:
                     continue  # blank, or the last line cut by the kill that stopped the run
                 if isinstance(record, dict) and record.get("step", 0) <= keep_until:
                     kept.append(line)
-        atomic_write_text("".join(f"{line}\n" for line in kept), path)
+        write_text("".join(f"{line}\n" for line in kept), path, self.root)
         if tensorboard_dir is not None:
-            self.writer = tensorboard_writer_class()(str(tensorboard_dir))
+            tensorboard_writer_class()
+            self.writer = summary_writer(tensorboard_dir, self.root)
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one line (NaN and infinities are written as null)."""
         if not self.enabled:
             return
         try:
-            with open(self.path, "a", encoding="utf-8") as f:
+            with open_for_write(self.path, self.root, "a", encoding="utf-8") as f:
                 f.write(json.dumps({k: _json_value(v) for k, v in record.items()}) + "\n")
         except OSError as e:
             if e.errno and e.filename is None:  # a full disk: name the file

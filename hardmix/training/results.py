@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from hardmix.training.run_folder import RESULTS
-from hardmix.utils.checkpoint import atomic_write_text
+from hardmix.utils.confine import write_text
 
 SCHEMA_VERSION = 1
 
@@ -112,8 +112,8 @@ def results_record(**fields: Any) -> dict[str, Any]:
 
 
 def write_results(record: dict[str, Any], run_dir: str | os.PathLike[str]) -> Path:
-    """Write ``RUN/results.json`` atomically."""
-    return atomic_write_text(json.dumps(record, indent=2) + "\n", Path(run_dir) / RESULTS)
+    """Write ``RUN/results.json`` atomically (inside the run folder ``run_dir``)."""
+    return write_text(json.dumps(record, indent=2) + "\n", Path(run_dir) / RESULTS, run_dir)
 
 
 def read_results(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import socket
 from pathlib import Path
 
 from hardmix.errors import RunError
+from hardmix.utils.confine import makedirs, open_for_write, remove_written
 
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
@@ -103,20 +104,21 @@ class RunLock:
     """
 
     def __init__(self, folder: Path, what: str = "a run") -> None:
+        self.folder = folder
         self.path = folder / LOCK
         self.held = False
         self.what = what  # what the holder does there, for the refusal ("a run", "a download")
 
     def acquire(self) -> None:
         me = {"pid": os.getpid(), "host": socket.gethostname()}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        makedirs(self.folder, self.folder)
         for _ in range(2):
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+                f = open_for_write(self.path, self.folder, "x", encoding="utf-8")
             except FileExistsError:
                 self._refuse_or_clear(me)
                 continue
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            with f:
                 json.dump(me, f)
             self.held = True
             return
@@ -129,11 +131,11 @@ class RunLock:
         if host != me["host"] or (pid != me["pid"] and process_alive(pid)):
             raise RunError(f"{self.path.parent}: {self.what} is in progress there (process {pid} on {host}); "
                            f"wait for it to end, or remove {self.path} if that process is gone")
-        self.path.unlink(missing_ok=True)
+        remove_written(self.path, self.folder)
 
     def release(self) -> None:
         if self.held:
-            self.path.unlink(missing_ok=True)
+            remove_written(self.path, self.folder)
             self.held = False
 
 

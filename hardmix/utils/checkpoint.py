@@ -1,74 +1,14 @@
-"""Atomic checkpoint writing: a crash mid-write never leaves a truncated checkpoint behind."""
+"""Loading a state key by key: a checkpoint or model whose tensors do not match is refused naming the file.
+
+(Checkpoints are written atomically by :func:`hardmix.utils.confine.save_torch`, the one gate of writes.)
+"""
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import IO, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
-
-
-def current_umask() -> int:
-    """The process's file-creation mask (read without changing it, from /proc where there is one)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)  # no /proc: read it by setting it, then put it back
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write(path: str | os.PathLike[str], write: Callable[[IO[Any]], None], mode: str) -> Path:
-    """Call ``write`` on a temporary file in the target folder, fsync, then ``os.replace`` it into place;
-    on any failure the temporary file is removed and the previous file stays intact."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp's 0600 would hide the file from the user's group
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno and e.filename in (None, tmp):
-            # a full disk or a quota: name the file being written, not the temporary one (or none)
-            raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
-        raise
-    return path
-
-
-def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
-    """``torch.save`` to a temporary file in the target folder, fsync, then ``os.replace``.
-
-    Example:
-        >>> import tempfile, torch
-        >>> d = tempfile.mkdtemp()
-        >>> p = atomic_torch_save({"step": 3}, f"{d}/ckpt.pt")
-        >>> torch.load(p)["step"]
-        3
-    """
-    return _atomic_write(path, lambda f: torch.save(obj, f), "wb")
-
-
-def atomic_write_text(text: str, path: str | os.PathLike[str]) -> Path:
-    """Write a text file atomically (temporary file, fsync, ``os.replace``)."""
-    return _atomic_write(path, lambda f: f.write(text), "w")
-
-
-def atomic_write_bytes(data: bytes, path: str | os.PathLike[str]) -> Path:
-    """Write a binary file atomically (temporary file, fsync, ``os.replace``)."""
-    return _atomic_write(path, lambda f: f.write(data), "wb")
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:

@@ -1,11 +1,19 @@
-"""Writes stay where the user said: the one guard every writer and every cleanup of hardmix goes through.
+"""Writes stay where the user said: the one gate every file hardmix creates, appends to, replaces or
+deletes goes through.
 
-A path hardmix creates, replaces or deletes must lie inside the folder the user named for it (a
-comparison's ``--output``, a run's ``--output``, the data root, the downloads folder). :func:`confined`
-checks that after resolving ``..`` and every link on the way, and :func:`remove_written` deletes one
-file or folder hardmix wrote, after the same check, never following a link out (a link is removed as a
-link). Names taken from a spec are plain identifiers already (``hardmix.compare.spec.check_names``); this
-guard is what makes a mistake there, or a link planted in an output folder, unable to reach further.
+Every function here takes the path it writes and ``root``, the folder the user named for it (a
+comparison's ``--output``, a run's ``--output``, the data root, the downloads folder, the folder of an
+output file given on the command line). :func:`confined` is the check they all make first: the path must lie
+inside ``root`` once ``..`` is resolved, and no link may stand anywhere between ``root`` and the file, nor
+at the file itself (``root`` itself, the folder the user named, may be a link). A path that fails it is an
+:class:`OutsideError`, one line naming the path, and nothing is written. Files are opened with
+``O_NOFOLLOW`` (a link planted after the check is not followed either), whole files are written atomically
+(a temporary file in the same folder, fsync, ``os.replace``), and a folder's links are removed as links,
+never followed.
+
+``tests/core/test_write_gate.py`` reads hardmix's code and fails on any call that writes a file outside this
+module (``open`` in a write mode, ``Path.write_text``, ``torch.save``, ``np.save``, ``savefig``,
+``shutil``, ``os.replace``, archive extraction, ...): a new writer goes through a function of this module.
 
 Example:
     >>> import tempfile
@@ -16,41 +24,319 @@ Example:
     Traceback (most recent call last):
     ...
     hardmix.utils.confine.OutsideError: ... is outside ... (the folder hardmix writes in): not written
+    >>> _ = makedirs(root / "logs", root); (root / "plots").symlink_to(root / "logs")
+    >>> write_text("x", root / "plots" / "a.png", root)
+    Traceback (most recent call last):
+    ...
+    hardmix.utils.confine.OutsideError: ...plots is a link: hardmix writes through no link inside ...
 """
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
+
+PathLike = str | os.PathLike[str]
 
 
 class OutsideError(ValueError):
-    """A path hardmix was about to write or delete resolves outside the folder it writes in."""
+    """A path hardmix was about to write or delete resolves outside the folder it writes in, or reaches it
+    through a link."""
 
 
-def confined(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> Path:
-    """``path`` resolved (``..`` and links followed), if it is ``root`` or inside it (``root`` resolved
-    too); else an :class:`OutsideError` naming both. ``path`` need not exist yet."""
-    real_root = Path(root).resolve()
-    real = Path(path).resolve()
-    if real != real_root and real_root not in real.parents:
+# -------------------------------------------------------------------------------------------- the check
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def confined(path: PathLike, root: PathLike) -> Path:
+    """``path`` resolved, if it lies inside ``root`` (or is it) with no link between ``root`` and it, nor at
+    ``path`` itself; else an :class:`OutsideError` naming the path. ``path`` need not exist yet; ``root``
+    (the folder the user named) may itself be a link, or lie below one."""
+    given = os.path.abspath(path)
+    top, real_top = os.path.abspath(root), os.path.realpath(root)
+    if _inside(given, top):
+        rel = os.path.relpath(given, top)
+    elif _inside(given, real_top):
+        rel = os.path.relpath(given, real_top)
+    else:
         raise OutsideError(f"{path} is outside {root} (the folder hardmix writes in): not written")
+    current = real_top
+    for part in ([] if rel == "." else rel.split(os.sep)):
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            raise OutsideError(f"{path}: {current} is a link: hardmix writes through no link inside {root} "
+                               "(not written)")
+    return Path(current)
+
+
+def check_folder(folder: PathLike, root: PathLike) -> Path:
+    """:func:`confined` for ``folder``, and no link anywhere inside it (what a library writes into a folder
+    by its own names: ``save_pretrained``, a tensorboard writer)."""
+    real = confined(folder, root)
+    if real.is_dir():
+        for dirpath, dirnames, filenames in os.walk(real):
+            for name in dirnames + filenames:
+                if os.path.islink(os.path.join(dirpath, name)):
+                    raise OutsideError(f"{folder}: {os.path.join(dirpath, name)} is a link: hardmix writes "
+                                       f"through no link inside {root} (not written)")
     return real
 
 
-def remove_written(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> None:
-    """Delete ``path`` (a file, a folder with what is in it, or a link: the link itself), which hardmix
-    wrote inside ``root``; nothing when it does not exist. The folder that holds ``path`` must resolve
-    inside ``root`` (:class:`OutsideError` otherwise, nothing deleted), and a folder's links are removed,
-    never followed: nothing outside ``root`` is touched."""
+# ------------------------------------------------------------------------------------------- folders
+def makedirs(path: PathLike, root: PathLike) -> Path:
+    """Create the folder ``path`` inside ``root`` (and ``root`` and the folders between, where missing);
+    an existing folder is fine. Returns it resolved."""
+    real = confined(path, root)
+    top = Path(os.path.realpath(root))
+    if not top.is_dir():
+        os.makedirs(top, exist_ok=True)
+    current = top
+    for part in real.relative_to(top).parts:
+        current = current / part
+        try:
+            os.mkdir(current)
+        except FileExistsError:
+            if current.is_symlink() or not current.is_dir():
+                raise
+    return real
+
+
+def remove_folder_if_empty(path: PathLike, root: PathLike) -> bool:
+    """Remove the folder ``path`` inside ``root`` if it is empty; whether it was removed."""
+    real = confined(path, root)
+    if real.is_dir() and not any(real.iterdir()):
+        os.rmdir(real)
+        return True
+    return False
+
+
+# ------------------------------------------------------------------------------------------- files
+_FLAGS = {"w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+          "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL}
+
+
+def open_for_write(path: PathLike, root: PathLike, mode: str = "w", encoding: str | None = None,
+                   newline: str | None = None) -> IO[Any]:
+    """Open ``path`` inside ``root`` to write (``w``), append (``a``) or create (``x``, failing when it
+    exists), in text or binary (``b``); the file itself is opened without following a link."""
+    kind = mode.replace("b", "").replace("t", "")
+    if kind not in _FLAGS:
+        raise ValueError(f"open_for_write: mode {mode!r} is not w, a or x (with b or t)")
+    real = confined(path, root)
+    try:
+        fd = os.open(real, _FLAGS[kind] | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as e:
+        raise type(e)(e.errno, e.strerror, str(path)) from e
+    if "b" in mode:
+        return os.fdopen(fd, mode)
+    return os.fdopen(fd, mode, encoding=encoding or "utf-8", newline=newline)
+
+
+def open_gzip_for_write(path: PathLike, root: PathLike, encoding: str = "utf-8",
+                        newline: str | None = None) -> IO[str]:
+    """``gzip.open(path, "wt")`` through :func:`open_for_write` (the same bytes: the header names the file
+    as gzip's own would)."""
+    import gzip
+
+    raw = open_for_write(path, root, "wb")
+    compressed = gzip.GzipFile(filename=os.fspath(path), mode="wb", compresslevel=9, fileobj=raw)
+    compressed.myfileobj = raw  # closed with it, as the file gzip.open opens itself
+    return io.TextIOWrapper(compressed, encoding=encoding, newline=newline)
+
+
+def current_umask() -> int:
+    """The process's file-creation mask (read without changing it, from /proc where there is one)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it by setting it, then put it back
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: PathLike, root: PathLike, write: Callable[[IO[Any]], None], mode: str) -> Path:
+    """Call ``write`` on a temporary file in the target folder (created where missing), fsync, then
+    ``os.replace`` it into place; on any failure the temporary file is removed and the previous file stays
+    intact. Returns ``path``."""
     path = Path(path)
-    confined(path.parent, root)
-    if path.is_dir() and not path.is_symlink():
-        confined(path, root)
-        shutil.rmtree(path)  # the links inside go as links: rmtree never follows one
-    elif path.is_symlink() or path.exists():
-        path.unlink()
+    real = confined(path, root)
+    makedirs(real.parent, root)
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp's 0600 would hide the file from the user's group
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        confined(path, root)  # a link planted while it was written
+        os.replace(tmp, real)
+    except BaseException as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno and e.filename in (None, tmp):
+            # a full disk or a quota: name the file being written, not the temporary one (or none)
+            raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
+        raise
+    return path
 
 
-__all__ = ["OutsideError", "confined", "remove_written"]
+def write_text(text: str, path: PathLike, root: PathLike) -> Path:
+    """Write a text file (UTF-8) atomically inside ``root``."""
+    return atomic_write(path, root, lambda f: f.write(text), "w")
+
+
+def write_bytes(data: bytes, path: PathLike, root: PathLike) -> Path:
+    """Write a binary file atomically inside ``root``."""
+    return atomic_write(path, root, lambda f: f.write(data), "wb")
+
+
+def save_torch(obj: Any, path: PathLike, root: PathLike) -> Path:
+    """``torch.save`` atomically inside ``root``.
+
+    Example:
+        >>> import tempfile, torch
+        >>> d = tempfile.mkdtemp()
+        >>> p = save_torch({"step": 3}, f"{d}/ckpt.pt", d)
+        >>> torch.load(p)["step"]
+        3
+    """
+    import torch
+
+    return atomic_write(path, root, lambda f: torch.save(obj, f), "wb")
+
+
+def save_numpy(array: Any, path: PathLike, root: PathLike) -> Path:
+    """``np.save`` of one array to ``path`` inside ``root`` (written as named: no ``.npy`` is added)."""
+    import numpy as np
+
+    return atomic_write(path, root, lambda f: np.save(f, array), "wb")
+
+
+def save_numpy_to(array: Any, stream: IO[bytes]) -> None:
+    """``np.save`` of one array to an open binary stream (standard output, a file of this module)."""
+    import numpy as np
+
+    np.save(stream, array)
+
+
+def save_figure(fig: Any, path: PathLike, root: PathLike, **kwargs: Any) -> Path:
+    """``fig.savefig(path, **kwargs)`` atomically inside ``root`` (its format from the file's suffix)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(path).suffix.lstrip(".").lower() or None, **kwargs)
+    return write_bytes(buf.getvalue(), path, root)
+
+
+def save_image(image: Any, path: PathLike, root: PathLike, **kwargs: Any) -> Path:
+    """A PIL image's ``save`` to ``path`` inside ``root`` (its format from the suffix, or ``format=``)."""
+    from PIL import Image
+
+    fmt = kwargs.pop("format", None) or Image.registered_extensions()[Path(path).suffix.lower()]
+    buf = io.BytesIO()
+    image.save(buf, format=fmt, **kwargs)
+    return write_bytes(buf.getvalue(), path, root)
+
+
+def copy_file(src: PathLike, dst: PathLike, root: PathLike) -> Path:
+    """Copy the bytes of ``src`` to ``dst`` inside ``root`` (as ``shutil.copyfile``: no metadata)."""
+    with open(src, "rb") as fin, open_for_write(dst, root, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
+    return Path(dst)
+
+
+def replace(src: PathLike, dst: PathLike, root: PathLike, src_root: PathLike | None = None) -> Path:
+    """Move ``src`` (inside ``src_root``, by default ``root``) to ``dst`` inside ``root``, replacing a file
+    there (``os.replace``: same file system)."""
+    real_src = confined(src, root if src_root is None else src_root)
+    real_dst = confined(dst, root)
+    os.replace(real_src, real_dst)
+    return Path(dst)
+
+
+def remove_written(path: PathLike, root: PathLike) -> None:
+    """Delete ``path`` (a file, or a folder with what is in it), which hardmix wrote inside ``root``;
+    nothing when it does not exist. ``path`` must pass :func:`confined` (:class:`OutsideError` otherwise,
+    nothing deleted), and a folder's links are removed as links, never followed: nothing outside ``root``
+    is touched."""
+    real = confined(path, root)
+    if real.is_dir():
+        shutil.rmtree(real)  # the links inside go as links: rmtree never follows one
+    elif real.exists():
+        real.unlink()
+
+
+# ------------------------------------------------------------------------ what a library writes into a folder
+@contextmanager
+def temporary_folder(root: PathLike, prefix: str = ".tmp") -> Iterator[Path]:
+    """A fresh folder inside ``root`` (created), removed with what is in it on leaving."""
+    top = makedirs(root, root)
+    work = Path(tempfile.mkdtemp(dir=top, prefix=prefix))
+    try:
+        yield work
+    finally:
+        remove_written(work, root)
+
+
+def save_pretrained(obj: Any, folder: PathLike, root: PathLike, **kwargs: Any) -> Path:
+    """``obj.save_pretrained(folder, **kwargs)`` (transformers' model or tokenizer) into a folder inside
+    ``root`` holding no link: every file it writes by its own names stays inside."""
+    real = makedirs(folder, root)
+    check_folder(real, root)
+    obj.save_pretrained(real, **kwargs)
+    return Path(folder)
+
+
+def summary_writer(log_dir: PathLike, root: PathLike) -> Any:
+    """A tensorboard ``SummaryWriter`` whose log folder, inside ``root`` and holding no link, is created
+    first."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    real = makedirs(log_dir, root)
+    check_folder(real, root)
+    return SummaryWriter(log_dir=str(real))
+
+
+def extract_archive(archive: PathLike, dest: PathLike, root: PathLike) -> None:
+    """Extract ``archive`` (a tar of any compression, or a zip) into ``dest`` inside ``root``. Every member
+    must land inside ``dest``; tar members go through the ``"data"`` filter (no absolute paths, no links
+    out of the folder, no device files) and a zip member that would land outside is refused; ``ValueError``
+    naming the file when it is neither or is damaged."""
+    import tarfile
+    import zipfile
+
+    real = makedirs(dest, root)
+    check_folder(real, root)
+    try:
+        if tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as tar:
+                tar.extractall(real, filter="data")
+            return
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                for name in zf.namelist():
+                    if not _inside(os.path.abspath(real / name), str(real)):
+                        raise ValueError(f"{archive}: member {name!r} would land outside {dest}")
+                zf.extractall(real)
+            return
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as e:
+        raise ValueError(f"{archive}: damaged archive ({e}); delete it and download again") from e
+    raise ValueError(f"{archive}: neither a tar nor a zip archive")
+
+
+__all__ = [
+    "OutsideError", "atomic_write", "check_folder", "confined", "copy_file", "current_umask",
+    "extract_archive", "makedirs", "open_for_write", "open_gzip_for_write", "remove_folder_if_empty",
+    "remove_written", "replace", "save_figure", "save_image", "save_numpy",
+    "save_numpy_to", "save_pretrained", "save_torch", "summary_writer", "temporary_folder", "write_bytes",
+    "write_text",
+]

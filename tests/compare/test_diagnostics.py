@@ -249,7 +249,7 @@ def test_filled_points_follow_the_simultaneous_interval_and_verdicts_stay_holm_s
     assert paired["b"]["ci_simultaneous_method"] == "Bonferroni, 2 comparisons"
     figures = []
     monkeypatch.setattr(plots, "_save", lambda fig, path, dpi=110: figures.append(fig) or path)
-    plots.plot_forest(summary, tmp_path / "forest.png")
+    plots.plot_forest(summary, tmp_path / "forest.png", tmp_path)
     (ax,) = figures[0].axes
     names = [t.get_text() for t in ax.get_yticklabels()]  # row y's name
     points = [line for line in ax.lines if line.get_marker() == "o"]

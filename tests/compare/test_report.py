@@ -318,6 +318,6 @@ def test_the_tuning_section_renders_when_the_summary_has_one(comparison, tmp_pat
     grid = next(tb for tb in tables if "mean knn_top1" in tb["head"])
     assert [(r["point"], r["seed 7"], r["mean knn_top1"], r["chosen"]) for r in grid["rows"]] == [
         ("lam=0.1", "30.10", "30.60", ""), ("lam=0.2", "30.20", "30.70", "✓")]
-    page = write_html(summary, {}, [comparison / "plots" / "forest.png"], tmp_path / "report.html")
+    page = write_html(summary, {}, [comparison / "plots" / "forest.png"], tmp_path / "report.html", tmp_path)
     page = page.read_text()
     assert "<h2>Tuning</h2>" in page and page.index("forest") < page.index("<h2>Tuning</h2>")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hardmix.paths import ENV_VAR, DataRootError, data_root, resolve_data_path
-from hardmix.utils.checkpoint import atomic_torch_save, atomic_write_text
+from hardmix.utils.confine import save_torch, write_text
 from hardmix.utils.rng import rng_state, seed_everything, set_rng_state
 
 # ---- atomic writes ----------------------------------------------------------------------------------
@@ -23,7 +23,7 @@ class _Unpicklable:
 
 
 def test_atomic_torch_save_round_trip_and_no_temporaries(tmp_path: Path) -> None:
-    path = atomic_torch_save({"step": 3, "w": torch.arange(4)}, tmp_path / "sub" / "ckpt.pt")
+    path = save_torch({"step": 3, "w": torch.arange(4)}, tmp_path / "sub" / "ckpt.pt", tmp_path)
     loaded = torch.load(path)
     assert loaded["step"] == 3 and torch.equal(loaded["w"], torch.arange(4))
     assert os.listdir(tmp_path / "sub") == ["ckpt.pt"]
@@ -31,17 +31,17 @@ def test_atomic_torch_save_round_trip_and_no_temporaries(tmp_path: Path) -> None
 
 def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path: Path) -> None:
     path = tmp_path / "ckpt.pt"
-    atomic_torch_save({"step": 1}, path)
+    save_torch({"step": 1}, path, tmp_path)
     with pytest.raises(RuntimeError, match="cannot pickle"):
-        atomic_torch_save({"step": 2, "bad": _Unpicklable()}, path)
+        save_torch({"step": 2, "bad": _Unpicklable()}, path, tmp_path)
     assert torch.load(path) == {"step": 1}
     assert os.listdir(tmp_path) == ["ckpt.pt"]  # the temporary file was removed
 
 
 def test_atomic_write_text(tmp_path: Path) -> None:
     path = tmp_path / "a" / "notes.txt"
-    atomic_write_text("first\n", path)
-    atomic_write_text("second é\n", path)
+    write_text("first\n", path, tmp_path)
+    write_text("second é\n", path, tmp_path)
     assert path.read_text(encoding="utf-8") == "second é\n"
     assert os.listdir(path.parent) == ["notes.txt"]
 

@@ -296,6 +296,30 @@ def good_spec(ctx: Ctx, **changes: Any) -> dict[str, Any]:
     return spec
 
 
+def compare_through_link(ctx: Ctx, where: str) -> list[str]:
+    """A one-cell comparison whose new ``--output`` holds a link planted by the user: ``logs`` or ``plots``
+    (a folder of the user's, holding ``notes.txt``), or ``logs/text-none-seed1.log`` (a file of the
+    user's); the user's files are protected and nothing may be added next to them."""
+    outside = ctx.tmp / "users_files"
+    ctx.write("users_files/notes.txt", "keep me\n")
+    ctx.protect(outside)
+    out = ctx.tmp / "cmp"
+    (out / "logs").mkdir(parents=True)
+    if where == "cell log":
+        (out / "logs" / "text-none-seed1.log").symlink_to(outside / "notes.txt")
+    else:
+        (out / "logs").rmdir()
+        (out / where).symlink_to(outside)
+    spec = ctx.write("spec.yaml", yaml.safe_dump(good_spec(ctx, strategies={"none": [{"name": "none"}]})))
+    ctx.vars["out"] = str(out)
+    return ["compare", str(spec), "--output", str(out), "--threads", "1"]
+
+
+def nothing_added_beside(ctx: Ctx, err: str) -> None:
+    """The user's folder holds what it held (its files byte-identical: ``protect``)."""
+    assert sorted(p.name for p in (ctx.tmp / "users_files").iterdir()) == ["notes.txt"], err
+
+
 def previous_text_run(ctx: Ctx) -> Path:
     """A run folder stopped after 1 of 2 steps (a real checkpoint), protected."""
     from hardmix.cli import main
@@ -907,7 +931,7 @@ CASES: list[Case] = [
          lambda c: (c.protect(c.write("run", "a file, not a folder\n")), train_text(c, text_config(c)))[1],
          ("{run}", "File exists", "choose another path")),
     Case("output-disk-full-metrics", "train text", "the disk fills while `metrics.jsonl` is written (ENOSPC)",
-         lambda c: (c.mp.setattr("hardmix.training.metrics.open", _full_disk_open, raising=False),
+         lambda c: (c.mp.setattr("hardmix.training.metrics.open_for_write", _full_disk_open),
                     train_text(c, text_config(c)))[1],
          ("{run}/metrics.jsonl: No space left on device", "free space"),
          check=lambda c, err: _assert_equal(sorted(p.name for p in (c.tmp / "run").iterdir()),
@@ -956,6 +980,18 @@ CASES: list[Case] = [
                      "--resume"])[3],
          ("SPEC", "{spec}", "is where the comparison keeps its own copy of the spec",
           "outside the --output")),
+    Case("compare-logs-link", "compare", "`OUT/logs` a link to a folder of the user's (cell logs were "
+         "appended there)",
+         lambda c: compare_through_link(c, "logs"), ("{out}/logs", "is a link", "not written"),
+         check=nothing_added_beside),
+    Case("compare-plots-link", "compare", "`OUT/plots` a link to a folder of the user's (plots were "
+         "written there)",
+         lambda c: compare_through_link(c, "plots"), ("{out}/plots", "is a link", "not written"),
+         check=nothing_added_beside),
+    Case("compare-cell-log-link", "compare", "`OUT/logs/<cell>.log` a link to a file of the user's (the "
+         "command was appended to it)",
+         lambda c: compare_through_link(c, "cell log"), ("{out}/logs/text-none-seed1.log", "is a link"),
+         check=nothing_added_beside),
     # ---- data
     Case("data-unknown-name", "data", "`data download` of an unknown name",
          lambda c: ["data", "download", "nosuch", "--root", str(c.tmp)], ("nosuch", "hardmix data list")),
@@ -1084,16 +1120,26 @@ class Invariant:
 
 _INV = "tests/reliability/test_invariants.py::"
 INVARIANTS = (
-    Invariant("Writes stay where the user said: every file hardmix creates, replaces or deletes resolves "
-              "inside the folder named for it; names from a spec are plain identifiers, unique after "
+    Invariant("Writes stay where the user said: every file hardmix creates, appends to, replaces or deletes "
+              "goes through one gate (`hardmix/utils/confine.py`), which resolves it inside the folder named "
+              "for it and refuses, in one line naming the path, a link anywhere between that folder and the "
+              "file or at the file itself; `tests/core/test_write_gate.py` reads the code (`ast`) and fails "
+              "on any write call outside the gate; names from a spec are plain identifiers, unique after "
               "normalization; cleanup deletes only what hardmix wrote, by name; no command writes onto one "
               "of its inputs.",
-              ("hardmix.utils.confine:confined", "hardmix.utils.confine:remove_written",
-               "hardmix.compare.spec:check_names", "hardmix.cli:check_outputs"),
-              "a comparison's cells and tuning points (their folders, cleanup, `--retry-failed`, the spec "
-              "copy), `hardmix data download` (work and temporary folders, archives), `hardmix export text`, "
-              "every command's output options",
-              (_INV + "test_spec_names_are_refused_or_every_cell_stays_inside_the_output",
+              ("hardmix.utils.confine:confined", "hardmix.utils.confine:makedirs",
+               "hardmix.utils.confine:open_for_write", "hardmix.utils.confine:atomic_write",
+               "hardmix.utils.confine:remove_written", "hardmix.compare.spec:check_names",
+               "hardmix.cli:check_outputs"),
+              "every writer of hardmix: a run folder (config, metrics, tensorboard, checkpoints, results, "
+              "`best/`), a comparison's cells, logs, plots, reports and tuning points (their folders, "
+              "cleanup, `--retry-failed`, the spec copy), `hardmix data download` (work and temporary "
+              "folders, archives and their extraction), the decode cache, `hardmix export`, `hardmix "
+              "encode`, every command's output options",
+              ("tests/core/test_write_gate.py::test_no_write_call_outside_the_gate",
+               "tests/core/test_write_gate.py::test_a_write_call_added_anywhere_is_flagged",
+               "tests/core/test_write_gate.py::test_every_write_through_a_link_or_outside_is_refused",
+               _INV + "test_spec_names_are_refused_or_every_cell_stays_inside_the_output",
                _INV + "test_removing_what_hardmix_wrote_never_touches_anything_outside_its_folder",
                _INV + "test_a_link_planted_in_the_output_folder_is_refused_and_nothing_is_written_through_it",
                "tests/compare/test_spec_and_extension.py::"
