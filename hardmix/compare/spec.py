@@ -197,6 +197,7 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
     if not isinstance(strategies, dict) or not strategies:
         raise ConfigError(f"{where}strategies: expected a mapping of names to loss.strategies lists")
     from hardmix.strategies import available_strategies
+    from hardmix.strategies.base import lookup
     from hardmix.strategies.build import strategy_entries
 
     check_names(list(strategies), f"{where}strategies")
@@ -204,7 +205,7 @@ def parse_spec(data: Any, source: Path | None = None) -> CompareSpec:
     for name, entries in strategies.items():
         normalized[name] = strategy_entries(entries, key=f"strategies.{name}")
         for i, entry in enumerate(normalized[name]):
-            if entry["name"] not in available_strategies():
+            if lookup(entry["name"]) is None:  # a built-in name imports no plug-in
                 raise ConfigError(
                     f"{where}strategies.{name}[{i}].name: unknown strategy {entry['name']!r}; "
                     f"registered: {', '.join(available_strategies())}"
@@ -397,7 +398,7 @@ def _parse_tune(
                 raise ConfigError(f"{where}tune.grid.{name}.{k}: expected a non-empty list of values")
             entry = k.split(".", 1)[0]
             names = [e["name"] for e in strategies[name]]
-            if entry in _strategy_names() and entry not in names:
+            if _is_strategy(entry) and entry not in names:
                 raise ConfigError(
                     f"{where}tune.grid.{name}.{k}: {name}'s entries are {', '.join(names)}, not {entry}"
                 )
@@ -432,10 +433,11 @@ def _parse_tune(
                     equal_budget=equal)
 
 
-def _strategy_names() -> list[str]:
-    from hardmix.strategies import available_strategies
+def _is_strategy(name: str) -> bool:
+    """Whether ``name`` is a registered strategy (a built-in name imports no plug-in)."""
+    from hardmix.strategies.base import lookup
 
-    return list(available_strategies())
+    return lookup(name) is not None
 
 
 def grid_size(axes: dict[str, list[Any]]) -> int:
