@@ -43,11 +43,12 @@ def composed_direction(
     Every output a strategy hands the loss is checked where it enters, naming the strategy and the hook
     (:class:`~hardmix.errors.StrategyOutputError`): its type, shape, dtype and device (an exclusion (B, N)
     bool, a reweighting (B, N) and extra columns (B, M) floating, an estimate (B,) floating, statistics
-    scalars), its values (no NaN or +inf in logits, a finite estimate and finite statistics: one flag for all
-    of them, read with the loss's own finiteness, so no more synchronizations than before), and that it
-    changed nothing the core or another strategy computed (the context's tensors' version counters, unchanged
-    by the call: a write in place is refused). A loss made non-finite by the encoder itself (NaN or +inf
-    similarities) is left to the trainer, whose message is about the learning rate.
+    scalars), its values (no NaN or +inf in logits, a finite estimate and finite statistics: read once, with
+    the loss's own finiteness, so no more synchronizations than before), and that it changed nothing the core
+    or another strategy computed (the context's tensors' version counters, unchanged by the call: a write in
+    place is refused). A hook a strategy does not override is not called (it would return None). A loss
+    made non-finite by the encoder itself (NaN or +inf similarities) is left to the trainer, whose message is
+    about the learning rate.
 
     Args:
         ctx: the direction; ``ctx.logits`` (B, N) over the candidates (in-batch: the positive's column
@@ -63,16 +64,17 @@ def composed_direction(
         statistics by label.
     """
     labels = [s.name for s in strategies] if labels is None else list(labels)
+    kinds = [s.kinds() for s in strategies]  # a hook a strategy does not override returns None: not called
     b, n = ctx.logits.shape
     stats: dict[str, Stats] = {}
-    flags: list[tuple[str, Tensor]] = []  # (what, a 0-dim bool: its values are as they must be)
+    checks: list[Check] = []  # what the loss's one finiteness read also covers (_check_finite)
     versions = _versions(ctx)
     dropped = None
-    for label, strategy in zip(labels, strategies, strict=True):
-        out = _called(strategy.exclude, (ctx,), f"strategy {label!r}: exclude", ctx, versions)
-        if out is not None:
+    for label, strategy, its in zip(labels, strategies, kinds, strict=True):
+        if "exclude" in its and (out := _called(strategy.exclude, (ctx,), f"strategy {label!r}: exclude", ctx,
+                                                versions)) is not None:
             mask = _checked(out, f"strategy {label!r}: exclude", ctx, (b, n), stats.setdefault(label, {}),
-                            flags)
+                            checks)
             dropped = mask if dropped is None else dropped | mask
     if dropped is not None:
         dropped = dropped & ctx.negative_mask
@@ -81,20 +83,21 @@ def composed_direction(
         )
         versions = _versions(ctx)
     logits = ctx.logits  # (B, N), the excluded negatives -inf
-    for label, strategy in zip(labels, strategies, strict=True):
-        out = _called(strategy.reweight, (ctx,), f"strategy {label!r}: reweight", ctx, versions)
-        if out is not None:  # on the negatives only, never the positive's column
+    for label, strategy, its in zip(labels, strategies, kinds, strict=True):
+        if "reweight" in its and (out := _called(strategy.reweight, (ctx,), f"strategy {label!r}: reweight",
+                                                 ctx, versions)) is not None:
             weights = _checked(out, f"strategy {label!r}: reweight", ctx, (b, n), stats.setdefault(label, {}),
-                               flags)
-            logits = logits + weights.masked_fill(~ctx.negative_mask, 0.0)
+                               checks, hidden=True)  # its masked entries never reach the loss
+            logits = logits + weights.masked_fill(~ctx.negative_mask, 0.0)  # on the negatives only
+    estimators = [(lb, s) for lb, s, its in zip(labels, strategies, kinds, strict=True) if "estimator" in its]
     extras = []
-    for label, strategy in zip(labels, strategies, strict=True):
-        out = _called(strategy.extra_logits, (ctx,), f"strategy {label!r}: extra_logits", ctx, versions)
-        if out is not None:
+    for label, strategy, its in zip(labels, strategies, kinds, strict=True):
+        hook = f"strategy {label!r}: extra_logits"
+        if "extra" in its and (out := _called(strategy.extra_logits, (ctx,), hook, ctx, versions)) \
+                is not None:
             extras.append(_checked(out, f"strategy {label!r}: extra_logits", ctx, (b, None),
-                                   stats.setdefault(label, {}), flags))
+                                   stats.setdefault(label, {}), checks, hidden=bool(estimators)))
     dtype = torch.promote_types(logits.dtype, torch.float32)
-    estimators = [(lb, s) for lb, s in zip(labels, strategies, strict=True) if "estimator" in s.kinds()]
     if estimators:
         label, estimator = estimators[0]
         negatives = logits.masked_fill(~ctx.negative_mask, NEG_INF)  # (B, N)
@@ -102,15 +105,20 @@ def composed_direction(
         hook = f"strategy {label!r}: estimator"
         out = _called(estimator.estimator, (ctx, ctx.positive_logits.to(dtype), all_negatives), hook, ctx,
                       versions)
-        per_anchor = _checked(out, hook, ctx, (b,), stats.setdefault(label, {}), flags)
-        return _check_finite(per_anchor.mean(), ctx, flags), stats
+        per_anchor = _checked(out, hook, ctx, (b,), stats.setdefault(label, {}), checks)
+        return _check_finite(per_anchor.mean(), ctx, checks), stats
     if ctx.mode == "in_batch":
         blocks, targets = [logits, *extras], ctx.positive_index
     else:
         blocks = [ctx.positive_logits.unsqueeze(1), logits, *extras]
         targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
     loss = info_nce(torch.cat([c.to(dtype) for c in blocks], dim=1), targets)
-    return _check_finite(loss, ctx, flags), stats
+    return _check_finite(loss, ctx, checks), stats
+
+
+# One value a strategy handed the loss, for _check_finite: (what, the tensor, its rule: "logits" (no NaN, no
+# +inf; -inf is an excluded entry), "finite" (an estimate, a statistic), whether it may not reach the loss).
+Check = tuple[str, Tensor, str, bool]
 
 
 # The context's tensors a strategy reads and must leave as they are, by field.
@@ -123,10 +131,13 @@ def _versions(ctx: ContrastContext) -> tuple[int, ...]:
     """The version counter of each of the context's tensors (:data:`_FIELDS`, then the un-normalized
     views): a write in place, into the tensor or any view of it, increments it. Free to read; empty under
     ``torch.inference_mode`` (whose tensors keep no counter, and have no gradient to corrupt)."""
-    views = ctx.unnormalized
-    tensors = [getattr(ctx, f) for f in _FIELDS] + [getattr(views, f) if views else None for f in _VIEWS]
+    views, index = ctx.unnormalized, ctx.positive_index
     try:
-        return tuple(-1 if t is None else t._version for t in tensors)
+        return (ctx.anchors._version, ctx.positives._version, ctx.candidates._version, ctx.logits._version,
+                ctx.positive_logits._version, ctx.negative_mask._version,
+                -1 if index is None else index._version,
+                *((-1, -1, -1) if views is None else (views.anchors._version, views.all_anchors._version,
+                                                      views.candidates._version)))
     except RuntimeError:  # inference tensors track no version
         return ()
 
@@ -146,13 +157,14 @@ def _called(hook: Callable[..., Any], args: tuple[Any, ...], name: str, ctx: Con
 
 
 def _checked(out: Any, hook: str, ctx: ContrastContext, expected: tuple[int | None, ...], own: Stats,
-             flags: list[tuple[str, Tensor]]) -> Tensor:
+             checks: list[Check], hidden: bool = False) -> Tensor:
     """A hook's result, once it is ``(tensor, statistics)`` as the loss needs it, else a StrategyOutputError
     naming the hook (never a bare torch error from inside the loss): the tensor of shape ``expected``
     (None: any size), bool for an exclusion and floating otherwise, on the logits' device; the statistics
     a mapping of names to scalars (numbers or one-element real tensors). Its statistics are added to
-    ``own`` (its strategy's); what its values must be (no NaN or +inf in logits, finite estimates and
-    statistics) is appended to ``flags``, read once with the loss (:func:`_check_finite`)."""
+    ``own`` (its strategy's); its values (no NaN or +inf in logits, finite estimates and statistics) are
+    appended to ``checks``, read once with the loss (:func:`_check_finite`); ``hidden``: the block may not
+    reach the loss whole (a reweighting's masked entries, columns an estimator reads)."""
     if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], Tensor)
             and isinstance(out[1], dict)):
         raise StrategyOutputError(f"{hook} returned {type(out).__name__}, expected None or (tensor, "
@@ -165,9 +177,9 @@ def _checked(out: Any, hook: str, ctx: ContrastContext, expected: tuple[int | No
                                   + ("torch.bool" if exclusion else "a floating dtype"))
     if block.device != ctx.logits.device:
         raise StrategyOutputError(f"{hook} returned a block on {block.device}, expected {ctx.logits.device}")
-    if not exclusion:  # logits: -inf is an excluded entry; an estimate is finite
-        flags.append((f"{hook} returned NaN or +inf values", torch.isfinite(block).all() if estimate
-                      else (block < math.inf).all()))
+    if not exclusion:
+        rule = "finite" if estimate else "logits"
+        checks.append((f"{hook} returned NaN or +inf values", block, rule, hidden))
     for key, value in block_stats.items():
         what = f"{hook}: statistic {key!r}"
         if not isinstance(key, str):
@@ -176,11 +188,11 @@ def _checked(out: Any, hook: str, ctx: ContrastContext, expected: tuple[int | No
             if value.numel() != 1 or value.is_complex() or value.dtype == torch.bool:
                 raise StrategyOutputError(f"{what} is a tensor of shape {tuple(value.shape)} and dtype "
                                           f"{value.dtype}, expected a real scalar")
-            flags.append((f"{what} is NaN or infinite", torch.isfinite(value.detach()).all()))
+            checks.append((f"{what} is NaN or infinite", value.detach().reshape(()), "finite", True))
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise StrategyOutputError(f"{what} is a {type(value).__name__}, expected a real scalar")
         elif not math.isfinite(value):
-            flags.append((f"{what} is NaN or infinite", torch.tensor(False)))
+            checks.append((f"{what} is NaN or infinite", torch.tensor(float(value)), "finite", True))
         own[key] = value
     return block
 
@@ -195,21 +207,27 @@ def _check_shape(hook: str, block: Tensor, expected: tuple[int | None, ...]) -> 
                                   f"{',' if len(expected) == 1 else ''}): one row per anchor")
 
 
-def _check_finite(loss: Tensor, ctx: ContrastContext, flags: list[tuple[str, Tensor]]) -> Tensor:
-    """``loss``, once it and every flag of :func:`_checked` hold (one read, the one the loss's finiteness
-    needed before). Else, while the similarities the strategies were given are finite (no NaN, no +inf), the
-    first flag that fails names its strategy, its hook and what it returned: a StrategyOutputError, a defect
-    of the strategy; a loss made non-finite by the encoder itself is left to the trainer, whose message is
-    about the learning rate."""
-    ok = torch.isfinite(loss)
-    if flags:
-        ok = torch.stack([ok, *(f.to(ok.device) for _, f in flags)]).all()
+def _check_finite(loss: Tensor, ctx: ContrastContext, checks: list[Check]) -> Tensor:
+    """``loss``, once it is finite and so is every value of ``checks`` that might not reach it (the
+    statistics, the hidden blocks): one read, the one the loss's finiteness needed before (NaN or +inf in a
+    block that reaches the loss makes the loss non-finite, so it needs no reduction of its own). Else, while
+    the similarities the strategies were given are finite (no NaN, no +inf), the first value that fails
+    names its strategy, its hook and what it returned: a StrategyOutputError, a defect of the strategy; a
+    loss made non-finite by the encoder itself is left to the trainer, whose message is about the learning
+    rate."""
+    scalars = [t.to(loss.device) for _, t, rule, hidden in checks if hidden and t.dim() == 0]
+    ok = torch.isfinite(torch.stack([loss.detach(), *scalars])).all() if scalars else torch.isfinite(loss)
+    for _, block, rule, hidden in checks:
+        if hidden and block.dim() > 0:  # a block whose entries may not reach the loss
+            ok = ok & (torch.isfinite(block).all() if rule == "finite" else (block < math.inf).all())
     if bool(ok):
         return loss
     if torch.isnan(ctx.logits).any() or torch.isposinf(ctx.logits).any():
         return loss
-    for what, flag in flags:
-        if not bool(flag):
+    for what, value, rule, _ in checks:
+        value = value.detach()
+        bad = ~torch.isfinite(value) if rule == "finite" else torch.isnan(value) | torch.isposinf(value)
+        if bool(bad.any()):
             raise StrategyOutputError(f"{what} from finite similarities: a defect of the strategy, not of "
                                       "the learning rate")
     return loss
