@@ -285,11 +285,6 @@ def _seal_builtins() -> None:
         _BUILTINS = MappingProxyType(dict(_REGISTRY))
 
 
-def builtin_strategies() -> MappingProxyType[str, type[Strategy]]:
-    """hardmix's own strategies by name (read-only); no plug-in is imported."""
-    return _BUILTINS
-
-
 class _Classes(dict):
     """The strategy classes by name, as :func:`strategy_classes` gives them: the built-ins and what is
     registered already; a name missing (``classes[name]``) loads the plug-ins first (once), then raises
@@ -431,7 +426,6 @@ __all__ = [
     "UnnormalizedViews",
     "arg",
     "available_strategies",
-    "builtin_strategies",
     "describe_strategies",
     "lookup",
     "strategy_classes",
