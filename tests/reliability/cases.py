@@ -1124,7 +1124,7 @@ CASES += [
          lambda c: compare_spec(c, good_spec(c) | {"tasks": {"text": {"config": str(config_file(
              c, text_config(c, eval={"at_end": True}, train={"max_steps": 2, "stop_after_steps": 1}),
              "stopping.yaml")), "score": "stsb_dev", "allow_selection_score": True}}}),
-         ("{spec}", "tasks.text with strategy none", "train.stop_after_steps: 1",
+         ("{spec}", "tasks.text with strategy", "train.stop_after_steps: 1",
           "in the task's config file {stopping}", "not a key a comparison can set")),
     Case("compare-strategy-args-rename", "compare",
          "`strategy_args: {none: {name: mixcse}}` (the cells labelled `none` trained MixCSE)",
