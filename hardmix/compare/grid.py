@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from hardmix.compare.spec import CompareSpec, TaskSpec, apply_point, override_value
+from hardmix.compare.spec import CompareSpec, TaskSpec, apply_point, check_cell_config, override_value
 from hardmix.errors import ConfigError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import config_differences, key_in, plain_config
@@ -205,6 +205,13 @@ def make_cell(
     except ConfigError as e:
         where = f" at tune point {point}" if point_index is not None else ""
         raise ConfigError(f"tasks.{task.name} with strategy {strategy}{where}: {e}") from None
+    origins = [(f"tasks.{task.name}.set", task.overrides),
+               (f"strategy_set.{strategy}", spec.strategy_overrides(strategy)),
+               (f"tune.grid.{strategy}", point_sets)]
+    check_cell_config(cfg, seed, [e["name"] for e in spec.strategies[strategy]], task.config,
+                      [(item, origin) for origin, given in origins for item in given],
+                      f"{f'{spec.source}: ' if spec.source else ''}tasks.{task.name} with strategy {strategy}"
+                      + (f" at tune point {point}" if point_index is not None else ""))
     cell = Cell(task, strategy, seed, run_dir, overrides, plain_config(cfg), point, point_index)
     return cell, cfg
 

@@ -72,6 +72,84 @@ def check_cell_key(key: str, where: str) -> None:
             raise ConfigError(f"{where}.{key}: not a key a comparison can set ({why})")
 
 
+# Keys of NOT_IN_A_CELL whose value the comparison gives each cell itself (its command's --output, its
+# --set of the seed and of the strategies, last): the final config holds the comparison's own value.
+GIVEN_TO_A_CELL = ("output", "train.seed", "loss.strategies")
+
+
+def check_cell_config(cfg: Any, seed: int, names: list[str], config_file: Path,
+                      items: list[tuple[str, str]], where: str) -> None:
+    """The keys a cell may not carry, checked on its final config (the task's config file, ``set``,
+    ``strategy_set``, ``strategy_args`` and the tuning point merged), not on the spec's text: a key of
+    :data:`NOT_IN_A_CELL` the comparison does not give (``train.stop_after_steps``) at its default, the
+    cell's own seed, and the strategies its label names; else a one-line ConfigError naming the cell, the
+    key and where it was given (the task's config file, or the spec's entry).
+
+    Args:
+        cfg: the cell's validated config object.
+        seed: the cell's seed.
+        names: the registered names of its label's entries, in order.
+        config_file: the task's config file.
+        items: the cell's ``--set`` items before the comparison's own, each ``(key=value, the spec's key
+            that gave it)``.
+        where: the cell, for the message (``SPEC: tasks.text with strategy mixcse``).
+    """
+    for key, why in NOT_IN_A_CELL.items():
+        if key in GIVEN_TO_A_CELL:
+            continue
+        value, default = _value_and_default(cfg, key)
+        if value != default:
+            raise ConfigError(f"{where}: {key}: {value!r} {_given_by(key, config_file, items)}: not a key a "
+                              f"comparison can set ({why})")
+    got_seed = getattr(getattr(cfg, "train", None), "seed", seed)
+    if got_seed != seed:
+        raise ConfigError(f"{where}: train.seed: {got_seed!r} {_given_by('train.seed', config_file, items)}, "
+                          f"not the cell's seed {seed}")
+    built = [getattr(s, "name", s) for s in getattr(getattr(cfg, "loss", None), "strategies", None) or []]
+    if built and built != names:
+        raise ConfigError(f"{where}: loss.strategies: {', '.join(map(str, built))}, not the strategies its "
+                          f"label names ({', '.join(names)}): an entry cannot change which strategy a label "
+                          "names")
+
+
+def _value_and_default(cfg: Any, key: str) -> tuple[Any, Any]:
+    """A dotted key's value in a config object and its dataclass field's default (both None where the
+    config has no such key)."""
+    import dataclasses
+
+    *sections, last = key.split(".")
+    obj = cfg
+    for part in sections:
+        obj = getattr(obj, part, None)
+    if not dataclasses.is_dataclass(obj):
+        return None, None
+    f = {f.name: f for f in dataclasses.fields(obj)}.get(last)
+    if f is None:
+        return None, None
+    default = f.default if f.default is not dataclasses.MISSING else (
+        f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+    return getattr(obj, last), default
+
+
+def _given_by(key: str, config_file: Path, items: list[tuple[str, str]]) -> str:
+    """Where a cell's value of ``key`` came from: the last ``--set`` item that sets it or a section holding
+    it (naming the spec's key), else the task's config file."""
+    for item, origin in reversed(items):
+        k = item.split("=", 1)[0]
+        if key == k or key.startswith(k + "."):
+            return f"given by {origin} ({item})"
+    return f"in the task's config file {config_file}"
+
+
+def check_entry_arguments(arguments: dict[str, Any], where: str) -> None:
+    """Refuse ``name`` among the arguments a spec merges into a strategy's entries (a task's
+    ``strategy_args``, a tuning grid's ``<entry>.<argument>``): an entry cannot change which strategy its
+    label names (the cells of ``mixcse`` would train mochi, reported as mixcse)."""
+    if "name" in arguments:
+        raise ConfigError(f"{where}.name: an entry's arguments cannot change which strategy a label names "
+                          "(give the strategy a label of its own under strategies)")
+
+
 # What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
 # new cells run), how many cells run at once, where the folder is and how cells are launched.
 FREE_KEYS = ("jobs", "output", "launcher", "contrasts")  # contrasts: what is reported, not what runs
@@ -104,7 +182,7 @@ def parse_entries(entries: Any, key: str) -> list[dict[str, Any]]:
 
     normalized = strategy_entries(entries, key=key)
     for i, entry in enumerate(normalized):
-        if entry["name"] not in available_strategies():
+        if not _is_strategy(entry["name"]):  # a built-in name imports no plug-in
             raise ConfigError(f"{key}[{i}].name: unknown strategy {entry['name']!r}; "
                               f"registered: {', '.join(available_strategies())}")
     return normalized
@@ -244,6 +322,8 @@ class CompareSpec:
             task.name, task.task = name, task.task or name
             for k in flatten_keys({str(k): v for k, v in (task.set or {}).items()}):  # nested or dotted
                 check_cell_key(k, f"{key}.set")
+            for strategy_name, arguments in (task.strategy_args or {}).items():
+                check_entry_arguments(arguments, f"{key}.strategy_args.{strategy_name}")
             if task.strategies is not None:
                 bad = [n for n in task.strategies if n not in self.strategies]
                 if bad:
@@ -264,8 +344,6 @@ class CompareSpec:
     def _validate_tune(self, tune: TuneSpec) -> None:
         """The ``tune:`` block against the strategies and tasks; each point's config is validated with the
         cells."""
-        from hardmix.strategies import available_strategies
-
         for name, axes in tune.grid.items():
             if name not in self.strategies:
                 raise ConfigError(f"tune.grid.{name}: not one of the strategies "
@@ -278,7 +356,9 @@ class CompareSpec:
                     )
                 entry = k.split(".", 1)[0]
                 names = [e["name"] for e in self.strategies[name]]
-                if entry in available_strategies() and entry not in names:
+                if entry in names:  # an entry's argument: never its name
+                    check_entry_arguments({k.split(".", 1)[1]: axes[k]}, f"tune.grid.{name}.{entry}")
+                if _is_strategy(entry) and entry not in names:
                     raise ConfigError(f"tune.grid.{name}.{k}: {name}'s entries are {', '.join(names)}, "
                                       f"not {entry}")
         missing = [s for s in self.strategies if s not in tune.grid]
@@ -395,6 +475,13 @@ def check_names(names: list[Any], key: str) -> None:
             raise ConfigError(f"{key}: {name!r} and {seen[folded]!r} name one folder on a case-insensitive "
                               "file system; rename one")
         seen[folded] = name
+
+
+def _is_strategy(name: str) -> bool:
+    """Whether ``name`` is a registered strategy (a built-in name imports no plug-in)."""
+    from hardmix.strategies.base import lookup
+
+    return lookup(name) is not None
 
 
 def grid_size(axes: dict[str, list[Any]]) -> int:

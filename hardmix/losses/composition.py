@@ -20,8 +20,10 @@ negatives themselves; a second weighting of their terms is not defined by either
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -33,66 +35,166 @@ from hardmix.strategies.base import ContrastContext, Stats, Strategy
 
 
 def composed_direction(
-    ctx: ContrastContext, strategies: Sequence[Strategy]
+    ctx: ContrastContext, strategies: Sequence[Strategy], labels: Sequence[str] | None = None
 ) -> tuple[Tensor, dict[str, Stats]]:
     """One direction's mean loss, composed in the order of this module's docstring, and each strategy's
     statistics of this call.
+
+    Every output a strategy hands the loss is checked where it enters, naming the strategy and the hook
+    (:class:`~hardmix.errors.StrategyOutputError`): its type, shape, dtype and device (an exclusion (B, N)
+    bool, a reweighting (B, N) and extra columns (B, M) floating, an estimate (B,) floating, statistics
+    scalars), its values (no NaN or +inf in logits, a finite estimate and finite statistics: read once, with
+    the loss's own finiteness, so no more synchronizations than before), and that it changed nothing the core
+    or another strategy computed (the context's tensors' version counters, unchanged by the call: a write in
+    place is refused). A hook a strategy does not override is not called (it would return None). A loss
+    made non-finite by the encoder itself (NaN or +inf similarities) is left to the trainer, whose message is
+    about the learning rate.
 
     Args:
         ctx: the direction; ``ctx.logits`` (B, N) over the candidates (in-batch: the positive's column
             ``ctx.positive_index[i]`` included; queue: -inf at the excluded entries),
             ``ctx.negative_mask`` (B, N) which of them are negatives, ``ctx.positive_logits`` (B,).
         strategies: the strategies acting on this step.
+        labels: each strategy's name in the statistics and the errors (default: its name; two entries of
+            one name are told apart by :class:`~hardmix.losses.ContrastiveLoss`: ``mixcse[0]``,
+            ``mixcse[1]``).
 
     Returns:
         The scalar mean over the B anchors, reduced in float32 at least (float64 stays float64), and the
-        statistics by strategy name.
+        statistics by label.
     """
+    labels = [s.name for s in strategies] if labels is None else list(labels)
+    kinds = [s.kinds() for s in strategies]  # a hook a strategy does not override returns None: not called
+    b, n = ctx.logits.shape
     stats: dict[str, Stats] = {}
-    outputs: list[tuple[Strategy, str, Tensor]] = []  # every block a strategy gave, for the checks
+    checks: list[Check] = []  # what the loss's one finiteness read also covers (_check_finite)
+    versions = _versions(ctx)
     dropped = None
-    for strategy in strategies:
-        if (out := strategy.exclude(ctx)) is not None:
-            _check_shape(f"strategy {strategy.name!r}: exclude", out[0], tuple(ctx.logits.shape))
-            dropped = out[0] if dropped is None else dropped | out[0]
-            stats.setdefault(strategy.name, {}).update(out[1])
+    for label, strategy, its in zip(labels, strategies, kinds, strict=True):
+        if "exclude" in its and (out := _called(strategy.exclude, (ctx,), f"strategy {label!r}: exclude", ctx,
+                                                versions)) is not None:
+            mask = _checked(out, f"strategy {label!r}: exclude", ctx, (b, n), stats.setdefault(label, {}),
+                            checks)
+            dropped = mask if dropped is None else dropped | mask
     if dropped is not None:
         dropped = dropped & ctx.negative_mask
         ctx = replace(
             ctx, negative_mask=ctx.negative_mask & ~dropped, logits=ctx.logits.masked_fill(dropped, NEG_INF)
         )
+        versions = _versions(ctx)
     logits = ctx.logits  # (B, N), the excluded negatives -inf
-    for strategy in strategies:
-        if (out := strategy.reweight(ctx)) is not None:  # on the negatives only, never the positive's column
-            _check_shape(f"strategy {strategy.name!r}: reweight", out[0], tuple(ctx.logits.shape))
-            outputs.append((strategy, "reweight", out[0]))
-            logits = logits + out[0].masked_fill(~ctx.negative_mask, 0.0)
-            stats.setdefault(strategy.name, {}).update(out[1])
+    for label, strategy, its in zip(labels, strategies, kinds, strict=True):
+        if "reweight" in its and (out := _called(strategy.reweight, (ctx,), f"strategy {label!r}: reweight",
+                                                 ctx, versions)) is not None:
+            weights = _checked(out, f"strategy {label!r}: reweight", ctx, (b, n), stats.setdefault(label, {}),
+                               checks, hidden=True)  # its masked entries never reach the loss
+            logits = logits + weights.masked_fill(~ctx.negative_mask, 0.0)  # on the negatives only
+    estimators = [(lb, s) for lb, s, its in zip(labels, strategies, kinds, strict=True) if "estimator" in its]
     extras = []
-    for strategy in strategies:
-        if (out := strategy.extra_logits(ctx)) is not None:
-            _check_shape(f"strategy {strategy.name!r}: extra_logits", out[0], (ctx.logits.shape[0], None))
-            outputs.append((strategy, "extra_logits", out[0]))
-            extras.append(out[0])
-            stats.setdefault(strategy.name, {}).update(out[1])
+    for label, strategy, its in zip(labels, strategies, kinds, strict=True):
+        hook = f"strategy {label!r}: extra_logits"
+        if "extra" in its and (out := _called(strategy.extra_logits, (ctx,), hook, ctx, versions)) \
+                is not None:
+            extras.append(_checked(out, f"strategy {label!r}: extra_logits", ctx, (b, None),
+                                   stats.setdefault(label, {}), checks, hidden=bool(estimators)))
     dtype = torch.promote_types(logits.dtype, torch.float32)
-    estimators = [s for s in strategies if "estimator" in s.kinds()]
     if estimators:
+        label, estimator = estimators[0]
         negatives = logits.masked_fill(~ctx.negative_mask, NEG_INF)  # (B, N)
         all_negatives = torch.cat([c.to(dtype) for c in [negatives, *extras]], dim=1)  # (B, N + sum M_s)
-        per_anchor, estimator_stats = estimators[0].estimator(
-            ctx, ctx.positive_logits.to(dtype), all_negatives
-        )
-        stats.setdefault(estimators[0].name, {}).update(estimator_stats)
-        outputs.append((estimators[0], "estimator", per_anchor))
-        return _check_finite(per_anchor.mean(), ctx, outputs), stats
+        hook = f"strategy {label!r}: estimator"
+        out = _called(estimator.estimator, (ctx, ctx.positive_logits.to(dtype), all_negatives), hook, ctx,
+                      versions)
+        per_anchor = _checked(out, hook, ctx, (b,), stats.setdefault(label, {}), checks)
+        return _check_finite(per_anchor.mean(), ctx, checks), stats
     if ctx.mode == "in_batch":
         blocks, targets = [logits, *extras], ctx.positive_index
     else:
         blocks = [ctx.positive_logits.unsqueeze(1), logits, *extras]
         targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
     loss = info_nce(torch.cat([c.to(dtype) for c in blocks], dim=1), targets)
-    return _check_finite(loss, ctx, outputs), stats
+    return _check_finite(loss, ctx, checks), stats
+
+
+# One value a strategy handed the loss, for _check_finite: (what, the tensor, its rule: "logits" (no NaN, no
+# +inf; -inf is an excluded entry), "finite" (an estimate, a statistic), whether it may not reach the loss).
+Check = tuple[str, Tensor, str, bool]
+
+
+# The context's tensors a strategy reads and must leave as they are, by field.
+_FIELDS = ("anchors", "positives", "candidates", "logits", "positive_logits", "negative_mask",
+           "positive_index")
+_VIEWS = ("anchors", "all_anchors", "candidates")
+
+
+def _versions(ctx: ContrastContext) -> tuple[int, ...]:
+    """The version counter of each of the context's tensors (:data:`_FIELDS`, then the un-normalized
+    views): a write in place, into the tensor or any view of it, increments it. Free to read; empty under
+    ``torch.inference_mode`` (whose tensors keep no counter, and have no gradient to corrupt)."""
+    views, index = ctx.unnormalized, ctx.positive_index
+    try:
+        return (ctx.anchors._version, ctx.positives._version, ctx.candidates._version, ctx.logits._version,
+                ctx.positive_logits._version, ctx.negative_mask._version,
+                -1 if index is None else index._version,
+                *((-1, -1, -1) if views is None else (views.anchors._version, views.all_anchors._version,
+                                                      views.candidates._version)))
+    except RuntimeError:  # inference tensors track no version
+        return ()
+
+
+def _called(hook: Callable[..., Any], args: tuple[Any, ...], name: str, ctx: ContrastContext,
+            versions: tuple[int, ...]) -> Any:
+    """``hook(*args)``, refused (naming it) if it wrote into one of the context's tensors: what the core or
+    an earlier strategy computed, which the loss and the other strategies read after it."""
+    out = hook(*args)
+    if versions and (now := _versions(ctx)) != versions:
+        fields = (*_FIELDS, *(f"unnormalized.{v}" for v in _VIEWS))
+        changed = [f for f, old, new in zip(fields, versions, now, strict=True) if old != new]
+        raise StrategyOutputError(f"{name} wrote into the context's {changed[0]} in place: a strategy "
+                                  "returns new tensors and never changes what the core or another strategy "
+                                  "computed")
+    return out
+
+
+def _checked(out: Any, hook: str, ctx: ContrastContext, expected: tuple[int | None, ...], own: Stats,
+             checks: list[Check], hidden: bool = False) -> Tensor:
+    """A hook's result, once it is ``(tensor, statistics)`` as the loss needs it, else a StrategyOutputError
+    naming the hook (never a bare torch error from inside the loss): the tensor of shape ``expected``
+    (None: any size), bool for an exclusion and floating otherwise, on the logits' device; the statistics
+    a mapping of names to scalars (numbers or one-element real tensors). Its statistics are added to
+    ``own`` (its strategy's); its values (no NaN or +inf in logits, finite estimates and statistics) are
+    appended to ``checks``, read once with the loss (:func:`_check_finite`); ``hidden``: the block may not
+    reach the loss whole (a reweighting's masked entries, columns an estimator reads)."""
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], Tensor)
+            and isinstance(out[1], dict)):
+        raise StrategyOutputError(f"{hook} returned {type(out).__name__}, expected None or (tensor, "
+                                  "statistics mapping)")
+    block, block_stats = out
+    _check_shape(hook, block, expected)
+    exclusion, estimate = hook.endswith(": exclude"), hook.endswith(": estimator")
+    if exclusion != (block.dtype == torch.bool) or not (exclusion or block.dtype.is_floating_point):
+        raise StrategyOutputError(f"{hook} returned a block of dtype {block.dtype}, expected "
+                                  + ("torch.bool" if exclusion else "a floating dtype"))
+    if block.device != ctx.logits.device:
+        raise StrategyOutputError(f"{hook} returned a block on {block.device}, expected {ctx.logits.device}")
+    if not exclusion:
+        rule = "finite" if estimate else "logits"
+        checks.append((f"{hook} returned NaN or +inf values", block, rule, hidden))
+    for key, value in block_stats.items():
+        what = f"{hook}: statistic {key!r}"
+        if not isinstance(key, str):
+            raise StrategyOutputError(f"{what}: its name is a {type(key).__name__}, not a string")
+        if isinstance(value, Tensor):
+            if value.numel() != 1 or value.is_complex() or value.dtype == torch.bool:
+                raise StrategyOutputError(f"{what} is a tensor of shape {tuple(value.shape)} and dtype "
+                                          f"{value.dtype}, expected a real scalar")
+            checks.append((f"{what} is NaN or infinite", value.detach().reshape(()), "finite", True))
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise StrategyOutputError(f"{what} is a {type(value).__name__}, expected a real scalar")
+        elif not math.isfinite(value):
+            checks.append((f"{what} is NaN or infinite", torch.tensor(float(value)), "finite", True))
+        own[key] = value
+    return block
 
 
 def _check_shape(hook: str, block: Tensor, expected: tuple[int | None, ...]) -> None:
@@ -101,26 +203,33 @@ def _check_shape(hook: str, block: Tensor, expected: tuple[int | None, ...]) -> 
     shape = tuple(getattr(block, "shape", ()))
     if len(shape) != len(expected) or any(e is not None and s != e for s, e in zip(shape, expected)):
         want = ", ".join("M" if e is None else str(e) for e in expected)
-        raise StrategyOutputError(f"{hook} returned a block of shape {shape}, expected ({want}): one row per "
-                                  "anchor")
+        raise StrategyOutputError(f"{hook} returned a block of shape {shape}, expected ({want}"
+                                  f"{',' if len(expected) == 1 else ''}): one row per anchor")
 
 
-def _check_finite(loss: Tensor, ctx: ContrastContext, outputs: list[tuple[Strategy, str, Tensor]]) -> Tensor:
-    """``loss``, unless it is NaN or infinite while the similarities it was built from are not, and a
-    strategy's block holds NaN or +inf: then that strategy made it, and a StrategyOutputError names it
-    (a loss made non-finite by the encoder itself is left to the trainer, whose message is about the
-    learning rate). -inf in a block is a masked entry, allowed."""
-    if bool(torch.isfinite(loss)):
+def _check_finite(loss: Tensor, ctx: ContrastContext, checks: list[Check]) -> Tensor:
+    """``loss``, once it is finite and so is every value of ``checks`` that might not reach it (the
+    statistics, the hidden blocks): one read, the one the loss's finiteness needed before (NaN or +inf in a
+    block that reaches the loss makes the loss non-finite, so it needs no reduction of its own). Else, while
+    the similarities the strategies were given are finite (no NaN, no +inf), the first value that fails
+    names its strategy, its hook and what it returned: a StrategyOutputError, a defect of the strategy; a
+    loss made non-finite by the encoder itself is left to the trainer, whose message is about the learning
+    rate."""
+    scalars = [t.to(loss.device) for _, t, rule, hidden in checks if hidden and t.dim() == 0]
+    ok = torch.isfinite(torch.stack([loss.detach(), *scalars])).all() if scalars else torch.isfinite(loss)
+    for _, block, rule, hidden in checks:
+        if hidden and block.dim() > 0:  # a block whose entries may not reach the loss
+            ok = ok & (torch.isfinite(block).all() if rule == "finite" else (block < math.inf).all())
+    if bool(ok):
         return loss
     if torch.isnan(ctx.logits).any() or torch.isposinf(ctx.logits).any():
         return loss
-    for strategy, hook, block in outputs:
-        block = block.detach()
-        if torch.isnan(block).any() or torch.isposinf(block).any():
-            raise StrategyOutputError(
-                f"strategy {strategy.name!r}: {hook} returned NaN or +inf values from finite similarities: "
-                "a defect of the strategy, not of the learning rate"
-            )
+    for what, value, rule, _ in checks:
+        value = value.detach()
+        bad = ~torch.isfinite(value) if rule == "finite" else torch.isnan(value) | torch.isposinf(value)
+        if bool(bad.any()):
+            raise StrategyOutputError(f"{what} from finite similarities: a defect of the strategy, not of "
+                                      "the learning rate")
     return loss
 
 

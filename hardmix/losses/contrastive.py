@@ -37,7 +37,8 @@ class LossOutput:
         loss: scalar mean loss (with gradient).
         positive_sim: (B,) cosine of each anchor (first direction) to its positive.
         negative_sim: scalar mean cosine of the anchors to their valid negatives.
-        strategy_stats: per strategy name, its statistics of this call (first direction).
+        strategy_stats: per strategy label (its name, or ``name[i]`` for two entries of one name), its
+            statistics of this call (first direction).
     """
 
     loss: Tensor
@@ -142,6 +143,14 @@ class ContrastiveLoss(nn.Module):
         return (f"temperature={self.temperature}, both_directions={self.both_directions}, "
                 f"strategies={self.strategies}")
 
+    @property
+    def labels(self) -> list[str]:
+        """Each strategy's name in the statistics and the errors: its name, or ``name[i]`` (its place in
+        :attr:`strategies`) where two entries share a name, so that they never share (or overwrite) their
+        statistics."""
+        names = [s.name for s in self.strategies]
+        return [n if names.count(n) == 1 else f"{n}[{i}]" for i, n in enumerate(names)]
+
     def resolve_epochs(self, steps_per_epoch: int) -> None:
         """Turn the schedules given in epochs into optimizer steps (the engine calls it once the task
         knows its steps per epoch)."""
@@ -153,20 +162,30 @@ class ContrastiveLoss(nn.Module):
 
     def check_schedules(self, total_steps: int) -> None:
         """Refuse a schedule that keeps its strategy inactive for the whole run (its warm-up reaches the
-        run's last step), naming the key: such a run would train the baseline under the strategy's name."""
-        for s in self.strategies:
+        run's last step), naming the key: such a run would train the baseline under the strategy's name.
+        Every value a ramp takes during the run, step by step, is checked too: a strategy that would refuse
+        its arguments at some step is refused before the first, naming the argument and the step."""
+        for label, s in zip(self.labels, self.strategies, strict=True):
             warmup = getattr(s, "warmup_steps", 0) if isinstance(s, Scheduled) else 0
             if warmup and warmup >= total_steps:
                 raise ConfigError(
-                    f"loss.strategies ({s.name}).{s.warmup_key}: its warm-up ends at step {warmup}, at or "
+                    f"loss.strategies ({label}).{s.warmup_key}: its warm-up ends at step {warmup}, at or "
                     f"after the run's last ({total_steps}), so {s.name} would never act; shorten the warm-up"
                 )
+            if isinstance(s, Scheduled):
+                try:
+                    s.check_steps(total_steps)
+                except StrategyArgumentError as e:
+                    raise ConfigError(f"loss.strategies ({label}).{e.argument}: {e.message}") from None
 
-    def _active(self, step: int) -> tuple[list[Strategy], dict[str, Stats]]:
-        """The strategies of this step and the scheduled arguments' values."""
-        active = [s for s in (x.at(step) for x in self.strategies) if s is not None]
-        schedules = {s.name: s.scheduled_values(step) for s in self.strategies if isinstance(s, Scheduled)}
-        return active, schedules
+    def _active(self, step: int) -> tuple[list[Strategy], list[str], dict[str, Stats]]:
+        """The strategies of this step, their labels and the scheduled arguments' values."""
+        labels = self.labels
+        pairs = [(x.at(step), label) for x, label in zip(self.strategies, labels, strict=True)]
+        pairs = [(s, label) for s, label in pairs if s is not None]
+        schedules = {label: s.scheduled_values(step) for s, label in zip(self.strategies, labels, strict=True)
+                     if isinstance(s, Scheduled)}
+        return [s for s, _ in pairs], [label for _, label in pairs], schedules
 
     def in_batch(
         self,
@@ -223,7 +242,7 @@ class ContrastiveLoss(nn.Module):
         if not 0 <= offset <= n - b:
             raise ValueError(f"offset: must be in [0, {n - b}] for {b} local rows of {n}, got {offset}")
         tau = self.temperature
-        strategies, schedules = self._active(step)
+        strategies, labels, schedules = self._active(step)
         h1, h2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
         h1_all = h1 if z1_all is z1 else F.normalize(z1_all, dim=-1)
         h2_all = h2 if z2_all is z2 else F.normalize(z2_all, dim=-1)
@@ -251,7 +270,7 @@ class ContrastiveLoss(nn.Module):
                 generator=generator,
                 unnormalized=views,
             )
-            return (*composed_direction(ctx, strategies), logits)
+            return (*composed_direction(ctx, strategies, labels), logits)
 
         loss, stats, logits = direction(h1, h2, h2_all, UnnormalizedViews(z1, z1_all, z2_all), 0)
         if self.both_directions:
@@ -312,7 +331,7 @@ class ContrastiveLoss(nn.Module):
                     f"{name}: must be ({length},) on {q.device}, got {tuple(ids.shape)} on {ids.device}"
                 )
         tau = self.temperature
-        strategies, schedules = self._active(step)
+        strategies, labels, schedules = self._active(step)
         h = F.normalize(q, dim=-1)
         key = F.normalize(k.detach(), dim=-1)
         negatives = F.normalize(queue.detach(), dim=-1)
@@ -341,7 +360,7 @@ class ContrastiveLoss(nn.Module):
             step=step,
             generator=generator,
         )
-        loss, stats = composed_direction(ctx, strategies)
+        loss, stats = composed_direction(ctx, strategies, labels)
         with torch.no_grad():
             neg_sim = torch.where(valid, logits.detach(), 0.0).sum() * tau / valid.sum()
         return LossOutput(loss, pos.detach() * tau, neg_sim, _merge(stats, schedules))

@@ -7,6 +7,7 @@ Example:
     True
 """
 
+from hardmix.strategies import base as _base
 from hardmix.strategies.base import (
     ContrastContext,
     Strategy,
@@ -26,6 +27,8 @@ from hardmix.strategies.mochi import MoCHi
 from hardmix.strategies.none import NoMixing
 from hardmix.strategies.schedule import Ramp, Scheduled
 from hardmix.strategies.synco import SynCo
+
+_base._seal_builtins()  # the classes registered above are hardmix's own: known by identity from here on
 
 __all__ = [
     "ContrastContext",

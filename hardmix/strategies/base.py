@@ -36,6 +36,7 @@ import inspect
 import warnings
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -241,19 +242,33 @@ def set_field(obj: Any, name: str, value: Any) -> None:
 
 
 _REGISTRY: dict[str, type[Strategy]] = {}
+# hardmix's own strategies, by name: the classes themselves, captured once when the package has registered
+# them (:func:`_seal_builtins`, from ``hardmix/strategies/__init__.py``). A built-in is known by identity,
+# never by the names a class reports (``__module__``, ``__qualname__`` can be copied onto any class), and a
+# built-in name is looked up here, never in ``_REGISTRY`` (which a plug-in could write into).
+_BUILTINS: MappingProxyType[str, type[Strategy]] = MappingProxyType({})
 _ENTRY_POINTS_LOADED = False
 # Plug-ins that are not registered, by entry-point name: why (their distribution named). Each affects only
 # its own name: one warning, and `hardmix strategies` lists it as broken.
 _BROKEN: dict[str, str] = {}
 
 
+class BuiltinNameError(ValueError):
+    """A class other than hardmix's own claims the name of a built-in strategy."""
+
+
 def register_strategy(cls: type[Strategy]) -> type[Strategy]:
-    """Class decorator: make ``cls`` buildable by its ``name``; a name taken by another class (another
-    module's, whatever its class name) is refused."""
+    """Class decorator: make ``cls`` buildable by its ``name``. A built-in's name is refused to any other
+    class (by identity: whatever module and class names it reports); another name taken by another module's
+    class is refused."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
     if not cls.kinds() and cls.name != "none":
         raise ValueError(f"{cls.__name__} overrides none of exclude, reweight, extra_logits, estimator")
+    builtin = _BUILTINS.get(cls.name)
+    if builtin is not None and cls is not builtin:
+        raise BuiltinNameError(f"{cls.name!r} is a built-in strategy of hardmix ({builtin.__module__}); "
+                               "another class cannot take its name (rename it)")
     held = _REGISTRY.get(cls.name)
     if held is not None and (held.__module__, held.__qualname__) != (cls.__module__, cls.__qualname__):
         raise ValueError(f"a strategy named {cls.name!r} is already registered ({held.__module__})")
@@ -261,11 +276,64 @@ def register_strategy(cls: type[Strategy]) -> type[Strategy]:
     return cls
 
 
+def _seal_builtins() -> None:
+    """Capture hardmix's own strategies (every class registered so far) as the built-ins, once: called by
+    ``hardmix/strategies/__init__.py`` after it has imported them, before any plug-in can be imported (a
+    plug-in imports ``hardmix.strategies.base``, which runs that package's ``__init__`` first)."""
+    global _BUILTINS
+    if not _BUILTINS:
+        _BUILTINS = MappingProxyType(dict(_REGISTRY))
+
+
+class _Classes(dict):
+    """The strategy classes by name, as :func:`strategy_classes` gives them: the built-ins and what is
+    registered already; a name missing (``classes[name]``) loads the plug-ins first (once), then raises
+    KeyError if still unknown."""
+
+    def __missing__(self, name: str) -> type[Strategy]:
+        _load_entry_points()
+        self.update({**_REGISTRY, **_BUILTINS})
+        if name not in self:
+            raise KeyError(name)
+        return dict.__getitem__(self, name)
+
+
+def strategy_classes() -> dict[str, type[Strategy]]:
+    """The strategies by name for looking them up (``classes[name]``, KeyError if unknown): a built-in comes
+    from the classes captured at registration (:data:`_BUILTINS`) and imports no plug-in; any other name
+    loads the plug-ins first (once), so a plug-in is imported only when a name that is not built in is
+    looked up."""
+    return _Classes({**_REGISTRY, **_BUILTINS})
+
+
+def lookup(name: str) -> type[Strategy] | None:
+    """The class registered under ``name``, else None (a built-in imports no plug-in:
+    :func:`strategy_classes`).
+
+    >>> lookup("mixcse").__name__, lookup("no_such_strategy")
+    ('MixCSE', None)
+    """
+    try:
+        return strategy_classes()[name]
+    except KeyError:
+        return None
+
+
+def _builtins_held() -> list[str]:
+    """The built-in names whose registry entry is no longer the built-in (a plug-in wrote into the
+    registry); restored here."""
+    changed = [n for n, cls in _BUILTINS.items() if _REGISTRY.get(n) is not cls]
+    _REGISTRY.update({n: _BUILTINS[n] for n in changed})
+    return changed
+
+
 def _load_entry_points() -> None:
     """Register the strategies that installed packages name under :data:`ENTRY_POINT_GROUP` (once). A
-    plug-in is contained: one that fails to import, is not a Strategy, or names a strategy already
-    registered (a built-in above all: ``mixcse`` can never be replaced) is left out with one warning
-    naming its distribution, and listed as broken by :func:`broken_plugins`; nothing else changes."""
+    plug-in is contained: one that fails to import, is not a Strategy, claims a built-in's name (by
+    registering itself, by writing into the registry or through its entry point, whatever module and class
+    names it reports) or names a strategy already registered is left out with one warning naming its
+    entry point and distribution, and listed as broken by :func:`broken_plugins`; nothing else changes
+    (the built-ins are restored if it wrote over one)."""
     global _ENTRY_POINTS_LOADED
     if _ENTRY_POINTS_LOADED:
         return
@@ -274,23 +342,41 @@ def _load_entry_points() -> None:
         dist = getattr(getattr(ep, "dist", None), "name", None) or "an unnamed distribution"
         try:
             loaded = ep.load()
+        except BuiltinNameError as e:
+            why = f"{dist}: {ep.value}: {e}"
         except Exception as e:  # noqa: BLE001 - any error of a plug-in's import is contained
             why = f"{dist}: {ep.value} failed to import ({type(e).__name__}: {e})"
         else:
-            if not (isinstance(loaded, type) and issubclass(loaded, Strategy)):
-                why = f"{dist}: {ep.value} is not a hardmix Strategy"
-            elif loaded.name in _REGISTRY and _REGISTRY[loaded.name] is not loaded:
-                held = _REGISTRY[loaded.name]
-                why = (f"{dist}: {ep.value} names the strategy {loaded.name!r}, which {held.__module__} "
-                       "registers already; a plug-in cannot replace a registered strategy (rename it)")
-            else:
-                try:
-                    register_strategy(loaded)
-                    continue
-                except (ValueError, TypeError) as e:
-                    why = f"{dist}: {ep.value}: {e}"
+            why = _why_left_out(loaded, dist, ep.value)
+        taken = _builtins_held()
+        if taken and why is None:
+            why = (f"{dist}: {ep.value} wrote over the built-in strategy {taken[0]!r} in the registry; a "
+                   "plug-in cannot replace a built-in")
+        if why is None:
+            continue
         _BROKEN[ep.name] = why
         warnings.warn(f"hardmix: strategy plug-in {ep.name!r} left out: {why}", stacklevel=2)
+
+
+def _why_left_out(loaded: Any, dist: str, value: str) -> str | None:
+    """None once ``loaded`` (an entry point's object) is registered, else why it is left out."""
+    if not (isinstance(loaded, type) and issubclass(loaded, Strategy)):
+        return f"{dist}: {value} is not a hardmix Strategy"
+    builtin = _BUILTINS.get(loaded.name)
+    if builtin is not None:
+        if loaded is builtin:  # an entry point naming hardmix's own class: nothing to add
+            return None
+        return (f"{dist}: {value} names the strategy {loaded.name!r}, a built-in of hardmix "
+                f"({builtin.__module__}); a plug-in cannot replace a built-in (rename it)")
+    if loaded.name in _REGISTRY and _REGISTRY[loaded.name] is not loaded:
+        held = _REGISTRY[loaded.name]
+        return (f"{dist}: {value} names the strategy {loaded.name!r}, which {held.__module__} registers "
+                "already; a plug-in cannot replace a registered strategy (rename it)")
+    try:
+        register_strategy(loaded)
+    except (ValueError, TypeError) as e:
+        return f"{dist}: {value}: {e}"
+    return None
 
 
 def broken_plugins() -> dict[str, str]:
@@ -300,23 +386,26 @@ def broken_plugins() -> dict[str, str]:
 
 
 def available_strategies() -> list[str]:
-    """Names of the registered strategies (this package's and the entry points'), sorted."""
+    """Names of the registered strategies (this package's and the entry points': listing them imports the
+    plug-ins), sorted."""
     _load_entry_points()
-    return sorted(_REGISTRY)
+    return sorted(set(_REGISTRY) | set(_BUILTINS))
 
 
 def registry() -> dict[str, type[Strategy]]:
-    """The registered strategies by name (this package's and the entry points'; a copy)."""
+    """The registered strategies by name (this package's and the entry points'; a copy; the built-ins as
+    captured, whatever the registry holds)."""
     _load_entry_points()
-    return dict(_REGISTRY)
+    return {**_REGISTRY, **_BUILTINS}
 
 
 def describe_strategies() -> str:
     """A human-readable listing of each registered strategy, its arguments, defaults and paper, then the
     plug-ins left out and why."""
     lines = []
+    classes = registry()
     for name in available_strategies():
-        cls = _REGISTRY[name]
+        cls = classes[name]
         lines.append(f"{name}: {(inspect.getdoc(cls) or '').splitlines()[0]}")
         lines.append(f"  paper: {cls.paper}")
         for f in cls.params():
@@ -338,6 +427,8 @@ __all__ = [
     "arg",
     "available_strategies",
     "describe_strategies",
+    "lookup",
+    "strategy_classes",
     "register_strategy",
     "registry",
 ]

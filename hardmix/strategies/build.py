@@ -26,7 +26,12 @@ from typing import Any
 from hardmix.config import YAML11_FLOAT
 from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.old_keys import OLD_KEYS, STRATEGY_ARGUMENT
-from hardmix.strategies.base import Strategy, broken_plugins, registry
+from hardmix.strategies.base import (
+    Strategy,
+    available_strategies,
+    broken_plugins,
+    strategy_classes,
+)
 from hardmix.strategies.schedule import Scheduled, check_warmup, parse_ramp
 
 
@@ -69,7 +74,7 @@ def build_strategies(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
         ConfigError: ``<key>[i].<argument>: <message>`` for a bad name or argument, ``<key>: <message>``
             for strategies that do not compose.
     """
-    classes, built = registry(), []
+    classes, built = strategy_classes(), []
     for i, entry in enumerate(strategy_entries(spec, key)):
         if isinstance(entry, Strategy):
             built.append(entry)
@@ -90,13 +95,17 @@ def build_strategies(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
 
 def _build(entry: dict[str, Any], classes: dict[str, type[Strategy]]) -> Strategy:
     """One entry's strategy (its schedule around it, if any), else a StrategyArgumentError naming the
-    argument."""
+    argument. A built-in name imports no plug-in (:func:`~hardmix.strategies.base.strategy_classes`)."""
     name, arguments = entry.pop("name"), entry
-    cls = classes.get(name)  # the one lookup of a strategy by name
+    try:
+        cls = classes[name]  # the one lookup of a strategy by name
+    except KeyError:
+        cls = None
     if cls is None:
         why = broken_plugins().get(name)
         raise StrategyArgumentError("name", f"strategy {name!r} is a broken plug-in: {why}" if why else
-                                    f"unknown strategy {name!r}; registered: {', '.join(sorted(classes))}")
+                                    f"unknown strategy {name!r}; registered: "
+                                    f"{', '.join(available_strategies())}")
     own = {f.name for f in cls.params()}
     old = sorted(a for a in set(arguments) - own if STRATEGY_ARGUMENT + a in OLD_KEYS)
     if old:

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +49,10 @@ class Ramp:
 
     def at(self, t: int, integer: bool) -> float | int:
         """The value ``t`` steps after the warm-up (``steps`` must be resolved)."""
-        p = min(max(t / self.steps, 0.0), 1.0) if self.steps else 1.0
+        return self.value(min(max(t / self.steps, 0.0), 1.0) if self.steps else 1.0, integer)
+
+    def value(self, p: float, integer: bool) -> float | int:
+        """The value at ramp progress ``p`` in [0, 1]."""
         r = p if self.shape == "linear" else 0.5 * (1.0 - math.cos(math.pi * p))
         value = self.start + (self.end - self.start) * r
         return math.floor(value + 1e-9) if integer else value
@@ -101,12 +105,50 @@ class Scheduled(Strategy):
     warmup_key: str = "warmup_steps"  # the key the warm-up was given under (its steps may come from epochs)
 
     def __post_init__(self) -> None:
-        for name, ramp in self.ramps.items():  # every reachable value is one the strategy accepts
-            for value in (ramp.start, ramp.end):
-                try:
-                    dataclasses.replace(self.final, **{name: value})
-                except StrategyArgumentError as e:
-                    raise StrategyArgumentError(name, f"ramp {e.message}") from None
+        for values in self.corners():  # every corner of the ramps is a strategy the final one accepts
+            self._check(values, "")
+
+    def _value(self, argument: str, ramp: Ramp, end: bool) -> float | int:
+        """``argument``'s value at the ramp's start or end, as the run takes it (an integer floored)."""
+        return ramp.value(1.0 if end else 0.0, isinstance(getattr(self.final, argument), int))
+
+    def corners(self) -> list[dict[str, float | int]]:
+        """The ramped arguments' values at every corner of the ramps (each argument at its start or its
+        end, as the run takes it): a linear or cosine ramp moves monotonically from start to end, so every
+        value the run takes lies between a corner's; what grows with an argument (the negatives it needs,
+        what it excludes) is largest at one of them. ``[{}]`` without ramps."""
+        ends = [[(k, self._value(k, r, False)), (k, self._value(k, r, True))] for k, r in self.ramps.items()]
+        return [dict(c) for c in itertools.product(*ends)]
+
+    def reachable(self) -> list[Strategy]:
+        """The strategy at each of :meth:`corners` (``final`` among them)."""
+        return [dataclasses.replace(self.final, **v) if v else self.final for v in self.corners()]
+
+    def _check(self, values: dict[str, float | int], when: str) -> None:
+        """Refuse arguments ``values`` the strategy does not accept, naming a ramped argument."""
+        try:
+            dataclasses.replace(self.final, **values)
+        except StrategyArgumentError as e:
+            name = e.argument if e.argument in self.ramps else next(iter(self.ramps))
+            shown = ", ".join(f"{k}={v}" for k, v in values.items())
+            also = f" ({shown}{when})" if len(values) > 1 or when else ""
+            raise StrategyArgumentError(name, f"ramp {e.message}{also}") from None
+
+    def check_steps(self, total_steps: int) -> None:
+        """Every value the ramps take in a run of ``total_steps`` optimizer steps (its epochs resolved by
+        :meth:`in_steps`), step by step, is one the strategy accepts (its own checks need not be an interval:
+        each distinct set of values is built once); else a StrategyArgumentError naming the argument and the
+        step."""
+        if not self.ramps or self.warmup_epochs is not None:
+            return
+        last = min(total_steps, self.warmup_steps + max(r.steps or 0 for r in self.ramps.values()) + 1)
+        seen = set()
+        for step in range(self.warmup_steps, last):
+            values = {k: r.at(step - self.warmup_steps, isinstance(getattr(self.final, k), int))
+                      for k, r in self.ramps.items()}
+            if (key := tuple(values.values())) not in seen:
+                seen.add(key)
+                self._check(values, f" at step {step}")
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -129,15 +171,17 @@ class Scheduled(Strategy):
 
     @property
     def required_negatives(self) -> int:
-        return self.final.required_negatives
+        """The most any value of the run needs (:meth:`reachable`): a ramp from 64 hard negatives down to
+        8 needs 64 at its start."""
+        return max(s.required_negatives for s in self.reachable())
 
     @property
     def in_batch_only(self) -> str | None:
-        return self.final.in_batch_only
+        return next((a for a in (s.in_batch_only for s in self.reachable()) if a), None)
 
     @property
     def excludes_at_most(self) -> int:
-        return self.final.excludes_at_most
+        return max(s.excludes_at_most for s in self.reachable())
 
     def in_steps(self, steps_per_epoch: int) -> Scheduled:
         """Epochs resolved into optimizer steps, each ``round(epochs * steps_per_epoch)`` (a ramp >= 1)."""

@@ -114,9 +114,9 @@ class Task(ABC):
         >>> Shown.auto_bf16_for(cfg)
         False
         """
-        from hardmix.strategies.base import registry
+        from hardmix.strategies.base import lookup
 
-        shown = {cls_ for name, cls_ in registry().items() if name in cls.bf16_shown_for}
+        shown = {lookup(name) for name in cls.bf16_shown_for} - {None}  # a built-in name imports no plug-in
         strategies = list(cfg.loss.strategies)
         return bool(strategies) and all(type(s) in shown for s in strategies)
 

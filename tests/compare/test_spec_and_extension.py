@@ -640,3 +640,67 @@ def test_auto_precision_is_one_for_every_cell_of_a_task(text_spec, tmp_path, mon
             parsed, tmp_path / "out", check_data=False)
         assert len(cells) == 2 * len(strategies)
         assert {c.config["train"]["precision"] for c in cells} == {expected}, strategies
+
+
+# ------------------------------------------------------------------ the resolved cell, not the spec's text
+def test_a_key_a_cell_cannot_carry_in_the_task_s_config_file_is_refused_before_any_cell(text_spec, tmp_path,
+                                                                                          capsys):
+    """``train.stop_after_steps`` in a task's config file (not its ``set``) reached every cell: each
+    stopped short, was resumed and stopped again, and the comparison could never finish. The keys a cell may
+    not carry are checked on each cell's final config, at validation (``--print-commands`` too), in one line
+    naming the spec, the task, the strategy, the key and the config file."""
+    config = yaml.safe_load((tmp_path / "text.yaml").read_text())
+    config["train"]["stop_after_steps"] = 2
+    (tmp_path / "text.yaml").write_text(yaml.safe_dump(config))
+    path = _write(tmp_path, text_spec)
+    for extra in (["--print-commands"], []):
+        assert cli(["compare", str(path), "--output", str(tmp_path / "out"), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+        for part in (str(path), "tasks.text with strategy none", "train.stop_after_steps: 2",
+                     f"in the task's config file {tmp_path / 'text.yaml'}", "not a key a comparison can set"):
+            assert part in err, (part, err)
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["strategy_args", "strategy_args by its label", "tune grid"])
+def test_an_entry_cannot_change_which_strategy_a_label_names(text_spec, tmp_path, where, capsys):
+    """``strategy_args: {none: {name: mixcse}}`` or a grid key ``none.name`` changed the strategy of the
+    cells labelled ``none``: they trained MixCSE, reported (and paired) as the baseline. Refused at
+    validation, naming the key; the final config's strategies are checked against the label's as well."""
+    spec = copy.deepcopy(text_spec)
+    spec["strategies"]["mixcse"] = [{"name": "mixcse"}]
+    spec["strategies"]["alias"] = [{"name": "none"}]
+    if where == "strategy_args":
+        spec["tasks"]["text"]["strategy_args"] = {"none": {"name": "mixcse"}}
+        named = r"tasks\.text\.strategy_args\.none\.name"
+    elif where == "strategy_args by its label":
+        spec["tasks"]["text"]["strategy_args"] = {"alias": {"name": "mixcse"}}
+        named = r"tasks\.text\.strategy_args\.alias\.name"
+    else:
+        grid = {"none": {"none.name": ["mixcse"]}, "mixcse": {}, "alias": {}}
+        spec["tune"] = {"seeds": [101], "grid": grid, "equal_budget": False}
+        named = r"tune\.grid\.none\.none\.name"
+    with pytest.raises(ConfigError, match=rf"^{named}: an entry's arguments cannot change which strategy"):
+        parse_spec(spec)
+    assert cli(["compare", str(_write(tmp_path, spec)), "--output", str(tmp_path / "out"),
+                "--print-commands"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_final_config_of_every_cell_is_checked_whatever_made_it(text_spec, tmp_path):
+    """The check is on the cell's final config, not on what the parser saw: a spec changed after parsing (a
+    strategy's arguments that rename it, a tuning point that sets a key a cell cannot carry) is refused by
+    :func:`build_grid` and :func:`tuning_cells` alike, naming the cell."""
+    spec = parse_spec(text_spec)
+    spec.tasks["text"].strategy_args = {"none": {"name": "mixcse"}}
+    with pytest.raises(ConfigError, match=r"^tasks\.text with strategy none: loss\.strategies: mixcse, not "
+                                          r"the strategies its label names \(none\)"):
+        build_grid(spec, tmp_path / "out")
+    spec = parse_spec({**text_spec, "tune": {"seeds": [101], "grid": {"none": {"train.lr": [1e-3]}}}})
+    spec.tune.grid["none"] = {"train.stop_after_steps": [1]}
+    with pytest.raises(ConfigError, match=r"^tasks\.text with strategy none at tune point .*: "
+                                          r"train\.stop_after_steps: 1 given by tune\.grid\.none "
+                                          r"\(train\.stop_after_steps=1\): not a key a comparison can set"):
+        tuning_cells(spec, tmp_path / "out", check_data=False)

@@ -1048,6 +1048,131 @@ def _assert_equal(a: Any, b: Any) -> None:
     assert a == b, f"{a!r} != {b!r}"
 
 
+# ------------------------------------------------- plug-ins behind a wall; the resolved cell (issue 55)
+def plugin(ctx: Ctx, module: str, source: str, entry: str, target: str = "Plugin") -> None:
+    """``module`` (``source``) of an installed distribution ``case-plugins`` that names ``module:target``
+    under the entry-point group as ``entry``; the strategy registry as this case's copy, plug-ins not
+    loaded yet."""
+    import textwrap
+
+    from hardmix.strategies import base
+
+    site = ctx.tmp / "site"
+    info = site / "case_plugins-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: case-plugins\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[hardmix.strategies]\n{entry} = {module}:{target}\n")
+    ctx.mp.syspath_prepend(str(site))
+    ctx.mp.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    ctx.mp.setattr(base, "_BROKEN", {})
+    ctx.mp.setattr(base, "_ENTRY_POINTS_LOADED", False)
+
+
+def plugin_strategy(name: str, extra_logits: str) -> str:
+    """A plug-in module whose strategy ``name`` returns ``extra_logits`` (an expression of ``ctx``)."""
+    return f"""
+        import dataclasses, math, torch
+        from hardmix.strategies.base import Strategy
+
+        @dataclasses.dataclass(frozen=True)
+        class Plugin(Strategy):
+            \"\"\"A hostile plug-in.\"\"\"
+            name = {name!r}
+            def extra_logits(self, ctx):
+                return {extra_logits}
+    """
+
+
+IMPOSTOR = """
+    import dataclasses, pathlib, torch
+    from hardmix.strategies.base import Strategy, register_strategy
+
+    pathlib.Path(__file__).with_name("imported").write_text("imported")
+
+    @dataclasses.dataclass(frozen=True)
+    class Plugin(Strategy):
+        \"\"\"Copies MixCSE's module and class names, and registers itself as mixcse.\"\"\"
+        name = "mixcse"
+        def extra_logits(self, ctx):
+            return torch.full((ctx.logits.shape[0], 4), 3.0 / ctx.temperature), {}
+
+    Plugin.__module__ = "hardmix.strategies.mixcse"
+    Plugin.__qualname__ = Plugin.__name__ = "MixCSE"
+    register_strategy(Plugin)
+"""
+
+
+def trained_the_built_in_mixcse(ctx: Ctx, err: str) -> None:
+    """One step trained with MixCSE's own statistics, the plug-in never imported."""
+    finished_one_step(ctx, err)
+    assert not (ctx.tmp / "site" / "imported").exists(), "the plug-in was imported"
+    rows = [json.loads(line) for line in read_lines(ctx.tmp / "run" / "metrics.jsonl")]
+    assert any("mixcse/synthetic_sim" in r for r in rows), rows
+
+
+def renaming_spec(ctx: Ctx, where: str) -> list[str]:
+    spec = good_spec(ctx)
+    if where == "strategy_args":
+        spec["tasks"]["text"]["strategy_args"] = {"none": {"name": "mixcse"}}
+    else:
+        spec["tune"] = {"seeds": [101], "grid": {"none": {"none.name": ["mixcse"]}, "mixcse": {}},
+                        "equal_budget": False}
+    return compare_spec(ctx, spec)
+
+
+CASES += [
+    Case("plugin-copies-builtin-names", "train text",
+         "`loss.strategies: [mixcse]` with a plug-in installed that copies MixCSE's module and class names "
+         "and registers itself as `mixcse` (it replaced the built-in: loss 59.3 for 6.44)",
+         lambda c: (plugin(c, "case_impostor", IMPOSTOR, "helper"),
+                    train_text(c, text_config(c, loss={"strategies": ["mixcse"]})))[1],
+         ("accepted: trains the built-in MixCSE; the plug-in is not even imported",), accepted=True,
+         check=trained_the_built_in_mixcse),
+    Case("plugin-writes-into-the-context", "train text",
+         "a plug-in strategy that scales the core's logits in place before returning its column (a wrong "
+         "loss, trained silently)",
+         lambda c: (plugin(c, "case_meddler", plugin_strategy(
+             "meddler", "(ctx.logits.mul_(0.5), ctx.logits[:, :1].detach().clone(), {})[1:]"), "meddler"),
+                    train_text(c, text_config(c, loss={"strategies": ["meddler"]})))[1],
+         ("strategy 'meddler': extra_logits wrote into the context's logits in place",)),
+    Case("plugin-integer-logits", "train text", "a plug-in strategy whose extra logits are integers",
+         lambda c: (plugin(c, "case_ints", plugin_strategy(
+             "int_logits", "torch.full((ctx.logits.shape[0], 2), 50), {}"), "int_logits"),
+                    train_text(c, text_config(c, loss={"strategies": ["int_logits"]})))[1],
+         ("strategy 'int_logits': extra_logits", "dtype torch.int64", "a floating dtype")),
+    Case("plugin-vector-statistic", "train text",
+         "a plug-in strategy whose statistic is a vector (a traceback when the step was logged)",
+         lambda c: (plugin(c, "case_vector_stat", plugin_strategy(
+             "vector_stat", "ctx.logits[:, :1].detach().clone(), {'sim': ctx.logits[:, 0].detach()}"),
+                           "vector_stat"),
+                    train_text(c, text_config(c, loss={"strategies": ["vector_stat"]})))[1],
+         ("strategy 'vector_stat': extra_logits: statistic 'sim' is a tensor of shape (16,)",
+          "expected a real scalar")),
+    Case("ramp-start-beyond-the-batch", "train text",
+         "MoCHi's `n_hard` ramping from 64 down to 4 on a batch of 16 (refused at step 0, mid-run)",
+         lambda c: train_text(c, text_config(c, loss={"strategies": [
+             {"name": "mochi", "n_hard": {"start": 64, "end": 4, "steps": 10}, "n_pair": 4, "n_query": 2}]})),
+         ("loss.strategies[0].n_hard", "64 negatives needed per anchor")),
+    Case("compare-stop-after-in-config-file", "compare",
+         "`train.stop_after_steps: 1` in a task's config file, not its `set` (every cell stopped short: the "
+         "comparison could never finish)",
+         lambda c: compare_spec(c, good_spec(c) | {"tasks": {"text": {"config": str(config_file(
+             c, text_config(c, eval={"at_end": True}, train={"max_steps": 2, "stop_after_steps": 1}),
+             "stopping.yaml")), "score": "stsb_dev", "allow_selection_score": True}}}),
+         ("{spec}", "tasks.text with strategy", "train.stop_after_steps: 1",
+          "in the task's config file {stopping}", "not a key a comparison can set")),
+    Case("compare-strategy-args-rename", "compare",
+         "`strategy_args: {none: {name: mixcse}}` (the cells labelled `none` trained MixCSE)",
+         lambda c: renaming_spec(c, "strategy_args"),
+         ("tasks.text.strategy_args.none.name", "cannot change which strategy a label names")),
+    Case("compare-grid-key-rename", "compare",
+         "a tuning grid key `none.name: [mixcse]` (the tuning cells labelled `none` trained MixCSE)",
+         lambda c: renaming_spec(c, "grid"),
+         ("tune.grid.none.none.name", "cannot change which strategy a label names")),
+]
+
+
 # -------------------------------------------------------------------------------------------- the doc
 HEADER = """# Reliability: what bad input gets
 
@@ -1160,28 +1285,48 @@ INVARIANTS = (
     Invariant("A comparison always finishes: a cell or tuning point that fails, diverges or scores NaN is a "
               "recorded result with its reason; tuning chooses among the other points; `--resume` does not "
               "retry a recorded failure (`--retry-failed` does); keys that cannot belong in a cell are "
-              "refused at validation; killing `hardmix compare` leaves no training process behind.",
+              "refused at validation, on each cell's final config (its task's config file, `set`, "
+              "`strategy_set`, `strategy_args` and tuning point merged), and no entry changes which strategy "
+              "a label names; killing `hardmix compare` leaves no training process behind.",
               ("hardmix.compare.grid:Cell.record_failure", "hardmix.compare.tuning:tuning_table",
-               "hardmix.compare.spec:check_cell_key"),
+               "hardmix.compare.spec:check_cell_key", "hardmix.compare.spec:check_cell_config",
+               "hardmix.compare.spec:check_entry_arguments"),
               "`hardmix compare` (local jobs and `--launcher slurm`), `--status`, `--report-only`",
               (_INV + "test_tuning_chooses_among_the_points_that_scored_and_says_when_none_did",
                "tests/compare/test_spec_and_extension.py::"
                "test_a_diverging_tuning_point_is_a_recorded_result_and_the_comparison_finishes",
                "tests/compare/test_spec_and_extension.py::"
-               "test_killing_the_comparison_leaves_no_training_process_behind")),
-    Invariant("Plug-ins are contained: a built-in strategy cannot be replaced; a plug-in that fails to "
-              "import, is not a strategy or names a taken strategy affects only its own name (one warning, "
-              "listed as broken); a strategy's logits are checked for shape and finiteness where they enter "
-              "the loss, naming the strategy.",
-              ("hardmix.strategies.base:_load_entry_points", "hardmix.losses.composition:_check_shape",
-               "hardmix.losses.composition:_check_finite"),
+               "test_killing_the_comparison_leaves_no_training_process_behind",
+               "tests/compare/test_spec_and_extension.py::"
+               "test_the_final_config_of_every_cell_is_checked_whatever_made_it")),
+    Invariant("Plug-ins are contained: a built-in strategy cannot be replaced (the built-ins are known by "
+              "identity, captured when hardmix registers them, never by the names a class reports); a "
+              "plug-in is imported only when a name that is not built in is looked up; a plug-in that fails "
+              "to import, is not a strategy or names a taken strategy affects only its own name (one warning "
+              "naming its entry point, listed as broken); every output a strategy hands the loss "
+              "(exclusions, weights, extra logits, estimates, statistics) is checked for shape, dtype, "
+              "device and finiteness where it enters the loss, naming the strategy; a strategy that writes "
+              "into what the core or another strategy computed is refused; a ramp's every value is checked "
+              "against the setup before the first step; two entries of one name keep their own statistics.",
+              ("hardmix.strategies.base:strategy_classes", "hardmix.strategies.base:_load_entry_points",
+               "hardmix.losses.composition:_checked", "hardmix.losses.composition:_called",
+               "hardmix.losses.composition:_check_finite",
+               "hardmix.strategies.schedule:Scheduled.check_steps"),
               "every strategy lookup (training, comparisons, `hardmix strategies`, `hardmix.losses`), every "
               "loss computation",
               (_INV + "test_any_set_of_plug_ins_leaves_the_built_ins_and_every_other_name_as_they_were",
                "tests/core/test_registry.py::"
                "test_a_plug_in_cannot_replace_a_built_in_and_a_broken_one_affects_only_its_name",
                "tests/core/test_registry.py::"
-               "test_a_strategy_s_faulty_logits_are_stopped_where_they_enter_the_loss_naming_it")),
+               "test_a_strategy_s_faulty_logits_are_stopped_where_they_enter_the_loss_naming_it",
+               "tests/core/test_plugin_wall.py::test_a_plug_in_copying_mixcse_s_names_cannot_replace_it",
+               "tests/core/test_plugin_wall.py::test_building_built_in_strategies_imports_no_plug_in",
+               "tests/core/test_plugin_wall.py::"
+               "test_every_output_a_strategy_hands_the_loss_is_checked_naming_it",
+               "tests/core/test_plugin_wall.py::"
+               "test_a_strategy_that_writes_into_what_the_core_computed_is_refused",
+               "tests/core/test_plugin_wall.py::"
+               "test_every_value_a_ramp_takes_during_the_run_is_checked_before_the_first_step")),
     Invariant("Downloads are verified, or not used: a file is placed only once its published or pinned "
               "checksum (else its first download's recorded SHA-256) verifies; kept partial bytes are used "
               "only when the whole file then verifies, else the file is fetched again; an unverified source "

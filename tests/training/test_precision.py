@@ -102,7 +102,7 @@ def _recorded(monkeypatch, mode: str, spec: dict, z1, z2, queue, autocast: bool)
     seen: list[torch.Tensor] = []
     real = contrastive.composed_direction
 
-    def recording(ctx, strategies):
+    def recording(ctx, strategies, *labels):
         for s in strategies:
             hooked = _with_generator(ctx, torch.Generator().manual_seed(7))
             for hook in (s.reweight, s.extra_logits):
@@ -112,7 +112,7 @@ def _recorded(monkeypatch, mode: str, spec: dict, z1, z2, queue, autocast: bool)
             if (out := s.estimator(ctx, ctx.positive_logits, negatives)) is not None:
                 seen.append(out[0].detach())
         seen.append(ctx.logits.detach())
-        return real(ctx, strategies)
+        return real(ctx, strategies, *labels)
 
     monkeypatch.setattr(contrastive, "composed_direction", recording)
     loss_fn = ContrastiveLoss(TAU, [spec])
