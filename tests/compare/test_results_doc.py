@@ -21,7 +21,7 @@ from tests.compare.markdown_tables import holm, parse_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_FULL = ROOT / "benchmarks/results/compare_cpu_full"
-COMMITTED = ("cpu_full", "strategies", "premise", "precision")
+COMMITTED = ("cpu_full", "strategies", "premise", "precision", "peak_fair")
 BLOCK = re.compile(
     r"<!-- hardmix compare: (?P<path>\S+) -->\n(?P<body>.*?)<!-- end of hardmix compare -->", re.S
 )
@@ -391,6 +391,7 @@ def _check_section(folder: Path, title: str, diagnostics: bool = True) -> tuple[
         assert [list(r.values()) for r in table["rows"]] == rows, task
     block = BLOCK.search(raw)["body"]
     prose = [x for x in raw.replace(block, "").splitlines() if not x.startswith("|")]
+    # a setting of the runs: the spec's (strategies' arguments, grids) and the baseline's config
     number = re.compile(r"\d+\.\d+")
     known = set(number.findall(block)) | {v.lstrip("+-") for tb in tables for r in tb["rows"]
                                            for v in r.values()}
@@ -401,9 +402,79 @@ def _check_section(folder: Path, title: str, diagnostics: bool = True) -> tuple[
                   for k in ("p_holm", "p_exact_holm")}
         baseline_config = folder / "runs" / task / summary["baseline"] / "seed1/config.yaml"
         known |= set(number.findall(baseline_config.read_text()))
+        for x in _contrasts(summary, task).values():
+            known |= {f"{abs(x[k]):.2f}" for k in ("mean", "lo", "hi")}
+            known |= {_p(x[k]).lstrip("<") for k in ("p_holm", "p_exact_holm")}
+    known |= set(number.findall((folder / "spec.yaml").read_text()))
     unknown = [n for n in number.findall(" ".join(prose)) if n not in known]
     assert not unknown, unknown
     return summary, section
+
+
+def _contrasts(summary: dict, task: str) -> dict[str, dict]:
+    """Each contrast of a task (a strategy against its control), recomputed from the per-seed scores:
+    the paired t-test, Holm over the contrasts, the exact sign-flip test likewise."""
+    out = {}
+    per = summary["tasks"][task]["strategies"]
+    pairs = summary["tasks"][task].get("contrasts") or {}
+    for label, c in pairs.items():
+        a, b = per[c["strategy"]]["seeds"], per[c["control"]]["seeds"]
+        d = np.array([a[k] - b[k] for k in a if k in b])
+        half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+        out[label] = {"mean": d.mean(), "lo": d.mean() - half, "hi": d.mean() + half,
+                      "p": stats.ttest_1samp(d, 0.0).pvalue, "p_exact": _sign_flip(d)}
+    for key, holm_key in (("p", "p_holm"), ("p_exact", "p_exact_holm")):
+        for label, p in zip(out, holm([out[k][key] for k in out]), strict=True):
+            out[label][holm_key] = p
+    return out
+
+
+def test_the_peak_fair_comparison_resolves_the_text_peak_and_its_controls():
+    """compare_peak_fair: every strategy, the baseline included, tuned over train.lr and its own knob with
+    grids of equal size; 10 evaluation seeds; the controls beside MixCSE and MoCHi; every evaluation cell
+    selected an interior step except the one the section names and explains (its log starts at its resume);
+    its section passes ``_check_section``; the contrasts it quotes are recomputed from the per-seed scores."""
+    folder = ROOT / "benchmarks/results/compare_peak_fair"
+    summary, section = _check_section(folder, "Sentences at their best", diagnostics=False)
+    spec = summary["spec"]
+    grids = spec["tune"]["grid"]
+    assert set(grids) == {"none", "mixcse", "mixcse_lam0", "mochi", "hard_copies"} == set(spec["strategies"])
+    assert all("train.lr" in g for g in grids.values())
+    assert len({np.prod([len(v) for v in g.values()]) for g in grids.values()}) == 1
+    assert spec["contrasts"] == {"mixcse": "mixcse_lam0", "mochi": "hard_copies"}
+    lowest = min(grids["none"]["train.lr"])
+    assert {r["best"]["train.lr"] for r in summary["tuning"]["text"].values()} == {lowest}
+    text = summary["tasks"]["text"]
+    assert all(len(v["seeds"]) == 10 for v in text["strategies"].values())
+    edges = [c for c in summary["cell_records"] if c["best_step"] in (c["evaluations"][0]["step"],
+                                                                     c["evaluations"][-1]["step"])]
+    [edge] = edges
+    assert (edge["strategy"], edge["seed"]) == ("mixcse_lam0", 10) and edge["evaluations"][0]["step"] > 8
+    interior = sorted({c["best_step"] for c in summary["cell_records"] if c is not edge})
+    assert (f"{len(summary['cell_records']) - 1} of the {len(summary['cell_records'])} evaluation cells "
+            f"selected an interior step ({interior[0]} to {interior[-1]})") in section
+    assert f"was resumed at step {edge['evaluations'][0]['step']}" in section
+    scores = [e["stsb_dev"] for e in edge["evaluations"]]
+    assert scores[0] == max(scores) and scores == sorted(scores, reverse=True)
+    for label, x in _contrasts(summary, "text").items():
+        c = text["contrasts"][label]
+        assert c["mean"] == pytest.approx(x["mean"]) and c["p_holm"] == pytest.approx(x["p_holm"])
+        assert c["p_exact_holm"] == pytest.approx(x["p_exact_holm"])
+        strategy, control = label.split(" - ")
+        shown = {"mixcse": "MixCSE", "mochi": "MoCHi", "mixcse_lam0": "MixCSE at lam 0.02",
+                 "hard_copies": "`hard_copies`"}
+        assert (f"{shown[strategy]} - {shown[control]} {x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] "
+                f"(p_holm {_p(x['p_holm'])}, exact {_p(x['p_exact_holm'])})") in section, label
+    # the README's headline: both strategies against SimCSE, the controls, what mixing adds
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    paired = _paired(summary, "text")
+    for s in ("mixcse", "mochi"):
+        assert short_quote(paired[s]) in readme, s
+    lam0, copies = paired["mixcse_lam0"]["mean"], paired["hard_copies"]["mean"]
+    assert f"(MixCSE at lam 0.02 {lam0:+.2f}, `hard_copies` {copies:+.2f} over SimCSE)" in readme
+    (a, b) = _contrasts(summary, "text").values()
+    assert (f"mixing adds {a['mean']:+.2f} and {b['mean']:+.2f} (exact p_holm {_p(a['p_exact_holm'])} "
+            "each)") in readme and _p(a["p_exact_holm"]) == _p(b["p_exact_holm"])
 
 
 def test_the_cpu_full_comparison_and_what_the_docs_say_of_it():
@@ -412,7 +483,15 @@ def test_the_cpu_full_comparison_and_what_the_docs_say_of_it():
     the same cells) and the papers table's hardmix numbers are recomputed from the per-seed scores. Its
     diagnostics are printed once, in compare_strategies' tables, whose rows of these strategies are these
     cells (checked there)."""
-    summary, _ = _check_section(CPU_FULL, "The CPU comparison across modalities", diagnostics=False)
+    summary = json.loads((CPU_FULL / "summary.json").read_text())
+    assert summary["finished"] == summary["cells"]
+    section = " ".join((ROOT / "docs/results.md").read_text().split(
+        "## The CPU comparison across modalities")[1].split("\n## ")[0].split())
+    text = [c for c in summary["cell_records"] if c["task"] == "text"]
+    tuning = list(CPU_FULL.glob("tune/text/*/*/*/results.json"))
+    assert {(c["best_step"], c["evaluations"][0]["step"]) for c in text} == {(20, 20)}
+    n_text = len(text) + len(tuning)
+    assert f"Every one of its {n_text} text runs selected its model at step 20 of 100" in section
     seeds = {"text": 10, "vision": 5}
     for task, n in seeds.items():
         assert all(len(v["seeds"]) == n for v in summary["tasks"][task]["strategies"].values()), task
