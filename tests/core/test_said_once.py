@@ -18,8 +18,8 @@ ONCE = {
     "cell_log": "hardmix/compare/grid.py",
     "process_alive": "hardmix/training/run_folder.py",
     "lock_holder": "hardmix/training/run_folder.py",
-    "offline": "hardmix/datasets/download.py",
-    "OFFLINE_ENV": "hardmix/datasets/download.py",
+    "offline": "hardmix/utils/offline.py",
+    "OFFLINE_ENV": "hardmix/utils/offline.py",
 }
 #: Former copies, gone for the one above (``strategy_class``: for ``build.py``'s lookup, ``_build``).
 GONE = ("_alive", "RUN_OWN_FILES", "CHECKPOINT_NAME", "strategy_class")
