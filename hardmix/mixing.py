@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError
+from hardmix.errors import StrategyArgumentError, check_int, check_number
 
 #: The logit of an excluded column (a masked negative, a queue slot not filled): the one spelling of it
 #: that the shared math, the strategies and the loss use.
@@ -142,6 +142,28 @@ def check_enough_negatives(n_hard: int, available: int, mode: str | None = None)
         raise StrategyArgumentError(
             "n_hard", f"{n_hard} hardest negatives requested but only {available} are available{where}"
         )
+
+
+def check_draw_counts(n_hard: int, n_pair: int, n_query: int, beta_max: float) -> float:
+    """The counts of draws among each query's N hardest negatives (MoCHi's mixtures, ``hard_copies``'
+    copies): N >= 1, s and s' >= 0, s distinct pairs among N, and the query's weight bound in (0, 0.5];
+    returns the bound as a float, else a StrategyArgumentError naming the argument.
+
+    >>> check_draw_counts(4, 6, 2, 0.5)
+    0.5
+    >>> check_draw_counts(4, 7, 2, 0.5)
+    Traceback (most recent call last):
+    ...
+    hardmix.errors.StrategyArgumentError: n_pair: 7 mixtures of distinct pairs need as many pairs among ...
+    """
+    check_int("n_hard", n_hard, 1)
+    check_int("n_pair", n_pair)
+    check_int("n_query", n_query)
+    pairs = n_hard * (n_hard - 1) // 2
+    if n_pair > pairs:
+        raise StrategyArgumentError("n_pair", f"{n_pair} mixtures of distinct pairs need as many pairs among "
+                                              f"n_hard={n_hard} ({pairs} exist)")
+    return check_number("beta_max", beta_max, 0.0, 0.5, "(]")
 
 
 def sample_distinct_pairs(

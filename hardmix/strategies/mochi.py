@@ -39,8 +39,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError, check_int, check_number
 from hardmix.mixing import (
+    check_draw_counts,
     check_enough_negatives,
     hardest,
     mix_normalize,
@@ -211,14 +211,7 @@ class MoCHi(Strategy):
     beta_max: float = arg(0.5, "query weight beta ~ U(0, beta_max), beta_max <= 0.5 (paper: 0.5)")
 
     def __post_init__(self) -> None:
-        check_int("n_hard", self.n_hard, 1)
-        check_int("n_pair", self.n_pair)
-        check_int("n_query", self.n_query)
-        pairs = self.n_hard * (self.n_hard - 1) // 2
-        if self.n_pair > pairs:
-            raise StrategyArgumentError("n_pair", f"{self.n_pair} mixtures of distinct pairs need as many "
-                                                  f"pairs among n_hard={self.n_hard} ({pairs} exist)")
-        set_field(self, "beta_max", check_number("beta_max", self.beta_max, 0.0, 0.5, "(]"))
+        set_field(self, "beta_max", check_draw_counts(self.n_hard, self.n_pair, self.n_query, self.beta_max))
 
     @property
     def required_negatives(self) -> int:
