@@ -25,7 +25,7 @@ from hardmix.losses.composition import composed_direction
 from hardmix.losses.info_nce import check_temperature, cosine_logits, paired_logits
 from hardmix.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews
-from hardmix.strategies.build import build_strategies, check_composition
+from hardmix.strategies.build import BuiltStrategies, build_strategies, check_composition
 from hardmix.strategies.schedule import Scheduled
 
 
@@ -128,8 +128,10 @@ class ContrastiveLoss(nn.Module):
         self.temperature = float(temperature)
         if strategies is None or strategies == []:
             given: list[Strategy] = []
+        elif isinstance(strategies, BuiltStrategies):
+            given = list(strategies)  # a config's list, built and checked once: taken as it is
         elif isinstance(strategies, (list, tuple)) and all(isinstance(s, Strategy) for s in strategies):
-            given = list(strategies)  # built (a config's list, as its section built it): taken as it is
+            given = list(strategies)  # made by hand: checked to compose, as build_strategies would
             try:
                 check_composition(given)  # cheap; a list made by hand has met no build_strategies
             except StrategyArgumentError as e:

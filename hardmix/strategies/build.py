@@ -66,14 +66,21 @@ def strategy_entries(spec: Any, key: str = "loss.strategies") -> list[dict[str, 
     return out
 
 
+class BuiltStrategies(list):
+    """A list :func:`build_strategies` built and checked to compose: handed down as it is (a config's
+    section, the loss) and never checked again."""
+
+
 def build_strategies(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
     """Every strategy of ``spec`` built (``none`` included; a strategy built already passes through), and
-    checked to compose (:func:`check_composition`).
+    checked to compose (:func:`check_composition`), as a :class:`BuiltStrategies`; one given as it is.
 
     Raises:
         ConfigError: ``<key>[i].<argument>: <message>`` for a bad name or argument, ``<key>: <message>``
             for strategies that do not compose.
     """
+    if isinstance(spec, BuiltStrategies):
+        return spec  # built and checked once
     classes, built = strategy_classes(), []
     for i, entry in enumerate(strategy_entries(spec, key)):
         if isinstance(entry, Strategy):
@@ -90,7 +97,7 @@ def build_strategies(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
         check_composition(built)
     except StrategyArgumentError as e:
         raise ConfigError(f"{key}: {e.message}") from None
-    return built
+    return BuiltStrategies(built)
 
 
 def _build(entry: dict[str, Any], classes: dict[str, type[Strategy]]) -> Strategy:
@@ -169,4 +176,4 @@ def check_setup(strategies: Sequence[Strategy], negatives: int, where: str, key:
                               f"needed per anchor{also}; the setup gives only {gives}")
 
 
-__all__ = ["build_strategies", "check_composition", "check_setup", "strategy_entries"]
+__all__ = ["BuiltStrategies", "build_strategies", "check_composition", "check_setup", "strategy_entries"]
