@@ -1180,6 +1180,9 @@ Generated from `tests/reliability/cases.py` (the invariants below and the case t
 suite) by `python -m tests.reliability.cases`; `tests/reliability/test_doc.py` fails when this file differs
 from it, when a function named here does not exist, or when a test named here is not in its file. Do not edit
 by hand.
+
+Held-out hostile rounds, tried from the command line and kept apart from this table: [Hostile round,
+2026-12-05 (held out)](hostile_round_2026-12-05.md).
 """
 
 CASES_INTRO = """## The cases
