@@ -344,8 +344,8 @@ def _load_entry_points() -> None:
             loaded = ep.load()
         except BuiltinNameError as e:
             why = f"{dist}: {ep.value}: {e}"
-        except Exception as e:  # noqa: BLE001 - any error of a plug-in's import is contained
-            why = f"{dist}: {ep.value} failed to import ({type(e).__name__}: {e})"
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - any error of a plug-in's import is contained,
+            why = f"{dist}: {ep.value} failed to import ({type(e).__name__}: {e})"  # its exit() too
         else:
             why = _why_left_out(loaded, dist, ep.value)
         taken = _builtins_held()

@@ -225,9 +225,11 @@ def test_a_plug_in_cannot_replace_a_built_in_and_a_broken_one_affects_only_its_n
     info.mkdir(parents=True)
     (site / "evil_plugin.py").write_text(HIJACK)
     (site / "broken_plugin.py").write_text("import a_module_that_does_not_exist\n")
+    (site / "exiting_plugin.py").write_text("raise SystemExit(3)\n")  # hostile round: it ended hardmix
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil-plugin\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[hardmix.strategies]\nmixcse = evil_plugin:MixCSE\nbroken = broken_plugin:Thing\n")
+        "[hardmix.strategies]\nmixcse = evil_plugin:MixCSE\nbroken = broken_plugin:Thing\n"
+        "exiting = exiting_plugin:Thing\n")
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
     monkeypatch.setattr(base, "_BROKEN", {})
@@ -235,7 +237,9 @@ def test_a_plug_in_cannot_replace_a_built_in_and_a_broken_one_affects_only_its_n
     with pytest.warns(UserWarning) as caught:
         names = available_strategies()
     messages = [str(w.message) for w in caught]
-    assert len(messages) == 2
+    assert len(messages) == 3
+    assert any("'exiting' left out: evil-plugin: exiting_plugin:Thing failed to import (SystemExit: 3)" in m
+               for m in messages), messages
     assert any("'mixcse' left out: evil-plugin: evil_plugin:MixCSE names the strategy 'mixcse', a built-in "
                "of hardmix (hardmix.strategies.mixcse)" in m for m in messages), messages
     assert any("'broken' left out: evil-plugin: broken_plugin:Thing failed to import (ModuleNotFoundError"
