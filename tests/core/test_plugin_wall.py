@@ -1,4 +1,4 @@
-"""Plug-ins behind a wall (issue 55, item 3): the built-ins are known by identity, a plug-in is imported only
+"""Plug-ins behind a wall: the built-ins are known by identity, a plug-in is imported only
 for a name that is not built in, every output a strategy hands the core is checked where it enters the loss
 (naming the strategy), a strategy cannot write into what the core or another strategy computed, a ramp is
 checked at every value it takes, and two entries of one list never share their statistics.

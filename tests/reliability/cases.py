@@ -1048,7 +1048,7 @@ def _assert_equal(a: Any, b: Any) -> None:
     assert a == b, f"{a!r} != {b!r}"
 
 
-# ------------------------------------------------- plug-ins behind a wall; the resolved cell (issue 55)
+# ------------------------------------------------- plug-ins behind a wall; the resolved cell ---------
 def plugin(ctx: Ctx, module: str, source: str, entry: str, target: str = "Plugin") -> None:
     """``module`` (``source``) of an installed distribution ``case-plugins`` that names ``module:target``
     under the entry-point group as ``entry``; the strategy registry as this case's copy, plug-ins not

@@ -3,7 +3,7 @@
 # with /work/venv_56b): whole vision training runs of cpu_mochi_cifar10.yaml (2,000 images, 31 steps, MoCHi
 # (N, s, s') = (512, 512, 128) from the first step, or none), one thread, fp32, run from /tmp, interleaved
 # old/new (ABAB, the order flipped every round); then the loss alone (loss_ab.py), alternated.
-# The machine (2 cores) was shared with a running benchmark and other sessions: see result.json's load.
+# The machine (2 cores) was shared with a running benchmark and other jobs: see result.json's load.
 set -u
 export HARDMIX_DATA=/work/shared/data OMP_NUM_THREADS=1 PYTHONSAFEPATH=1
 HERE=$(cd "$(dirname "$0")" && pwd)
