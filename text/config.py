@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hardmix.errors import ConfigError
+from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.strategies.build import check_setup
 from hardmix.text.pooling import POOLINGS
 from hardmix.training.config import EvalSection as BaseEvalSection
@@ -92,7 +93,7 @@ class LossSection(BaseLossSection):
             negatives (one direction only); MoCHi then also mixes its hard negatives from the queue.
     """
 
-    temperature: float = field(default=0.05, metadata={"gt": 0.0})
+    temperature: float = field(default=0.05, metadata={"min": MIN_TEMPERATURE})
     both_directions: bool | None = None
 
 

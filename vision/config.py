@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hardmix.errors import ConfigError
+from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.strategies.build import check_setup
 from hardmix.strategies.spec_type import Strategies
 from hardmix.training.config import EvalSection as BaseEvalSection
@@ -186,7 +187,7 @@ class LossSection(BaseLossSection):
             queue larger than the dataset keeps earlier keys of it) is never a negative.
     """
 
-    temperature: float = field(default=0.2, metadata={"gt": 0.0})
+    temperature: float = field(default=0.2, metadata={"min": MIN_TEMPERATURE})
     strategies: Strategies = "none"
     queue_size: int = field(default=65536, metadata={"min": 1})
     two_queries: bool = False

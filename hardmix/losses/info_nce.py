@@ -14,18 +14,26 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
+#: The smallest temperature a loss accepts. The logits are cosines divided by tau, so 1 / tau bounds them
+#: and their gradients: at 1e-4 that is 1e4, inside float16's largest value (65504) with room for the sum of
+#: a softmax; a smaller tau overflows the half precisions first, then float32 (tau below about 3e-39 makes
+#: 1 / tau infinite), and trains on NaN. Published temperatures are far above it (SimCSE 0.05, MoCo-v2 0.2).
+MIN_TEMPERATURE = 1e-4
+
 
 def check_temperature(temperature: float) -> None:
-    """Raise a one-line ValueError naming ``temperature`` unless it is a positive number.
+    """Raise a one-line ValueError naming ``temperature`` unless it is a number of at least
+    :data:`MIN_TEMPERATURE`.
 
     Example:
         >>> check_temperature(0.0)
         Traceback (most recent call last):
         ...
-        ValueError: temperature: must be a positive number, got 0.0
+        ValueError: temperature: must be a number of at least 0.0001, got 0.0
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"temperature: must be a positive number, got {temperature!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not temperature >= MIN_TEMPERATURE:
+        raise ValueError(f"temperature: must be a number of at least {MIN_TEMPERATURE}, got {temperature!r}")
 
 
 def cosine_logits(anchors: Tensor, candidates: Tensor, temperature: float) -> Tensor:
@@ -68,4 +76,4 @@ def info_nce(logits: Tensor, targets: Tensor) -> Tensor:
     return F.cross_entropy(logits, targets)
 
 
-__all__ = ["check_temperature", "cosine_logits", "info_nce", "paired_logits"]
+__all__ = ["MIN_TEMPERATURE", "check_temperature", "cosine_logits", "info_nce", "paired_logits"]

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from hardmix.config import apply_overrides, build_config, load_yaml
 from hardmix.errors import ConfigError
+from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.old_keys import OLD_KEYS
 from hardmix.strategies.base import Strategy
 from hardmix.strategies.build import build_strategies
@@ -92,7 +93,7 @@ class LossSection:
         queue_size: K, the queue of detached keys that join the negatives (0: none).
     """
 
-    temperature: float = field(default=0.05, metadata={"gt": 0.0})
+    temperature: float = field(default=0.05, metadata={"min": MIN_TEMPERATURE})
     strategies: Strategies = field(default_factory=lambda: [{"name": "none"}])
     queue_size: int = field(default=0, metadata={"min": 0})
 

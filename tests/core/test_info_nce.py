@@ -204,10 +204,26 @@ def test_queue_under_bf16_autocast(strategies) -> None:
     assert F.cosine_similarity(a.grad.flatten(), c.grad.flatten(), dim=0) > 0.99
 
 
-@pytest.mark.parametrize("tau", [0, -0.1, True, "0.05", None])
+@pytest.mark.parametrize("tau", [0, -0.1, True, "0.05", None, 1e-300, 0.99e-4])
 def test_temperature_must_be_positive(tau) -> None:
     with pytest.raises(ValueError, match="temperature"):
         ContrastiveLoss(tau)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_the_smallest_temperature_keeps_loss_and_gradient_finite(dtype) -> None:
+    """At MIN_TEMPERATURE, aligned unit vectors give the largest logits 1 / tau: the loss and its gradient
+    stay finite in every precision; at tau 1e-300 (once accepted) float32 already divides to inf."""
+    from hardmix.losses.info_nce import MIN_TEMPERATURE
+
+    z = F.normalize(torch.randn(8, 16, generator=torch.Generator().manual_seed(0)), dim=1)
+    a = torch.cat([z[:1], z[:1], z[2:]]).to(dtype).requires_grad_(True)  # a repeated row: a tie at 1 / tau
+    logits = cosine_logits(a, z.to(dtype), MIN_TEMPERATURE)
+    loss = info_nce(logits.float(), torch.arange(8))
+    loss.backward()
+    assert torch.isfinite(logits).all() and torch.isfinite(loss) and torch.isfinite(a.grad).all()
+    assert not torch.isfinite(cosine_logits(z, z, 1e-300)).all()
+    ContrastiveLoss(MIN_TEMPERATURE)  # accepted
 
 
 def test_shape_errors() -> None:

@@ -21,6 +21,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "text"
     ({"train": {"lr": "fast"}}, "train.lr"),
     ({"train": {"epochs": 1.5}}, "train.epochs"),
     ({"loss": {"temperature": 0}}, "loss.temperature"),
+    ({"loss": {"temperature": 1.0e-300}}, "loss.temperature"),  # once trained on NaN, advising train.lr
     ({"loss": {"strategies": [{"name": "mixcse", "lam": 1.5}]}}, "loss.strategies[0].lam"),
     ({"loss": {"strategies": [{"name": "none"}, {"name": "mixcse", "lam": 0.0}]}}, "loss.strategies[1].lam"),
     ({"loss": {"strategies": [{"name": "mixup"}]}}, "loss.strategies[0].name"),
