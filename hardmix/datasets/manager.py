@@ -59,7 +59,9 @@ def fetch_source(
 ) -> tuple[Path, dict[str, object] | None]:
     """Download one source into the downloads folder, verified by its published checksum, else by the
     SHA-256 recorded at its first download; a source neither verifies is fetched whole in one transfer
-    (a partial file of it is never resumed), and only then is its SHA-256 recorded.
+    (a partial file of it is never resumed), and only then is its SHA-256 recorded. A file kept in the
+    downloads folder is used only when one of those checksums verifies it: a kept file that nothing can
+    verify (no checksum published, none recorded yet) is fetched again, and its SHA-256 recorded.
 
     Returns:
         (the file, the record to keep when this was the first download of a source without a published
@@ -70,13 +72,14 @@ def fetch_source(
     recorded = recorded_checksum(root, src.key)
     sha256 = src.sha256 or (recorded["sha256"] if recorded and not src.md5 else None)
     size = src.size if src.size is not None else (recorded["size"] if recorded else None)
-    if dest.is_file():  # kept from an earlier call
+    verified = bool(src.md5 or sha256)  # else only its length checks it: never used nor resumed from
+    if dest.is_file():  # kept from an earlier call (or placed there by hand)
         have = file_digest(dest)
-        if (src.md5 in (None, have.md5)) and (sha256 in (None, have.sha256)) and size in (None, have.size):
+        if verified and (src.md5 in (None, have.md5)) and (sha256 in (None, have.sha256)) \
+                and size in (None, have.size):
             return dest, None
         remove_written(dest, root)
     url = src.url_for(base_url)
-    verified = bool(src.md5 or sha256)  # else only its length checks it: never resumed from kept bytes
     digest = download_file(url, dest, md5=src.md5, sha256=sha256, size=size, progress=progress,
                            resume=verified, root=downloads_dir(root))
     if not src.md5 and not src.sha256 and recorded is None:

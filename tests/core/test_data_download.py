@@ -280,6 +280,31 @@ def test_imagenet100_class_list_downloads_and_a_wrong_file_is_never_placed(mirro
     assert read_class_list("images/imagenet100-classes.txt") == read_class_list(shared)
 
 
+def test_a_kept_file_nothing_verifies_is_fetched_again_and_recorded(mirror, tmp_path, monkeypatch):
+    """A file left in the downloads folder of a source without a published checksum, and none recorded
+    yet (a hand-placed copy, a download from another mirror), was once used as it stood and its checksum
+    never recorded. It is fetched again: the placed data is the mirror's, and its SHA-256 is recorded."""
+    from hardmix.datasets.records import downloads_dir, recorded_checksum
+    from hardmix.vision.data import read_class_list
+
+    shared = require_data_path("images", "imagenet100-classes.txt")
+    srv, folder = mirror
+    good = shared.read_bytes()
+    (folder / "imagenet100.txt").write_bytes(good)
+    root = tmp_path / "root"
+    kept = downloads_dir(root) / "imagenet100.txt"
+    kept.parent.mkdir(parents=True)
+    other = b"".join(reversed(good.splitlines(keepends=True)))  # 100 valid ids: the data check passes it
+    kept.write_bytes(other)
+    unpinned = _registry(**{"imagenet100.txt": {"sha256": None, "size": None}})
+    download(["imagenet100-classes"], root=root, base_url=srv.url, progress=False, sources=unpinned)
+    assert srv.state.requests == [("imagenet100.txt", None)]  # fetched whole, not taken from the folder
+    assert (root / "images" / "imagenet100-classes.txt").read_bytes() == good
+    assert recorded_checksum(root, "imagenet100.txt")["sha256"] == _sha256(good)
+    monkeypatch.setenv("HARDMIX_DATA", str(root))
+    assert read_class_list("images/imagenet100-classes.txt") == read_class_list(shared)
+
+
 def test_every_source_but_two_has_a_pinned_sha256():
     """Pinned where an independent record of the file exists; the two without one (no checksum published,
     no network here to record one) are verified by the SHA-256 recorded at their first download."""

@@ -551,7 +551,8 @@ CASES: list[Case] = [
          ("loss.temperature", "below the minimum 0.0001")),
     Case("config-temperature-underflow", "train text", "`--set loss.temperature=1.0e-300` (it trained, then "
          "stopped on a NaN loss advising a lower `train.lr`)",
-         lambda c: _text_set(c, "loss.temperature=1.0e-300"), ("loss.temperature", "below the minimum 0.0001")),
+         lambda c: _text_set(c, "loss.temperature=1.0e-300"),
+         ("loss.temperature", "below the minimum 0.0001")),
     Case("config-knn-k-above-bank", "train vision", "`eval.knn_k: 200` with `eval.knn_train_samples: 50` "
          "(it ran, every image of the bank voting: a score of another k)",
          lambda c: train_vision(c, vision_config(c, c.tmp, eval={"knn_k": 200, "knn_train_samples": 50})),
