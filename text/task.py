@@ -158,6 +158,10 @@ class TextTask(Task):
         _check_eval_data(cfg)
         self.loss_fn = build_loss(cfg.loss)
 
+    def input_folders(self) -> dict[str, Path]:
+        folders = {"model.name_or_path": Path(str(self.model_source)), "data.train_file": self.corpus_path}
+        return {key: path for key, path in folders.items() if path.is_dir()}
+
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
         backbone, tokenizer = load_backbone(self.model_source, cfg.model.dropout, self.local_only)

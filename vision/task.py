@@ -87,6 +87,13 @@ class VisionTask(Task):
                 for splits in (["train"], list(EVAL_SPLITS)):
                     split_folder(root, splits, key="eval.dataset")
 
+    def input_folders(self) -> dict[str, Path]:
+        cfg = self.cfg
+        folders = {"data.dataset": dataset_root(cfg.data.dataset)}
+        if cfg.eval.dataset:
+            folders["eval.dataset"] = dataset_root(cfg.eval.dataset, key="eval.dataset")
+        return folders
+
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
         self.data = build_train_data(cfg, rt.device, rt.rank, rt.world)

@@ -14,6 +14,7 @@ bit.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -208,6 +209,11 @@ class _Run:
                                  "first one, or never started); starting it from step 0")
         task = self.task = self.task_class(self.cfg, self.runtime)
         task.check()
+        for key, folder in task.input_folders().items():
+            if os.path.realpath(folder) == os.path.realpath(self.out):
+                raise RunFolderError(f"--output: {self.out} is the run's own {key} ({folder}); a run is "
+                                     "never written into what it reads: choose another --output (a new "
+                                     "folder inside it is fine)")
         lock = RunLock(self.out)
         with PreemptionSignals() as self.signals:  # from here on, a signal stops the run in a resumable state
             if self.runtime.main:

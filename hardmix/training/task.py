@@ -125,6 +125,11 @@ class Task(ABC):
     def check(self) -> None:  # noqa: B027 (optional hook)
         """Fail fast (missing files, models, evaluation data), before anything is built or written."""
 
+    def input_folders(self) -> dict[str, Path]:
+        """The folders the run reads (after :meth:`check`), by the config key naming each: the run's
+        ``--output`` may be none of them (a run written into its own model or image folder)."""
+        return {}
+
     @abstractmethod
     def build(self) -> None:
         """Build the model (on ``runtime.device``), the data and the loss; data errors are raised here."""

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import pickle
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -329,6 +330,22 @@ def previous_text_run(ctx: Ctx) -> Path:
     assert main(argv) != 1
     ctx.protect(ctx.tmp / "run")
     return ctx.tmp / "run"
+
+
+def _output_is_the_model(ctx: Ctx) -> list[str]:
+    model = ctx.tmp / "model"
+    shutil.copytree(ctx.fixture("tiny_bert_dir"), model)
+    ctx.protect(model)
+    ctx.vars.update(model=str(model), model_files=" ".join(sorted(p.name for p in model.iterdir())))
+    cfg = text_config(ctx, model={"name_or_path": str(model)})
+    return ["train", "text", str(config_file(ctx, cfg)), "--output", str(model)]
+
+
+def _output_is_the_images(ctx: Ctx) -> list[str]:
+    tree = image_tree(ctx.tmp / "images", rgb_classes())
+    ctx.protect(tree)
+    ctx.vars["images"] = str(tree)
+    return ["train", "vision", str(config_file(ctx, vision_config(ctx, tree))), "--output", str(tree)]
 
 
 def _text_unknown_key(ctx: Ctx) -> list[str]:
@@ -922,6 +939,14 @@ CASES: list[Case] = [
     Case("resume-other-images", "train vision",
          "`--resume` after an image was added to the training folder",
          resume_on_changed_images, ("--resume", "training data differ", "images 16 -> 17")),
+    Case("output-is-the-model-folder", "train text",
+         "`--output` naming the run's own `model.name_or_path` (the run's files were written beside its "
+         "weights)", _output_is_the_model, ("{model}", "the run's own model.name_or_path",
+                                            "choose another --output"),
+         check=lambda c, err: _assert_equal(sorted(p.name for p in Path(c.vars["model"]).iterdir()),
+                                            c.vars["model_files"].split())),
+    Case("output-is-the-image-folder", "train vision", "`--output` naming the run's own `data.dataset`",
+         _output_is_the_images, ("{images}", "the run's own data.dataset", "choose another --output")),
     Case("output-read-only", "train text", "an `--output` that cannot be created (permission denied)",
          lambda c: (raise_for(c, os, "mkdir", c.tmp / "run", denied), train_text(c, text_config(c)))[1],
          ("{run}", "Permission denied")),
