@@ -188,35 +188,27 @@ class TextTask(Task):
         return self.net
 
     def data_fingerprint(self) -> dict[str, Any]:
-        """The sentence count and the SHA-256 of the corpus file; of a ``save_to_disk`` folder, of its data
-        files' contents (``data-*.arrow``: not its JSON files, whose ``datasets`` fingerprints change at each
-        save, nor the ``cache-*.arrow`` that ``datasets`` may add beside them)."""
-        from hardmix.training.fingerprint import file_digest, files_digest
+        """The sentence count and the corpus's content digest (:meth:`data_fingerprint_of`)."""
+        return {"corpus sentences": len(self.corpus), "corpus sha256": _corpus_digest(self.corpus_path)}
 
-        path = self.corpus_path
-        digest = files_digest(sorted(path.rglob("data-*.arrow"))) if path.is_dir() else file_digest(path)
-        return {"corpus sentences": len(self.corpus), "corpus sha256": digest}
+    @classmethod
+    def data_fingerprint_of(cls, cfg: TextConfig) -> dict[str, Any]:
+        """The SHA-256 of the corpus file; of a ``save_to_disk`` folder, of its data files' contents
+        (``data-*.arrow``: not its JSON files, whose ``datasets`` fingerprints change at each save, nor the
+        ``cache-*.arrow`` that ``datasets`` may add beside them). The sentence count needs the tokenizer:
+        the run's own fingerprint adds it."""
+        return {"corpus sha256": _corpus_digest(resolve_data_path(cfg.data.train_file, must_exist=True))}
 
     def input_digest(self) -> str:
-        """The contents of the model's files (a local folder) and of the STS files the run scores on."""
-        from hardmix.text.evaluation import STS_TASKS
-        from hardmix.text.senteval_data import senteval_dir
-        from hardmix.training.fingerprint import files_digest
+        """The contents of the model's files (the local folder it was loaded from) and of the STS files the
+        run scores on."""
+        return _inputs_digest(self.model_source, self.cfg)
 
-        files = sorted(p for p in Path(self.model_source).rglob("*") if p.is_file()) \
-            if Path(str(self.model_source)).is_dir() else []
-        e, root = self.cfg.eval, senteval_dir() if self.cfg.eval.eval_steps or self.cfg.eval.at_end \
-            or self.cfg.eval.final_sts else None
-        if root is not None:
-            files.append(root / "STS" / "STSBenchmark" / "sts-dev.csv")
-            for task in (e.sts_tasks or STS_TASKS) if e.final_sts else []:
-                if task == "STS-B":
-                    files.append(root / "STS" / "STSBenchmark" / "sts-test.csv")
-                elif task == "SICK-R":
-                    files.append(root / "SICK" / "SICK_test_annotated.txt")
-                else:
-                    files += sorted((root / "STS" / f"{task}-en-test").glob("STS.*.txt"))
-        return files_digest(files)
+    @classmethod
+    def input_digest_of(cls, cfg: TextConfig) -> str:
+        """:meth:`input_digest` of ``cfg``: ``model.name_or_path`` resolved from here, as a run started here
+        would load it."""
+        return _inputs_digest(resolve_model(cfg.model.name_or_path)[0], cfg)
 
     def steps_for(self, epochs: int) -> int:
         schedule = self.order.schedule(epochs)
@@ -426,6 +418,36 @@ class TextTask(Task):
                 if (Path(results["run_dir"]) / name).exists()]
         lines.append(f"run folder: {results['run_dir']} ({', '.join(held)})")
         return "\n".join(lines)
+
+
+def _corpus_digest(path: Path) -> str:
+    """The content digest of a corpus file, or of a ``save_to_disk`` folder's ``data-*.arrow`` files."""
+    from hardmix.training.fingerprint import content_digest, files_digest
+
+    return files_digest(sorted(path.rglob("data-*.arrow"))) if path.is_dir() else content_digest(path)
+
+
+def _inputs_digest(model_source: str, cfg: TextConfig) -> str:
+    """The contents of a local model folder's files and of the STS files ``cfg`` scores on (a Hub model
+    loaded by name is not a file here: none of its files)."""
+    from hardmix.text.evaluation import STS_TASKS
+    from hardmix.text.senteval_data import senteval_dir
+    from hardmix.training.fingerprint import files_digest
+
+    files = sorted(p for p in Path(model_source).rglob("*") if p.is_file()) \
+        if Path(str(model_source)).is_dir() else []
+    e = cfg.eval
+    root = senteval_dir() if e.eval_steps or e.at_end or e.final_sts else None
+    if root is not None:
+        files.append(root / "STS" / "STSBenchmark" / "sts-dev.csv")
+        for task in (e.sts_tasks or STS_TASKS) if e.final_sts else []:
+            if task == "STS-B":
+                files.append(root / "STS" / "STSBenchmark" / "sts-test.csv")
+            elif task == "SICK-R":
+                files.append(root / "SICK" / "SICK_test_annotated.txt")
+            else:
+                files += sorted((root / "STS" / f"{task}-en-test").glob("STS.*.txt"))
+    return files_digest(files)
 
 
 def _sts_names(scores: dict[str, float]) -> dict[str, float]:

@@ -389,7 +389,10 @@ def decode_images(
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("HARDMIX_CACHE") or Path.home() / ".cache" / "hardmix") / "vision"
+    """``vision/`` in the machine's cache folder (:func:`hardmix.training.fingerprint.cache_folder`)."""
+    from hardmix.training.fingerprint import cache_folder
+
+    return cache_folder() / "vision"
 
 
 def _cache_key(paths: Sequence[str], resolution: int | None, skip_corrupt: bool) -> str:

@@ -123,25 +123,29 @@ class VisionTask(Task):
     def model(self) -> nn.Module:
         return self.moco
 
-    def data_fingerprint(self) -> dict[str, Any]:
-        from hardmix.training.fingerprint import listing_digest
+    @classmethod
+    def data_fingerprint_of(cls, cfg: VisionConfig) -> dict[str, Any]:
+        """The training split's image count, the images the run trains on, and the digest of every image of
+        the split by its path in the split and its content (:func:`hardmix.training.fingerprint.tree_digest`:
+        an image rewritten at the same size changes it; the folder may move)."""
+        from hardmix.training.fingerprint import tree_digest
         from hardmix.vision.pipeline import train_image_list
 
-        images, idx = train_image_list(self.cfg)
+        images, idx = train_image_list(cfg)
         return {"images": len(images.paths), "training images": int(idx.numel()),
-                "image list sha256": listing_digest(images.paths, images.folder)}
+                "image content sha256": tree_digest(images.paths, images.folder)}
 
-    def input_digest(self) -> str | None:
-        """The listing (paths and sizes) of the evaluation's images: the k-NN bank's split and the test
+    @classmethod
+    def input_digest_of(cls, cfg: VisionConfig) -> str | None:
+        """The evaluation's images, each by its path and its content: the k-NN bank's split and the test
         split of ``eval.dataset``; None when the run scores no test images."""
-        from hardmix.training.fingerprint import listing_digest
+        from hardmix.training.fingerprint import tree_digest
         from hardmix.vision.data import eval_splits
 
-        cfg = self.cfg
         if not (cfg.eval.at_end and cfg.eval.final_scores and _has_test(cfg)):
             return None
         train, test = eval_splits(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
-        return listing_digest([*train.paths, *test.paths], train.folder.parent)
+        return tree_digest([*train.paths, *test.paths], train.folder.parent)
 
     def steps_for(self, epochs: int) -> int:
         return self.spe * epochs

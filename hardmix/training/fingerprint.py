@@ -1,4 +1,14 @@
-"""Fingerprints of training data, kept in a run's checkpoint so that ``--resume`` refuses other data.
+"""Fingerprints of what a result is made from: kept in a run's checkpoint, so that ``--resume`` refuses other
+data or inputs, and in its ``results.json``, so that ``hardmix compare`` never pools cells made from other
+data (and refuses, before any new cell trains, to add cells to ones made from other data).
+
+Files are fingerprinted by their content (SHA-256 of their bytes), never by their names and sizes alone: an
+image rewritten at the same size changes the fingerprint. Each file is read once per machine: its digest is
+cached by its resolved path, size, modification time, inode and status-change time (``ctime``, which no
+user call can set back, so a file rewritten in place with its old mtime restored is read again), in this
+process and in ``digests.json`` in the machine's cache folder (:func:`cache_folder`: ``$HARDMIX_CACHE``,
+else ``~/.cache/hardmix``, the folder of vision's decode cache too). A cache file that is damaged or
+unreadable is ignored and written again; an entry is used only when all five fields match the file now.
 
 Example:
     >>> import tempfile, pathlib
@@ -11,16 +21,31 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 from collections.abc import Sequence
+from pathlib import Path
 
 #: Config keys that do not change a result: where and how it ran, its checkpoints and logs, and the seed
 #: (a result's fingerprint is compared across seeds; a comparison's cells must agree on the rest).
 FREE_OF_RESULT = ("output", "train.threads", "train.device", "train.save_steps", "log.", "train.seed")
 
+#: The content digests' cache file in :func:`cache_folder`: ``{"version": 1, "files": {resolved path:
+#: [size, mtime_ns, inode, ctime_ns, sha256]}}``.
+DIGESTS = "digests.json"
+_CACHE_VERSION = 1
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def cache_folder() -> Path:
+    """The machine's own cache folder: ``$HARDMIX_CACHE``, else ``~/.cache/hardmix``. What it holds (the
+    content digests, vision's decoded images) only saves work: it is never part of a result."""
+    return Path(os.environ.get("HARDMIX_CACHE") or Path.home() / ".cache" / "hardmix")
+
 
 def file_digest(path: str | os.PathLike[str]) -> str:
-    """The SHA-256 of a file's bytes (hex)."""
+    """The SHA-256 of a file's bytes (hex), read now (:func:`content_digest` reads a file once)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -28,21 +53,105 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def listing_digest(paths: Sequence[str], root: str | os.PathLike[str]) -> str:
-    """The SHA-256 (hex) of a file list: each path relative to ``root`` and its size, in order (a file
-    added, removed, renamed or rewritten at another size changes it; the folder may move)."""
-    h = hashlib.sha256()
+Key = tuple[int, int, int, int]  # size, mtime_ns, inode, ctime_ns
+
+_memory: dict[str, tuple[Key, str]] = {}  # resolved path -> (its key, its digest): this process's cache
+_loaded: set[Path] = set()  # the cache files read into _memory
+
+
+def _key(st: os.stat_result) -> Key:
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+def _read_cache(path: Path) -> dict[str, tuple[Key, str]]:
+    """The entries of a digests file that are well formed; nothing from a damaged or unreadable one (or a
+    link: the cache is trusted only as the file hardmix wrote)."""
+    try:
+        if path.is_symlink():
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = data["files"] if isinstance(data, dict) and data.get("version") == _CACHE_VERSION else {}
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return {}
+    out: dict[str, tuple[Key, str]] = {}
+    for name, entry in files.items() if isinstance(files, dict) else ():
+        if isinstance(entry, list) and len(entry) == 5 and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in entry[:4]) \
+                and isinstance(entry[4], str) and _HEX.fullmatch(entry[4]):
+            out[name] = (tuple(entry[:4]), entry[4])  # type: ignore[assignment]
+    return out
+
+
+def _write_cache(folder: Path, new: dict[str, tuple[Key, str]]) -> None:
+    """Merge ``new`` into the digests file (another process may have added entries since it was read) and
+    write it atomically through the write gate; entries whose file is gone or changed are dropped. A cache
+    that cannot be written (a read-only home) only costs the next process its reading."""
+    from hardmix.utils.confine import write_text
+
+    path = folder / DIGESTS
+    entries = {**_read_cache(path), **new}
+    kept = {}
+    for name, (key, digest) in entries.items():
+        try:
+            if _key(os.stat(name)) == key:
+                kept[name] = [*key, digest]
+        except OSError:
+            continue
+    try:
+        write_text(json.dumps({"version": _CACHE_VERSION, "files": kept}, separators=(",", ":")) + "\n",
+                   path, folder)
+    except (OSError, ValueError):  # ValueError: the gate's OutsideError (a link where the file goes)
+        pass
+
+
+def content_digests(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """The SHA-256 (hex) of each file's bytes, each file read only when its cached digest does not match
+    it now (resolved path, size, mtime, inode, ctime); the new digests are added to the cache file once,
+    at the end."""
+    folder = cache_folder()
+    cache_file = folder / DIGESTS
+    out, new = [], {}
     for p in paths:
-        h.update(f"{os.path.relpath(p, root)}\0{os.path.getsize(p)}\n".encode())
-    return h.hexdigest()
+        real = os.path.realpath(p)
+        before = _key(os.stat(real))
+        hit = _memory.get(real)
+        if (hit is None or hit[0] != before) and cache_file not in _loaded:
+            _loaded.add(cache_file)
+            _memory.update({k: v for k, v in _read_cache(cache_file).items() if k not in _memory})
+            hit = _memory.get(real)
+        if hit is not None and hit[0] == before:
+            out.append(hit[1])
+            continue
+        digest = file_digest(real)
+        if _key(os.stat(real)) == before:  # a file that changed while it was read is not cached
+            _memory[real] = new[real] = (before, digest)
+        out.append(digest)
+    if new:
+        _write_cache(folder, new)
+    return out
+
+
+def content_digest(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 (hex) of a file's bytes, read once per machine while the file stays the same
+    (:func:`content_digests`)."""
+    return content_digests([path])[0]
 
 
 def files_digest(paths: Sequence[str | os.PathLike[str]]) -> str:
     """The SHA-256 (hex) of files' contents in order, each by its name and its own SHA-256 (a file changed,
     added, removed or renamed changes it; where the files lie does not)."""
     h = hashlib.sha256()
-    for p in paths:
-        h.update(f"{os.path.basename(p)}\0{file_digest(p)}\n".encode())
+    for p, digest in zip(paths, content_digests(paths), strict=True):
+        h.update(f"{os.path.basename(p)}\0{digest}\n".encode())
+    return h.hexdigest()
+
+
+def tree_digest(paths: Sequence[str | os.PathLike[str]], root: str | os.PathLike[str]) -> str:
+    """The SHA-256 (hex) of files in order, each by its path relative to ``root`` and its content's SHA-256
+    (a file rewritten, even at the same size, added, removed or renamed changes it; the folder may move)."""
+    h = hashlib.sha256()
+    for p, digest in zip(paths, content_digests(paths), strict=True):
+        h.update(f"{os.path.relpath(p, root)}\0{digest}\n".encode())
     return h.hexdigest()
 
 
@@ -54,8 +163,6 @@ def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
     >>> config_digest({"eval": {"selection": "auto"}}) == config_digest({"eval": {}})  # added since
     True
     """
-    import json
-
     from hardmix.old_keys import ADDED_KEYS
     from hardmix.training.config import key_in
 
@@ -67,4 +174,7 @@ def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
     return hashlib.sha256(json.dumps(walk(config), sort_keys=True, default=str).encode()).hexdigest()
 
 
-__all__ = ["FREE_OF_RESULT", "config_digest", "file_digest", "files_digest", "listing_digest"]
+__all__ = [
+    "DIGESTS", "FREE_OF_RESULT", "cache_folder", "config_digest", "content_digest", "content_digests",
+    "file_digest", "files_digest", "tree_digest",
+]

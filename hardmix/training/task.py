@@ -139,14 +139,29 @@ class Task(ABC):
         """The module whose state dict is the checkpoint's ``model`` (queue buffers included)."""
 
     def data_fingerprint(self) -> dict[str, Any] | None:
-        """What identifies the training data (after :meth:`build`), kept in the checkpoint: ``--resume``
-        refuses other data, naming the entries that differ. None: not checked."""
+        """What identifies the training data (after :meth:`build`), kept in the checkpoint and the result's
+        fingerprint: ``--resume`` refuses other data, naming the entries that differ. Every entry of
+        :meth:`data_fingerprint_of` and any the build adds (a count of what it read). None: not checked."""
+        return type(self).data_fingerprint_of(self.cfg)
+
+    @classmethod
+    def data_fingerprint_of(cls, cfg: Any) -> dict[str, Any] | None:
+        """What identifies the training data of ``cfg``, from the config and the files alone: nothing built,
+        loaded, tokenized or decoded (content digests: :func:`hardmix.training.fingerprint.content_digest`,
+        which reads each file once per machine). ``hardmix compare`` compares it with every finished cell's
+        record before any new cell trains. None: not known before building (not compared then)."""
         return None
 
     def input_digest(self) -> str | None:
         """A SHA-256 of what the run reads beyond its training data (model files, evaluation sets; after
-        :meth:`build`), kept in the result's fingerprint: a result made from other inputs is another
-        result. None: not recorded."""
+        :meth:`build`), kept in the checkpoint (``--resume`` refuses other inputs) and the result's
+        fingerprint: a result made from other inputs is another result. None: not recorded."""
+        return type(self).input_digest_of(self.cfg)
+
+    @classmethod
+    def input_digest_of(cls, cfg: Any) -> str | None:
+        """:meth:`input_digest` of ``cfg`` from the config and the files alone, as
+        :meth:`data_fingerprint_of`. None: not recorded."""
         return None
 
     @abstractmethod

@@ -407,6 +407,36 @@ def resume_on_changed_images(ctx: Ctx) -> list[str]:
     return [*argv, "--resume"]
 
 
+def stored_png(seed: int) -> bytes:
+    """A real 32x32 RGB PNG stored without compression: its size is the same whatever its pixels."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    pixels = np.random.default_rng(seed).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(buf, format="PNG", compress_level=0)
+    return buf.getvalue()
+
+
+def resume_on_an_image_rewritten_at_the_same_size(ctx: Ctx, keep_mtime: bool) -> list[str]:
+    """An unfinished vision run, then one training image rewritten in place (the same inode) with other
+    pixels at the same byte size, its modification time put back (``keep_mtime``) or not."""
+    from hardmix.cli import main
+
+    tree = image_tree(ctx.tmp / "images", rgb_classes(2, 8))
+    target = tree / "train" / "c0" / "0.png"
+    target.write_bytes(stored_png(1))
+    argv = train_vision(ctx, vision_config(ctx, tree, train={"max_steps": 2, "stop_after_steps": 1}))
+    assert main(argv) != 1
+    before = target.stat()
+    with open(target, "r+b") as f:
+        f.write(stored_png(2))
+    assert target.stat().st_size == before.st_size and target.stat().st_ino == before.st_ino
+    if keep_mtime:
+        os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    ctx.protect(ctx.tmp / "run")
+    return [*argv, "--resume"]
+
+
 def stopped_vision_run(ctx: Ctx) -> Path:
     from hardmix.cli import main
 
@@ -947,6 +977,15 @@ CASES: list[Case] = [
                                             c.vars["model_files"].split())),
     Case("output-is-the-image-folder", "train vision", "`--output` naming the run's own `data.dataset`",
          _output_is_the_images, ("{images}", "the run's own data.dataset", "choose another --output")),
+    Case("resume-image-same-size", "train vision",
+         "`--resume` after a training image was rewritten in place with other pixels at the same size, its "
+         "modification time put back",
+         lambda c: resume_on_an_image_rewritten_at_the_same_size(c, keep_mtime=True),
+         ("--resume", "training data differ", "image content sha256")),
+    Case("resume-image-same-size-touched", "train vision",
+         "`--resume` after a training image was rewritten in place with other pixels at the same size",
+         lambda c: resume_on_an_image_rewritten_at_the_same_size(c, keep_mtime=False),
+         ("--resume", "training data differ", "image content sha256")),
     Case("output-read-only", "train text", "an `--output` that cannot be created (permission denied)",
          lambda c: (raise_for(c, os, "mkdir", c.tmp / "run", denied), train_text(c, text_config(c)))[1],
          ("{run}", "Permission denied")),
