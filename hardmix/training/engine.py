@@ -172,14 +172,42 @@ class _Run:
             tensorboard_writer_class()
 
     def _check_same_data(self, saved: dict[str, Any] | None) -> None:
-        """Refuse to resume on other data than the run's (its fingerprint is in the checkpoint)."""
+        """Refuse to resume on other data than the run's (its fingerprint is in the checkpoint): data that
+        differ, or a fingerprint of another form (an older hardmix's) by which they cannot be known to be
+        the same."""
         now = self.data_fingerprint
-        if saved is None or now is None or saved == now:
+        if saved == now or now is None:
             return
+        if not isinstance(saved, dict) or set(saved) != set(now):
+            had = ", ".join(sorted(saved)) if isinstance(saved, dict) else "nothing"
+            raise RunFolderError(
+                f"--resume: the run's checkpoint identifies its training data by {had}, this hardmix by "
+                f"{', '.join(sorted(now))} (its checkpoint is an older hardmix's): whether the data are the "
+                "same cannot be established; resume it with the hardmix that started it, or start a new run "
+                "with another --output")
         what = ", ".join(f"{k} {saved.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(saved) | set(now))
                          if saved.get(k) != now.get(k))
         raise RunFolderError(f"--resume: the training data differ from the run's ({what}); resume with the "
                              "data the run started with, or start a new run with another --output")
+
+    def _check_same_inputs(self, state: dict[str, Any]) -> None:
+        """Refuse to resume on other inputs than the run's (model files, evaluation sets: the task's
+        ``input_digest``, kept in the checkpoint at the start): a relative path read from another working
+        folder may name other files, and the result's fingerprint would name inputs it was not made from."""
+        now = self.inputs_digest
+        if "inputs" not in state:
+            raise RunFolderError(
+                "--resume: the run's checkpoint does not record its inputs (model files, evaluation sets: an "
+                "older hardmix started it), so whether they are the same cannot be established; resume it "
+                "with the hardmix that started it, or start a new run with another --output")
+        saved = state["inputs"]
+        if saved != now:
+            short = [str(v)[:12] if v is not None else "none" for v in (saved, now)]
+            raise RunFolderError(
+                f"--resume: the run's inputs (model files, evaluation sets) differ from those it started "
+                f"with (sha256 {short[0]}... then, {short[1]}... now; a relative path names the files of the "
+                f"working folder, here {Path.cwd()}); resume with the inputs the run started with, from the "
+                "folder it started in, or start a new run with another --output")
 
     def _finished_already(self) -> dict[str, Any] | None:
         """A resumed run whose ``results.json`` says it finished, with or without its checkpoint (a
@@ -254,8 +282,10 @@ class _Run:
         if task.loss_fn is not None:  # the strategies' schedules given in epochs, now in steps
             task.loss_fn.resolve_epochs(task.steps_for(1))
         self.data_fingerprint = task.data_fingerprint()
+        self.inputs_digest = task.input_digest()  # at the start: what the model was loaded from
         if self.state is not None:
             self._check_same_data(self.state.get("data"))
+            self._check_same_inputs(self.state)
         total = task.steps_for(cfg.train.epochs)
         self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
         if self.state is not None and int(self.state["total_steps"]) != self.total_steps:
@@ -442,16 +472,16 @@ class _Run:
         self.runtime.barrier()
         return time.perf_counter() - t0
 
-    def _fingerprint(self, task: Task) -> dict[str, Any]:
+    def _fingerprint(self) -> dict[str, Any]:
         """What determines the result (``results.json``'s ``fingerprint``): the resolved config but where
         and how it ran (:data:`FREE_OF_RESULT`), the training data, the other inputs (model files,
-        evaluation sets) and hardmix's version. Two cells of a comparison pair only when theirs agree but
-        for the seed."""
+        evaluation sets, as the run started with them) and hardmix's version. Two cells of a comparison
+        pair only when theirs agree but for the seed."""
         from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest
         from hardmix.version import __version__
 
         return {"config": config_digest(plain_config(self.cfg), FREE_OF_RESULT),
-                "data": self.data_fingerprint, "inputs": task.input_digest(), "hardmix": __version__}
+                "data": self.data_fingerprint, "inputs": self.inputs_digest, "hardmix": __version__}
 
     def _writing(self, write: Any, what: Path) -> None:
         """Run a task's write of ``what`` (the best model's export); any failure of it (a full disk, a
@@ -487,6 +517,7 @@ class _Run:
                 "task_state": task.state_dict(),
                 "processes": processes,
                 "data": self.data_fingerprint,
+                "inputs": self.inputs_digest,
                 "engine": {
                     "best_score": self.best_score, "best_step": self.best_step,
                     "last_score": self.last_score, "last_score_step": self.last_score_step,
@@ -554,7 +585,7 @@ class _Run:
             seed=cfg.train.seed, precision=runtime.precision,
             strategies=plain_config(cfg)["loss"]["strategies"], world_size=runtime.world,
             task_info=task.info(), run_dir=str(self.out),
-            fingerprint=self._fingerprint(task),
+            fingerprint=self._fingerprint(),
         )
         if runtime.main:
             write_results(record, self.out)

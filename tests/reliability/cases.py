@@ -437,6 +437,34 @@ def resume_on_an_image_rewritten_at_the_same_size(ctx: Ctx, keep_mtime: bool) ->
     return [*argv, "--resume"]
 
 
+def resume_with_a_relative_model_from_another_folder(ctx: Ctx) -> list[str]:
+    """An unfinished text run of ``model.name_or_path: tiny-bert`` (relative) started in one working folder,
+    resumed from another that holds another ``tiny-bert`` (the same shapes, other weights)."""
+    import shutil
+
+    import torch
+    from transformers import BertModel
+
+    from hardmix.cli import main
+
+    first, second = ctx.tmp / "first" / "tiny-bert", ctx.tmp / "second" / "tiny-bert"
+    shutil.copytree(ctx.fixture("tiny_bert_dir"), first)
+    shutil.copytree(first, second)
+    model = BertModel.from_pretrained(second)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    model.save_pretrained(second)
+    ctx.mp.chdir(first.parent)
+    argv = train_text(ctx, text_config(ctx, model={"name_or_path": "tiny-bert"},
+                                       train={"max_steps": 2, "stop_after_steps": 1}))
+    assert main(argv) != 1
+    ctx.protect(ctx.tmp / "run")
+    ctx.mp.chdir(second.parent)
+    ctx.vars["second"] = str(second.parent)
+    return [*argv, "--resume"]
+
+
 def stopped_vision_run(ctx: Ctx) -> Path:
     from hardmix.cli import main
 
@@ -986,6 +1014,12 @@ CASES: list[Case] = [
          "`--resume` after a training image was rewritten in place with other pixels at the same size",
          lambda c: resume_on_an_image_rewritten_at_the_same_size(c, keep_mtime=False),
          ("--resume", "training data differ", "image content sha256")),
+    Case("resume-model-other-folder", "train text",
+         "`--resume` of a run of a relative `model.name_or_path`, from another working folder holding "
+         "another model of that name",
+         resume_with_a_relative_model_from_another_folder,
+         ("--resume", "inputs (model files, evaluation sets) differ", "here {second}",
+          "from the folder it started in")),
     Case("output-read-only", "train text", "an `--output` that cannot be created (permission denied)",
          lambda c: (raise_for(c, os, "mkdir", c.tmp / "run", denied), train_text(c, text_config(c)))[1],
          ("{run}", "Permission denied")),
