@@ -97,6 +97,27 @@ def check_extension(saved: Path, raw: dict) -> None:
         )
 
 
+def use_recorded_precision(spec, saved: Path) -> None:  # noqa: ANN001
+    """The precision the comparison's spec copy records for each task whose cells leave
+    ``train.precision: auto`` (``auto_precision``): used as it is, never resolved again here (the cells may
+    have run on another machine). A spec that sets another one for a task is refused."""
+    from hardmix.config import load_yaml
+
+    old = load_yaml(saved)
+    recorded = old.get("auto_precision") if isinstance(old, dict) else None
+    if recorded is None:
+        return
+    if not isinstance(recorded, dict) or any(v not in ("fp32", "bf16") for v in recorded.values()):
+        raise ConfigError(f"{saved}: auto_precision: expected task -> fp32 or bf16, got {recorded!r}; "
+                          "restore the comparison's spec copy, or choose another --output")
+    for task, value in (spec.auto_precision or {}).items():
+        if recorded.get(task, value) != value:
+            raise ConfigError(f"auto_precision.{task}: {value}, but this comparison's {task} cells run "
+                              f"{recorded[task]} (recorded in {saved}); leave it out of the spec, or choose "
+                              "another --output")
+    spec.auto_precision = {**recorded, **(spec.auto_precision or {})}
+
+
 def check_exact_floors(floors: dict[str, dict], strict: bool) -> None:
     """With ``--strict``, refuse the first task whose exact test cannot reach a verdict
     (:func:`hardmix.compare.spec.exact_floors`), naming it and the numbers."""
@@ -145,6 +166,8 @@ def main(args: argparse.Namespace) -> int:
     saved = out / SPEC_COPY
     if saved.is_file() and (args.resume or args.report_only or args.print_commands):
         check_extension(saved, spec.raw)
+    if saved.is_file():  # train.precision: auto as the comparison first resolved it, wherever it ran
+        use_recorded_precision(spec, saved)
     # each tuning point's folder: kept when values are added to the grid
     folders = point_folders(spec, out, load_yaml(saved) if saved.is_file() else None) if spec.tune else {}
     # SPEC given as the comparison's own saved copy (OUT/spec.yaml): continuing from it is fine, and the
@@ -225,7 +248,9 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=Fals
     fresh = not (out / SPEC_COPY).is_file() and not (out / LOGS).exists()
     if folders:  # before the spec copy: the points made so far keep their folders
         write_point_order(folders, out)
-    if not spec_in_place:
+    if not spec_in_place:  # with the precision train.precision: auto resolved to, for every later run
+        if spec.auto_precision:
+            spec.raw = {**spec.raw, "auto_precision": dict(spec.auto_precision)}
         write_text(yaml.safe_dump(spec.raw, sort_keys=False), out / SPEC_COPY, out)
     if args.launcher == "local":
         print(f"hardmix: each cell's output is in {out / LOGS}/", file=sys.stderr)

@@ -197,10 +197,10 @@ def make_cell(
     ]
     try:
         cfg = load_config_for(task_cls, task.config, overrides)
-        if cfg.train.precision == "auto":  # one precision for every cell of the task
-            from hardmix.compare.precision import task_precision
+        if cfg.train.precision == "auto":  # one precision for every cell of the task, wherever it runs
+            from hardmix.compare.precision import cell_precision
 
-            overrides.append(f"train.precision={task_precision(spec, task, task_cls, cfg)}")
+            overrides.append(f"train.precision={cell_precision(spec, task, task_cls, cfg)}")
             cfg = load_config_for(task_cls, task.config, overrides)
     except ConfigError as e:
         where = f" at tune point {point}" if point_index is not None else ""

@@ -5,6 +5,11 @@ answers for the run's strategies (:meth:`hardmix.training.Task.auto_bf16_for`). 
 a comparison of a shown strategy against one not shown would pit bf16 against fp32, and its differences
 would measure the precision too. So a task whose config leaves ``auto`` runs every cell, tuning cells
 included, in the one precision that every strategy of the task may use: bf16 only if it holds for each.
+
+The machine's part of that answer is resolved once per comparison: ``hardmix compare`` records it in its
+copy of the spec (``DIR/spec.yaml``'s ``auto_precision``, :func:`cell_precision`), and a ``--resume`` or an
+extension, here or on another machine, runs the recorded precision instead of resolving it again; a
+strategy added since whose bf16 was not shown is refused in a comparison recorded in bf16.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 import torch
 
 from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
+from hardmix.errors import ConfigError
 from hardmix.training import runtime
 from hardmix.training.api import load_config_for
 
@@ -30,13 +36,44 @@ def task_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) 
     return _RESOLVED[key]
 
 
+def cell_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str:
+    """The precision of ``task``'s cells whose config (``cfg``) names ``auto``: the one recorded in
+    ``spec.auto_precision`` (the comparison's spec copy), else :func:`task_precision`'s, then recorded there
+    for ``hardmix compare`` to write into its spec copy.
+
+    Raises:
+        ConfigError: the recorded precision is bf16 and a strategy of the task is not one its bf16 was
+            shown for (added to the comparison since, or recorded by hand).
+    """
+    recorded = (spec.auto_precision or {}).get(task.name)
+    if recorded is None:
+        recorded = task_precision(spec, task, task_cls, cfg)
+        spec.auto_precision = {**(spec.auto_precision or {}), task.name: recorded}
+    elif recorded == "bf16" and not _shown(spec, task, task_cls):
+        raise ConfigError(
+            f"auto_precision.{task.name}: this comparison's {task.name} cells run bf16 (recorded in its spec "
+            f"copy), but not every strategy of the task is one whose bf16 was shown to give fp32's answers "
+            f"({task_cls.name}: {', '.join(task_cls.bf16_shown_for) or 'none'}); compare the others in a new "
+            "comparison, or set train.precision in the task's set")
+    return recorded
+
+
+def _shown(spec: CompareSpec, task: TaskSpec, task_cls: type) -> bool:
+    """Whether every strategy of ``task`` is one its bf16 was shown for (the machine aside)."""
+    key = repr((task.name, str(task.config), task.overrides, [(s, spec.strategies_for(task, s),
+               spec.strategy_overrides(s)) for s in task.strategies or spec.strategies]))
+    if key not in _SHOWN:
+        _SHOWN[key] = all(
+            task_cls.auto_bf16_for(load_config_for(task_cls, task.config, [
+                *task.overrides, *spec.strategy_overrides(s),
+                f"loss.strategies={override_value(spec.strategies_for(task, s))}"]))
+            for s in task.strategies or spec.strategies
+        )
+    return _SHOWN[key]
+
+
 def _resolve(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str:
-    shown = all(
-        task_cls.auto_bf16_for(load_config_for(task_cls, task.config, [
-            *task.overrides, *spec.strategy_overrides(s),
-            f"loss.strategies={override_value(spec.strategies_for(task, s))}"]))
-        for s in task.strategies or spec.strategies
-    )
+    shown = _shown(spec, task, task_cls)
     want = cfg.train.device
     cuda = want == "cuda" or (want == "auto" and torch.cuda.is_available())
     return runtime.choose_precision("auto", torch.device("cuda" if cuda else "cpu"), task=task_cls.name,
@@ -44,6 +81,7 @@ def _resolve(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str
 
 
 _RESOLVED: dict[str, str] = {}
+_SHOWN: dict[str, bool] = {}
 
 
-__all__ = ["task_precision"]
+__all__ = ["cell_precision", "task_precision"]

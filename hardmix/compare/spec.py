@@ -45,7 +45,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from hardmix.compare.launcher_spec import LauncherBlock
 from hardmix.compare.stats import ALPHA, exact_floor
@@ -151,8 +151,10 @@ def check_entry_arguments(arguments: dict[str, Any], where: str) -> None:
 
 
 # What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
-# new cells run), how many cells run at once, where the folder is and how cells are launched.
-FREE_KEYS = ("jobs", "output", "launcher", "contrasts")  # contrasts: what is reported, not what runs
+# new cells run), how many cells run at once, where the folder is and how cells are launched. Contrasts are
+# what is reported, not what runs; auto_precision is recorded in the comparison's spec copy by hardmix (a
+# spec that sets it otherwise is refused by ``hardmix compare``, naming it).
+FREE_KEYS = ("jobs", "output", "launcher", "contrasts", "auto_precision")
 
 
 def parse_seeds(seeds: Any, key: str) -> list[int]:
@@ -284,6 +286,11 @@ class CompareSpec:
         contrasts: strategy -> its control (two strategies other than the baseline): each pair's paired
             difference is reported apart from the verdicts against the baseline, Holm-corrected over the
             contrasts (``summary.json``'s ``contrasts``); what is reported, not what runs.
+        auto_precision: task -> the precision its cells run where their config leaves ``train.precision:
+            auto``: resolved once, where the comparison first builds the task's cells
+            (:mod:`hardmix.compare.precision`), and recorded by ``hardmix compare`` in its copy of the spec
+            (``DIR/spec.yaml``), so that every later ``--resume`` or extension, on whatever machine, runs
+            that precision. Written by hardmix; a spec may set it to choose.
     """
 
     seeds: Seeds
@@ -296,6 +303,7 @@ class CompareSpec:
     tune: TuneSpec | None = None
     launcher: LauncherBlock = None
     contrasts: dict[str, str] = field(default_factory=dict)
+    auto_precision: dict[str, Literal["fp32", "bf16"]] | None = None
     source: Path | None = field(default=None, metadata={"internal": True})
     raw: dict[str, Any] = field(default_factory=dict, metadata={"internal": True})
 
@@ -335,6 +343,10 @@ class CompareSpec:
                 task.seeds = list(self.seeds)
         if self.tune is not None:
             self._validate_tune(self.tune)
+        self.auto_precision = dict(self.auto_precision or {})
+        for name in self.auto_precision:
+            if name not in self.tasks:
+                raise ConfigError(f"auto_precision.{name}: not one of the tasks ({', '.join(self.tasks)})")
         others = [s for s in self.strategies if s != self.baseline]
         for name, control in self.contrasts.items():
             if name not in others or control not in others or name == control:
