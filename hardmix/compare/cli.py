@@ -1,5 +1,5 @@
-"""``hardmix compare SPEC.yaml [--output DIR] [--jobs N] [--resume] [--keep WHAT] [--print-commands]
-[--report-only] [--strict]``."""
+"""``hardmix compare SPEC.yaml [--output DIR] [--jobs N] [--resume] [--rerun-mismatched] [--keep WHAT]
+[--print-commands] [--report-only] [--strict]``."""
 
 from __future__ import annotations
 
@@ -61,6 +61,11 @@ def register(top: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-failed", action="store_true",
                    help="with --resume: run the cells whose run failed again (a failure is a recorded "
                         "result, never retried otherwise)")
+    p.add_argument("--rerun-mismatched", action="store_true",
+                   help="with --resume: move aside (to DIR/superseded/, kept) every cell made from other "
+                        "data, inputs, config or hardmix than this comparison's now, or whose data cannot be "
+                        "established (recorded by an older hardmix), and run it again; without it, such a "
+                        "cell refuses the comparison before anything trains")
     p.add_argument("--strict", action="store_true",
                    help="refuse a spec in which a task's seeds and comparisons leave the exact sign-flip "
                         "test no possible verdict (its smallest Holm-adjusted p >= 0.05), before anything "
@@ -156,6 +161,9 @@ def main(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads: expected a positive number, got {args.threads}")
     keep = parse_keep(args.keep)
+    if getattr(args, "rerun_mismatched", False) and (args.report_only or args.print_commands or args.status):
+        raise ConfigError("--rerun-mismatched: runs cells again; it goes with --resume, not with "
+                          "--report-only, --print-commands or --status")
     floors = exact_floors(spec)
     check_exact_floors(floors, getattr(args, "strict", False))
     if args.launcher != "local" or args.status:  # the launcher: blocks, checked before anything runs
@@ -219,9 +227,31 @@ def main(args: argparse.Namespace) -> int:
     lock = RunLock(out)
     lock.acquire()
     try:
+        if not args.report_only:
+            _check_before_training(args, out, tune, cells, stale, best)
         return _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place, folders)
     finally:
         lock.release()
+
+
+def _check_before_training(args, out, tune, cells, stale, best) -> None:  # noqa: ANN001
+    """Before any cell trains: every finished (or interrupted) cell against the data, inputs, config and
+    hardmix it would be made from now (:func:`hardmix.compare.fingerprints.check_cells`), refused in one line
+    naming the command that resolves it, or, with ``--rerun-mismatched``, each mismatched cell moved aside
+    to run again. Nothing is checked when no cell would run (the summary alone is written again)."""
+    from hardmix.compare.fingerprints import check_cells
+
+    rerun = getattr(args, "rerun_mismatched", False)
+    retry = getattr(args, "retry_failed", False)
+    to_run = [c for c in tune + cells if c.status() != "finished" and (c.status() != "failed" or retry)]
+    if not to_run and not rerun:
+        return
+    set_aside = {c.label for c, _ in stale}  # run at a point tuning no longer chooses: moved aside anyway
+    evaluated = [c for c in cells if c.label not in set_aside]
+    before_choice = {c.label for c in cells} if best is None else set()  # their point is not chosen yet
+    for cell, where in check_cells(tune + evaluated, args.spec, out, rerun, before_choice):
+        print(f"hardmix: {cell.label} was not made from the data it would be made from now; it runs again "
+              f"(the earlier run was moved to {where})", file=sys.stderr)
 
 
 def _launch(args, spec, cells, out, jobs, keep):  # noqa: ANN001, ANN202

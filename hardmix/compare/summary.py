@@ -38,7 +38,10 @@ def check_fingerprints(cells: list[Cell], records: dict[tuple[str, str, int], di
     """The finished cells of a task agree on their data, inputs and hardmix version, and those of a
     strategy on their config too (``results.json`` ``fingerprint``, from the seed aside), else a
     ConfigError naming two cells and what differs: a paired test never pools cells made from other data,
-    evaluation sets or configs. Records without a fingerprint (older ones) are not compared."""
+    evaluation sets or configs (a fingerprint of another form, an older hardmix's, differs too). Records
+    without a fingerprint (made before there were any) are not compared here, so a comparison of such
+    records alone is still summarized; adding cells to them is refused before anything trains
+    (:mod:`hardmix.compare.fingerprints`)."""
     first: dict[tuple[str, ...], tuple[str, Any]] = {}
     for c in cells:
         record = records.get((c.task.name, c.strategy, c.seed))
@@ -49,9 +52,11 @@ def check_fingerprints(cells: list[Cell], records: dict[tuple[str, str, int], di
             where = (c.task.name, part) if part != "config" else (c.task.name, c.strategy, part)
             seen = first.setdefault(where, (c.label, fp.get(part)))
             if seen[1] != fp.get(part):
-                raise ConfigError(f"{c.label} and {seen[0]} were made from different {part} (their "
-                                  "results.json fingerprints differ): they cannot be compared; rerun one "
-                                  "of them, or compare them in separate comparisons")
+                raise ConfigError(
+                    f"{c.label} and {seen[0]} were made from different {part} (their results.json "
+                    "fingerprints differ): they cannot be compared; `hardmix compare SPEC --output DIR "
+                    "--resume --rerun-mismatched` runs again the cells not made from what they would be made "
+                    "from now, or compare them in separate comparisons")
 
 
 def collect(cells: list[Cell]) -> tuple[dict[tuple[str, str, int], dict[str, Any]], list[str]]:
