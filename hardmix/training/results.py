@@ -27,10 +27,12 @@ Keys (``version`` 1):
 ``task_info``        the task's own facts (text: the exported model and its pooling; vision: images used)
 ``fingerprint``      what determines the result: ``config`` (the SHA-256 of the resolved config but where and
                      how it ran and the seed: :data:`hardmix.training.fingerprint.FREE_OF_RESULT`),
-                     ``data`` (the training data's fingerprint), ``inputs`` (a SHA-256 of the model files
-                     and evaluation sets: text; of the evaluation images' listing: vision) and ``hardmix``
-                     (the version); ``hardmix compare`` tests cells together only when theirs agree
-                     (absent from older records)
+                     ``data`` (the training data's fingerprint: content digests), ``inputs`` (a SHA-256
+                     of the contents of the model files and evaluation sets: text; of the evaluation
+                     images, by path and content: vision; as the run started with them) and ``hardmix``
+                     (the version); ``hardmix compare`` tests cells together only when theirs agree, and
+                     adds no cell to cells whose record does not match what it would be made from now
+                     (absent from older records, whose data cannot be established)
 ===================  ====================================================================================
 
 Example:

@@ -1375,18 +1375,35 @@ INVARIANTS = (
                "tests/compare/test_spec_and_extension.py::"
                "test_a_finished_cell_s_cleanup_deletes_only_what_hardmix_wrote")),
     Invariant("A finished result is final and says what made it: `results.json` records the fingerprint of "
-              "its config, data, inputs and hardmix's version; `--resume` of a finished run says so and "
-              "never trains, with or without its checkpoint, and reports the folder it is in (copied or "
-              "moved); a record it cannot read is refused, not trained over; one paired test pools only "
-              "cells whose fingerprints agree but for the seed.",
-              ("hardmix.training.fingerprint:config_digest", "hardmix.training.engine:_Run._finished_already",
-               "hardmix.training.engine:where_it_is",
+              "its config (machine-only settings such as cache folders, worker and thread counts left out), "
+              "data, inputs and hardmix's version, files by their content (each read once per machine, its "
+              "SHA-256 cached by path, size, mtime, inode and ctime); `--resume` refuses other data or "
+              "inputs than the run started with (an image rewritten at the same size, a relative model "
+              "resumed from another folder), and of a finished run says so and never trains, with or without "
+              "its checkpoint, and reports the folder it is in (copied or moved); a record it cannot read is "
+              "refused, not trained over; before any new cell of a comparison trains, every finished cell's "
+              "record is compared with what it would be made from now, and a mismatch, or a record whose "
+              "data cannot be established, refuses naming `--rerun-mismatched`, which moves such cells "
+              "aside, kept, and runs them again; `train.precision: auto` is resolved once per comparison and "
+              "recorded in its spec copy; one paired test pools only cells whose fingerprints agree but for "
+              "the seed.",
+              ("hardmix.training.fingerprint:config_digest", "hardmix.training.fingerprint:content_digests",
+               "hardmix.training.engine:_Run._check_same_data",
+               "hardmix.training.engine:_Run._check_same_inputs",
+               "hardmix.training.engine:_Run._finished_already", "hardmix.training.engine:where_it_is",
+               "hardmix.compare.fingerprints:check_cells", "hardmix.compare.precision:cell_precision",
                "hardmix.compare.summary:check_fingerprints", "hardmix.compare.grid:check_same_config"),
               "`hardmix train --resume` (text, vision, every trainer on the engine), `hardmix compare` "
-              "(`--resume`, `--report-only`)",
+              "(`--resume`, `--rerun-mismatched`, `--report-only`)",
               (_INV + "test_the_config_fingerprint_changes_exactly_when_a_key_that_makes_the_result_does",
                _INV + "test_fault_injection_a_finished_run_is_never_trained_again",
-               "tests/training/test_engine.py::test_resuming_a_finished_run_says_so_and_exits_0")),
+               "tests/training/test_engine.py::test_resuming_a_finished_run_says_so_and_exits_0",
+               "tests/core/test_content_digests.py::test_a_file_is_read_again_only_when_one_of_its_fields_changed",
+               "tests/compare/test_fingerprints.py::"
+               "test_an_extension_after_an_evaluation_file_changed_at_the_same_size_is_refused_before_any_cell_"
+               "trains",
+               "tests/compare/test_fingerprints.py::"
+               "test_auto_precision_is_resolved_once_per_comparison_and_kept_in_its_spec_copy")),
     Invariant("A comparison always finishes: a cell or tuning point that fails, diverges or scores NaN is a "
               "recorded result with its reason; tuning chooses among the other points; `--resume` does not "
               "retry a recorded failure (`--retry-failed` does); keys that cannot belong in a cell are "
