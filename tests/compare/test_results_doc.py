@@ -252,25 +252,25 @@ def _cells(task: str) -> list[Path]:
 
 def test_the_premise_comparison_ran_where_its_premises_hold():
     """Every vision cell of compare_premise logged a proxy accuracy (the 0-1 fraction) over 0.8 before its
-    last step, every strategy has 5 seeds, and every figure docs/results.md quotes about it (the regime's
-    and the verdicts', recomputed from the per-seed scores) is the records' own, as README.md and
-    docs/strategies.md quote them too."""
+    last step, every strategy has 10 seeds, and every figure docs/results.md quotes about it (the regime's,
+    the tuning's, the superseded cells' and the verdicts', recomputed from the records) is the records' own,
+    as README.md and docs/strategies.md quote them too."""
     summary = json.loads((ROOT / "benchmarks/results/compare_premise/summary.json").read_text())
-    assert summary["finished"] == summary["cells"] == 45
-    for task, seeds in (("text", 10), ("vision", 5)):
-        assert all(len(v["seeds"]) == seeds for v in summary["tasks"][task]["strategies"].values())
-    # tuned like compare_cpu_full: every strategy of both tasks, 3 points x 2 tuning seeds, on the
+    assert summary["finished"] == summary["cells"] == 60
+    for task in ("text", "vision"):
+        assert all(len(v["seeds"]) == 10 for v in summary["tasks"][task]["strategies"].values())
+    # tuned like compare_cpu_full (its tuning seeds), every strategy of both tasks on 5 points, on the
     # selection score; the section names what tuning chose
     premise = ROOT / "benchmarks/results/compare_premise"
     for task in ("text", "vision"):
         for strategy in ("none", "mixcse", "mochi"):
             points = sorted(premise.glob(f"tune/{task}/{strategy}/point*/seed*/results.json"))
-            assert len(points) == 6, (task, strategy)
+            assert len(points) == 10, (task, strategy)
             assert {json.loads(p.read_text())["finished"] for p in points} == {True}
     cpu_full_grid = json.loads((CPU_FULL / "summary.json").read_text())["spec"]["tune"]
     premise_grid = summary["spec"]["tune"]
     assert premise_grid["seeds"] == cpu_full_grid["seeds"]
-    assert {len(v) for g in premise_grid["grid"].values() for v in g.values()} == {3}
+    assert {len(v) for g in premise_grid["grid"].values() for v in g.values()} == {5}
     firsts: dict[str, list[int]] = {}
     tails = []
     for cell in _cells("vision"):
@@ -284,7 +284,7 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
         tail = [a for s, a in proxy if s > 0.9 * last]
         tails.append(sum(tail) / len(tail))
     every = [f for fs in firsts.values() for f in fs]
-    assert len(every) == 15
+    assert len(every) == 30
 
     def span(values: list[int]) -> str:
         return f"{min(values):,} to {max(values):,}"
@@ -296,7 +296,7 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
     readme = " ".join((ROOT / "README.md").read_text().split())
     strategies = " ".join((ROOT / "docs/strategies.md").read_text().split())
     by = f"MoCo-v2 {span(firsts['none'])}, MoCHi {span(firsts['mochi'])}, MixCSE {span(firsts['mixcse'])}"
-    assert f"in each of the 15 vision cells, first at step {span(every)} of 1,440 ({by})" in section
+    assert f"in each of the 30 vision cells, first at step {span(every)} of 1,440 ({by})" in section
     assert f"over the last 10% of each run it averaged {min(tails):.2f} to {max(tails):.2f}" in section
     assert f"{at_end} of the {len(text_cells)} text cells selected their last step" in section
     # The verdicts in prose (and in the README and docs/strategies.md): each paired difference, its
@@ -305,6 +305,29 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
         for s, x in _paired(summary, task).items():
             assert quote(x) in section and quote(x) in strategies, (task, s)
             assert short_quote(x) in readme, (task, s)
+    # Vision MixCSE's lam: chosen inside its grid; the validation score of each neighbour and of the paper's
+    # 0.2 quoted; the evaluation cells run at the point chosen before (superseded, kept) and their paired
+    # difference with the baseline on the same seeds.
+    grid = premise_grid["grid"]["mixcse"]["mixcse.lam"]
+    scores = {}
+    for i, lam in enumerate(json.loads((premise / "tune/points.json").read_text())["vision"]["mixcse"]):
+        seeds = sorted(premise.glob(f"tune/vision/mixcse/point{i}/seed*/results.json"))
+        scores[lam["mixcse.lam"]] = np.mean([json.loads(p.read_text())["final_scores"]["val_knn_top1"]
+                                             for p in seeds])
+    chosen = max(scores, key=scores.get)
+    assert min(grid) < chosen < max(grid) and chosen == 0.05
+    below, above = max(v for v in grid if v < chosen), min(v for v in grid if v > chosen)
+    assert (f"0.05 on images, inside its grid (validation k-NN {scores[chosen]:.2f}; {scores[below]:.2f} at "
+            f"{below}, {scores[above]:.2f} at {above}, {scores[0.2]:.2f} at the paper's 0.2)") in section
+    superseded = {r["cell"]: r for r in summary["superseded"]}
+    assert sorted(superseded) == [f"vision/mixcse/seed{k}" for k in range(1, 6)]
+    assert {r["point"]["mixcse.lam"] for r in superseded.values()} == {0.1}
+    base = summary["tasks"]["vision"]["strategies"]["none"]["seeds"]
+    old = [json.loads((premise / f"superseded/vision/mixcse/point0/seed{k}/results.json").read_text())
+           ["final_scores"]["knn_top1"] for k in range(1, 6)]
+    assert old == [superseded[f"vision/mixcse/seed{k}"]["score"] for k in range(1, 6)]
+    diff = np.mean([o - base[str(k)] for k, o in zip(range(1, 6), old)])
+    assert f"{diff:+.2f} against MoCo-v2 on seeds 1 to 5" in section
 
 
 # ------------------------------------------------------------------ the CPU comparison across modalities
