@@ -23,7 +23,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from hardmix.compare.grid import Cell, cell_log, task_class
+from hardmix.compare.grid import Cell, task_class
 from hardmix.errors import ConfigError
 from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest
 from hardmix.training.run_folder import CHECKPOINT
@@ -173,22 +173,12 @@ def set_aside_mismatched(cell: Cell, output: Path) -> Path:
     """Move a mismatched cell's folder and its log to ``DIR/superseded/<task>/<strategy>/mismatched/seed<k>``
     (a tuning cell's under ``.../mismatched/point<i>/seed<k>``; ``seed<k>.2``, ... when taken): kept, not
     deleted, and the cell runs again. Returns where it went."""
-    from hardmix.compare.tuning import SUPERSEDED
-    from hardmix.utils.confine import makedirs, replace
+    from hardmix.compare.tuning import SUPERSEDED, set_aside
 
     base = output / SUPERSEDED / cell.task.name / cell.strategy / MISMATCHED
     if cell.point_index is not None:
         base = base / f"point{cell.point_index}"
-    n, target = 1, base / f"seed{cell.seed}"
-    while target.exists():
-        n += 1
-        target = base / f"seed{cell.seed}.{n}"
-    makedirs(target.parent, output)
-    replace(cell.run_dir, target, output)
-    log = cell_log(cell, output)
-    if log.is_file() and not log.is_symlink():
-        replace(log, target / "cell.log", output)
-    return target
+    return set_aside(cell, base, output)
 
 
 def check_cells(cells: list[Cell], spec_path: str, out: Path, rerun: bool,

@@ -192,7 +192,12 @@ def supersede(cell: Cell, index: int, output: Path) -> Path:
     """Move ``cell``'s run folder, made at the grid point of folder ``index``, and its log to
     ``DIR/superseded/<task>/<strategy>/point<i>/seed<k>`` (``seed<k>.2``, ... when taken): the cell runs
     again at the chosen point and the earlier run is kept and reported. Returns where it went."""
-    base = output / SUPERSEDED / cell.task.name / cell.strategy / f"point{index}"
+    return set_aside(cell, output / SUPERSEDED / cell.task.name / cell.strategy / f"point{index}", output)
+
+
+def set_aside(cell: Cell, base: Path, output: Path) -> Path:
+    """Move ``cell``'s run folder and its log to ``base/seed<k>`` (``seed<k>.2``, ... when taken), inside
+    the comparison's ``output``: kept, never deleted. Returns where it went."""
     n, target = 1, base / f"seed{cell.seed}"
     while target.exists():
         n += 1
