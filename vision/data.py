@@ -396,11 +396,15 @@ def default_cache_dir() -> Path:
 
 
 def _cache_key(paths: Sequence[str], resolution: int | None, skip_corrupt: bool) -> str:
+    """The decoded tensors' cache name: the images' contents in order (each file's SHA-256, read once per
+    machine while it stays the same: :func:`hardmix.training.fingerprint.content_digests`), the resolution
+    and the corrupt-file rule. An image rewritten in place, even at its size and mtime, is another key."""
+    from hardmix.training.fingerprint import content_digests
+
     h = hashlib.sha1()
-    h.update(json.dumps([2, resolution, skip_corrupt]).encode())  # 2: every mode decoded (vision.images)
-    for p in paths:
-        st = os.stat(p)
-        h.update(f"{os.path.abspath(p)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    h.update(json.dumps([3, resolution, skip_corrupt]).encode())  # 3: keyed by content
+    for digest in content_digests(paths):
+        h.update(f"{digest}\n".encode())
     return h.hexdigest()[:24]
 
 
@@ -431,8 +435,11 @@ def load_tensors(
     cache_file = None
     if cache_dir != "":
         folder = Path(cache_dir) if cache_dir else default_cache_dir()
-        cache_file = folder / f"{_cache_key(paths, resolution, skip_corrupt)}.pt"
-        if cache_file.is_file():
+        try:
+            cache_file = folder / f"{_cache_key(paths, resolution, skip_corrupt)}.pt"
+        except OSError:  # an unreadable image: decoding names it (or skips it)
+            cache_file = None
+        if cache_file is not None and cache_file.is_file():
             try:
                 blob = torch.load(cache_file, map_location="cpu", weights_only=True)
                 return ImageTensors(

@@ -104,15 +104,26 @@ def _write_cache(folder: Path, new: dict[str, tuple[Key, str]]) -> None:
         pass
 
 
+def _resolved(path: str | os.PathLike[str], folders: dict[str, str]) -> str:
+    """``os.path.realpath(path)``, its folder resolved once per folder in ``folders`` (the images of a data
+    set share a few folders) and the file itself only when it is a link."""
+    head, name = os.path.split(os.path.abspath(path))
+    real_head = folders.get(head)
+    if real_head is None:
+        real_head = folders[head] = os.path.realpath(head)
+    real = os.path.join(real_head, name)
+    return os.path.realpath(real) if os.path.islink(real) else real
+
+
 def content_digests(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
     """The SHA-256 (hex) of each file's bytes, each file read only when its cached digest does not match
     it now (resolved path, size, mtime, inode, ctime); the new digests are added to the cache file once,
     at the end."""
     folder = cache_folder()
     cache_file = folder / DIGESTS
-    out, new = [], {}
+    out, new, folders = [], {}, {}
     for p in paths:
-        real = os.path.realpath(p)
+        real = _resolved(p, folders)
         before = _key(os.stat(real))
         hit = _memory.get(real)
         if (hit is None or hit[0] != before) and cache_file not in _loaded:

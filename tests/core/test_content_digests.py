@@ -133,3 +133,20 @@ def test_a_tree_is_its_files_relative_paths_and_contents(cache, tmp_path):
     assert tree_digest(files(a), a) == tree_digest(files(b), b)
     (b / "c0" / "1.png").rename(b / "c0" / "7.png")
     assert tree_digest(files(a), a) != tree_digest(files(b), b)
+
+
+def test_paths_resolve_as_realpath_with_each_folder_resolved_once(tmp_path):
+    """The cache key's path is the file's realpath: through a link to a folder, a link to a file, both, and
+    a relative path, it equals ``os.path.realpath``; a folder is resolved once for all its files."""
+    import os
+
+    from hardmix.training.fingerprint import _resolved
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "f.jpg").write_bytes(b"x")
+    (tmp_path / "l").symlink_to(tmp_path / "a")
+    (tmp_path / "a" / "b" / "g.jpg").symlink_to(tmp_path / "a" / "b" / "f.jpg")
+    folders: dict[str, str] = {}
+    for q in (tmp_path / "l/b/f.jpg", tmp_path / "a/b/g.jpg", tmp_path / "l/b/g.jpg", "rel/x.jpg"):
+        assert _resolved(q, folders) == os.path.realpath(q), q
+    assert folders[str(tmp_path / "l" / "b")] == str((tmp_path / "a" / "b").resolve())

@@ -82,6 +82,37 @@ def test_decode_cache_and_corrupt_files(cifar_tree, tmp_path):
     assert torch.equal(first.images, again.images) and torch.equal(first.labels, listing.labels[:20])
 
 
+def test_the_decode_cache_follows_the_images_content(tmp_path):
+    """An image rewritten in place at its byte size with its mtime put back (an uncompressed BMP: every
+    32x32 one has the same size) was once decoded from the cache as it had been: the cache was keyed by
+    path, size and mtime. It is keyed by content: the new pixels are decoded, equal to PIL's own."""
+    import os
+
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in ("a", "b"):
+        (tmp_path / "tree" / c).mkdir(parents=True)
+        for i in range(2):
+            pixels = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(tmp_path / "tree" / c / f"{i}.bmp")
+    listing = scan_image_folder(tmp_path / "tree")
+    cache = str(tmp_path / "cache")
+    before = load_tensors(listing, cache_dir=cache)
+    target = Path(listing.paths[1])
+    st = target.stat()
+    pixels = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(target)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert target.stat().st_size == st.st_size and target.stat().st_mtime_ns == st.st_mtime_ns
+    after = load_tensors(listing, cache_dir=cache)
+    assert torch.equal(after.images[1], torch.from_numpy(pixels).permute(2, 0, 1))
+    assert not torch.equal(after.images[1], before.images[1])
+    assert torch.equal(after.images[[0, 2, 3]], before.images[[0, 2, 3]])
+    assert len(list((tmp_path / "cache").glob("*.pt"))) == 2
+
+
 def test_batches_depend_only_on_seed_and_step():
     images = torch.randint(0, 256, (40, 3, 16, 16), dtype=torch.uint8)
     aug = TensorAugment(AugmentSection(crop_size=16))
