@@ -37,7 +37,7 @@ def require_data_path(*parts: str) -> Path:
 # fetching it (a download test unsets this and serves the files itself).
 os.environ.setdefault("HARDMIX_OFFLINE", "1")
 
-# The machine's cache folder (content digests, decoded images) is a fresh one per test session, never the
+# The machine's cache folder (content digests, decoded images) is a fresh one for each pytest run, never the
 # user's: a test that looks at the cache sets its own.
 if not os.environ.get("HARDMIX_CACHE"):
     import tempfile

@@ -95,7 +95,7 @@ def composed_direction(
         hook = f"strategy {label!r}: extra_logits"
         if "extra" in its and (out := _called(strategy.extra_logits, (ctx,), hook, ctx, versions)) \
                 is not None:
-            extras.append(_checked(out, f"strategy {label!r}: extra_logits", ctx, (b, None),
+            extras.append(_checked(out, hook, ctx, (b, None),
                                    stats.setdefault(label, {}), checks, hidden=bool(estimators)))
     dtype = torch.promote_types(logits.dtype, torch.float32)
     if estimators:

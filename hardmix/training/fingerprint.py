@@ -148,22 +148,24 @@ def content_digest(path: str | os.PathLike[str]) -> str:
     return content_digests([path])[0]
 
 
+def _named_digest(names: Sequence[str], paths: Sequence[str | os.PathLike[str]]) -> str:
+    """The SHA-256 (hex) of files in order, each by its name in ``names`` and its content's SHA-256."""
+    h = hashlib.sha256()
+    for name, digest in zip(names, content_digests(paths), strict=True):
+        h.update(f"{name}\0{digest}\n".encode())
+    return h.hexdigest()
+
+
 def files_digest(paths: Sequence[str | os.PathLike[str]]) -> str:
     """The SHA-256 (hex) of files' contents in order, each by its name and its own SHA-256 (a file changed,
     added, removed or renamed changes it; where the files lie does not)."""
-    h = hashlib.sha256()
-    for p, digest in zip(paths, content_digests(paths), strict=True):
-        h.update(f"{os.path.basename(p)}\0{digest}\n".encode())
-    return h.hexdigest()
+    return _named_digest([os.path.basename(p) for p in paths], paths)
 
 
 def tree_digest(paths: Sequence[str | os.PathLike[str]], root: str | os.PathLike[str]) -> str:
     """The SHA-256 (hex) of files in order, each by its path relative to ``root`` and its content's SHA-256
     (a file rewritten, even at the same size, added, removed or renamed changes it; the folder may move)."""
-    h = hashlib.sha256()
-    for p, digest in zip(paths, content_digests(paths), strict=True):
-        h.update(f"{os.path.relpath(p, root)}\0{digest}\n".encode())
-    return h.hexdigest()
+    return _named_digest([os.path.relpath(p, root) for p in paths], paths)
 
 
 def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
