@@ -25,7 +25,7 @@ from typing import Any
 
 from hardmix.compare.grid import Cell, task_class
 from hardmix.errors import ConfigError
-from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest
+from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest, data_mismatch
 from hardmix.training.run_folder import CHECKPOINT
 
 #: Under ``DIR/superseded/<task>/<strategy>/``: the cells moved aside by ``--rerun-mismatched``.
@@ -64,22 +64,20 @@ class _Now:
 
 def _data_mismatch(recorded: Any, now: dict[str, Any] | None, what: str) -> str | None:
     """Why ``recorded`` (a record's or a checkpoint's training data fingerprint) does not establish the
-    data of ``now``, or None: every entry of ``now`` must be there, equal (a record may hold more: the counts
-    only building knows)."""
-    if now is None:
-        return None  # the task cannot tell before building: the cell's own resume and the summary check it
-    if not isinstance(recorded, dict):
+    data of ``now`` (:func:`~hardmix.training.fingerprint.data_mismatch`: a record may hold more, the counts
+    only building knows), or None; ``now`` None: the task cannot tell before building (the cell's own resume
+    and the summary check it)."""
+    why = data_mismatch(recorded, now)
+    if why is None:
+        return None
+    if why.recorded is None:
         return f"its {what} records no training data fingerprint, so its data cannot be established"
-    missing = [k for k in now if k not in recorded]
-    if missing:
-        held = ", ".join(sorted(recorded)) or "nothing"
-        return (f"its {what} identifies its training data by {held}, not by {', '.join(missing)} (an older "
-                "hardmix's fingerprint), so its data cannot be established")
-    differ = [k for k in now if recorded[k] != now[k]]
-    if differ:
-        return "its training data differ (" + ", ".join(
-            f"{k} {_short(recorded[k])} then, {_short(now[k])} now" for k in differ) + ")"
-    return None
+    if why.other_form:
+        return (f"its {what} identifies its training data by {', '.join(why.recorded) or 'nothing'}, not "
+                f"by {', '.join(why.missing)} (an older hardmix's fingerprint), so its data cannot be "
+                "established")
+    return "its training data differ (" + ", ".join(
+        f"{k} {_short(recorded[k])} then, {_short(now[k])} now" for k in why.differ) + ")"
 
 
 def record_mismatch(record: dict[str, Any], cell: Cell, data: dict[str, Any] | None, inputs: str | None,

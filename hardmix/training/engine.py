@@ -175,18 +175,19 @@ class _Run:
         """Refuse to resume on other data than the run's (its fingerprint is in the checkpoint): data that
         differ, or a fingerprint of another form (an older hardmix's) by which they cannot be known to be
         the same."""
+        from hardmix.training.fingerprint import data_mismatch
+
         now = self.data_fingerprint
-        if saved == now or now is None:
+        why = data_mismatch(saved, now, exact=True)
+        if why is None:
             return
-        if not isinstance(saved, dict) or set(saved) != set(now):
-            had = ", ".join(sorted(saved)) if isinstance(saved, dict) else "nothing"
+        if why.other_form:
             raise RunFolderError(
-                f"--resume: the run's checkpoint identifies its training data by {had}, this hardmix by "
-                f"{', '.join(sorted(now))} (its checkpoint is an older hardmix's): whether the data are the "
-                "same cannot be established; resume it with the hardmix that started it, or start a new run "
-                "with another --output")
-        what = ", ".join(f"{k} {saved.get(k)!r} -> {now.get(k)!r}" for k in sorted(set(saved) | set(now))
-                         if saved.get(k) != now.get(k))
+                f"--resume: the run's checkpoint identifies its training data by "
+                f"{', '.join(why.recorded or ['nothing'])}, this hardmix by {', '.join(sorted(now))} (its "
+                "checkpoint is an older hardmix's): whether the data are the same cannot be established; "
+                "resume it with the hardmix that started it, or start a new run with another --output")
+        what = ", ".join(f"{k} {saved[k]!r} -> {now[k]!r}" for k in sorted(why.differ))
         raise RunFolderError(f"--resume: the training data differ from the run's ({what}); resume with the "
                              "data the run started with, or start a new run with another --output")
 

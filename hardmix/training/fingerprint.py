@@ -26,6 +26,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 #: Config keys that do not change a result: where and how it ran, its checkpoints and logs, and the seed
 #: (a result's fingerprint is compared across seeds; a comparison's cells must agree on the rest).
@@ -187,7 +188,49 @@ def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
     return hashlib.sha256(json.dumps(walk(config), sort_keys=True, default=str).encode()).hexdigest()
 
 
+class DataMismatch(NamedTuple):
+    """How a recorded training-data fingerprint fails to establish the data of now (:func:`data_mismatch`).
+
+    Attributes:
+        recorded: the entries the record identifies its data by, sorted; None: it records no fingerprint.
+        other_form: the record identifies its data by other entries (an older hardmix's fingerprint), so
+            whether the data are the same cannot be established.
+        missing: the entries of now that the record lacks (in now's order).
+        differ: the entries recorded with another value than now's (in now's order).
+    """
+
+    recorded: list[str] | None
+    other_form: bool
+    missing: list[str]
+    differ: list[str]
+
+
+def data_mismatch(recorded: Any, now: dict[str, Any] | None, exact: bool = False) -> DataMismatch | None:
+    """The one rule of "the same training data", for ``--resume`` (a checkpoint's fingerprint) and ``hardmix
+    compare`` (a finished cell's record, a cell's checkpoint): every entry of ``now`` is recorded, with the
+    same value; with ``exact`` the record holds no other entry either (a resume compares the whole
+    fingerprint the build makes; a comparison, what is known before building, which a record may exceed).
+    None when the data are established as the same, or ``now`` is None (nothing to compare).
+
+    >>> data_mismatch({"images": 16, "sha256": "a"}, {"images": 17}).differ
+    ['images']
+    >>> data_mismatch({"images": 16, "sha256": "a"}, {"images": 16}) is None
+    True
+    >>> data_mismatch({"images": 16, "sha256": "a"}, {"images": 16}, exact=True).other_form
+    True
+    """
+    if now is None or recorded == now:
+        return None
+    if not isinstance(recorded, dict):
+        return DataMismatch(None, True, list(now), [])
+    missing = [k for k in now if k not in recorded]
+    if missing or (exact and set(recorded) != set(now)):
+        return DataMismatch(sorted(recorded), True, missing, [])
+    differ = [k for k in now if recorded[k] != now[k]]
+    return DataMismatch(sorted(recorded), False, [], differ) if differ else None
+
+
 __all__ = [
-    "DIGESTS", "FREE_OF_RESULT", "cache_folder", "config_digest", "content_digest", "content_digests",
-    "file_digest", "files_digest", "tree_digest",
+    "DIGESTS", "FREE_OF_RESULT", "DataMismatch", "cache_folder", "config_digest", "content_digest",
+    "content_digests", "data_mismatch", "file_digest", "files_digest", "tree_digest",
 ]

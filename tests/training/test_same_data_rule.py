@@ -1,0 +1,60 @@
+"""One rule says whether recorded training data are the data of now (``data_mismatch``): ``--resume`` (the
+whole fingerprint a build makes, every entry) and ``hardmix compare`` (what is known before building, which
+a record may exceed) both follow it and name the entries it finds."""
+
+from __future__ import annotations
+
+import pytest
+
+from hardmix.compare.fingerprints import _data_mismatch
+from hardmix.training.engine import _Run
+from hardmix.training.fingerprint import data_mismatch
+from hardmix.training.run_folder import RunFolderError
+
+BUILT = {"images": 16, "training images": 16, "image content sha256": "a" * 64}
+BEFORE_BUILDING = {"images": 16, "image content sha256": "a" * 64}
+
+
+def _resume(saved, now=BUILT) -> None:
+    run = _Run.__new__(_Run)  # the engine's check alone: nothing built
+    run.data_fingerprint = now
+    run._check_same_data(saved)
+
+
+def test_the_same_data_pass_both() -> None:
+    assert data_mismatch(dict(BUILT), BUILT, exact=True) is None
+    _resume(dict(BUILT))
+    assert _data_mismatch(dict(BUILT), BEFORE_BUILDING, "record") is None  # a record holds the counts too
+    assert data_mismatch(None, None) is None and _data_mismatch({"x": 1}, None, "record") is None
+
+
+def test_changed_content_is_named_by_both() -> None:
+    changed = {**BUILT, "image content sha256": "b" * 64}
+    assert data_mismatch(changed, BUILT, exact=True).differ == ["image content sha256"]
+    with pytest.raises(RunFolderError, match=r"training data differ .*image content sha256 'b"):
+        _resume(changed)
+    why = _data_mismatch(changed, BEFORE_BUILDING, "record")
+    assert why == "its training data differ (image content sha256 bbbbbbbbbbbb... then, aaaaaaaaaaaa... now)"
+
+
+def test_an_older_form_cannot_establish_the_data_for_either() -> None:
+    older = {"images": 16, "image list sha256": "c" * 64}
+    mismatch = data_mismatch(older, BEFORE_BUILDING)
+    assert mismatch.other_form and mismatch.missing == ["image content sha256"]
+    with pytest.raises(RunFolderError, match="identifies its training data by image list sha256, images, "
+                       "this hardmix by image content sha256, images, training images"):
+        _resume(older)
+    assert "not by image content sha256 (an older hardmix's fingerprint)" in _data_mismatch(
+        older, BEFORE_BUILDING, "checkpoint")
+    with pytest.raises(RunFolderError, match="identifies its training data by nothing"):
+        _resume(None)
+    assert _data_mismatch(None, BEFORE_BUILDING, "record") == (
+        "its record records no training data fingerprint, so its data cannot be established")
+
+
+def test_a_record_with_more_entries_passes_a_comparison_but_not_a_resume() -> None:
+    more = {**BUILT, "decoded bytes": 1}
+    assert _data_mismatch(more, BEFORE_BUILDING, "record") is None
+    assert data_mismatch(more, BUILT, exact=True).other_form
+    with pytest.raises(RunFolderError, match="cannot be established"):
+        _resume(more)
