@@ -25,7 +25,7 @@ from typing import Any
 
 from hardmix.compare.grid import Cell, task_class
 from hardmix.errors import ConfigError
-from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest, data_mismatch
+from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest, data_mismatch, inputs_mismatch
 from hardmix.training.run_folder import CHECKPOINT
 
 #: Under ``DIR/superseded/<task>/<strategy>/``: the cells moved aside by ``--rerun-mismatched``.
@@ -80,6 +80,21 @@ def _data_mismatch(recorded: Any, now: dict[str, Any] | None, what: str) -> str 
         f"{k} {_short(recorded[k])} then, {_short(now[k])} now" for k in why.differ) + ")"
 
 
+def _inputs_mismatch(recorded: dict[str, Any], now: str | None, what: str) -> str | None:
+    """Why ``recorded`` (a record's fingerprint, a checkpoint) does not establish the inputs (model files,
+    evaluation sets) of ``now`` (:func:`~hardmix.training.fingerprint.inputs_mismatch`), or None; ``now``
+    None: the task does not say before building (the cell's own resume checks it)."""
+    if now is None:
+        return None
+    why = inputs_mismatch(recorded, now)
+    if why == "unrecorded":
+        return f"its {what} records no inputs (an older hardmix's), so its inputs cannot be established"
+    if why == "differ":
+        return (f"its inputs (model files, evaluation sets) differ ({_short(recorded['inputs'])} then, "
+                f"{_short(now)} now)")
+    return None
+
+
 def record_mismatch(record: dict[str, Any], cell: Cell, data: dict[str, Any] | None, inputs: str | None,
                     check_config: bool = True) -> str | None:
     """Why a finished cell's record does not match what the cell would be made from now (its config, the
@@ -92,11 +107,9 @@ def record_mismatch(record: dict[str, Any], cell: Cell, data: dict[str, Any] | N
     why = _data_mismatch(fp.get("data"), data, "record")
     if why is not None:
         return why
-    if inputs is not None and fp.get("inputs") != inputs:
-        if "inputs" not in fp:
-            return "its record has no inputs fingerprint, so its inputs cannot be established"
-        return (f"its inputs (model files, evaluation sets) differ ({_short(fp.get('inputs'))} then, "
-                f"{_short(inputs)} now)")
+    why = _inputs_mismatch(fp, inputs, "record")
+    if why is not None:
+        return why
     if fp.get("hardmix") != __version__:
         return f"it was made by hardmix {fp.get('hardmix')}, this is {__version__}"
     if check_config and fp.get("config") != config_digest(cell.config, FREE_OF_RESULT):
@@ -118,13 +131,7 @@ def checkpoint_mismatch(cell: Cell, data: dict[str, Any] | None, inputs: str | N
     why = _data_mismatch(state.get("data"), data, "checkpoint")
     if why is not None:
         return why
-    if inputs is not None and state.get("inputs") != inputs:
-        if "inputs" not in state:
-            return ("its checkpoint records no inputs (an older hardmix's), so its inputs cannot be "
-                    "established")
-        return (f"its inputs (model files, evaluation sets) differ ({_short(state.get('inputs'))} then, "
-                f"{_short(inputs)} now)")
-    return None
+    return _inputs_mismatch(state, inputs, "checkpoint")
 
 
 def mismatched_cells(cells: list[Cell], skip_config: set[str] = frozenset()) -> list[tuple[Cell, str]]:

@@ -195,14 +195,17 @@ class _Run:
         """Refuse to resume on other inputs than the run's (model files, evaluation sets: the task's
         ``input_digest``, kept in the checkpoint at the start): a relative path read from another working
         folder may name other files, and the result's fingerprint would name inputs it was not made from."""
+        from hardmix.training.fingerprint import inputs_mismatch
+
         now = self.inputs_digest
-        if "inputs" not in state:
+        why = inputs_mismatch(state, now)
+        if why == "unrecorded":
             raise RunFolderError(
                 "--resume: the run's checkpoint does not record its inputs (model files, evaluation sets: an "
                 "older hardmix started it), so whether they are the same cannot be established; resume it "
                 "with the hardmix that started it, or start a new run with another --output")
-        saved = state["inputs"]
-        if saved != now:
+        if why == "differ":
+            saved = state["inputs"]
             short = [str(v)[:12] if v is not None else "none" for v in (saved, now)]
             raise RunFolderError(
                 f"--resume: the run's inputs (model files, evaluation sets) differ from those it started "

@@ -230,7 +230,23 @@ def data_mismatch(recorded: Any, now: dict[str, Any] | None, exact: bool = False
     return DataMismatch(sorted(recorded), False, [], differ) if differ else None
 
 
+def inputs_mismatch(recorded: Any, now: str | None) -> str | None:
+    """The one rule of "the same inputs" (model files, evaluation sets: a task's ``input_digest``), for
+    ``--resume`` and ``hardmix compare``: ``recorded`` (a checkpoint, or a record's fingerprint) holds an
+    ``inputs`` entry equal to ``now`` (None too: a run that reads none). Returns ``"unrecorded"`` (an older
+    hardmix's, by which they cannot be established), ``"differ"``, or None when they are the same.
+
+    >>> inputs_mismatch({"inputs": None}, None), inputs_mismatch({}, None)
+    (None, 'unrecorded')
+    >>> inputs_mismatch({"inputs": "a" * 64}, "b" * 64)
+    'differ'
+    """
+    if not isinstance(recorded, dict) or "inputs" not in recorded:
+        return "unrecorded"
+    return "differ" if recorded["inputs"] != now else None
+
+
 __all__ = [
     "DIGESTS", "FREE_OF_RESULT", "DataMismatch", "cache_folder", "config_digest", "content_digest",
-    "content_digests", "data_mismatch", "file_digest", "files_digest", "tree_digest",
+    "content_digests", "data_mismatch", "file_digest", "files_digest", "inputs_mismatch", "tree_digest",
 ]

@@ -1389,7 +1389,8 @@ INVARIANTS = (
               "recorded in its spec copy; one paired test pools only cells whose fingerprints agree but for "
               "the seed.",
               ("hardmix.training.fingerprint:config_digest", "hardmix.training.fingerprint:content_digests",
-               "hardmix.training.fingerprint:data_mismatch", "hardmix.training.engine:_Run._check_same_data",
+               "hardmix.training.fingerprint:data_mismatch", "hardmix.training.fingerprint:inputs_mismatch",
+               "hardmix.training.engine:_Run._check_same_data",
                "hardmix.training.engine:_Run._check_same_inputs",
                "hardmix.training.engine:_Run._finished_already", "hardmix.training.engine:where_it_is",
                "hardmix.compare.fingerprints:check_cells", "hardmix.compare.precision:cell_precision",

@@ -1,14 +1,15 @@
-"""One rule says whether recorded training data are the data of now (``data_mismatch``): ``--resume`` (the
-whole fingerprint a build makes, every entry) and ``hardmix compare`` (what is known before building, which
-a record may exceed) both follow it and name the entries it finds."""
+"""One rule says whether recorded training data are the data of now (``data_mismatch``), and one whether
+recorded inputs are (``inputs_mismatch``): ``--resume`` (the whole fingerprint a build makes, every entry)
+and ``hardmix compare`` (what is known before building, which a record may exceed) both follow them and
+name what they find."""
 
 from __future__ import annotations
 
 import pytest
 
-from hardmix.compare.fingerprints import _data_mismatch
+from hardmix.compare.fingerprints import _data_mismatch, _inputs_mismatch
 from hardmix.training.engine import _Run
-from hardmix.training.fingerprint import data_mismatch
+from hardmix.training.fingerprint import data_mismatch, inputs_mismatch
 from hardmix.training.run_folder import RunFolderError
 
 BUILT = {"images": 16, "training images": 16, "image content sha256": "a" * 64}
@@ -58,3 +59,26 @@ def test_a_record_with_more_entries_passes_a_comparison_but_not_a_resume() -> No
     assert data_mismatch(more, BUILT, exact=True).other_form
     with pytest.raises(RunFolderError, match="cannot be established"):
         _resume(more)
+
+
+def _resume_inputs(state, now) -> None:
+    run = _Run.__new__(_Run)
+    run.inputs_digest = now
+    run._check_same_inputs(state)
+
+
+def test_inputs_follow_one_rule_in_a_resume_and_a_comparison() -> None:
+    digest, other = "d" * 64, "e" * 64
+    for state, now in (({"inputs": digest}, digest), ({"inputs": None}, None)):
+        assert inputs_mismatch(state, now) is None and _inputs_mismatch(state, now, "record") is None
+        _resume_inputs(state, now)
+    assert inputs_mismatch({"inputs": digest}, other) == "differ"
+    with pytest.raises(RunFolderError, match=r"differ .*sha256 dddddddddddd\.\.\. then, eeeeeeeeeeee"):
+        _resume_inputs({"inputs": digest}, other)
+    assert _inputs_mismatch({"inputs": digest}, other, "checkpoint") == (
+        "its inputs (model files, evaluation sets) differ (dddddddddddd... then, eeeeeeeeeeee... now)")
+    assert inputs_mismatch({}, digest) == "unrecorded"  # an older hardmix's checkpoint or record
+    with pytest.raises(RunFolderError, match="does not record its inputs"):
+        _resume_inputs({}, digest)
+    assert "records no inputs" in _inputs_mismatch({}, digest, "record")
+    assert _inputs_mismatch({}, None, "record") is None  # not known before building: the resume checks it
