@@ -243,8 +243,8 @@ def _check_before_training(args, out, tune, cells, stale, best) -> None:  # noqa
 
     rerun = getattr(args, "rerun_mismatched", False)
     retry = getattr(args, "retry_failed", False)
-    to_run = [c for c in tune + cells if c.status() != "finished" and (c.status() != "failed" or retry)]
-    if not to_run and not rerun:
+    done = {"finished"} if retry else {"finished", "failed"}  # a recorded failure runs again only on request
+    if not rerun and all(c.status() in done for c in tune + cells):
         return
     set_aside = {c.label for c, _ in stale}  # run at a point tuning no longer chooses: moved aside anyway
     evaluated = [c for c in cells if c.label not in set_aside]
