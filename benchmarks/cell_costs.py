@@ -7,7 +7,7 @@ with a timer around each phase of the task and the engine, and times the process
 Each phase is given in wall seconds and in CPU seconds of the process (on a shared machine the second
 moves less with the load; with one torch thread it is at most the first).
 
-    python benchmarks/cell_costs.py --out benchmarks/results/cell_costs_2026-12-01/before.json
+    python benchmarks/cell_costs.py --out results/cell_costs_2026-12-01/before.json
 
 Phases (seconds): ``imports`` (torch, transformers, the task), ``check``, ``model_load`` (text: the backbone
 and tokenizer), ``corpus_read`` (text), ``data_build`` (vision: decode and tensors), ``build_other``,

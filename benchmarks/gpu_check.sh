@@ -12,7 +12,7 @@
 #                                                           # tests/test_gpu_check.py)
 #   bash benchmarks/gpu_check.sh --only training,distributed   # some stages (names below)
 # With the device tool: run(command="bash benchmarks/gpu_check.sh", carry=[".gpu_data"], timeout_s=420).
-# OUT defaults to benchmarks/results/gpu_check (dry: gpu_check_dry); WORK (run folders, caches; not
+# OUT defaults to results/gpu_check (dry: gpu_check_dry); WORK (run folders, caches; not
 # brought back) to a fresh temporary folder. PYTHON picks the interpreter (default python3).
 #
 # Data to carry. ../shared does not travel: only the checkout and the folders named in carry (64 MiB in
@@ -66,7 +66,7 @@
 #                           tokenizer or corpus travels; the steps use the same autocast and loss calls).
 #   channels-last           vision trainer train.channels_last (model and views) [5]; the steps [4];
 #                           SplitBatchNorm on channels-last input [4, 5]. The linear probe's augmented
-#                           features (vision/augmented_features.py: channels-last + autocast): NOT exercised.
+#                           features (hardmix/vision/augmented_features.py: channels-last + autocast): NOT exercised.
 #   CUDA top-k              MoCHi's selection (topk) and pair draws on the device [1, 2, 4, 5].
 #   CUDA loss paths         the loss's two paths, MoCHi's pair inner products in blocks of rows, CUDA
 #                           generators [1, 2, 3]; the gathered in-batch loss on CUDA (as one rank of 8) [3].
@@ -117,14 +117,13 @@ check() {
 
   # hardmix importable: the dry mode uses what is installed; the full mode installs the checkout without
   # dependencies; where that fails (pyproject.toml needs setuptools >= 77, and nothing can be downloaded),
-  # a sitecustomize.py on PYTHONPATH puts the checkout first on sys.path and appends it to hardmix.__path__,
-  # so that text/ and vision/ import as hardmix.text and hardmix.vision (pyproject.toml's package-dir) in
-  # every process (python -m hardmix, pytest, torchrun's workers), whatever their working directory.
+  # a sitecustomize.py on PYTHONPATH puts the checkout first on sys.path, so that hardmix (with
+  # hardmix/text and hardmix/vision) imports from it in every process (python -m hardmix, pytest, torchrun's
+  # workers), whatever their working directory.
   use_checkout() {
     mkdir -p "$WORK/site"
     printf '%s\n' '"""gpu_check.sh: hardmix from the checkout, not installed."""' 'import sys' \
-      "sys.path.insert(0, '$PWD')" 'import hardmix  # noqa: E402' \
-      "hardmix.__path__.append('$PWD')  # text/ and vision/ are hardmix.text and hardmix.vision" \
+      "sys.path.insert(0, '$PWD')" \
       >"$WORK/site/sitecustomize.py"
     # The tasks are found through entry points (hardmix.tasks, hardmix.cli): a dist-info beside it declares
     # pyproject.toml's, as an install would.

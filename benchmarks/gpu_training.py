@@ -229,7 +229,7 @@ def untrained_knn(settings: dict[str, Any], cache_dir: str) -> dict[str, Any]:
     """k-NN of the network at initialization (same seed as the runs), on the same bank and queries."""
     import torch
 
-    from hardmix.config import load_config
+    from hardmix.config.loader import load_config
     from hardmix.vision.backbones import build_backbone
     from hardmix.vision.config import VisionConfig
     from hardmix.vision.evaluation import LabelledImages, eval_geometry
@@ -310,7 +310,7 @@ def cmd_distributed(args: argparse.Namespace) -> int:
            str(BASE_CONFIG), "--output", str(run_dir)] + [x for o in sets for x in ("--set", o)]
     result: dict[str, Any] = {"gpus": n_gpu, "command": cmd}
     if n_gpu < 2:
-        from hardmix.config import load_config
+        from hardmix.config.loader import load_config
         from hardmix.vision.config import VisionConfig
 
         load_config(VisionConfig, BASE_CONFIG, sets)  # the command's config builds

@@ -34,7 +34,7 @@ Peak extra memory:
 - CUDA: ``torch.cuda.max_memory_allocated()`` minus the allocation before the run, in process.
 
 Usage:
-    python benchmarks/loss_overhead.py                      # CPU, all cases, JSON to benchmarks/results/
+    python benchmarks/loss_overhead.py                      # CPU, all cases, JSON to results/
     python benchmarks/loss_overhead.py --device cuda
     python benchmarks/loss_overhead.py --only text-1024 --reps 5 --no-memory
 """

@@ -18,7 +18,7 @@ precision as hardmix, in the same process, the four variants of a modality alter
 lightly is not a dependency of hardmix: install it beside it (``pip install lightly``) to run this.
 
     python benchmarks/peer_precision.py --threads 2 --steps 6 --rounds 4 \
-        --out benchmarks/results/precision_2026-12-03/peers.json
+        --out results/precision_2026-12-03/peers.json
 
 Needs ``HARDMIX_DATA``; each row is the median of ``rounds x steps`` step times after one warm-up round.
 """
@@ -185,7 +185,7 @@ def _measure(variants: dict[str, object], steps: int, rounds: int) -> dict[str, 
 
 
 def text(steps: int, rounds: int) -> dict[str, object]:
-    from hardmix.paths import resolve_data_path
+    from hardmix.datasets.paths import resolve_data_path
     from hardmix.text.task import TextTask
     from hardmix.training.api import load_config_for
 

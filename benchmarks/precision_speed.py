@@ -16,7 +16,7 @@ left out (warm-up); the figure is the median over every kept step of every run.
 and the child's CPU seconds, medians over ``--cell-rounds``.
 
     python benchmarks/precision_speed.py --threads 1 --rounds 3 \
-        --out benchmarks/results/precision_2026-12-03/speed.json
+        --out results/precision_2026-12-03/speed.json
 
 Needs ``HARDMIX_DATA``. The machine's name and its native-bf16 flags are recorded with the numbers.
 """

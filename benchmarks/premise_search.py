@@ -9,7 +9,7 @@ augmentations), each one run of seed 0 in a fresh process with one torch thread,
 ``proxy_acc`` curve (the 0-1 fraction logged every ``log.log_steps`` steps), the first step where it passes
 0.8, the selection score ``val_knn_top1`` and the process's wall and CPU seconds.
 
-    python benchmarks/premise_search.py --out benchmarks/results/premise_search_2026-12-02 [--only NAME]
+    python benchmarks/premise_search.py --out results/premise_search_2026-12-02 [--only NAME]
 
 Only the validation split is scored (``eval.final_scores: []``): the test images stay unseen while the
 setting is chosen. Needs ``HARDMIX_DATA``.

@@ -4,7 +4,7 @@
 # threads, and with PyTorch's CPU kernels limited to AVX2 (a processor without AVX-512: oneDNN only, then
 # oneDNN, MKL and ATen's own kernels). Each run's records go to OUT/<name>/ (about 4 minutes of one core
 # each on a 2-core AMD EPYC; docs/results.md, "What reproduces where", reads
-# benchmarks/results/reproducibility_2026-12-03/).
+# results/reproducibility_2026-12-03/).
 #   HARDMIX_DATA=... bash benchmarks/reproducibility.sh OUT
 set -u
 out=${1:?usage: benchmarks/reproducibility.sh OUT}

@@ -23,7 +23,7 @@ keeps the tasks already in ``--out``. ``--senteval-tasks`` picks the tasks SentE
 
 Usage:
     python benchmarks/senteval_parity.py --senteval /path/to/SentEval --pooling cls avg \
-        --out benchmarks/results/senteval_parity.json          # HARDMIX_DATA must be set
+        --out results/senteval_parity.json          # HARDMIX_DATA must be set
     python benchmarks/senteval_parity.py --senteval /path/to/SentEval --senteval-tasks TREC,MRPC,SST \
         --skip-hardmix --resume
 """
@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hardmix.paths import resolve_data_path
+from hardmix.datasets.paths import resolve_data_path
 from hardmix.text import evaluation as ev
 from hardmix.text import senteval_data as data
 from hardmix.utils.machine import cpu_model

@@ -9,7 +9,7 @@ mixed-negative similarities and the uniformity, for SimCSE and MixCSE, plus SimC
 (``--slow-lr``) as a control: if MixCSE only slowed training down, a slower SimCSE would match it.
 
 Usage:
-    python benchmarks/text_dynamics.py            # results in benchmarks/results/text_dynamics.json
+    python benchmarks/text_dynamics.py            # results in results/text_dynamics.json
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main() -> int:
 
     import torch
 
-    from hardmix.config import load_yaml
+    from hardmix.config.loader import load_yaml
     from hardmix.text.config import build_text_config
     from hardmix.text.task import TextTask
     from hardmix.training import run_training

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from hardmix.paths import resolve_data_path
+from hardmix.datasets.paths import resolve_data_path
 from hardmix.text import evaluation as ev
 from hardmix.text.encoder import SentenceEncoder
 

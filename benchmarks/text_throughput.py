@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from hardmix.paths import resolve_data_path
+from hardmix.datasets.paths import resolve_data_path
 from hardmix.text.config import build_loss, build_text_config
 from hardmix.text.model import ContrastiveSentenceModel, forward_views, load_backbone, quiet_transformers
 from hardmix.text.task import loss_from_views

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from hardmix.config import load_config
+from hardmix.config.loader import load_config
 from hardmix.losses import ContrastiveLoss
 from hardmix.utils.machine import cpu_model
 from hardmix.vision.augment import TensorAugment, pil_transform
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pil-workers", type=int, default=2)
     p.add_argument("--no-pil", action="store_true")
     p.add_argument("--only", nargs="+", default=None, help="time only the variants whose names contain these")
-    p.add_argument("--json", default=str(ROOT / "benchmarks/results/vision_throughput.json"))
+    p.add_argument("--json", default=str(ROOT / "results/vision_throughput.json"))
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -2,7 +2,7 @@
 
 ``hardmix train TASK CONFIG`` trains any registered task (the ``hardmix.tasks`` entry points, e.g.
 ``text``, ``vision``) through the engine; ``strategies`` lists the core's strategies; ``config schema``
-prints a config's JSON Schema and ``config show`` a config resolved (:mod:`hardmix.config_view`). A
+prints a config's JSON Schema and ``config show`` a config resolved (:mod:`hardmix.commands.config`). A
 package adds its own subcommands (``eval text``, ``eval knn``, ``export vision``, ...) through the
 ``hardmix.cli`` entry points: a function ``register(top, evaluate, export)`` that receives the top-level,
 the ``eval`` and the ``export`` subparsers. ``compare``, ``data`` and ``neighbours`` are the core's own. The
@@ -123,7 +123,7 @@ class EncodeCommand:
         >>> args.func(args)
         Traceback (most recent call last):
         ...
-        hardmix.errors.ConfigError: --upper: an option of the lines input (standard input), not of --dots
+        hardmix.utils.errors.ConfigError: --upper: an option of the lines input (standard input), not of ...
     """
 
     def __init__(self, subparsers: argparse._SubParsersAction) -> None:
@@ -182,7 +182,7 @@ class EncodeCommand:
         Raises:
             ConfigError: two inputs, no input, or an option of another input.
         """
-        from hardmix.errors import ConfigError
+        from hardmix.utils.errors import ConfigError
 
         given = [i for i in self._inputs if i.dest is not None and getattr(args, i.dest, None) is not None]
         if len(given) > 1:
@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--k", type=int, default=10, help="neighbours per query (default 10)")
     p.add_argument("--backend", choices=["auto", "faiss", "numpy"], default="auto",
                    help="auto: faiss when installed (HARDMIX_NO_FAISS=1 ignores it), else numpy; both exact")
-    p.set_defaults(func=lazy_command("hardmix.neighbours:cli_main", _check_neighbours))
+    p.set_defaults(func=lazy_command("hardmix.commands.neighbours:cli_main", _check_neighbours))
     return parser
 
 
@@ -284,25 +284,25 @@ def _add_set_option(p: argparse.ArgumentParser) -> None:
 
 
 def _add_config_command(sub: argparse._SubParsersAction, kinds: list[str]) -> None:
-    """``hardmix config schema KIND`` and ``hardmix config show CONFIG`` (:mod:`hardmix.config_view`)."""
+    """``hardmix config schema KIND`` and ``hardmix config show CONFIG`` (:mod:`hardmix.commands.config`)."""
     config = sub.add_parser("config", help="a config's JSON Schema (for editors), or a config resolved with "
                                            "each value's origin")
     config_sub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     p = config_sub.add_parser("schema", help=f"print the JSON Schema of a config ({', '.join(kinds)})")
     p.add_argument("kind", metavar="KIND", choices=kinds,
                    help=f"one of: {', '.join(kinds)} (compare: a comparison spec)")
-    p.set_defaults(func=lazy_command("hardmix.config_view:cmd_schema"))
+    p.set_defaults(func=lazy_command("hardmix.commands.config:cmd_schema"))
     p = config_sub.add_parser("show", help="print a config as hardmix reads it, each value with its origin "
                                            "(default, file, --set)")
     p.add_argument("config", help="a task's config or a comparison spec (YAML)")
     p.add_argument("--task", choices=kinds, default=None,
                    help="what the config is (default: read from its keys)")
     _add_set_option(p)
-    p.set_defaults(func=lazy_command("hardmix.config_view:cmd_show"))
+    p.set_defaults(func=lazy_command("hardmix.commands.config:cmd_show"))
 
 
 def _check_neighbours(args: argparse.Namespace) -> None:
-    from hardmix.config import check_options
+    from hardmix.config.loader import check_options
 
     check_options(args, positive=("k",))
 
@@ -351,7 +351,7 @@ def check_outputs(args: argparse.Namespace) -> None:
     import os
     from pathlib import Path
 
-    from hardmix.errors import ConfigError
+    from hardmix.utils.errors import ConfigError
 
     inputs = {}
     for name in INPUT_OPTIONS:
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from hardmix.errors import ConfigError, RunError, RunInterrupted
+    from hardmix.utils.errors import ConfigError, RunError, RunInterrupted
     from hardmix.utils.offline import libraries_offline
 
     try:

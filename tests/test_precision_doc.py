@@ -1,5 +1,5 @@
 """docs/performance.md's "bf16 against fp32" quotes its benchmark records as they are: every figure of its
-tables is recomputed here from ``benchmarks/results/precision_2026-12-03/*.json``."""
+tables is recomputed here from ``results/precision_2026-12-03/*.json``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.compare.markdown_tables import parse_tables
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDS = ROOT / "benchmarks/results/precision_2026-12-03"
+RECORDS = ROOT / "results/precision_2026-12-03"
 
 
 def _load(name: str) -> dict:

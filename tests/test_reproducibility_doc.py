@@ -1,4 +1,4 @@
-"""``benchmarks/results/reproducibility_2026-12-03``: every figure of its README's tables is its runs' own
+"""``results/reproducibility_2026-12-03``: every figure of its README's tables is its runs' own
 records, and each statement it (and ``docs/results.md``) makes is checked on them: bit-for-bit repeats with
 the same kernels and threads, other kernels or threads giving other floats, and the 2026-12-02
 quickstart's vision rows reproduced by AVX2 kernels."""
@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.compare.markdown_tables import parse_tables
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDER = ROOT / "benchmarks/results/reproducibility_2026-12-03"
+FOLDER = ROOT / "results/reproducibility_2026-12-03"
 
 
 def _lines(run: str) -> list[dict]:
@@ -60,7 +60,7 @@ def test_the_same_kernels_and_threads_repeat_bit_for_bit_and_others_do_not():
 
 def test_avx2_kernels_give_the_2026_12_02_quickstart_s_vision_rows_bit_for_bit():
     mine = json.loads((FOLDER / "quickstart_vision_avx2/summary.json").read_text())["tasks"]["vision"]
-    then = json.loads((ROOT / "benchmarks/results/quickstart_2026-12-02/summary.json").read_text())
+    then = json.loads((ROOT / "results/quickstart_2026-12-02/summary.json").read_text())
     then = then["tasks"]["vision"]
     assert {s: v["seeds"] for s, v in mine["strategies"].items()} == {
         s: v["seeds"] for s, v in then["strategies"].items()}
@@ -68,7 +68,7 @@ def test_avx2_kernels_give_the_2026_12_02_quickstart_s_vision_rows_bit_for_bit()
     for cell in (FOLDER / "quickstart_vision_avx2/runs").glob("vision/*/seed*/results.json"):
         assert json.loads(cell.read_text())["machine"]["cpu_kernels"] == "AVX2", cell
     # and with this machine's own kernels the quickstart gives the rows the README prints now
-    now = json.loads((ROOT / "benchmarks/results/quickstart_2026-12-03/summary.json").read_text())
+    now = json.loads((ROOT / "results/quickstart_2026-12-03/summary.json").read_text())
     paired = now["tasks"]["vision"]["paired"]
     assert [round(paired[s]["mean"], 2) for s in ("mixcse", "mochi")] == [-3.7, -1.3]
     readme = " ".join((ROOT / "README.md").read_text().split())

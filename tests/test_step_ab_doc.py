@@ -1,5 +1,5 @@
 """docs/performance.md's A/B of the step before and after MoCHi moved into one file quotes its records as
-they are (``benchmarks/results/mochi_one_file_ab/result_pinned.json`` and ``result_ops.json``), and the
+they are (``results/mochi_one_file_ab/result_pinned.json`` and ``result_ops.json``), and the
 records say what the text concludes: no difference in the step's speed at the test's level."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDS = ROOT / "benchmarks/results/mochi_one_file_ab"
+RECORDS = ROOT / "results/mochi_one_file_ab"
 
 
 def _paragraph() -> str:

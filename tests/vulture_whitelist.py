@@ -1,7 +1,7 @@
-"""The names vulture reports in ``hardmix/``, ``text/`` and ``vision/`` that are used where it cannot see:
-read with ``python -m vulture hardmix text vision tests/vulture_whitelist.py --min-confidence 60``
-(``docs/architecture.md``, "Dead-code check"). Each call marks names as used, one kind each; importing
-it (pytest collects it) does nothing.
+"""The names vulture reports in ``hardmix/`` (with ``hardmix/text/`` and ``hardmix/vision/``) that are
+used where it cannot see: read with ``python -m vulture hardmix tests/vulture_whitelist.py
+--min-confidence 60`` (``docs/architecture.md``, "Dead-code check"). Each call marks names as used, one
+kind each; importing it (pytest collects it) does nothing.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ _.used(_.on_step_begin, _.get_config_dict, _.citation, _.__getattr__, _.num_batc
 # torchvision's CIFAR10 reads these class attributes of the subclass in hardmix/datasets/prepare_images.py.
 _.used(_.base_folder, _.train_list, _.test_list)
 
-# Subcommands named by a "module:function" string (hardmix.training.lazy_command in text/cli.py and
-# vision/cli.py; hardmix.cli's for hardmix/config_view.py).
+# Subcommands named by a "module:function" string (hardmix.training.lazy_command in hardmix/text/cli.py and
+# hardmix/vision/cli.py; hardmix.cli's for hardmix/commands/config.py).
 _.used(_.cli_main, _.knn_cli_main, _.linear_cli_main, _.cmd_export, _.cmd_schema, _.cmd_show)
 
 # Dataclass fields read by name: the comparison's statistics (report tables, summary.json, by

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from hardmix.errors import ConfigError, RunError
+from hardmix.utils.errors import ConfigError, RunError
 
 SPEC_COPY = "spec.yaml"
 
@@ -90,7 +90,7 @@ def check_extension(saved: Path, raw: dict) -> None:
     """Refuse a spec that differs from the comparison's saved one other than by added seeds, strategies or
     values of a tuning grid's knobs (naming what changed)."""
     from hardmix.compare.spec import spec_differences
-    from hardmix.config import load_yaml
+    from hardmix.config.loader import load_yaml
 
     old = load_yaml(saved)
     changed = spec_differences(old if isinstance(old, dict) else {}, raw)
@@ -106,7 +106,7 @@ def use_recorded_precision(spec, saved: Path) -> None:  # noqa: ANN001
     """The precision the comparison's spec copy records for each task whose cells leave
     ``train.precision: auto`` (``auto_precision``): used as it is, never resolved again here (the cells may
     have run on another machine). A spec that sets another one for a task is refused."""
-    from hardmix.config import load_yaml
+    from hardmix.config.loader import load_yaml
 
     old = load_yaml(saved)
     recorded = old.get("auto_precision") if isinstance(old, dict) else None
@@ -151,7 +151,7 @@ def main(args: argparse.Namespace) -> int:
     from hardmix.compare.grid import LOGS, build_grid, print_commands
     from hardmix.compare.spec import exact_floors, load_spec, select_tasks
     from hardmix.compare.tuning import best_points, first_points, point_folders, stale_cells, tuning_cells
-    from hardmix.config import load_yaml
+    from hardmix.config.loader import load_yaml
 
     spec = select_tasks(load_spec(args.spec), args.tasks)
     out = Path(args.output or spec.output or Path("runs/compare") / Path(args.spec).stem)

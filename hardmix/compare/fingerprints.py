@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from hardmix.compare.grid import Cell, task_class
-from hardmix.errors import ConfigError
 from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest, data_mismatch, inputs_mismatch
 from hardmix.training.run_folder import CHECKPOINT
+from hardmix.utils.errors import ConfigError
 
 #: Under ``DIR/superseded/<task>/<strategy>/``: the cells moved aside by ``--rerun-mismatched``.
 MISMATCHED = "mismatched"

@@ -22,13 +22,13 @@ from typing import Any
 import yaml
 
 from hardmix.compare.spec import CompareSpec, TaskSpec, apply_point, check_cell_config, override_value
-from hardmix.errors import ConfigError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import config_differences, key_in, plain_config
 from hardmix.training.fingerprint import FREE_OF_RESULT
 from hardmix.training.results import ResultsError, read_results
 from hardmix.training.run_folder import CONFIG, RESULTS, run_files
 from hardmix.utils.confine import confined
+from hardmix.utils.errors import ConfigError
 
 # A failed cell's record: why its run failed (its exit status and last log line), written by the runner.
 FAILURE = "failure.json"
@@ -118,8 +118,8 @@ def interpreter_command(command: list[str]) -> list[str]:
     """``command`` (``hardmix ...``) run by this interpreter, without the working folder on ``sys.path``.
 
     ``python -m hardmix`` puts the working folder first on ``sys.path``: run from a clone with hardmix
-    installed (not editable), it would import the clone's ``hardmix/``, which lacks ``hardmix.text`` and
-    ``hardmix.vision`` (installed from ``text/`` and ``vision/``), and every cell would fail. ``-P``
+    installed (not editable), it would import the clone's ``hardmix/`` instead of the installed one (another
+    version's code, which the cells' records would not name), or fail where it does not import. ``-P``
     (Python 3.11+) leaves it out; on 3.10 the same is done by hand.
 
     >>> interpreter_command(["hardmix", "train", "text", "c.yaml"])[-3:]

@@ -46,9 +46,9 @@ from typing import Any
 from hardmix.compare.grid import LOGS, Cell, cell_log, interpreter_command
 from hardmix.compare.launcher_spec import LauncherSpec, parse_time
 from hardmix.compare.spec import CompareSpec
-from hardmix.errors import ConfigError, RunError
 from hardmix.training.run_folder import LOCK, lock_holder, process_alive, run_files
 from hardmix.utils.confine import check_folder, makedirs, open_for_write, remove_written
+from hardmix.utils.errors import ConfigError, RunError
 
 #: ``--launcher`` choices.
 LAUNCHERS = ("local", "slurm", "submitit-local")

@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from hardmix.config import Parsed
-from hardmix.errors import ConfigError
-from hardmix.schema import dataclass_schema
+from hardmix.config.loader import Parsed
+from hardmix.config.schema import dataclass_schema
+from hardmix.utils.errors import ConfigError
 
 _TIME = re.compile(r"(?:(\d+)-)?(\d+):(\d\d)(?::(\d\d))?")
 

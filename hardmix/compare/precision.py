@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
-from hardmix.errors import ConfigError
 from hardmix.training import runtime
 from hardmix.training.api import load_config_for
+from hardmix.utils.errors import ConfigError
 
 
 def task_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str:

@@ -33,10 +33,10 @@ from hardmix.compare.grid import (
     task_class,
     task_metric,
 )
-from hardmix.errors import RunError
 from hardmix.training.results import ResultsError
 from hardmix.training.run_folder import CHECKPOINT, METRICS
 from hardmix.utils.confine import makedirs, open_for_write, remove_written, replace
+from hardmix.utils.errors import RunError
 
 # What a finished cell may keep besides its record (--keep): the resume checkpoint, the task's exports.
 KEEP_CHOICES = ("checkpoints", "models")

@@ -30,9 +30,10 @@
         mixcse: {mixcse.lam: [0.1, 0.4]}
         mochi: {mochi.n_hard: [16, 32]}
 
-The spec is read by the config loader (:mod:`hardmix.config`), as a task's config is: :class:`CompareSpec`,
-:class:`TaskSpec` and :class:`TuneSpec` are its keys (``hardmix config schema compare`` their JSON Schema),
-and :meth:`CompareSpec.validate` what spans several keys. Every cell's full config is then built and
+The spec is read by the config loader (:mod:`hardmix.config.loader`), as a task's config is:
+:class:`CompareSpec`, :class:`TaskSpec` and :class:`TuneSpec` are its keys (``hardmix config schema compare``
+their JSON Schema), and :meth:`CompareSpec.validate` what spans several keys. Every cell's full config is then
+built and
 validated (the task's own validation, strategies included) before the first run, so a bad key, value,
 strategy, score or config file is an error naming it.
 """
@@ -49,10 +50,10 @@ from typing import Annotated, Any, Literal
 
 from hardmix.compare.launcher_spec import LauncherBlock
 from hardmix.compare.stats import ALPHA, exact_floor
-from hardmix.config import Parsed, build_config, config_fields, load_yaml
-from hardmix.errors import ConfigError
+from hardmix.config.loader import Parsed, build_config, config_fields, load_yaml
 from hardmix.strategies.spec_type import strategy_spec_schema
 from hardmix.training.config import flatten_keys
+from hardmix.utils.errors import ConfigError
 
 # Config keys a comparison cannot set for its cells (in a task's ``set``, ``strategy_set`` or a tuning grid).
 NOT_IN_A_CELL = {
@@ -471,11 +472,11 @@ def check_names(names: list[Any], key: str) -> None:
     >>> check_names(["text", "../../x"], "tasks")
     Traceback (most recent call last):
     ...
-    hardmix.errors.ConfigError: tasks: '../../x' is not a plain name (ASCII letters, digits, - and _; ...
+    hardmix.utils.errors.ConfigError: tasks: '../../x' is not a plain name (ASCII letters, digits, - ...
     >>> check_names(["mixcse-single", "MixCSE_single"], "strategies")
     Traceback (most recent call last):
     ...
-    hardmix.errors.ConfigError: strategies: 'MixCSE_single' and 'mixcse-single' name one folder on a ...
+    hardmix.utils.errors.ConfigError: strategies: 'MixCSE_single' and 'mixcse-single' name one folder on a ...
     """
     seen: dict[str, str] = {}
     for name in names:

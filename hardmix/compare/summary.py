@@ -26,10 +26,10 @@ from typing import Any
 from hardmix.compare.grid import Cell, task_metric
 from hardmix.compare.spec import CompareSpec
 from hardmix.compare.stats import ALPHA, SIGNIFICANT, holm_adjusted, mean_std, paired_difference
-from hardmix.errors import ConfigError
 from hardmix.training.metrics import read_metrics
 from hardmix.training.results import ResultsError, read_results
 from hardmix.training.run_folder import METRICS
+from hardmix.utils.errors import ConfigError
 
 SE_SUFFIX = "_se"  # final_scores["<score>_se"]: the evaluation's sampling standard error of <score>
 

@@ -39,9 +39,9 @@ from hardmix.compare.grid import (
     task_metric,
 )
 from hardmix.compare.spec import CompareSpec, TaskSpec, grid_points
-from hardmix.errors import ConfigError, RunError
 from hardmix.training.results import ResultsError, read_results
 from hardmix.utils.confine import confined, makedirs, replace, write_text
+from hardmix.utils.errors import ConfigError, RunError
 
 
 def tuned_tasks(spec: CompareSpec) -> list[TaskSpec]:

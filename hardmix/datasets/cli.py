@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hardmix.data_sources import BASE_URL_ENV, DATASETS
+from hardmix.datasets.sources import BASE_URL_ENV, DATASETS
 
 
 def _fmt_size(n: int) -> str:
@@ -19,8 +19,8 @@ def _fmt_size(n: int) -> str:
 
 def _root_folder(root: str | None) -> Path:
     """The data root of ``--root`` (default: the data root); a path that exists must be a folder."""
-    from hardmix.errors import ConfigError
-    from hardmix.paths import download_root
+    from hardmix.datasets.paths import download_root
+    from hardmix.utils.errors import ConfigError
 
     path = download_root(root)
     if path.exists() and not path.is_dir():

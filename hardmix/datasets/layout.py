@@ -26,7 +26,7 @@ _STS = {
     "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
 }
 
-#: Every file of the SentEval layout that hardmix's loaders read (``text/senteval_data.py``).
+#: Every file of the SentEval layout that hardmix's loaders read (``hardmix/text/senteval_data.py``).
 SENTEVAL_FILES: tuple[str, ...] = (
     *(f"STS/{year}-en-test/STS.{kind}.{sub}.txt" for year, subs in _STS.items() for sub in subs
       for kind in ("input", "gs")),

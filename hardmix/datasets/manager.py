@@ -15,18 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hardmix.data_sources import (
-    BASE_URL_ENV,
-    BERT_MINI_HUB,
-    DATASETS,
-    SOURCES,
-    STAND_INS,
-    WIKI1M_HEAD_LINES,
-    DataSet,
-    Source,
-)
 from hardmix.datasets import layout, prepare_images, prepare_models, prepare_text
 from hardmix.datasets.download import DataDownloadError, download_file, file_digest
+from hardmix.datasets.paths import download_root
 from hardmix.datasets.records import (
     downloads_dir,
     hash_tree,
@@ -37,7 +28,16 @@ from hardmix.datasets.records import (
     verify_files,
     write_manifest,
 )
-from hardmix.paths import download_root
+from hardmix.datasets.sources import (
+    BASE_URL_ENV,
+    BERT_MINI_HUB,
+    DATASETS,
+    SOURCES,
+    STAND_INS,
+    WIKI1M_HEAD_LINES,
+    DataSet,
+    Source,
+)
 from hardmix.utils.confine import makedirs, remove_written, replace
 
 
@@ -149,7 +149,7 @@ def download(
     """Fetch and prepare data sets under the data root.
 
     Args:
-        names: data set names (see :data:`hardmix.data_sources.DATASETS`); their requirements come
+        names: data set names (see :data:`hardmix.datasets.sources.DATASETS`); their requirements come
             first.
         root: the data root (default: ``HARDMIX_DATA``, else the per-user default root).
         base_url: a mirror holding each source under its key (default: ``HARDMIX_DATA_BASE_URL``, else
@@ -258,7 +258,7 @@ def inventory(root: str | os.PathLike[str] | None = None,
               datasets: Mapping[str, DataSet] = DATASETS) -> list[Entry]:
     """Every registered data set: its path under the root, whether it is present, its size on disk and
     whether hardmix recorded its checksums (prepared it); then every folder that configs read which no
-    download provides (:data:`~hardmix.data_sources.STAND_INS`)."""
+    download provides (:data:`~hardmix.datasets.sources.STAND_INS`)."""
     root = download_root(root)
     out = []
     for ds in datasets.values():

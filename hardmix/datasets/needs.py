@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hardmix.data_sources import BASE_URL_ENV, DATASETS, SOURCES, provider_of
-from hardmix.paths import ENV_VAR, default_data_root
+from hardmix.datasets.paths import ENV_VAR, default_data_root
+from hardmix.datasets.sources import BASE_URL_ENV, DATASETS, SOURCES, provider_of
 from hardmix.utils.offline import OFFLINE_ENV, offline, offline_reason
 
 
@@ -186,8 +186,8 @@ def ensure_data(
 def ensure_for_config(task: str, config: str, overrides: list[str], download_allowed: bool = True) -> None:
     """:func:`ensure_data` for the data a task's config reads (a config that does not load is left to
     the command's own validation)."""
-    from hardmix.errors import ConfigError
     from hardmix.training.api import load_config_for, resolve_task
+    from hardmix.utils.errors import ConfigError
 
     try:
         task_cls = resolve_task(task)
@@ -200,8 +200,8 @@ def ensure_for_config(task: str, config: str, overrides: list[str], download_all
 def ensure_for_spec(spec: object, download_allowed: bool = True) -> None:
     """:func:`ensure_data` for every task of a comparison spec at once (one line, one download, or one
     message listing all that is missing)."""
-    from hardmix.errors import ConfigError
     from hardmix.training.api import load_config_for, resolve_task
+    from hardmix.utils.errors import ConfigError
 
     needs: list[tuple[str, str]] = []
     for task in spec.tasks.values():  # type: ignore[attr-defined]

@@ -28,10 +28,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from hardmix.errors import StrategyOutputError
 from hardmix.losses.info_nce import info_nce
-from hardmix.mixing import NEG_INF
+from hardmix.ops.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy
+from hardmix.utils.errors import StrategyOutputError
 
 
 def composed_direction(
@@ -41,8 +41,8 @@ def composed_direction(
     statistics of this call.
 
     Every output a strategy hands the loss is checked where it enters, naming the strategy and the hook
-    (:class:`~hardmix.errors.StrategyOutputError`): its type, shape, dtype and device (an exclusion (B, N)
-    bool, a reweighting (B, N) and extra columns (B, M) floating, an estimate (B,) floating, statistics
+    (:class:`~hardmix.utils.errors.StrategyOutputError`): its type, shape, dtype and device (an exclusion
+    (B, N) bool, a reweighting (B, N) and extra columns (B, M) floating, an estimate (B,) floating, statistics
     scalars), its values (no NaN or +inf in logits, a finite estimate and finite statistics: read once, with
     the loss's own finiteness, so no more synchronizations than before), and that it changed nothing the core
     or another strategy computed (the context's tensors' version counters, unchanged by the call: a write in

@@ -20,13 +20,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses.composition import composed_direction
 from hardmix.losses.info_nce import check_temperature, cosine_logits, paired_logits
-from hardmix.mixing import NEG_INF
+from hardmix.ops.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews
 from hardmix.strategies.build import BuiltStrategies, build_strategies, check_composition
 from hardmix.strategies.schedule import Scheduled
+from hardmix.utils.errors import ConfigError, StrategyArgumentError
 
 
 @dataclass
@@ -206,7 +206,7 @@ class ContrastiveLoss(nn.Module):
             z1: (B, D) first view (anchors), local rows.
             z2: (B, D) second view (positives), local rows.
             z1_all: (N, D) the first view of the whole batch when distributed (gathered with gradient,
-                see :func:`hardmix.distributed.gather_with_grad`); None for one process.
+                see :func:`hardmix.ops.distributed.gather_with_grad`); None for one process.
             z2_all: (N, D) likewise for the second view.
             offset: global index of local row 0 (rank * B for equal local batches).
             step: optimizer step, for the strategies' schedules.

@@ -20,7 +20,7 @@ detached scalars (0-dim tensors or floats) describing this call. Nothing is kept
 Adding a strategy is one file in this package (or any module a package names under the entry-point group
 ``hardmix.strategies``): a frozen dataclass decorated with :func:`register_strategy`, a class attribute
 ``name``, its arguments as fields (``field(metadata={"help": ...})`` for ``hardmix strategies``), validated
-in ``__post_init__`` with :class:`~hardmix.errors.StrategyArgumentError`, and one of the four methods.
+in ``__post_init__`` with :class:`~hardmix.utils.errors.StrategyArgumentError`, and one of the four methods.
 
 A config's spec becomes the loss's list of strategies in :mod:`hardmix.strategies.build`.
 
@@ -113,8 +113,8 @@ class ContrastContext:
 
     def mixing_products(self, stop_grad: bool) -> tuple[Tensor, Tensor, Tensor]:
         """The inner products a mixture of each anchor's positive with its candidates is computed from
-        (:func:`hardmix.mixing.mixed_negative_logits`): (B, 1) ``h_i . p_i / tau``, (B, N) ``h_i . n_j / tau``
-        and (B, N) ``p_i . n_j``. With ``stop_grad`` their gradient reaches the anchors only (as through
+        (:func:`hardmix.ops.mixing.mixed_negative_logits`): (B, 1) ``h_i . p_i / tau``, (B, N) ``h_i . n_j /
+        tau`` and (B, N) ``p_i . n_j``. With ``stop_grad`` their gradient reaches the anchors only (as through
         SG on the mixtures); without, the loss's own logits (invalid entries arbitrary)."""
         if stop_grad:
             with torch.no_grad():

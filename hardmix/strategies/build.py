@@ -5,8 +5,9 @@ a mapping is a ramp and ``warmup_steps`` / ``warmup_epochs`` a warm-up (:mod:`ha
 such a strategy is wrapped in :class:`~hardmix.strategies.schedule.Scheduled`, itself a Strategy. The
 trainers validate their config with :func:`build_strategies` and hand the list to
 :class:`~hardmix.losses.ContrastiveLoss` as it is; :func:`check_setup` says, where a task knows its
-negatives, whether they suffice. Errors are :class:`~hardmix.errors.ConfigError` naming the key path
-(``loss.strategies[0].n_hard``), built from the strategies' :class:`~hardmix.errors.StrategyArgumentError`.
+negatives, whether they suffice. Errors are :class:`~hardmix.utils.errors.ConfigError` naming the key path
+(``loss.strategies[0].n_hard``), built from the strategies'
+:class:`~hardmix.utils.errors.StrategyArgumentError`.
 
 Example:
     >>> [mochi] = build_strategies([{"name": "mochi", "n_hard": 64, "warmup_steps": 10}])
@@ -15,7 +16,7 @@ Example:
     >>> build_strategies([{"name": "mochi", "n_hard": 0}])
     Traceback (most recent call last):
     ...
-    hardmix.errors.ConfigError: loss.strategies[0].n_hard: must be a positive integer, got 0
+    hardmix.utils.errors.ConfigError: loss.strategies[0].n_hard: must be a positive integer, got 0
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hardmix.config import YAML11_FLOAT
-from hardmix.errors import ConfigError, StrategyArgumentError
-from hardmix.old_keys import OLD_KEYS, STRATEGY_ARGUMENT
+from hardmix.config.loader import YAML11_FLOAT
+from hardmix.config.old_keys import OLD_KEYS, STRATEGY_ARGUMENT
 from hardmix.strategies.base import (
     Strategy,
     available_strategies,
@@ -33,6 +33,7 @@ from hardmix.strategies.base import (
     strategy_classes,
 )
 from hardmix.strategies.schedule import Scheduled, check_warmup, parse_ramp
+from hardmix.utils.errors import ConfigError, StrategyArgumentError
 
 
 def strategy_entries(spec: Any, key: str = "loss.strategies") -> list[dict[str, Any] | Strategy]:

@@ -7,7 +7,7 @@ An estimator: for anchor i with positive logit p_i and the logits l_ij of its N_
     L_i  = -log(exp(p_i) / (exp(p_i) + Ng_i))
 
 the negatives' sum corrected for the expected share tau_plus of same-class (false) negatives. It is the
-beta = 0 case of HCL (uniform importance weights); :func:`hardmix.debiased.debiased_negative_term`
+beta = 0 case of HCL (uniform importance weights); :func:`hardmix.ops.debiased.debiased_negative_term`
 computes both, in log space. N_i counts every valid negative column, the extra columns of a composed
 strategy (MoCHi's synthetic negatives) included; in-batch it is B - 1 (the DCL code's SimCLR layout has
 2B - 2).
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from hardmix.debiased import debiased_negative_term, debiased_stats
-from hardmix.errors import check_number
+from hardmix.ops.debiased import debiased_negative_term, debiased_stats
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
+from hardmix.utils.errors import check_number
 
 
 @register_strategy
@@ -37,7 +37,7 @@ class DCL(Strategy):
         >>> DCL(tau_plus=1.0)
         Traceback (most recent call last):
         ...
-        hardmix.errors.StrategyArgumentError: tau_plus: must be in [0, 1), got 1.0
+        hardmix.utils.errors.StrategyArgumentError: tau_plus: must be in [0, 1), got 1.0
     """
 
     name = "dcl"

@@ -37,10 +37,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError, check_int, check_number
-from hardmix.mixing import NEG_INF
+from hardmix.ops.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 from hardmix.utils.counting import count_true
+from hardmix.utils.errors import StrategyArgumentError, check_int, check_number
 
 
 def top_k_false_negatives(cosines: Tensor, valid: Tensor, k: int) -> Tensor:
@@ -99,7 +99,7 @@ class FalseNegativeFilter(Strategy):
         >>> FalseNegativeFilter(top_k=0)
         Traceback (most recent call last):
         ...
-        hardmix.errors.StrategyArgumentError: top_k: 0 and no threshold drop nothing; set one of them
+        hardmix.utils.errors.StrategyArgumentError: top_k: 0 and no threshold drop nothing; set one of them
     """
 
     name = "false_negative_filter"

@@ -4,7 +4,7 @@ Mixing for Contrastive Learning, NeurIPS 2020).
 
 MoCHi (:mod:`hardmix.strategies.mochi`) adds s pair mixtures h_k = normalize(alpha_k n_a + (1 - alpha_k) n_b)
 and s' query mixtures h'_k = normalize(beta_k q~ + (1 - beta_k) n_c) of each query's N hardest negatives.
-This control selects the same pool (:func:`~hardmix.mixing.hardest`) and draws what MoCHi draws, from the
+This control selects the same pool (:func:`~hardmix.ops.mixing.hardest`) and draws what MoCHi draws, from the
 same generator calls in the same order (:func:`copy_positions`: the s distinct pairs, their weights, the s'
 picks, the query weights; the weights unused), and appends, instead of each synthetic point, a copy of one
 of its sources:
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hardmix.mixing import check_draw_counts, check_enough_negatives, hardest, sample_distinct_pairs
+from hardmix.ops.mixing import check_draw_counts, check_enough_negatives, hardest, sample_distinct_pairs
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 
 

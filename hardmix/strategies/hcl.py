@@ -15,7 +15,7 @@ beta is the concentration (beta = 0: uniform weights, the debiased loss of Chuan
 gradient (the paper's code does not detach them).
 
 The loss is computed in log space, with the floor's gradient kept finite, by
-:func:`hardmix.debiased.debiased_negative_term` (which the ``dcl`` strategy shares).
+:func:`hardmix.ops.debiased.debiased_negative_term` (which the ``dcl`` strategy shares).
 
 N_i is the number of valid entries of the anchor's row of negative logits (those that are not -inf):
 in-batch, the other B - 1 rows of the other view (hardmix's SimCSE layout; the HCL code's SimCLR layout
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from hardmix.debiased import debiased_negative_term, debiased_stats
-from hardmix.errors import check_number
+from hardmix.ops.debiased import debiased_negative_term, debiased_stats
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
+from hardmix.utils.errors import check_number
 
 
 @register_strategy
@@ -54,7 +54,7 @@ class HCL(Strategy):
         >>> HCL(beta=-1.0)
         Traceback (most recent call last):
         ...
-        hardmix.errors.StrategyArgumentError: beta: must be in [0, inf), got -1.0
+        hardmix.utils.errors.StrategyArgumentError: beta: must be in [0, inf), got -1.0
     """
 
     name = "hcl"

@@ -16,8 +16,8 @@ The (B, N, D) mixtures are not built: for unit vectors ||lam p + (1 - lam) n||^2
     h . normalize(lam p + (1 - lam) n)
         = (lam h.p + (1 - lam) h.n) / sqrt(lam^2 + (1 - lam)^2 + 2 lam (1 - lam) p.n)
 
-needs only h.p, h.n (the logits the loss has) and p.n (:func:`hardmix.mixing.mixture_logits`); SG(m'_ij) is
-the same expression with p and n detached. Its gradient is the mixtures', since p and n are unit (the
+needs only h.p, h.n (the logits the loss has) and p.n (:func:`hardmix.ops.mixing.mixture_logits`); SG(m'_ij)
+is the same expression with p and n detached. Its gradient is the mixtures', since p and n are unit (the
 normalization upstream removes the radial part).
 
 Reference mode: the logits of the official MixCSE code (BDBC-KG-NLP/MixCSE_AAAI2022, ``cl_forward``),
@@ -34,9 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError, check_bool, check_number
-from hardmix.mixing import mixed_negative_logits, synthetic_stats
+from hardmix.ops.mixing import mixed_negative_logits, synthetic_stats
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
+from hardmix.utils.errors import StrategyArgumentError, check_bool, check_number
 
 
 @register_strategy
@@ -55,7 +55,7 @@ class MixCSE(Strategy):
         >>> MixCSE(lam=1.5)
         Traceback (most recent call last):
         ...
-        hardmix.errors.StrategyArgumentError: lam: must be in (0, 1), got 1.5
+        hardmix.utils.errors.StrategyArgumentError: lam: must be in (0, 1), got 1.5
     """
 
     name = "mixcse"

@@ -33,7 +33,7 @@ With ``lam_max`` = 0.2, the paper's constant, lam_i is 0.2 wherever the bound do
 where the paper's constant would make a mixture harder than the anchor's positive (less the margin).
 
 :meth:`MixCSEAdaptive.extra_logits` takes MixCSE's mixed logits at the per-row lam_i
-(:func:`~hardmix.mixing.mixed_negative_logits`, from the inner products), lam_i from
+(:func:`~hardmix.ops.mixing.mixed_negative_logits`, from the inner products), lam_i from
 :func:`adaptive_lam`.
 """
 
@@ -45,9 +45,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError, check_bool, check_number
-from hardmix.mixing import mixed_negative_logits, mixture_logits
+from hardmix.ops.mixing import mixed_negative_logits, mixture_logits
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
+from hardmix.utils.errors import StrategyArgumentError, check_bool, check_number
 
 
 class AdaptiveLam(NamedTuple):
@@ -137,7 +137,7 @@ class MixCSEAdaptive(Strategy):
         >>> MixCSEAdaptive(lam_min=0.3)
         Traceback (most recent call last):
         ...
-        hardmix.errors.StrategyArgumentError: lam_min: must be in [0, lam_max=0.2], got 0.3
+        hardmix.utils.errors.StrategyArgumentError: lam_min: must be in [0, lam_max=0.2], got 0.3
     """
 
     name = "mixcse_adaptive"

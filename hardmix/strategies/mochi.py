@@ -4,7 +4,7 @@
 For query q, its negatives n_j (the queue, or the batch's other rows) and tau, in the order of the paper:
 
 1. **Selection** (Sec. 4.1): the N hardest negatives, the N highest q.n_j among q's valid ones
-   (:func:`~hardmix.mixing.hardest`, ranked in fp32).
+   (:func:`~hardmix.ops.mixing.hardest`, ranked in fp32).
 2. **Pair mixtures** (Sec. 4.1, Eq. 3): s distinct pairs (a, b), a != b, of the N (a uniform s-subset of the
    N(N-1)/2 pairs) and for each a weight alpha_k ~ U(0, 1):
 
@@ -22,7 +22,7 @@ The random numbers of steps 2 and 3 come from the context's generator in one fix
 the picks c, beta: :func:`mochi_draws`), so a seeded generator repeats them. :func:`mochi_points` builds the
 points as vectors (what :func:`mochi_synthesize` returns); the loss never does: (B, s + s', D) at the paper's
 shapes is too large to hold. :func:`mochi_logits` takes their logits from inner products instead, for unit
-vectors (:func:`~hardmix.mixing.mixture_logits`):
+vectors (:func:`~hardmix.ops.mixing.mixture_logits`):
 
     q . h_k  = (alpha q.n_a + (1 - alpha) q.n_b) / sqrt(alpha^2 + (1 - alpha)^2 + 2 alpha (1 - alpha) n_a.n_b)
     q . h'_k = (beta q.q~ + (1 - beta) q.n_c) / sqrt(beta^2 + (1 - beta)^2 + 2 beta (1 - beta) q.n_c)
@@ -39,7 +39,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmix.mixing import (
+from hardmix.ops.mixing import (
     check_draw_counts,
     check_enough_negatives,
     hardest,
@@ -58,7 +58,7 @@ PAIR_BLOCK = 1 << 22  # elements of one (rows, s, D) block of gathered negatives
 
 class MochiDraws(NamedTuple):
     """MoCHi's random numbers for a batch; positions index each query's N hardest negatives, as listed by
-    :func:`~hardmix.mixing.hardest` (ascending negative index)."""
+    :func:`~hardmix.ops.mixing.hardest` (ascending negative index)."""
 
     first: Tensor  # (B, s) int64 position of n_a
     second: Tensor  # (B, s) int64 position of n_b, first < second

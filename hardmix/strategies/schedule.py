@@ -30,8 +30,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from hardmix.errors import StrategyArgumentError
 from hardmix.strategies.base import Strategy
+from hardmix.utils.errors import StrategyArgumentError
 
 SHAPES = ("linear", "cosine")
 RAMP_KEYS = ("start", "end", "steps", "epochs", "shape")

@@ -18,8 +18,8 @@ import inspect
 import typing
 from typing import Annotated, Any
 
-from hardmix.config import Parsed, unwrap
-from hardmix.schema import jsonable, type_schema
+from hardmix.config.loader import Parsed, unwrap
+from hardmix.config.schema import jsonable, type_schema
 from hardmix.strategies.base import Strategy, registry
 from hardmix.strategies.build import build_strategies
 from hardmix.strategies.schedule import RAMP_KEYS, SHAPES

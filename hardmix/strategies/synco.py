@@ -7,7 +7,7 @@ Types 1 (the query mixed into a hard negative, alpha ~ U(0, 0.5)) and 3 (two har
 MoCHi's query and pair mixtures (:mod:`hardmix.strategies.mochi`, whose ``beta_max`` and ``n_pair`` give
 them; SynCo's type 3 draws its two negatives with replacement where MoCHi draws distinct pairs). This
 strategy adds the other four. For a query q (detached: q~) and a hard negative n chosen uniformly, with
-replacement, among its N hardest valid negatives (MoCHi's selection, :func:`~hardmix.mixing.hardest`),
+replacement, among its N hardest valid negatives (MoCHi's selection, :func:`~hardmix.ops.mixing.hardest`),
 in this fixed order of columns:
 
     extrapolated  s = normalize(n + b (n - q~)),           b ~ U(0, extrapolation_max)
@@ -43,7 +43,7 @@ Where the equations and defaults come from (read, not copied):
   default like ``mochi``'s, hardmix's choice).
 - hardmix's choices: the hard negatives are each query's valid ones only (``ctx.negative_mask``: never
   its positive, an excluded queue entry or a negative another strategy excluded), chosen in fp32 and
-  listed in ascending index (MoCHi's :func:`~hardmix.mixing.hardest`); the counts need not be at most N
+  listed in ascending index (MoCHi's :func:`~hardmix.ops.mixing.hardest`); the counts need not be at most N
   (the picks are with replacement; the official code asserts N >= every count); the random numbers come from
   ``ctx.generator`` in the order of :func:`synco_draws`; the same definition serves in-batch anchors
   (the candidates are the batch's positives) and queues.
@@ -61,16 +61,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.errors import check_int, check_number
-from hardmix.mixing import check_enough_negatives, hardest, synthetic_stats
+from hardmix.ops.mixing import check_enough_negatives, hardest, synthetic_stats
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
+from hardmix.utils.errors import check_int, check_number
 
 KINDS = ("extrapolated", "noise", "perturbed", "adversarial")  # the order of the columns
 
 
 class SyncoDraws(NamedTuple):
     """SynCo's random numbers for a batch; positions index each query's N hardest negatives, as listed by
-    :func:`~hardmix.mixing.hardest` (ascending negative index)."""
+    :func:`~hardmix.ops.mixing.hardest` (ascending negative index)."""
 
     extrapolated: Tensor  # (B, n_extrapolated) int64 position of the extrapolated negative
     extrapolation: Tensor  # (B, n_extrapolated) b ~ U(0, extrapolation_max)
@@ -137,7 +137,7 @@ def synco_synthesize(
         query: (B, D) unit queries q (used detached: q~).
         negatives: (K, D) unit negatives (the queue, or the in-batch candidates).
         hard: (B, N) each query's hardest negatives (indices into ``negatives``), see
-            :func:`~hardmix.mixing.hardest`.
+            :func:`~hardmix.ops.mixing.hardest`.
         draws: the positions among ``hard`` and the numbers, see :func:`synco_draws`.
         sigma, delta, eta: the scales of the noise, perturbed and adversarial kinds.
 
@@ -192,7 +192,7 @@ class SynCo(Strategy):
         >>> SynCo(sigma=-1.0)
         Traceback (most recent call last):
         ...
-        hardmix.errors.StrategyArgumentError: sigma: must be in (0, inf), got -1.0
+        hardmix.utils.errors.StrategyArgumentError: sigma: must be in (0, inf), got -1.0
     """
 
     name = "synco"

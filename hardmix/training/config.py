@@ -5,14 +5,14 @@ A task's config is a dataclass with these sections (subclassed with the task's o
 ``train.save_steps``, ``train.batch_size``, ``train.lr``, ``train.seed``, ``train.threads``,
 ``train.precision``, ``train.device``, ``eval.eval_steps``, ``log.log_steps``, ``loss.temperature``,
 ``loss.strategies``, ``loss.queue_size``. A key of an older vocabulary gets an error saying what replaces
-it (:data:`hardmix.old_keys.OLD_KEYS`, the one table); one rule (:func:`resume_differences`) says which
+it (:data:`hardmix.config.old_keys.OLD_KEYS`, the one table); one rule (:func:`resume_differences`) says which
 keys may differ on ``--resume``.
 
 Example:
     >>> check_old_keys({"train": {"cpu_threads": 1}})
     Traceback (most recent call last):
     ...
-    hardmix.errors.ConfigError: train.cpu_threads was renamed to train.threads
+    hardmix.utils.errors.ConfigError: train.cpu_threads was renamed to train.threads
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hardmix.config import apply_overrides, build_config, load_yaml
-from hardmix.errors import ConfigError
+from hardmix.config.loader import apply_overrides, build_config, load_yaml
+from hardmix.config.old_keys import OLD_KEYS
 from hardmix.losses.info_nce import MIN_TEMPERATURE
-from hardmix.old_keys import OLD_KEYS
 from hardmix.strategies.base import Strategy
 from hardmix.strategies.build import build_strategies
 from hardmix.strategies.spec_type import Strategies
+from hardmix.utils.errors import ConfigError
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 
@@ -167,7 +167,7 @@ def flatten_keys(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def check_old_keys(data: dict[str, Any]) -> None:
     """Refuse a key of an older hardmix (before any other check), saying what replaces it
-    (:data:`hardmix.old_keys.OLD_KEYS`)."""
+    (:data:`hardmix.config.old_keys.OLD_KEYS`)."""
     for key in flatten_keys(data):
         if key in OLD_KEYS:
             raise ConfigError(f"{key} {OLD_KEYS[key]}")
@@ -182,7 +182,7 @@ def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -
         >>> config_differences({"eval": {}}, {"eval": {"selection": "auto"}})  # added since, at its default
         []
     """
-    from hardmix.old_keys import ADDED_KEYS
+    from hardmix.config.old_keys import ADDED_KEYS
 
     out = []
     for k in sorted(set(a) | set(b)):

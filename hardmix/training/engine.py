@@ -26,7 +26,6 @@ import torch.distributed as dist
 import yaml
 from tqdm.auto import tqdm
 
-from hardmix.errors import ConfigError, RunError, RunInterrupted
 from hardmix.training import checkpoint as ckpt
 from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.metrics import MetricsLog, tensorboard_writer_class
@@ -47,6 +46,7 @@ from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
 from hardmix.utils.checkpoint import load_matching
 from hardmix.utils.confine import makedirs, write_text
+from hardmix.utils.errors import ConfigError, RunError, RunInterrupted
 from hardmix.utils.offline import libraries_offline
 from hardmix.utils.rng import rng_state, set_rng_state
 

@@ -172,12 +172,12 @@ def tree_digest(paths: Sequence[str | os.PathLike[str]], root: str | os.PathLike
 def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
     """The SHA-256 (hex) of a plain config (canonical JSON), without the dotted keys or prefixes (``log.``)
     in ``ignore``, nor the keys added since records were first made while they hold their defaults
-    (:data:`hardmix.old_keys.ADDED_KEYS`).
+    (:data:`hardmix.config.old_keys.ADDED_KEYS`).
 
     >>> config_digest({"eval": {"selection": "auto"}}) == config_digest({"eval": {}})  # added since
     True
     """
-    from hardmix.old_keys import ADDED_KEYS
+    from hardmix.config.old_keys import ADDED_KEYS
     from hardmix.training.config import key_in
 
     def walk(d: dict, prefix: str = "") -> dict:  # a key added since counts only away from its default

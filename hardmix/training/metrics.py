@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hardmix.errors import ConfigError
 from hardmix.training.run_folder import METRICS
 from hardmix.utils.confine import open_for_write, summary_writer, write_text
+from hardmix.utils.errors import ConfigError
 
 
 def tensorboard_writer_class() -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from importlib.metadata import EntryPoint, entry_points
 
-from hardmix.errors import ConfigError
 from hardmix.training.task import Task
+from hardmix.utils.errors import ConfigError
 
 GROUP = "hardmix.tasks"
 

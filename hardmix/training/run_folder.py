@@ -23,8 +23,8 @@ import os
 import socket
 from pathlib import Path
 
-from hardmix.errors import RunError
 from hardmix.utils.confine import makedirs, open_for_write, remove_written
+from hardmix.utils.errors import RunError
 
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from hardmix.errors import ConfigError
+from hardmix.utils.errors import ConfigError
 from hardmix.utils.rng import seed_everything
 
 

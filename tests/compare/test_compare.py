@@ -27,9 +27,9 @@ from hardmix.cli import main as cli
 from hardmix.compare.grid import build_grid, interpreter_command
 from hardmix.compare.spec import load_spec, parse_spec
 from hardmix.compare.stats import paired_difference
-from hardmix.errors import ConfigError
 from hardmix.strategies import MixCSE
 from hardmix.training import read_results
+from hardmix.utils.errors import ConfigError
 
 
 # ------------------------------------------------------------------------------------------ stats
@@ -325,8 +325,8 @@ def test_every_strategy_of_a_spec_gets_its_own_colour(n):
 
 
 def test_cells_import_the_installed_hardmix_when_run_from_a_clone(tmp_path):
-    # A clone's working folder holds hardmix/ without hardmix.text and hardmix.vision (installed from
-    # text/ and vision/); `python -m hardmix` run there would import it and every cell would fail.
+    # A clone's working folder holds its own hardmix/ (here one that cannot import); `python -m hardmix`
+    # run there would import it instead of the installed hardmix, and every cell would fail.
     clone = tmp_path / "clone"
     (clone / "hardmix").mkdir(parents=True)
     (clone / "hardmix" / "__init__.py").write_text("raise ImportError('the clone is not installed')\n")

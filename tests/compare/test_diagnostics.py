@@ -345,7 +345,7 @@ def test_contrasts_are_a_family_of_their_own_against_scipy_and_holm():
 
 
 def test_a_contrast_names_two_strategies_other_than_the_baseline():
-    from hardmix.errors import ConfigError
+    from hardmix.utils.errors import ConfigError
 
     raw = {"seeds": [1], "baseline": "none", "strategies": {"none": [{"name": "none"}],
            "mixcse": [{"name": "mixcse"}], "lam0": [{"name": "mixcse", "lam": 0.02}]},

@@ -16,8 +16,8 @@ from hardmix.cli import main as cli
 from hardmix.compare.fingerprints import mismatched_cells
 from hardmix.compare.grid import build_grid
 from hardmix.compare.spec import parse_spec
-from hardmix.errors import ConfigError
 from hardmix.training import read_results
+from hardmix.utils.errors import ConfigError
 
 
 @pytest.fixture

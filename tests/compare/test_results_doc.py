@@ -20,7 +20,7 @@ from hardmix.strategies import MixCSE, NoMixing
 from tests.compare.markdown_tables import holm, parse_tables
 
 ROOT = Path(__file__).resolve().parents[2]
-CPU_FULL = ROOT / "benchmarks/results/compare_cpu_full"
+CPU_FULL = ROOT / "results/compare_cpu_full"
 COMMITTED = ("cpu_full", "strategies", "premise", "precision", "peak_fair")
 BLOCK = re.compile(
     r"<!-- hardmix compare: (?P<path>\S+) -->\n(?P<body>.*?)<!-- end of hardmix compare -->", re.S
@@ -107,7 +107,7 @@ def test_every_committed_summary_carries_the_exact_test_recomputed():
     """``summary.json`` of every committed comparison holds, per paired comparison, the exact sign-flip p,
     its Holm correction and the smallest p its n can give, as an independent enumeration recomputes them."""
     for name in COMMITTED:
-        summary = json.loads((ROOT / f"benchmarks/results/compare_{name}/summary.json").read_text())
+        summary = json.loads((ROOT / f"results/compare_{name}/summary.json").read_text())
         for task in summary["tasks"]:
             mine = _paired(summary, task)
             for s, p in summary["tasks"][task]["paired"].items():
@@ -169,7 +169,7 @@ def short_quote(x: dict) -> str:
 
 
 def _summary_of(name: str) -> dict:
-    return json.loads((ROOT / f"benchmarks/results/compare_{name}/summary.json").read_text())
+    return json.loads((ROOT / f"results/compare_{name}/summary.json").read_text())
 
 
 def quoted_family(task: str, strategy: str, own: str) -> dict:
@@ -191,19 +191,19 @@ def _records(folder: Path) -> list[dict]:
 
 
 def _premise_runs() -> dict:
-    path = ROOT / "benchmarks/results/premise_search_2026-12-02/summary.json"
+    path = ROOT / "results/premise_search_2026-12-02/summary.json"
     return json.loads(path.read_text())["runs"]
 
 
 def _dev_curve(name: str) -> list[str]:
-    lines = _records(ROOT / "benchmarks/results/premise_search_2026-12-02/text" / name)
+    lines = _records(ROOT / "results/premise_search_2026-12-02/text" / name)
     return [f"{x['stsb_dev']:.2f}" for x in lines if "stsb_dev" in x]
 
 
 def test_the_premise_search_table_recomputes_from_its_records():
     """Every row of the search's README table, and the curves and figures docs/results.md and
     premise.yaml quote, from the runs' records."""
-    readme = (ROOT / "benchmarks/results/premise_search_2026-12-02/README.md").read_text()
+    readme = (ROOT / "results/premise_search_2026-12-02/README.md").read_text()
     rows = parse_tables(readme)[0]["rows"]
     runs = list(_premise_runs().values())
     assert len(rows) == len(runs) == 7
@@ -230,7 +230,7 @@ def test_the_premise_search_table_recomputes_from_its_records():
     assert (f"passed 0.8, with K 64 (at step {passed[0][1]:,} of {passed[0][0]:,}) and with K 256 at 16 "
             f"pixels (at step {passed[1][1]:,} of {passed[1][0]:,})") in doc and len(passed) == 2
     assert f"at most {min(failed):.2f} to {max(failed):.2f} in five cheaper" in doc and len(failed) == 5
-    path = ROOT / "benchmarks/results/single_runs_2026-12-02/vision_metrics.jsonl"
+    path = ROOT / "results/single_runs_2026-12-02/vision_metrics.jsonl"
     vision = [json.loads(x) for x in path.read_text().splitlines()]
     k4096 = max(x["proxy_acc"] for x in vision if "proxy_acc" in x and x["step"] > 40)
     assert f"was at most {k4096:.2f} with K 4096" in doc
@@ -246,7 +246,7 @@ def test_the_premise_search_table_recomputes_from_its_records():
 
 # ------------------------------------------------------------------ the premise comparison's regime
 def _cells(task: str) -> list[Path]:
-    root = ROOT / "benchmarks/results/compare_premise/runs" / task
+    root = ROOT / "results/compare_premise/runs" / task
     return sorted(p.parent for p in root.glob("*/seed*/results.json"))
 
 
@@ -255,13 +255,13 @@ def test_the_premise_comparison_ran_where_its_premises_hold():
     last step, every strategy has 10 seeds, and every figure docs/results.md quotes about it (the regime's,
     the tuning's, the superseded cells' and the verdicts', recomputed from the records) is the records' own,
     as README.md and docs/strategies.md quote them too."""
-    summary = json.loads((ROOT / "benchmarks/results/compare_premise/summary.json").read_text())
+    summary = json.loads((ROOT / "results/compare_premise/summary.json").read_text())
     assert summary["finished"] == summary["cells"] == 60
     for task in ("text", "vision"):
         assert all(len(v["seeds"]) == 10 for v in summary["tasks"][task]["strategies"].values())
     # tuned like compare_cpu_full (its tuning seeds), every strategy of both tasks on 5 points, on the
     # selection score; the section names what tuning chose
-    premise = ROOT / "benchmarks/results/compare_premise"
+    premise = ROOT / "results/compare_premise"
     for task in ("text", "vision"):
         for strategy in ("none", "mixcse", "mochi"):
             points = sorted(premise.glob(f"tune/{task}/{strategy}/point*/seed*/results.json"))
@@ -457,7 +457,7 @@ def test_the_peak_fair_comparison_resolves_the_text_peak_and_its_controls():
     grids of equal size; 10 evaluation seeds; the controls beside MixCSE and MoCHi; every evaluation cell
     selected an interior step except the one the section names and explains (its log starts at its resume);
     its section passes ``_check_section``; the contrasts it quotes are recomputed from the per-seed scores."""
-    folder = ROOT / "benchmarks/results/compare_peak_fair"
+    folder = ROOT / "results/compare_peak_fair"
     summary, section = _check_section(folder, "Sentences at their best", diagnostics=False)
     spec = summary["spec"]
     grids = spec["tune"]["grid"]
@@ -537,7 +537,7 @@ def test_the_cpu_full_comparison_and_what_the_docs_say_of_it():
 
 
 # ------------------------------------------------------------------ beyond the papers: strategies.yaml
-STRATEGIES = ROOT / "benchmarks/results/compare_strategies"
+STRATEGIES = ROOT / "results/compare_strategies"
 
 
 def test_the_strategies_comparison_and_what_the_docs_say_of_it():
@@ -583,7 +583,7 @@ def test_the_strategies_comparison_and_what_the_docs_say_of_it():
 
 
 # ------------------------------------------------------------------ bf16 against fp32: precision.yaml
-PRECISION = ROOT / "benchmarks/results/compare_precision"
+PRECISION = ROOT / "results/compare_precision"
 
 
 def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch):
@@ -652,7 +652,7 @@ def test_report_only_rewrites_each_committed_summary_exactly(name, tmp_path, dat
     from hardmix.training.results import versions
 
     folder = tmp_path / name
-    shutil.copytree(ROOT / f"benchmarks/results/compare_{name}", folder)
+    shutil.copytree(ROOT / f"results/compare_{name}", folder)
     committed = json.loads((folder / "summary.json").read_text())
     spec = folder / "spec.yaml"  # the comparison's own copy (its shipped spec may have grown since)
     assert cli(["compare", str(spec), "--output", str(folder), "--report-only"]) == 0, capsys.readouterr().err

@@ -22,9 +22,9 @@ from hardmix.cli import main as cli
 from hardmix.compare.grid import build_grid
 from hardmix.compare.spec import parse_spec
 from hardmix.compare.tuning import tuning_cells
-from hardmix.errors import ConfigError
 from hardmix.training import read_results
 from hardmix.training.api import resolve_task
+from hardmix.utils.errors import ConfigError
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_secondary_scores_are_checked(text_spec, tmp_path):
 @pytest.mark.parametrize(
     "tune, message",
     [
-        # one error format for every config (hardmix.config): the key in full, then the section's keys
+        # one error format for every config (hardmix.config.loader): the key in full, then the section's keys
         ({"seeds": [7], "grid": {"none": {}}, "budget": 3},
          r"unknown key tune\.budget \(known keys of tune: seeds, grid, tasks, equal_budget\)"),
         ({"seeds": [1], "grid": {"none": {}, "mixcse": {}}}, r"tune\.seeds: 1 is also an evaluation seed"),
@@ -285,7 +285,7 @@ def test_the_specs_that_continue_cpu_full_only_add_strategies():
     """strategies.yaml and variants.yaml say they resume a copy of a finished cpu_full comparison: each
     differs from cpu_full.yaml only by added strategies (what ``--resume`` accepts), and adds some."""
     from hardmix.compare.spec import spec_differences
-    from hardmix.config import load_yaml
+    from hardmix.config.loader import load_yaml
 
     root = __import__("pathlib").Path(__file__).resolve().parents[2] / "configs" / "compare"
     base = load_yaml(root / "cpu_full.yaml")
@@ -327,7 +327,7 @@ def test_the_committed_comparisons_keep_the_precision_they_were_recorded_in():
         for task in load_spec(root / "configs/compare" / f"{name}.yaml").tasks.values():
             assert "train.precision=fp32" in task.overrides, (name, task.name)
     for name in ("cpu_full", "strategies", "premise"):
-        folder = root / "benchmarks/results" / f"compare_{name}"
+        folder = root / "results" / f"compare_{name}"
         assert spec_differences(yaml.safe_load((folder / "spec.yaml").read_text()), yaml.safe_load(
             (root / "configs/compare" / f"{name}.yaml").read_text())) == [], name
         configs = list(folder.glob("**/config.yaml"))

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import base
 from hardmix.strategies.build import build_strategies
+from hardmix.utils.errors import ConfigError
 
 from ._reference import logsumexp, normalize
 

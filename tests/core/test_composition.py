@@ -21,14 +21,14 @@ import pytest
 import torch
 
 import hardmix.strategies.base as strategy_base
-from hardmix.config import ConfigError
-from hardmix.errors import StrategyArgumentError
+from hardmix.config.loader import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import ContrastContext, FalseNegativeFilter, MixCSE, Strategy, build_strategies
 from hardmix.strategies.build import check_composition
 from hardmix.strategies.mochi import mochi_draws
 from hardmix.text.config import build_text_config
 from hardmix.training.config import build_task_config
+from hardmix.utils.errors import StrategyArgumentError
 from hardmix.vision.config import VisionConfig
 
 from ._reference import (

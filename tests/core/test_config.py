@@ -1,4 +1,4 @@
-"""hardmix.config: YAML configs validated into dataclasses, errors naming the key."""
+"""hardmix.config.loader: YAML configs validated into dataclasses, errors naming the key."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import pytest
 
-from hardmix.config import (
+from hardmix.config.loader import (
     ConfigError,
     apply_overrides,
     build_config,

@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from hardmix.cli import main as cli
+from hardmix.commands.config import config_class, schema_of
 from hardmix.compare.spec import parse_spec
-from hardmix.config import YAML11_FLOAT, apply_overrides, load_yaml
-from hardmix.config_view import config_class, schema_of
-from hardmix.errors import ConfigError
+from hardmix.config.loader import YAML11_FLOAT, apply_overrides, load_yaml
 from hardmix.training.config import build_task_config, plain_config
+from hardmix.utils.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("text", "vision", "compare")
@@ -253,7 +253,7 @@ def test_one_loader_and_one_naming_scheme():
     from tests.core.test_said_once import _defined_where
 
     where = _defined_where()
-    assert where["_coerce"] == where["_from_dict"] == ["hardmix/config.py"]
+    assert where["_coerce"] == where["_from_dict"] == ["hardmix/config/loader.py"]
     assert not {"_parse_tune", "_parse_seeds", "TASK_KEYS"} & set(where)
     old_names = {"TextTrainConfig", "DataConfig", "AugmentConfig", "ModelConfig", "LossConfig", "TrainConfig",
                  "EvalConfig"}

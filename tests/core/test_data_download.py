@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from hardmix.cli import main
-from hardmix.data_sources import CIFAR10_MEMBERS, download_command_for
 from hardmix.datasets import DATASETS, SOURCES, DataCheckError, DataDownloadError, check, download, inventory
 from hardmix.datasets.layout import SENTEVAL_FILES
 from hardmix.datasets.manager import provenance
-from hardmix.paths import resolve_data_path
+from hardmix.datasets.paths import resolve_data_path
+from hardmix.datasets.sources import CIFAR10_MEMBERS, download_command_for
 from tests.conftest import require_data_path
 from tests.core.http_server import LocalServer
 
@@ -308,7 +308,7 @@ def test_a_kept_file_nothing_verifies_is_fetched_again_and_recorded(mirror, tmp_
 def test_every_source_but_two_has_a_pinned_sha256():
     """Pinned where an independent record of the file exists; the two without one (no checksum published,
     no network here to record one) are verified by the SHA-256 recorded at their first download."""
-    from hardmix.data_sources import SOURCES
+    from hardmix.datasets.sources import SOURCES
 
     unpinned = sorted(key for key, src in SOURCES.items() if not src.sha256)
     assert unpinned == ["bert-mini/config.json", "senteval.tar"]

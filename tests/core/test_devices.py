@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from hardmix.losses import ContrastiveLoss
-from hardmix.mixing import hardest
+from hardmix.ops.mixing import hardest
 from hardmix.strategies.mochi import mochi_synthesize
 
 from ._reference import cross_entropy, normalize

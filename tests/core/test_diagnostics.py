@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix.diagnostics import (
+from hardmix.losses import mixcse_loss
+from hardmix.ops.diagnostics import (
     alignment,
     anchor_gradient_norm,
     embedding_diagnostics,
@@ -17,7 +18,6 @@ from hardmix.diagnostics import (
     similarity_stats,
     uniformity,
 )
-from hardmix.losses import mixcse_loss
 
 from ._reference import normalize
 

@@ -24,7 +24,8 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 
-from hardmix.distributed import (
+from hardmix.losses import ContrastiveLoss
+from hardmix.ops.distributed import (
     SplitBatchNorm,
     batch_shuffle,
     batch_unshuffle,
@@ -34,7 +35,6 @@ from hardmix.distributed import (
     rank_offset,
     world_size,
 )
-from hardmix.losses import ContrastiveLoss
 
 WORLD = 2
 LOCAL = 4

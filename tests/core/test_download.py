@@ -87,9 +87,9 @@ def test_a_damaged_partial_file_of_an_unverified_source_is_never_resumed(served,
     """A damaged ``senteval.tar.part`` was resumed and its SHA-256 recorded as the
     reference. A source that no checksum verifies (none published, none recorded) is fetched whole, from
     byte 0, in one transfer: kept bytes are discarded, so what gets recorded is the server's file."""
-    from hardmix.data_sources import Source
     from hardmix.datasets.manager import fetch_source
     from hardmix.datasets.records import downloads_dir
+    from hardmix.datasets.sources import Source
 
     srv, payload, _ = served
     root = tmp_path / "root"

@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from hardmix.cli import main as cli
-from hardmix.config import ConfigError
-from hardmix.errors import StrategyArgumentError
+from hardmix.config.loader import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import ContrastContext, FalseNegativeFilter, build_strategies
 from hardmix.strategies.false_negative_filter import threshold_false_negatives, top_k_false_negatives
@@ -25,6 +24,7 @@ from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training
 from hardmix.training.config import build_task_config
 from hardmix.training.metrics import read_metrics
+from hardmix.utils.errors import StrategyArgumentError
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.task import VisionTask
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from hardmix.cli import main
-from hardmix.data_sources import DATASETS, SOURCES, WIKI1M_HEAD_LINES
+from hardmix.datasets.sources import DATASETS, SOURCES, WIKI1M_HEAD_LINES
 from tests.core.http_server import LocalServer
 from tests.core.test_data_download import _cifar_archive, _senteval_archive
 

@@ -16,10 +16,9 @@ import pytest
 import torch
 
 from hardmix.cli import main as cli
-from hardmix.config import ConfigError
-from hardmix.errors import StrategyArgumentError
+from hardmix.config.loader import ConfigError
 from hardmix.losses import ContrastiveLoss
-from hardmix.mixing import hardest
+from hardmix.ops.mixing import hardest
 from hardmix.strategies import ContrastContext, HardCopies, MoCHi, build_strategies
 from hardmix.strategies.mochi import mochi_draws, mochi_synthesize
 from hardmix.text.config import build_text_config
@@ -27,6 +26,7 @@ from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training
 from hardmix.training.config import build_task_config
 from hardmix.training.metrics import read_metrics
+from hardmix.utils.errors import StrategyArgumentError
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.task import VisionTask
 

@@ -14,11 +14,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix.debiased import debiased_negative_term
-from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
+from hardmix.ops.debiased import debiased_negative_term
 from hardmix.strategies import DCL, HCL, available_strategies, build_strategies, describe_strategies
 from hardmix.strategies.mochi import mochi_synthesize
+from hardmix.utils.errors import ConfigError
 
 from ._reference import finite_difference_np, hcl_anchor_np, hcl_in_batch_np, hcl_queue_np, hcl_rows_np
 

@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 
 from hardmix.cli import main
-from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import MixCSEAdaptive, build_strategies, describe_strategies
 from hardmix.strategies.base import ContrastContext
 from hardmix.strategies.mixcse_adaptive import adaptive_lam
 from hardmix.text.config import build_text_config
+from hardmix.utils.errors import ConfigError, StrategyArgumentError
 
 from ._reference import (
     adaptive_lam_np,

@@ -10,7 +10,7 @@ from torch.autograd.gradcheck import GradcheckError
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from hardmix.losses import ContrastiveLoss, mixcse_loss
-from hardmix.mixing import mix_normalize, mixture_logits
+from hardmix.ops.mixing import mix_normalize, mixture_logits
 from hardmix.strategies import MixCSE
 
 from ._reference import (

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix.mixing import hardest, sample_distinct_pairs
+from hardmix.ops.mixing import hardest, sample_distinct_pairs
 from hardmix.strategies import MoCHi
 from hardmix.strategies.mochi import mochi_synthesize
 

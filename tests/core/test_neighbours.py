@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hardmix.cli import main
-from hardmix.neighbours import listing_path, nearest_rows, parse_listing
+from hardmix.commands.neighbours import listing_path, nearest_rows, parse_listing
 from hardmix.utils.faiss_backend import faiss_module
 
 N, D = 40, 16

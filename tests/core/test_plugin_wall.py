@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import torch
 
-from hardmix.errors import ConfigError, StrategyArgumentError, StrategyOutputError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import MixCSE, base
 from hardmix.strategies.build import build_strategies, check_setup
+from hardmix.utils.errors import ConfigError, StrategyArgumentError, StrategyOutputError
 
 from ._reference import mixcse_loss_np
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from hardmix.losses import ContrastiveLoss
-from hardmix.queue import KeyQueue
+from hardmix.ops.queue import KeyQueue
 
 
 def _keys(n: int, d: int = 4, seed: int = 0) -> torch.Tensor:

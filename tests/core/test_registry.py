@@ -16,7 +16,6 @@ import pytest
 import torch
 import yaml
 
-from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import (
     available_strategies,
@@ -25,6 +24,7 @@ from hardmix.strategies import (
     describe_strategies,
 )
 from hardmix.text.config import build_text_config
+from hardmix.utils.errors import ConfigError
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "strategies.md"
 NAMES = available_strategies()
@@ -114,7 +114,7 @@ PLUGIN = textwrap.dedent('''
 
     import torch.nn.functional as F
 
-    from hardmix.errors import check_number
+    from hardmix.utils.errors import check_number
     from hardmix.strategies.base import Strategy, arg
 
 
@@ -285,7 +285,7 @@ def test_a_strategy_s_faulty_logits_are_stopped_where_they_enter_the_loss_naming
     returning NaN logits was stopped with advice to lower train.lr; both now name the strategy, in the
     loss and through ``hardmix train`` (one line, exit 2)."""
     from hardmix.cli import main
-    from hardmix.errors import StrategyOutputError
+    from hardmix.utils.errors import StrategyOutputError
 
     monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
     base.register_strategy(_faulty(kind))

@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import MixCSE, MoCHi, Scheduled, build_strategies
 from hardmix.text.config import build_text_config
 from hardmix.training.config import build_task_config
+from hardmix.utils.errors import ConfigError
 from hardmix.vision.config import VisionConfig
 
 from ._reference import mixcse_loss_np

@@ -16,12 +16,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix.errors import ConfigError, StrategyArgumentError
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import SynCo, build_strategies, describe_strategies
 from hardmix.strategies.base import ContrastContext
 from hardmix.strategies.mochi import mochi_draws
 from hardmix.strategies.synco import KINDS, synco_draws, synco_synthesize
+from hardmix.utils.errors import ConfigError, StrategyArgumentError
 
 from ._reference import (
     hardest_np,

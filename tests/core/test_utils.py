@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from hardmix.paths import ENV_VAR, DataRootError, data_root, resolve_data_path
+from hardmix.datasets.paths import ENV_VAR, DataRootError, data_root, resolve_data_path
 from hardmix.utils.confine import save_torch, write_text
 from hardmix.utils.rng import rng_state, seed_everything, set_rng_state
 
@@ -107,7 +107,7 @@ def test_rng_state_round_trip_restores_every_generator() -> None:
 def test_a_bad_data_root_is_named_not_replaced_by_the_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hardmix.paths import data_root_path, default_data_root, missing_hint
+    from hardmix.datasets.paths import data_root_path, default_data_root, missing_hint
 
     monkeypatch.setenv(ENV_VAR, str(tmp_path / "typo"))
     with pytest.raises(DataRootError, match="typo does not exist"):

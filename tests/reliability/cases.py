@@ -1463,7 +1463,7 @@ INVARIANTS = (
               ("hardmix.datasets.download:download_file", "hardmix.datasets.manager:fetch_source",
                "hardmix.utils.offline:libraries_offline"),
               "`hardmix data download`, the Hub stand-in for a missing model, every source in "
-              "`hardmix/data_sources.py`, every command (`hardmix.cli.main`), the engine, text's model "
+              "`hardmix/datasets/sources.py`, every command (`hardmix.cli.main`), the engine, text's model "
               "loading",
               (_INV + "test_a_kept_partial_download_is_used_only_when_the_whole_file_verifies",
                "tests/reliability/test_offline.py::test_a_hub_model_name_offline_attempts_no_connection",
@@ -1482,7 +1482,7 @@ INVARIANTS = (
               "k-NN "
               "never has fewer images in its bank than its k; test images of a class the training split "
               "lacks are refused naming it.",
-              ("hardmix.errors:check_number",
+              ("hardmix.utils.errors:check_number",
                "hardmix.losses.contrastive:ContrastiveLoss.check_schedules",
                "hardmix.text.senteval_data:scorable", "hardmix.utils.checkpoint:check_matching",
                "hardmix.utils.checkpoint:load_matching", "hardmix.vision.evaluation:checked_backbone",

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hardmix.errors import ConfigError
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import plain_config
+from hardmix.utils.errors import ConfigError
 
 FUZZ = settings(max_examples=40, deadline=None, database=None, derandomize=True)  # the same examples in CI
 

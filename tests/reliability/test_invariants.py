@@ -21,12 +21,12 @@ from hardmix.cli import main as cli
 from hardmix.compare.grid import build_grid
 from hardmix.compare.spec import parse_spec
 from hardmix.compare.tuning import best_points, tuning_cells
-from hardmix.errors import ConfigError, RunError
 from hardmix.training.config import key_in
 from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest
 from hardmix.training.results import SCHEMA_VERSION
 from hardmix.training.run_folder import LOCK
 from hardmix.utils.confine import OutsideError, confined, remove_written
+from hardmix.utils.errors import ConfigError, RunError
 
 PROPS = settings(max_examples=25, deadline=None, database=None, derandomize=True,
                  suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -16,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hardmix.compare.spec import parse_spec
-from hardmix.config import DuplicateKeyError, apply_overrides, merge_mappings, safe_load_unique
-from hardmix.errors import ConfigError
+from hardmix.config.loader import DuplicateKeyError, apply_overrides, merge_mappings, safe_load_unique
 from hardmix.training.api import load_config_for
 from hardmix.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from hardmix.training.config import plain_config
 from hardmix.training.metrics import MetricsLog, read_metrics
 from hardmix.training.results import read_results, write_results
+from hardmix.utils.errors import ConfigError
 
 PROPS = settings(max_examples=25, deadline=None, database=None, derandomize=True)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hardmix.cli import main
-from hardmix.config import ConfigError
+from hardmix.config.loader import ConfigError
 from hardmix.strategies import MixCSE
 from hardmix.text.config import build_loss, build_text_config, load_text_config
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hardmix.cli import main
-from hardmix.config import ConfigError
+from hardmix.config.loader import ConfigError
 from hardmix.text.config import build_text_config
 from hardmix.text.data import CorpusError, corpus_format, iter_sentences, read_corpus
 

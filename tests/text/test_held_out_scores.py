@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from hardmix.config import ConfigError
+from hardmix.config.loader import ConfigError
 from hardmix.text.config import build_text_config
 from hardmix.text.evaluation import STS_TASKS, evaluate_sts
 from hardmix.text.sts import aggregate, bootstrap_se

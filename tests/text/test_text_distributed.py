@@ -1,7 +1,7 @@
 """Two processes (gloo on CPU) over a global batch give the loss and gradients of one process over it.
 
 The negatives of every process are the global batch: the views are gathered with gradient
-(:func:`hardmix.distributed.gather_with_grad`) and DistributedDataParallel averages the gradients. Dropout
+(:func:`hardmix.ops.distributed.gather_with_grad`) and DistributedDataParallel averages the gradients. Dropout
 is off so that both runs are deterministic.
 """
 

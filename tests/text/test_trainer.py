@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from hardmix.cli import main
-from hardmix.config import ConfigError
+from hardmix.config.loader import ConfigError
 from hardmix.strategies import MixCSE
 from hardmix.text.config import build_text_config
 from hardmix.text.data import CorpusError

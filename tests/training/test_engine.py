@@ -20,7 +20,6 @@ import yaml
 
 import hardmix
 from hardmix.cli import main as cli
-from hardmix.errors import ConfigError, RunError
 from hardmix.strategies import MixCSE
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
@@ -28,6 +27,7 @@ from hardmix.training import RunFolderError, read_results, run_training
 from hardmix.training.checkpoint import CheckpointError, load_checkpoint
 from hardmix.training.config import build_task_config
 from hardmix.training.metrics import read_metrics
+from hardmix.utils.errors import ConfigError, RunError
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.task import VisionTask
 

@@ -91,10 +91,15 @@ def test_a_third_task_trains_through_the_engine_and_the_cli(tiny_task_package, t
 
 
 def test_the_core_imports_no_task():
-    """No module under hardmix/ imports hardmix.text or hardmix.vision, at the top or inside a function."""
+    """No module of the core (hardmix/ less its modalities, hardmix/text/ and hardmix/vision/) imports
+    hardmix.text or hardmix.vision, at the top or inside a function."""
     core = Path(__file__).resolve().parents[2] / "hardmix"
+    modalities = (core / "text", core / "vision")
+    assert all(m.is_dir() for m in modalities)
     offenders = []
     for path in core.rglob("*.py"):
+        if path.is_relative_to(modalities[0]) or path.is_relative_to(modalities[1]):
+            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = []
             if isinstance(node, ast.Import):

@@ -13,11 +13,11 @@ import torch.nn.functional as F
 import yaml
 
 import hardmix.losses.contrastive as contrastive
-from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
 from hardmix.training import run_training
 from hardmix.training import runtime as runtime_module
 from hardmix.training.runtime import Runtime, bf16_flags_in, choose_precision, cpu_bf16_flags
+from hardmix.utils.errors import ConfigError
 
 CPU = torch.device("cpu")
 

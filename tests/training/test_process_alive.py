@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from hardmix.errors import RunError
 from hardmix.training.run_folder import LOCK, RunLock, lock_holder, process_alive
+from hardmix.utils.errors import RunError
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "waitid"), reason="os.waitid (waits without reaping)")
 

@@ -1,5 +1,5 @@
 """The run folder's names are said once, in :mod:`hardmix.training.run_folder`: every other module of
-``hardmix/``, ``text/`` and ``vision/`` imports them (``CONFIG``, ``METRICS``, ``CHECKPOINT``, ``RESULTS``,
+``hardmix/`` (its modalities included) imports them (``CONFIG``, ``METRICS``, ``CHECKPOINT``, ``RESULTS``,
 ``TENSORBOARD``, ``LOCK``, ``BEST``) instead of typing ``"checkpoint.pt"`` again.
 
 The check reads the source with :mod:`ast`: a string constant equal to one of those names (a folder's
@@ -17,7 +17,7 @@ from pathlib import Path
 from hardmix.training import run_folder
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("hardmix", "text", "vision")
+PACKAGES = ("hardmix",)  # the core and its modalities, hardmix/text and hardmix/vision
 OWNER = REPO / "hardmix" / "training" / "run_folder.py"
 FOLDERS = (run_folder.TENSORBOARD, run_folder.BEST)
 NAMES = frozenset({run_folder.CONFIG, run_folder.METRICS, run_folder.CHECKPOINT, run_folder.RESULTS,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hardmix.config import ConfigError, build_config
+from hardmix.config.loader import ConfigError, build_config
 from hardmix.strategies import MixCSE, MoCHi
 from hardmix.training.config import load_task_config, plain_config
 from hardmix.vision.config import VisionConfig

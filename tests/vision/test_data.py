@@ -145,7 +145,7 @@ def test_pil_batches_do_not_depend_on_workers_or_start(cifar_tree):
 
 
 def test_eval_splits_follow_a_class_list(cifar_tree, tmp_path):
-    from hardmix.config import build_config
+    from hardmix.config.loader import build_config
     from hardmix.vision.config import VisionConfig
     from hardmix.vision.evaluation import training_classes
 

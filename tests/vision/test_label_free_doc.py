@@ -13,7 +13,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDER = ROOT / "benchmarks/results/label_free_2026-12-04"
+FOLDER = ROOT / "results/label_free_2026-12-04"
 DOC = ROOT / "docs/selection_without_labels.md"
 
 

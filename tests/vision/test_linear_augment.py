@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from hardmix.cli import main as cli
-from hardmix.config import build_config
+from hardmix.config.loader import build_config
 from hardmix.training.checkpoint import save_checkpoint
 from hardmix.vision.augmented_features import AugmentedFeatures, linear_augment_config
 from hardmix.vision.backbones import build_backbone

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix.distributed import SplitBatchNorm
 from hardmix.losses import ContrastiveLoss
+from hardmix.ops.distributed import SplitBatchNorm
 from hardmix.vision.augment import TensorAugment
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import AugmentSection

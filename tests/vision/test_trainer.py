@@ -10,9 +10,9 @@ import torch
 import yaml
 
 from hardmix.cli import main as cli
-from hardmix.errors import ConfigError
 from hardmix.training import run_training
 from hardmix.training.config import build_task_config
+from hardmix.utils.errors import ConfigError
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.data import ImageDataError
 from hardmix.vision.task import VisionTask

@@ -15,8 +15,8 @@ import pytest
 import torch
 import yaml
 
-from hardmix.errors import ConfigError
 from hardmix.training.config import build_task_config
+from hardmix.utils.errors import ConfigError
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.data import ImageDataError, is_labelled, scan_image_folder
 from hardmix.vision.label_free import alignment, label_free_scores, proxy_top1, uniformity

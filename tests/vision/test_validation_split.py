@@ -11,9 +11,9 @@ import pytest
 import torch
 from PIL import Image
 
-from hardmix.errors import ConfigError
 from hardmix.training import run_training
 from hardmix.training.config import build_task_config
+from hardmix.utils.errors import ConfigError
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.data import ImageDataError, load_tensors, scan_image_folder, validation_split
 from hardmix.vision.evaluation import backbone_and_config, extract_features

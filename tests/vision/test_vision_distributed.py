@@ -23,8 +23,8 @@ def _free_port() -> int:
 def _worker(r: int, port: int, out: str, tree: str, cache: str) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from hardmix.distributed import batch_shuffle
     from hardmix.losses import ContrastiveLoss
+    from hardmix.ops.distributed import batch_shuffle
     from hardmix.training import run_training
     from hardmix.training.config import build_task_config
     from hardmix.vision.backbones import build_backbone

@@ -29,12 +29,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
-from hardmix.distributed import gather_no_grad, gather_with_grad, rank_offset, world_size
-from hardmix.errors import ConfigError
+from hardmix.datasets.paths import resolve_data_path
 from hardmix.losses.contrastive import ContrastiveLoss, LossOutput
-from hardmix.paths import resolve_data_path
-from hardmix.queue import KeyQueue
+from hardmix.ops.diagnostics import anchor_gradient_norm, embedding_diagnostics
+from hardmix.ops.distributed import gather_no_grad, gather_with_grad, rank_offset, world_size
+from hardmix.ops.queue import KeyQueue
 from hardmix.text.config import TextConfig, build_loss
 from hardmix.text.data import (
     BatchOrder,
@@ -55,6 +54,7 @@ from hardmix.text.model import (
 from hardmix.text.model_source import model_positions, resolve_model
 from hardmix.training import StepResult, Task
 from hardmix.training.run_folder import BEST, CHECKPOINT, CONFIG, METRICS, RESULTS
+from hardmix.utils.errors import ConfigError
 
 
 def loss_from_views(

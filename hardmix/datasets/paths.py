@@ -81,7 +81,7 @@ def download_root(root: str | os.PathLike[str] | None = None) -> Path:
 def missing_hint(path: str | os.PathLike[str]) -> str:
     """``"; fetch it with `hardmix data download NAME`"`` when a registered data set provides ``path``
     (a path relative to the data root, or under it), else ``""``."""
-    from hardmix.data_sources import download_command_for
+    from hardmix.datasets.sources import download_command_for
 
     command = download_command_for(path)
     return f"; fetch it with `{command}`" if command else ""

@@ -6,7 +6,7 @@ a folder link out of FOLDER or into a loop and a file under two names refused) a
 
 - ``emb.npy``: an (N, D) float32 array, one row per readable image;
 - ``emb.paths.txt``: the image of each row, one path a line, in row order (as listed from FOLDER: relative
-  when FOLDER is), which ``hardmix neighbours emb.npy PATH`` reads (:mod:`hardmix.neighbours`);
+  when FOLDER is), which ``hardmix neighbours emb.npy PATH`` reads (:mod:`hardmix.commands.neighbours`);
 
 both atomically (a temporary file, then ``os.replace``), after every image is encoded: nothing is written
 when the command fails. ``--output`` must end in ``.npy``; it and its listing are checked before any work
@@ -182,7 +182,7 @@ def image_paths(images: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         ValueError: no image in it, a folder link out of it or into a loop, one file under two names, a
             path with a line break (the listing holds one path a line).
     """
-    from hardmix.neighbours import format_listing
+    from hardmix.commands.neighbours import format_listing
     from hardmix.vision.folders import IMG_EXTENSIONS, list_all_images
 
     if isinstance(images, (str, os.PathLike)):
@@ -320,7 +320,7 @@ def save_encoded(result: EncodedImages, output: str | os.PathLike[str]) -> Path:
     atomically; returns the listing's path."""
     import io
 
-    from hardmix.neighbours import format_listing, listing_path
+    from hardmix.commands.neighbours import format_listing, listing_path
 
     buf = io.BytesIO()
     save_numpy_to(result.embeddings, buf)

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.errors import StrategyArgumentError, check_int, check_number
+from hardmix.utils.errors import StrategyArgumentError, check_int, check_number
 
 #: The logit of an excluded column (a masked negative, a queue slot not filled): the one spelling of it
 #: that the shared math, the strategies and the loss use.
@@ -154,7 +154,7 @@ def check_draw_counts(n_hard: int, n_pair: int, n_query: int, beta_max: float) -
     >>> check_draw_counts(4, 7, 2, 0.5)
     Traceback (most recent call last):
     ...
-    hardmix.errors.StrategyArgumentError: n_pair: 7 mixtures of distinct pairs need as many pairs among ...
+    hardmix.utils.errors.StrategyArgumentError: n_pair: 7 mixtures of distinct pairs need as many pairs ...
     """
     check_int("n_hard", n_hard, 1)
     check_int("n_pair", n_pair)

@@ -26,12 +26,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from hardmix.diagnostics import anchor_gradient_norm, embedding_diagnostics
-from hardmix.distributed import average_running_statistics
-from hardmix.errors import ConfigError
 from hardmix.losses import ContrastiveLoss
+from hardmix.ops.diagnostics import anchor_gradient_norm, embedding_diagnostics
+from hardmix.ops.distributed import average_running_statistics
 from hardmix.training import StepResult, Task
 from hardmix.training.run_folder import BEST, CONFIG
+from hardmix.utils.errors import ConfigError
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import TEST_SCORES, VisionConfig, check_negatives, selection_score
 from hardmix.vision.data import (

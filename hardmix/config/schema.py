@@ -1,14 +1,14 @@
 """The JSON Schema of a config dataclass: what ``hardmix config schema text|vision|compare`` prints, for an
 editor (the YAML language server) to complete and check a config as it is typed.
 
-It is generated from the dataclasses the loader reads (:mod:`hardmix.config`), so the two say one thing:
-each field's type, its range (``min``, ``max``, ``gt``, ``lt``, ``choices``, ``min_items``, ``min_length``),
-its default, and its help, from the field's ``metadata["help"]`` or the ``Attributes:`` section of its
-class's docstring (a base class's, for a field the subclass does not describe). A type that reads itself
-(:class:`hardmix.config.Parsed`) gives its own schema. What spans several keys (``validate()``) only the
-loader checks: ``docs/training.md``, "What only the loader checks", lists it. The schema is draft 7, the
-draft the YAML language server reads best. It describes the YAML 1.2 reading of a file, the editors'
-(PyYAML reads ``3e-5`` as a string, which the loader then reads as the number).
+It is generated from the dataclasses the loader reads (:mod:`hardmix.config.loader`), so the two say one
+thing: each field's type, its range (``min``, ``max``, ``gt``, ``lt``, ``choices``, ``min_items``,
+``min_length``), its default, and its help, from the field's ``metadata["help"]`` or the ``Attributes:``
+section of its class's docstring (a base class's, for a field the subclass does not describe). A type that
+reads itself (:class:`hardmix.config.loader.Parsed`) gives its own schema. What spans several keys
+(``validate()``) only the loader checks: ``docs/training.md``, "What only the loader checks", lists it. The
+schema is draft 7, the draft the YAML language server reads best. It describes the YAML 1.2 reading of a file,
+the editors' (PyYAML reads ``3e-5`` as a string, which the loader then reads as the number).
 
 Example:
     >>> from dataclasses import dataclass, field
@@ -32,8 +32,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from hardmix.config import check_range, config_fields, config_hints, unwrap
-from hardmix.errors import ConfigError
+from hardmix.config.loader import check_range, config_fields, config_hints, unwrap
+from hardmix.utils.errors import ConfigError
 
 #: The draft the schemas declare.
 DRAFT = "http://json-schema.org/draft-07/schema#"

@@ -16,7 +16,7 @@ from hardmix.cli import EncodeCommand, lazy_command
 
 
 def _check(args: argparse.Namespace) -> None:
-    from hardmix.config import check_options
+    from hardmix.config.loader import check_options
 
     check_options(args, positive=("k", "temperature", "batch_size", "epochs", "max_train_samples",
                                   "max_test_samples"), devices=("device",))
@@ -36,12 +36,12 @@ def _check_encode(args: argparse.Namespace) -> None:
         >>> _check_encode(argparse.Namespace(batch_size=8, device=None, output=None, images="photos"))
         Traceback (most recent call last):
         ...
-        hardmix.errors.ConfigError: --output: encoding images writes OUT.npy and OUT.paths.txt: pass -o ...
+        hardmix.utils.errors.ConfigError: --output: encoding images writes OUT.npy and OUT.paths.txt: ...
     """
     from hardmix.cli import check_output_beside
-    from hardmix.config import check_options
-    from hardmix.errors import ConfigError
-    from hardmix.neighbours import listing_path
+    from hardmix.commands.neighbours import listing_path
+    from hardmix.config.loader import check_options
+    from hardmix.utils.errors import ConfigError
 
     check_options(args, positive=("batch_size",), devices=("device",))
     out = args.output

@@ -31,11 +31,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hardmix.errors import ConfigError
 from hardmix.training import checkpoint as ckpt
 from hardmix.training.config import build_task_config
 from hardmix.training.run_folder import CHECKPOINT
 from hardmix.utils.checkpoint import load_matching
+from hardmix.utils.errors import ConfigError
 from hardmix.vision.augment import TensorAugment, normalize_uint8
 from hardmix.vision.augmented_features import AugmentedFeatures, frozen_forward, linear_augment_config
 from hardmix.vision.backbones import build_backbone

@@ -2,10 +2,10 @@
 
 - Query encoder: backbone + MLP head (2048 hidden, 128 out, ReLU, no BN: MoCo-v2's ``--mlp``).
 - Key encoder: a momentum copy, ``theta_k <- m theta_k + (1 - m) theta_q`` before each key pass.
-- Keys enter the core's :class:`hardmix.queue.KeyQueue` with their sample ids, gathered over ranks.
+- Keys enter the core's :class:`hardmix.ops.queue.KeyQueue` with their sample ids, gathered over ranks.
 - Shuffle-BN (MoCo Sec. 3.3): under DDP the key batch is shuffled across ranks
-  (:func:`hardmix.distributed.batch_shuffle`); on one device both encoders normalize ``bn_splits``
-  sub-batches separately (:class:`hardmix.distributed.SplitBatchNorm`) and the key batch is shuffled
+  (:func:`hardmix.ops.distributed.batch_shuffle`); on one device both encoders normalize ``bn_splits``
+  sub-batches separately (:class:`hardmix.ops.distributed.SplitBatchNorm`) and the key batch is shuffled
   first, so a query and its key never share BatchNorm statistics computed from the same group of images.
 - The loss is the core's :meth:`hardmix.losses.ContrastiveLoss.queue` with any strategies (MoCHi, MixCSE).
 """
@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmix.distributed import SplitBatchNorm, batch_shuffle, batch_unshuffle, gather_no_grad
 from hardmix.losses import ContrastiveLoss
 from hardmix.losses.contrastive import LossOutput
-from hardmix.queue import KeyQueue
+from hardmix.ops.distributed import SplitBatchNorm, batch_shuffle, batch_unshuffle, gather_no_grad
+from hardmix.ops.queue import KeyQueue
 
 
 class Projector(nn.Sequential):

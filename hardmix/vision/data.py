@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmix.paths import data_root_path, missing_hint, resolve_data_path
+from hardmix.datasets.paths import data_root_path, missing_hint, resolve_data_path
 from hardmix.vision.folders import (
     IMG_EXTENSIONS,
     FolderScanError,
@@ -149,7 +149,7 @@ def scan_image_folder(
         >>> scan_image_folder(root, labels=True)
         Traceback (most recent call last):
         ...
-        vision.data.ImageDataError: data.labels: true, but ... holds images at its top level, outside ...
+        hardmix.vision.data.ImageDataError: data.labels: true, but ... holds images at its top level, ...
     """
     if not folder.is_dir():
         raise FileNotFoundError(f"{key}: image folder {folder} does not exist")

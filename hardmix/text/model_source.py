@@ -17,8 +17,8 @@ import os
 import socket
 from pathlib import Path
 
-from hardmix.data_sources import BERT_MINI_HUB, DATASETS
-from hardmix.paths import data_root, resolve_data_path
+from hardmix.datasets.paths import data_root, resolve_data_path
+from hardmix.datasets.sources import BERT_MINI_HUB, DATASETS
 from hardmix.text.model import quiet_transformers
 from hardmix.utils.offline import hub_offline_reason, libraries_offline
 

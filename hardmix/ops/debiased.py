@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmix.mixing import NEG_INF
+from hardmix.ops.mixing import NEG_INF
 
 
 class DebiasedTerm(NamedTuple):

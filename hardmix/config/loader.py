@@ -8,7 +8,7 @@ dataclass is a section, and a field's type says what a value may be (``int``, ``
 (``dict[str, list[int]]``'s lists), a mapping in ``Annotated[T, {...}]``. A value no generic rule describes
 (the strategy list, a comparison's seeds) has a type that reads itself, ``Annotated[T, Parsed(parse,
 schema)]``. A section's ``validate()`` checks what spans several keys. Every error names the offending key
-(``train.lr``) and, for files, the file, before any work starts; :mod:`hardmix.schema` turns the same
+(``train.lr``) and, for files, the file, before any work starts; :mod:`hardmix.config.schema` turns the same
 dataclasses into a JSON Schema.
 
 Example:
@@ -39,7 +39,7 @@ from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_typ
 
 import yaml
 
-from hardmix.errors import ConfigError
+from hardmix.utils.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -59,7 +59,7 @@ class Parsed:
 
     Attributes:
         parse: ``parse(value, key)``: the value read, or a ConfigError naming ``key``.
-        schema: the JSON Schema of the values ``parse`` accepts (:mod:`hardmix.schema`).
+        schema: the JSON Schema of the values ``parse`` accepts (:mod:`hardmix.config.schema`).
     """
 
     parse: Callable[[Any, str], Any]
@@ -271,7 +271,7 @@ def check_options(args: Any, positive: typing.Sequence[str] = (), devices: typin
         >>> check_options(argparse.Namespace(k=0), positive=["k"])
         Traceback (most recent call last):
         ...
-        hardmix.errors.ConfigError: --k: expected a positive number, got 0
+        hardmix.utils.errors.ConfigError: --k: expected a positive number, got 0
     """
     for name in positive:
         value = getattr(args, name, None)
@@ -384,7 +384,7 @@ def safe_load_unique(text: Any) -> Any:
         >>> safe_load_unique("train:\\n  lr: 1\\n  lr: 2\\n")
         Traceback (most recent call last):
         ...
-        hardmix.config.DuplicateKeyError: line 3: the key 'lr' is given twice (first on line 2); keep one
+        hardmix.config.loader.DuplicateKeyError: line 3: the key 'lr' is given twice (first on line 2); ...
     """
     return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hardmix.paths import data_root_path
+from hardmix.datasets.paths import data_root_path
 
 #: STS12-16 subsets, in SentEval's order.
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -89,7 +89,7 @@ class LabeledSentences:
 
 def senteval_dir(root: str | os.PathLike[str] | None = None) -> Path:
     """Return the SentEval data folder: ``root`` itself when given, else ``senteval/`` under the data root
-    (``HARDMIX_DATA``, else the per-user default root, see :mod:`hardmix.paths`).
+    (``HARDMIX_DATA``, else the per-user default root, see :mod:`hardmix.datasets.paths`).
 
     Raises:
         FileNotFoundError: the folder does not exist; the message names it and, for the data root's

@@ -8,7 +8,7 @@ dropout masks: with ``anchor == positive`` this is unsupervised SimCSE/MixCSE), 
 exactly hardmix's own on the same embeddings.
 
 ``gather_across_devices=True`` gathers both columns over the processes with gradients, as
-``MultipleNegativesRankingLoss`` does (with the core's :func:`hardmix.distributed.gather_with_grad`, the
+``MultipleNegativesRankingLoss`` does (with the core's :func:`hardmix.ops.distributed.gather_with_grad`, the
 same all-gather whose backward all-reduces the gradients and keeps this process's slice, as
 ``sentence_transformers.util.all_gather_with_grad``): each process's anchors then meet the whole global
 batch's candidates, and with the trainer averaging gradients over processes a step equals one process
@@ -35,9 +35,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hardmix.distributed import gather_with_grad, is_distributed, rank_offset, world_size
 from hardmix.losses import ContrastiveLoss
 from hardmix.losses.contrastive import LossOutput
+from hardmix.ops.distributed import gather_with_grad, is_distributed, rank_offset, world_size
 
 _CITATION = """@inproceedings{zhang2022mixcse,
   title={Unsupervised Sentence Representation via Contrastive Learning with Mixing Negatives},

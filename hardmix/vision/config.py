@@ -19,7 +19,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hardmix.errors import ConfigError
 from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.strategies.build import check_setup
 from hardmix.strategies.spec_type import Strategies
@@ -27,6 +26,7 @@ from hardmix.training.config import EvalSection as BaseEvalSection
 from hardmix.training.config import LossSection as BaseLossSection
 from hardmix.training.config import TaskConfig
 from hardmix.training.config import TrainSection as BaseTrainSection
+from hardmix.utils.errors import ConfigError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -1,10 +1,11 @@
 """``hardmix config``: what a config may hold and what it resolves to.
 
 ``hardmix config schema text|vision|compare`` prints the JSON Schema of a task's config or of a comparison
-spec (:mod:`hardmix.schema`, from the dataclasses the loader reads), for an editor: with the YAML language
-server, a first line ``# yaml-language-server: $schema=text.schema.json`` completes and checks the file as
-it is typed. ``hardmix config show CONFIG [--set KEY=VALUE ...]`` prints the config as the loader resolves
-it (every default filled in, ``--set`` applied, strategies with every argument), each value followed by its
+spec (:mod:`hardmix.config.schema`, from the dataclasses the loader reads), for an editor: with the YAML
+language server, a first line ``# yaml-language-server: $schema=text.schema.json`` completes and checks the
+file as it is typed. ``hardmix config show CONFIG [--set KEY=VALUE ...]`` prints the config as the loader
+resolves it (every default filled in, ``--set`` applied, strategies with every argument), each value followed
+by its
 origin: ``# default``, ``# file`` or ``# --set``. What a config is (a comparison spec, or which task's) is
 read from its keys, or given with ``--task``; tasks are found through the ``hardmix.tasks`` entry points.
 
@@ -24,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from hardmix.config import apply_overrides, load_yaml
-from hardmix.errors import ConfigError
+from hardmix.config.loader import apply_overrides, load_yaml
+from hardmix.utils.errors import ConfigError
 
 #: What ``hardmix config`` knows besides the registered tasks.
 COMPARE = "compare"
@@ -44,7 +45,7 @@ def config_class(kind: str) -> type:
 
 def schema_of(kind: str) -> dict[str, Any]:
     """The JSON Schema of ``kind``'s config (a task's name, or ``compare``)."""
-    from hardmix.schema import config_schema
+    from hardmix.config.schema import config_schema
 
     title = f"the config of hardmix train {kind}"
     return config_schema(config_class(kind), title="a spec of hardmix compare" if kind == COMPARE else title)
@@ -78,7 +79,7 @@ def resolved(kind: str, path: str | os.PathLike[str], overrides: list[str]) -> d
         from pathlib import Path
 
         from hardmix.compare.spec import parse_spec
-        from hardmix.schema import jsonable
+        from hardmix.config.schema import jsonable
 
         return jsonable(parse_spec(apply_overrides(load_yaml(path), overrides), source=Path(path).resolve()))
     from hardmix.training.config import load_task_config, plain_config

@@ -20,7 +20,7 @@ PROTOCOL = "senteval"
 
 
 def _check(args: argparse.Namespace) -> None:
-    from hardmix.config import check_options
+    from hardmix.config.loader import check_options
 
     check_options(args, positive=("batch_size", "max_length"))
 
@@ -33,9 +33,9 @@ def _check_eval(args: argparse.Namespace) -> None:
         >>> _check_eval(argparse.Namespace(batch_size=128, max_length=None, protocol="converged"))
         Traceback (most recent call last):
         ...
-        hardmix.errors.ConfigError: --protocol converged: the only transfer protocol is senteval (SentEval's)
+        hardmix.utils.errors.ConfigError: --protocol converged: the only transfer protocol is senteval ...
     """
-    from hardmix.errors import ConfigError
+    from hardmix.utils.errors import ConfigError
 
     _check(args)
     if args.protocol != PROTOCOL:

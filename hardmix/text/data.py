@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmix.paths import resolve_data_path
+from hardmix.datasets.paths import resolve_data_path
 
 
 class CorpusError(ValueError):
@@ -578,7 +578,8 @@ def collate(
 
 def shard(batch: np.ndarray, rank: int, world: int) -> np.ndarray:
     """This process's contiguous slice of a global batch (rank r gets rows r*B .. r*B + B - 1, so the
-    gathered batch has the global order and :func:`hardmix.distributed.rank_offset` finds the positives)."""
+    gathered batch has the global order and :func:`hardmix.ops.distributed.rank_offset` finds the
+    positives)."""
     if len(batch) % world:
         raise ValueError(f"train.batch_size: {len(batch)} is not divisible by the {world} processes")
     b = len(batch) // world

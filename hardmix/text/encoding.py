@@ -6,7 +6,7 @@ standard output (or ``--output``). Encoding goes through :class:`hardmix.text.en
 so a hardmix export is pooled as it was evaluated.
 
 With ``--output EMB.npy`` the sentences are also written beside it, ``EMB.sentences.txt`` (one a line, in
-row order, written atomically; :func:`hardmix.neighbours.listing_path`), so that ``hardmix neighbours
+row order, written atomically; :func:`hardmix.commands.neighbours.listing_path`), so that ``hardmix neighbours
 EMB.npy "a sentence"`` can show them; it is checked like ``--output`` before any work (never one of the
 command's inputs nor a model's file). An ``--output`` that is not a regular file (``/dev/stdout``, a pipe)
 gets no listing. The command line is the core's ``encode`` (:class:`hardmix.cli.EncodeCommand`), of which
@@ -56,7 +56,7 @@ def encode(
         >>> emb.shape, emb.dtype  # doctest: +SKIP
         ((1, 256), dtype('float32'))
     """
-    from hardmix.paths import resolve_data_path
+    from hardmix.datasets.paths import resolve_data_path
     from hardmix.text.encoder import SentenceEncoder
     from hardmix.text.model import ContrastiveSentenceModel
 
@@ -94,7 +94,7 @@ def cli_main(args: argparse.Namespace) -> int:
     """``hardmix encode MODEL [--pooling P] [--batch-size N] [--max-length L] [--output FILE]``: sentences
     from standard input to a ``.npy`` array (and ``FILE``'s ``.sentences.txt`` listing beside it)."""
     from hardmix.cli import check_output_beside
-    from hardmix.neighbours import format_listing, listing_path
+    from hardmix.commands.neighbours import format_listing, listing_path
     from hardmix.utils.confine import open_for_write, save_numpy_to, write_text
 
     out_path = getattr(args, "output", None)

@@ -4,8 +4,8 @@ vocabulary, :mod:`hardmix.training.config`, plus the text task's own keys).
 Defaults are the recipe of unsupervised SimCSE (Gao et al., EMNLP 2021, Sec. 3 and Appendix A) that MixCSE
 (Zhang et al., AAAI 2022, Sec. 5.1) trains with: batch 64, lr 3e-5, max length 32, one epoch, tau 0.05,
 [CLS] with an MLP during training only, STS-B dev every 125 steps. Every value is checked when the config is
-loaded, before any work starts; errors are :class:`hardmix.config.ConfigError` naming the key (``train.lr``,
-``loss.strategies[0].lam``).
+loaded, before any work starts; errors are :class:`hardmix.utils.errors.ConfigError` naming the key
+(``train.lr``, ``loss.strategies[0].lam``).
 
 Example:
     >>> cfg = build_text_config({"loss": {"strategies": [{"name": "mixcse", "lam": 0.2}]}})
@@ -14,7 +14,7 @@ Example:
     >>> build_text_config({"loss": {"strategies": [{"name": "mixcse", "lam": 1.5}]}})
     Traceback (most recent call last):
     ...
-    hardmix.errors.ConfigError: loss.strategies[0].lam: must be in (0, 1), got 1.5
+    hardmix.utils.errors.ConfigError: loss.strategies[0].lam: must be in (0, 1), got 1.5
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from hardmix.errors import ConfigError
 from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.strategies.build import check_setup
 from hardmix.text.pooling import POOLINGS
@@ -31,6 +30,7 @@ from hardmix.training.config import EvalSection as BaseEvalSection
 from hardmix.training.config import LossSection as BaseLossSection
 from hardmix.training.config import TaskConfig, build_task_config, load_task_config
 from hardmix.training.config import TrainSection as BaseTrainSection
+from hardmix.utils.errors import ConfigError
 
 
 @dataclass
