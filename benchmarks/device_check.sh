@@ -5,5 +5,5 @@
 # stage exercises: benchmarks/gpu_check.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export OUT="${OUT:-benchmarks/results/device_check}"
+export OUT="${OUT:-results/device_check}"
 exec bash benchmarks/gpu_check.sh --only device_tests,loss_overhead "$@"

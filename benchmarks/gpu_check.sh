@@ -99,9 +99,9 @@ while [ $# -gt 0 ]; do
 done
 
 if [ "$MODE" = dry ]; then
-  OUT="${OUT:-benchmarks/results/gpu_check_dry}"
+  OUT="${OUT:-results/gpu_check_dry}"
 else
-  OUT="${OUT:-benchmarks/results/gpu_check}"
+  OUT="${OUT:-results/gpu_check}"
 fi
 WORK="${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")}"
 mkdir -p "$OUT" "$WORK"

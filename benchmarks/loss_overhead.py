@@ -60,7 +60,7 @@ import torch
 from hardmix.losses import ContrastiveLoss
 from hardmix.utils.machine import cpu_model
 
-RESULTS = Path(__file__).resolve().parent / "results" / "loss_overhead.json"
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "loss_overhead.json"
 MIB = 1024 * 1024
 
 

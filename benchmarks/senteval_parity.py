@@ -53,7 +53,7 @@ from hardmix.text import evaluation as ev
 from hardmix.text import senteval_data as data
 from hardmix.utils.machine import cpu_model
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 #: hardmix's task names -> SentEval's.
 SENTEVAL_NAMES = {"MR": "MR", "CR": "CR", "SUBJ": "SUBJ", "MPQA": "MPQA", "SST": "SST2", "TREC": "TREC",
                   "MRPC": "MRPC"}

@@ -21,7 +21,7 @@ import shutil
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "text"
 KEYS = ("loss", "anchor_grad_norm", "pos_sim", "neg_sim", "uniformity", "alignment", "mixcse/synthetic_sim")
 

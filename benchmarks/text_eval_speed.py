@@ -33,7 +33,7 @@ from hardmix.datasets.paths import resolve_data_path
 from hardmix.text import evaluation as ev
 from hardmix.text.encoder import SentenceEncoder
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
 class Clock:

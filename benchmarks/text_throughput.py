@@ -37,7 +37,7 @@ from hardmix.text.config import build_loss, build_text_config
 from hardmix.text.model import ContrastiveSentenceModel, forward_views, load_backbone, quiet_transformers
 from hardmix.text.task import loss_from_views
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 VARIANTS: dict[str, list[dict] | None] = {
     "floor": None,
