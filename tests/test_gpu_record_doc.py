@@ -113,3 +113,34 @@ def test_the_losses_alone_are_quoted() -> None:
     cases = _load("loss_overhead.json")["cases"]
     ms = [1000 * c["median_s"] for c in cases]
     assert f"take {min(ms):.1f} to {max(ms):.0f} ms at the papers' shapes" in doc
+
+
+def _ops_section() -> str:
+    return " ".join(_section().split("### The vision step's operators")[1].split())
+
+
+def test_the_vision_step_operators_before_and_after_are_quoted() -> None:
+    rec = json.loads((ROOT / "results/vision_step_ops_2026-12-06/ops.json").read_text())
+    doc = _ops_section()
+    before, after = rec["before_summary"], rec["after_summary"]
+    assert rec["same_views"] and "the same views bit for bit" in doc
+    for key, label in (("aten_ops_per_batch", "operators per augmentation batch (both views)"),
+                       ("transfer_calls_per_batch", "copies to the images' device per batch"),
+                       ("aten_ops_per_step", "operators per vision `none` step"),
+                       ("floor_aten_ops_per_step", "operators per floor step")):
+        assert f"| {label} | {before[key]:,} | {after[key]:,} |" in doc, label
+    for key, label in (("images_per_cpu_s", "augmentation images per CPU second"),
+                       ("images_per_s", "augmentation images per wall second")):
+        assert f"| {label} | {before[key]:,.0f} | {after[key]:,.0f} |" in doc, label
+    # the ratio expected on the GPU: the measured one, scaled by the operators per step
+    v = _load("vision_steps.json")["groups"]["resnet18-32"]
+    none = next(r for r in v["rows"] if r["variant"] == "none")
+    share = after["aten_ops_per_step"] / before["aten_ops_per_step"]
+    assert f"{none['vs_floor']:.2f}x x {share:.3f} = {none['vs_floor'] * share:.2f}x" in doc
+    per_op_none = 1000 * none["median_step_s"] / before["aten_ops_per_step"]
+    floor = next(r for r in v["rows"] if r["variant"] == "floor")
+    per_op_floor = 1000 * floor["median_step_s"] / before["floor_aten_ops_per_step"]
+    quoted = f"{1000 * per_op_none:.1f} us per operator in the `none` step, {1000 * per_op_floor:.1f} in"
+    assert quoted + " the floor" in doc
+    load = rec["machine"]
+    assert f"load {load['load_before'][0]:.1f} before and {load['load_after'][0]:.1f} after" in doc
