@@ -12,6 +12,7 @@ into a folder that does not travel.
 
 For the text trainer's case of the check (``gpu_paths.py``'s ``text_train``), it also copies into
 ``DEST/text/``: the tokenizer and model config (no weights) of ``$HARDMIX_DATA/models/bert-mini-wiki-mlm``
+(else of its public stand-in ``models/bert-mini``)
 (``config.json``, ``tokenizer.json``, ``tokenizer_config.json``, ``vocab.txt``; 0.90 MiB) and the first
 ``--sentences`` lines of ``$HARDMIX_DATA/wiki/wiki1m-head-11914.txt`` (``sentences.txt``; 400 lines, 41
 KiB). The model is random-initialized from the config on the GPU machine.
@@ -36,7 +37,11 @@ SPLITS = ("train", "test")
 #: The text case's files: a tokenizer and config (under ``text/tokenizer``) and sentences, from these
 TEXT_SUBDIR = Path("text")
 TOKENIZER_SOURCE = Path("models") / "bert-mini-wiki-mlm"
+#: where the shared model is absent: its public stand-in (``hardmix data download bert-mini``)
+TOKENIZER_STAND_IN = Path("models") / "bert-mini"
 TOKENIZER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
+#: the files without which no tokenizer loads
+TOKENIZER_REQUIRED = ("config.json", "vocab.txt")
 SENTENCES_SOURCE = Path("wiki") / "wiki1m-head-11914.txt"
 
 
@@ -47,13 +52,21 @@ def prepare_text(data_root: Path, dest: Path, sentences: int) -> dict[str, objec
     if out.exists():
         shutil.rmtree(out)
     (out / "tokenizer").mkdir(parents=True)
+    source = data_root / TOKENIZER_SOURCE
+    if not source.is_dir():
+        source = data_root / TOKENIZER_STAND_IN
+    for name in TOKENIZER_REQUIRED:
+        if not (source / name).is_file():
+            raise FileNotFoundError(f"{source / name}: the text case's tokenizer file is missing "
+                                    "(hardmix data download bert-mini)")
     total = 0
+    copied = []
     for name in TOKENIZER_FILES:
-        src = data_root / TOKENIZER_SOURCE / name
-        if not src.is_file():
-            raise FileNotFoundError(f"{src}: the text case's tokenizer file is missing")
-        shutil.copyfile(src, out / "tokenizer" / name)
-        total += src.stat().st_size
+        src = source / name
+        if src.is_file():
+            shutil.copyfile(src, out / "tokenizer" / name)
+            total += src.stat().st_size
+            copied.append(name)
     lines: list[str] = []
     with open(data_root / SENTENCES_SOURCE, encoding="utf-8") as f:
         for line in f:
@@ -66,7 +79,8 @@ def prepare_text(data_root: Path, dest: Path, sentences: int) -> dict[str, objec
     text = "\n".join(lines) + "\n"
     (out / "sentences.txt").write_text(text, encoding="utf-8")
     total += len(text.encode("utf-8"))
-    return {"files": [*TOKENIZER_FILES, "sentences.txt"], "sentences": len(lines), "bytes": total}
+    return {"source": str(source), "files": [*copied, "sentences.txt"], "sentences": len(lines),
+            "bytes": total}
 
 
 def source_tree() -> Path:

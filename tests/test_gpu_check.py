@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """One dry run of the whole script (it copies its own tiny tree from HARDMIX_DATA)."""
     data = require_data_path("images", "cifar10").parents[1]
+    require_data_path("wiki", "wiki1m-head-11914.txt")  # the text_train case's sentences
     base = tmp_path_factory.mktemp("gpu_check")
     env = {**os.environ, "HARDMIX_DATA": str(data), "PYTHON": sys.executable, "OUT": str(base / "out"),
            "WORK": str(base / "work")}
@@ -196,7 +197,8 @@ def test_prepare_data_copies_a_class_balanced_tree(tmp_path) -> None:
 def test_prepare_data_copies_the_text_cases_tokenizer_and_sentences(tmp_path) -> None:
     import gpu_data
 
-    root = require_data_path("images", "cifar10").parents[1]
+    root = require_data_path(*gpu_data.TOKENIZER_SOURCE.parts).parents[1]
+    require_data_path(*gpu_data.SENTENCES_SOURCE.parts)
     info = gpu_data.prepare_text(root, tmp_path, 7)
     out = tmp_path / "text"
     for name in gpu_data.TOKENIZER_FILES:
@@ -206,6 +208,27 @@ def test_prepare_data_copies_the_text_cases_tokenizer_and_sentences(tmp_path) ->
     source = [x for x in (root / gpu_data.SENTENCES_SOURCE).read_text().splitlines() if x.strip()][:7]
     assert (out / "sentences.txt").read_text().splitlines() == source and info["sentences"] == 7
     assert info["bytes"] == sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+
+
+def test_prepare_data_takes_the_stand_in_tokenizer_where_the_shared_model_is_absent(tmp_path) -> None:
+    import shutil
+
+    import gpu_data
+
+    shared = require_data_path(*gpu_data.TOKENIZER_SOURCE.parts)
+    sentences = require_data_path(*gpu_data.SENTENCES_SOURCE.parts)
+    root = tmp_path / "data"
+    (root / gpu_data.TOKENIZER_STAND_IN).mkdir(parents=True)
+    for name in gpu_data.TOKENIZER_REQUIRED:  # what `hardmix data download bert-mini` leaves, less weights
+        shutil.copyfile(shared / name, root / gpu_data.TOKENIZER_STAND_IN / name)
+    (root / gpu_data.SENTENCES_SOURCE).parent.mkdir(parents=True)
+    shutil.copyfile(sentences, root / gpu_data.SENTENCES_SOURCE)
+    info = gpu_data.prepare_text(root, tmp_path / "out", 3)
+    assert info["files"] == ["config.json", "vocab.txt", "sentences.txt"]
+    assert info["source"] == str(root / gpu_data.TOKENIZER_STAND_IN)
+    (root / gpu_data.TOKENIZER_STAND_IN / "vocab.txt").unlink()
+    with pytest.raises(FileNotFoundError, match="vocab.txt"):
+        gpu_data.prepare_text(root, tmp_path / "out", 3)
 
 
 def test_the_epoch_plan_fills_the_seconds_at_the_measured_rate() -> None:
