@@ -29,7 +29,7 @@ keeps the cases it finished):
 
 Usage:
     python benchmarks/gpu_paths.py profile --out profile.json --work WORK [--dry --device cpu]
-    python benchmarks/gpu_paths.py paths --out paths.json --work WORK [--dry --device cpu]
+    python benchmarks/gpu_paths.py paths --out paths.json --work WORK [--dry --device cpu] [--cases resume]
 """
 
 from __future__ import annotations
@@ -321,7 +321,9 @@ def cmd_paths(args: argparse.Namespace, device: torch.device, write: Callable[[d
     result: dict[str, Any] = {"mode": "dry" if args.dry else "full", "machine": gpu_steps.machine(device),
                               "cases": {}}
     ok = True
-    for name, case in CASES.items():
+    wanted = [c for c in (getattr(args, "cases", "") or "").split(",") if c] or list(CASES)
+    for name in wanted:
+        case = CASES[name]
         t0 = time.perf_counter()
         try:
             entry = case(args, device)
@@ -347,7 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "gpu_check")
+    p.add_argument("--cases", default="", help=f"paths: a comma list of {', '.join(CASES)} (default: all)")
     args = p.parse_args(argv)
+    unknown = {c for c in args.cases.split(",") if c} - set(CASES)
+    if unknown:
+        p.error(f"--cases: unknown case(s) {', '.join(sorted(unknown))}")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no GPU is available")

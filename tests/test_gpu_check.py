@@ -274,3 +274,27 @@ def test_run_capped_kills_the_stage_and_its_children_at_the_cap(tmp_path) -> Non
     else:
         raise AssertionError(f"the stage's child {child} survived the cap")
     assert gpu_check.run_capped([sys.executable, "-c", "pass"], timeout=30) == 0
+
+
+def test_a_failing_case_is_recorded_and_each_case_is_written_as_it_ends(tmp_path, monkeypatch) -> None:
+    """The paths stage writes its JSON after every case (a stage stopped at its cap keeps the cases it
+    finished); a case that fails (here: no carried tokenizer) says why in one line and the next runs."""
+    import argparse
+    import copy
+
+    import gpu_data
+    import gpu_paths
+    import torch
+
+    data = tmp_path / "data"
+    gpu_data.prepare(require_data_path("images", "cifar10"), data, {"train": 4, "test": 1})  # no text/
+    monkeypatch.setenv("HARDMIX_DATA", str(data))
+    snapshots: list[dict] = []
+    args = argparse.Namespace(dry=True, work=str(tmp_path / "work"), cases="text_train,linear_probe")
+    rc = gpu_paths.cmd_paths(args, torch.device("cpu"), lambda r: snapshots.append(copy.deepcopy(r)))
+    assert rc == 1
+    assert [list(s["cases"]) for s in snapshots] == [["text_train"], ["text_train", "linear_probe"]]
+    text, probe = snapshots[-1]["cases"]["text_train"], snapshots[-1]["cases"]["linear_probe"]
+    assert text["status"] == "failed" and text["error"].startswith("FileNotFoundError: ")
+    assert "no carried tokenizer" in text["error"] and "\n" not in text["error"]
+    assert probe["status"] == "ok" and probe["images"] == 32
