@@ -26,7 +26,7 @@ CI machine has 2 shared cores). ``$OUT/gpu_check.json`` is rewritten after every
 status, seconds, cap, JSON file and headline figures.
 
 Usage (normally through the shell script):
-    python benchmarks/gpu_check.py --out OUT --work WORK [--dry] [--budget 340] [--only training]
+    python benchmarks/gpu_check.py --out OUT --work WORK [--dry] [--budget 345] [--only training]
 """
 
 from __future__ import annotations
