@@ -144,3 +144,11 @@ def test_the_vision_step_operators_before_and_after_are_quoted() -> None:
     assert quoted + " the floor" in doc
     load = rec["machine"]
     assert f"load {load['load_before'][0]:.1f} before and {load['load_after'][0]:.1f} after" in doc
+
+
+def test_the_dry_run_with_eight_stages_is_quoted() -> None:
+    rec = json.loads((ROOT / "results/gpu_check_dry_2026-12-06/gpu_check.json").read_text())
+    doc = " ".join(_section().split())
+    assert rec["mode"] == "dry" and rec["failed_stages"] == [] and len(rec["stages"]) == 8
+    cpu = sum(e["cpu_s"] for e in rec["stages"].values())
+    assert f"all ok, the stages in {rec['seconds']} s, {cpu:.1f} s of CPU" in doc
