@@ -1,7 +1,15 @@
-"""The time budget of ``gpu_check.sh``'s full mode, estimated (no GPU has run it yet).
+"""The time budget of ``gpu_check.sh``'s full mode: measured on its first GPU run, and as first estimated.
 
-Per stage: process start-ups and imports (CPU seconds measured on this project's CPU machine, taken as
-the GPU machine's per-core speed), CUDA initialization (assumed), the GPU work (FLOP counts of the
+Measured (:func:`measured`): the seconds of each stage of the first GPU run (2026-12-06, one NVIDIA H100
+80GB HBM3, ``results/gpu_check_2026-12-06``), and what each stage of the next run will take, projected from
+those figures where the check changed since (the text steps' fewer rounds and third group, the training's
+planned seconds, the two new stages ``profile`` and ``paths``, whose GPU-specific parts are assumed, as
+each row says). ``tests/test_gpu_check.py`` holds every projection within its stage's cap and the caps
+with the set-up within the 6 minutes.
+
+Estimated before any GPU ran it (:func:`estimate`, kept for comparison), per stage: process start-ups
+and imports (CPU seconds measured on this project's CPU machine, taken as the GPU machine's per-core
+speed), CUDA initialization (assumed), the GPU work (FLOP counts of the
 stage's networks at its shapes, counted here with ``torch.utils.flop_counter`` on the meta device, times
 the number of steps the stage runs, over the H200's measured bf16 matrix rate at an assumed range of
 utilization), and the parts the script times itself (the loss benchmark's minimum repetition time, the
@@ -9,7 +17,7 @@ training's planned seconds). The hard bound is the stage caps (``benchmarks/gpu_
 set-up. Every constant below says whether it is measured, counted or assumed.
 
 Usage:
-    python benchmarks/gpu_budget.py            # the table (Markdown) and the totals
+    python benchmarks/gpu_budget.py            # the tables (Markdown): measured and projected, estimated
     python benchmarks/gpu_budget.py --papers   # GPU-hours of configs/compare/papers_gpu.yaml's cells
 """
 
@@ -98,7 +106,7 @@ def estimate() -> list[tuple[str, float, float, str]]:
     rows.append(("loss_overhead", start + n_cases * 5 * 0.05, start + n_cases * (5 * 0.05 + 0.2),
                  f"{n_cases} cases x 5 reps x >= 50 ms (the benchmark's minimum repetition), + warm-up "
                  "and memory probes"))
-    warmup, rounds, steps = gpu_steps.TIMING["full"]
+    warmup, rounds, steps = gpu_steps.TEXT_TIMING["full"]
     per_variant = warmup + rounds * steps
     text = 0.0
     for batch, length, _ in gpu_steps.TEXT_GROUPS["full"].values():
@@ -106,6 +114,8 @@ def estimate() -> list[tuple[str, float, float, str]]:
     t_start = CPU_S["start_heavy"] + CUDA_INIT_S
     rows.append(("text_steps", t_start + gpu[0](text), t_start + gpu[1](text),
                  f"{text / 1e12:.0f} TFLOP counted ({per_variant} steps x 4 variants x 3 groups)"))
+    warmup, rounds, steps = gpu_steps.TIMING["full"]
+    per_variant = warmup + rounds * steps
     vis = 0.0
     for s in gpu_steps.VISION_GROUPS["full"].values():
         b = s["batch"]
@@ -121,12 +131,111 @@ def estimate() -> list[tuple[str, float, float, str]]:
     knn = 3 * 5 * CPU_S["knn_per_1000_queries"] / GPU_MACHINE_WORKERS
     low = 3 * start + 2 * planned + decode + knn
     high = 3 * start + 2 * gpu_training.SAFETY ** -1 * planned + decode + knn + 10
-    rows.append(("training", low, min(high, gpu_check.CAPS["training"]),
+    rows.append(("training", low, max(low, min(high, gpu_check.CAPS["training"])),
                  f"3 starts (untrained k-NN, 2 runs) + 2 x {planned:.0f} s planned training (up to "
                  f"{gpu_check.TRAIN_SECONDS:.0f} s if the trainer's step is slower than the benchmark's) "
                  f"+ {decode:.1f} s decoding + {knn:.1f} s k-NN search"))
     rows.append(("distributed", CPU_S["start_trainer"], CPU_S["start_trainer"] + CUDA_INIT_S,
                  "one GPU: a start, the config built, skipped"))
+    return rows
+
+
+#: the first GPU run of the check
+RECORD = Path(__file__).resolve().parents[1] / "results" / "gpu_check_2026-12-06"
+#: the timing of the step stages in that run (gpu_steps.TIMING["full"] then): warm-up, rounds, steps
+RECORD_TIMING = (3, 5, 4)
+#: assumed: the one-of-8 step costs its encoder's step at batch 64 and up to 10% more for the loss over
+#: 512 gathered rows (the loss alone at 1,024 rows: 1.8 to 5.2 ms on the H100, loss_overhead.json)
+GATHERED_FACTOR = 1.1
+#: assumed: the profiler's own set-up (CUPTI) and overhead on the profiled steps, per profiled step
+PROFILER_S = 5.0
+#: assumed: a trainer's set-up inside a running process (config, data subset, model), per run
+TRAINER_SETUP_S = 3.0
+
+
+def _json(name: str) -> dict:
+    import json
+
+    return json.loads((RECORD / name).read_text())
+
+
+def _medians(group: dict) -> dict[str, float]:
+    return {r["variant"]: r["median_step_s"] for r in group["rows"]}
+
+
+def measured() -> list[dict]:
+    """Per stage of the next full run: the first run's seconds, the projection, the cap and how.
+
+    Returns rows ``{"stage", "measured_s" (None for a new stage), "projected_s", "cap_s", "how"}``, the
+    set-up first.
+    """
+    summary = _json("gpu_check.json")
+    stages = summary["stages"]
+    text, vision = _json("text_steps.json"), _json("vision_steps.json")
+    old_steps = RECORD_TIMING[0] + RECORD_TIMING[1] * RECORD_TIMING[2]
+    w, r, n = gpu_steps.TEXT_TIMING["full"]
+    new_steps = w + r * n
+    # the process start of a step stage: the vision stage's seconds less its groups and the PIL check
+    vg = vision["groups"]
+    start = stages["vision_steps"]["seconds"] - sum(g["seconds"] for g in vg.values()) \
+        - vision["pil_pinned"]["seconds"]
+    # the first CUDA work of a process: the first vision group's seconds less its timed steps
+    r50 = vg["resnet50-224"]
+    first_cuda = r50["seconds"] - old_steps * sum(_medians(r50).values())
+    setup = summary["budget_s"] and gpu_check.BOUND_S - summary["budget_s"]
+    rows = [{"stage": "set-up", "measured_s": setup, "projected_s": setup, "cap_s": gpu_check.SETUP_S,
+             "how": "install and device query: the bound less the budget the script passed"}]
+    for name in ("device_tests", "loss_overhead"):
+        rows.append({"stage": name, "measured_s": stages[name]["seconds"], "projected_s":
+                     stages[name]["seconds"], "cap_s": gpu_check.CAPS[name], "how": "as measured"})
+    tg = text["groups"]
+    fixed = {g: tg[g]["seconds"] - old_steps * sum(_medians(tg[g]).values()) for g in ("b64", "b512")}
+    proj = {g: fixed[g] + new_steps * sum(_medians(tg[g]).values()) for g in ("b64", "b512")}
+    proj["b64x8-gathered"] = fixed["b512"] + new_steps * GATHERED_FACTOR * sum(_medians(tg["b64"]).values())
+    text_s = start + sum(proj.values())
+    rows.append({"stage": "text_steps", "measured_s": stages["text_steps"]["seconds"], "projected_s": text_s,
+                 "cap_s": gpu_check.CAPS["text_steps"],
+                 "how": f"stopped at its cap then; {start:.1f} s start + per group its fixed cost + "
+                        f"{new_steps} steps (was {old_steps}) x its 4 variants' medians: b64 "
+                        f"{proj['b64']:.1f}, b512 {proj['b512']:.1f}, b64x8 {proj['b64x8-gathered']:.1f} "
+                        f"(b512's fixed cost, b64's steps x {GATHERED_FACTOR})"})
+    rows.append({"stage": "vision_steps", "measured_s": stages["vision_steps"]["seconds"],
+                 "projected_s": stages["vision_steps"]["seconds"], "cap_s": gpu_check.CAPS["vision_steps"],
+                 "how": "as measured"})
+    import gpu_paths
+
+    pw, ps = gpu_paths.PROFILE_STEPS["full"]
+    vis_none = _medians(vg["resnet18-32"])["none"]
+    text_none = _medians(tg["b64"])["none"]
+    profile_s = start + first_cuda + (pw + 2 * ps) * (vis_none + text_none) + PROFILER_S
+    rows.append({"stage": "profile", "measured_s": None, "projected_s": profile_s,
+                 "cap_s": gpu_check.CAPS["profile"],
+                 "how": f"new: {start:.1f} s start + {first_cuda:.1f} s first CUDA work (the first vision "
+                        f"group's seconds less its steps) + {pw + 2 * ps} steps each of the vision and text "
+                        f"none steps + {PROFILER_S:.0f} s profiler (assumed)"})
+    resume_steps = gpu_paths.RESUME_STEPS["full"]
+    mochi = _medians(vg["resnet18-32"])["mochi"]
+    paths_s = start + first_cuda + 4 * TRAINER_SETUP_S + 2 * resume_steps * mochi \
+        + gpu_paths.TEXT_STEPS * text_none + gpu_paths.PROBE_IMAGES * CPU_S["decode_per_image"]
+    rows.append({"stage": "paths", "measured_s": None, "projected_s": paths_s,
+                 "cap_s": gpu_check.CAPS["paths"],
+                 "how": f"new: start + first CUDA work + 4 trainer set-ups of {TRAINER_SETUP_S:.0f} s "
+                        f"(assumed: text_train, resume's 3 runs) + {2 * resume_steps} MoCHi steps + "
+                        f"{gpu_paths.TEXT_STEPS} text steps (at most BERT-base b64's) + decoding"})
+    training = _json("training.json")
+    epochs_then = training["plan"]["epochs"]
+    rate = stages["vision_steps"]["headline"]["resnet18-32/mochi_images_per_s"]
+    plan = gpu_training.plan_epochs(rate, gpu_check.TRAIN_SECONDS, training["train_images"], False)
+    epochs_now = plan["epochs"]
+    trained = sum(run["train_seconds"] for run in training["runs"].values())
+    train_s = stages["training"]["seconds"] - trained * (1 - epochs_now / epochs_then)
+    rows.append({"stage": "training", "measured_s": stages["training"]["seconds"], "projected_s": train_s,
+                 "cap_s": gpu_check.CAPS["training"],
+                 "how": f"{epochs_now} epochs planned (was {epochs_then}, {trained:.1f} s of training in "
+                        f"both runs): the training seconds scaled"})
+    rows.append({"stage": "distributed", "measured_s": stages["distributed"]["seconds"],
+                 "projected_s": stages["distributed"]["seconds"], "cap_s": gpu_check.CAPS["distributed"],
+                 "how": "as measured (one GPU: skipped)"})
     return rows
 
 
@@ -165,16 +274,25 @@ def main() -> int:
         for task, cells, tflop, lo, hi in papers():
             print(f"| {task} | {cells} | {tflop:,.0f} | {lo:.1f} to {hi:.1f} |")
         return 0
+    rows_m = measured()
+    print("| stage | measured 2026-12-06 (s) | projected (s) | cap (s) | how |")
+    print("|---|---:|---:|---:|---|")
+    for m in rows_m:
+        was = "-" if m["measured_s"] is None else f"{m['measured_s']:.1f}"
+        print(f"| {m['stage']} | {was} | {m['projected_s']:.1f} | {m['cap_s']} | {m['how']} |")
+    print(f"| **total** | **{sum(m['measured_s'] or 0 for m in rows_m):.1f}** | "
+          f"**{sum(m['projected_s'] for m in rows_m):.1f}** | **{sum(m['cap_s'] for m in rows_m)}** | |")
+    print()
     rows = estimate()
     print("| stage | estimate (s) | cap (s) | how |")
     print("|---|---:|---:|---|")
     for name, lo, hi, how in rows:
-        cap = gpu_check.CAPS.get(name, 20)
+        cap = gpu_check.CAPS.get(name, gpu_check.SETUP_S)
         print(f"| {name} | {lo:.0f} to {hi:.0f} | {cap} | {how} |")
     lo = sum(r[1] for r in rows)
     hi = sum(r[2] for r in rows)
-    caps = sum(gpu_check.CAPS.values()) + 20
-    print(f"| **total** | **{lo:.0f} to {hi:.0f}** | {caps} | the caps (+ 20 s set-up) bound it at "
+    caps = sum(gpu_check.CAPS.values()) + gpu_check.SETUP_S
+    print(f"| **total** | **{lo:.0f} to {hi:.0f}** | {caps} | the caps (+ the set-up) bound it at "
           f"{caps / 60:.1f} min |")
     return 0
 

@@ -1,86 +1,98 @@
 #!/usr/bin/env bash
 # gpu_check: every GPU path of hardmix as one prepared command, for a machine with one CUDA GPU, in at
 # most 6 minutes (a 15-minute lease, start-up included, with room for one rerun). Every figure is written
-# as JSON, and everything printed goes to a log, under $OUT (7 files):
+# as JSON, and everything printed goes to a log, under $OUT (9 files):
 #   gpu_check.log  gpu_check.json (per stage: status, seconds, cap, headline figures; rewritten after
-#   every stage)  loss_overhead.json  text_steps.json  vision_steps.json  training.json  distributed.json
+#   every stage)  loss_overhead.json  text_steps.json  vision_steps.json  profile.json  paths.json
+#   training.json  distributed.json
 #
 # Usage
 #   bash benchmarks/gpu_check.sh --prepare-data .gpu_data   # here, once: the data that travels (below)
 #   bash benchmarks/gpu_check.sh                            # on the GPU machine (OUT is set there)
-#   bash benchmarks/gpu_check.sh --dry                      # CPU, tiny sizes, < 1 min (CI runs it:
+#   bash benchmarks/gpu_check.sh --dry                      # CPU, tiny sizes, a few minutes (CI runs it:
 #                                                           # tests/test_gpu_check.py)
 #   bash benchmarks/gpu_check.sh --only training,distributed   # some stages (names below)
 # With the device tool: run(command="bash benchmarks/gpu_check.sh", carry=[".gpu_data"], timeout_s=420).
-# OUT defaults to results/gpu_check (dry: gpu_check_dry); WORK (run folders, caches; not
-# brought back) to a fresh temporary folder. PYTHON picks the interpreter (default python3).
+# OUT defaults to results/gpu_check (dry: results/gpu_check_dry; both git-ignored); WORK (run folders,
+# caches; not brought back) to a fresh temporary folder. PYTHON picks the interpreter (default python3).
+# The first run's files are kept in results/gpu_check_2026-12-06/ (docs/performance.md, "GPU check").
 #
 # Data to carry. ../shared does not travel: only the checkout and the folders named in carry (64 MiB in
 # all). `--prepare-data .gpu_data` (benchmarks/gpu_data.py) copies from $HARDMIX_DATA/images/cifar10 the
 # first 2,000 train and 500 test JPEGs of each class (sorted names) into .gpu_data/images/cifar10 (the
 # ImageFolder layout with classes.txt; git-ignored): 20,000 + 5,000 images, 22.0 MiB of files, 36.8 MiB
-# as a tar of 512-byte blocks (7.9 MiB gzipped); the checkout is 2.2 MiB. The full mode reads it through
-# HARDMIX_DATA=.gpu_data (GPU_DATA overrides). The BERT-base-shaped encoder is random-init and its
-# tokens random, so no weights, tokenizer or text travel.
+# as a tar of 512-byte blocks (7.9 MiB gzipped); the checkout is 2.2 MiB. It also copies into
+# .gpu_data/text the tokenizer and config of $HARDMIX_DATA/models/bert-mini-wiki-mlm (no weights) and
+# the first 400 sentences of $HARDMIX_DATA/wiki/wiki1m-head-11914.txt (0.94 MiB in all), for the
+# text_train case. The full mode reads it through HARDMIX_DATA=.gpu_data (GPU_DATA overrides). The
+# BERT-base-shaped encoder of the step stages is random-init and its tokens random.
 #
 # Stages (full mode; each a subprocess with its own time cap, killed with its children at the cap;
-# the caps sum to 340 s; benchmarks/gpu_check.py):
-#   1 device_tests (30 s)  tests/core/test_devices.py: every loss path on CUDA in fp32 and under bf16
+# the caps sum to 345 s, 15 s being left of the 360 for the set-up; benchmarks/gpu_check.py CAPS; each
+# writes its JSON as it goes, so a stage stopped at its cap keeps the cases it finished):
+#   1 device_tests (25 s)  tests/core/test_devices.py: every loss path on CUDA in fp32 and under bf16
 #                          autocast against float64 on the CPU; the MoCo step with MoCHi and the
 #                          trainer's CPU step generator on CUDA (tests/vision/test_moco.py).
 #   2 loss_overhead (30 s) benchmarks/loss_overhead.py --device cuda, every case at the papers' shapes
 #                          (text B 64/1024/4096 D 768; vision B 256 D 128 K 16384/65536), 5 reps: time
 #                          ratios and peak extra memory.
-#   3 text_steps (35 s)    benchmarks/gpu_steps.py text: BERT-base-shaped encoder, bf16, max length 32:
+#   3 text_steps (40 s)    benchmarks/gpu_steps.py text: BERT-base-shaped encoder, bf16, max length 32:
 #                          steps/s of floor, none, mixcse, mochi at batch 64, at batch 512, and as one of
 #                          8 ranks (local 64, 512 gathered negatives); "did not fit" is recorded.
-#   4 vision_steps (40 s)  benchmarks/gpu_steps.py vision: ResNet-50 at 224 px (B 256, K 16384) and
+#   4 vision_steps (42 s)  benchmarks/gpu_steps.py vision: ResNet-50 at 224 px (B 256, K 16384) and
 #                          ResNet-18 at 32 px (B 256, K 4096), bf16, channels-last, TensorAugment on the
 #                          GPU: images/s of floor, none, mochi; the PIL path's rate with pinned memory.
-#   5 training (195 s)     benchmarks/gpu_training.py train: `python -m hardmix train vision` MoCo-v2,
-#                          then MoCHi, same seed and epochs (planned for 75 s x 0.85 of training each at
-#                          stage 4's ResNet-18 MoCHi rate; a run is stopped at 92 s), on the carried
+#   5 profile (30 s)       benchmarks/gpu_paths.py profile: torch.profiler over the vision none step
+#                          (ResNet-18/32 px) and the text none step (batch 64): top kernels and operators
+#                          by time, kernels launched and host-device synchronizations per step.
+#   6 paths (40 s)         benchmarks/gpu_paths.py paths: the cases text_train (the text trainer's bf16
+#                          loop, 6 steps, random-init bert-mini shape on the carried tokenizer and
+#                          sentences), linear_probe (the augmented features on CUDA against the CPU's),
+#                          resume (a MoCHi run stopped half-way and resumed against an uninterrupted one:
+#                          losses bitwise or within a relative 1e-3).
+#   7 training (128 s)     benchmarks/gpu_training.py train: `python -m hardmix train vision` MoCo-v2,
+#                          then MoCHi, same seed and epochs (planned for 65 s x 0.85 of training each at
+#                          stage 4's ResNet-18 MoCHi rate; a run is stopped at 80 s), on the carried
 #                          CIFAR-10 subset; k-NN top-1 of both and of the untrained network; proxy-task
 #                          accuracy curves and whether the proxy task is mostly solved (MoCHi's premise).
-#   6 distributed (10 s)   torchrun --nproc_per_node 2 (NCCL) only where 2 GPUs exist; else "skipped".
-# The dry mode runs the same six entry points with the same code at tiny sizes on the CPU, in one
-# Python process (one interpreter start), with the data a fresh 32 + 8 images per class copied by the
-# same helper; CUDA-only steps are skipped with a message (the CUDA test cases, the pinned memory check,
-# the NCCL run).
+#   8 distributed (10 s)   torchrun --nproc_per_node 2 (NCCL) only where 2 GPUs exist; else "skipped".
+# The dry mode runs the same eight entry points with the same code at tiny sizes on the CPU, in one
+# Python process (one interpreter start), with the data a fresh 32 + 8 images per class and 200
+# sentences copied by the same helper; CUDA-only steps are skipped with a message (the CUDA test cases,
+# the pinned memory check, the NCCL run).
 #
-# Time budget (full mode), estimated: see "GPU check" in docs/performance.md for the derivation.
+# Time budget (full mode), measured on the first GPU run (2026-12-06, one H100 80GB HBM3; python
+# benchmarks/gpu_budget.py; "GPU check" in docs/performance.md):
 #   hard bound: 360 s (GPU_CHECK_SECONDS) from the script's start: the stages get what the set-up
-#               (install, device query; each under `timeout`; estimated 6-12 s) leaves, each at most its
-#               cap (the caps sum to 340 s), and a stage with under 5 s left is not run.
-#   expected:   212 to 274 s (python benchmarks/gpu_budget.py): set-up 6-12, device_tests 14-20,
-#               loss_overhead 11-15, text_steps 16-23 (1,934 TFLOP counted), vision_steps 11-14 (760
-#               TFLOP), training 150-183 (2 x 64 s planned training + starts), distributed 4-7; from
-#               CPU seconds measured on the 2-core CPU machine (starts, JPEG decoding, k-NN search), FLOPs
-#               counted on the meta device, the H200's measured 788 TFLOP/s bf16 (8192^3 product) at an
-#               assumed 20-50% utilization, and an assumed 3 s of CUDA start-up per process.
+#               (install, device query; each under `timeout`; measured 8 s) leaves, each at most its
+#               cap, and a stage with under 5 s left is not run.
+#   measured:   248.7 s (set-up 8, then the six stages of then in 240.7 s, text_steps stopped at its
+#               35 s cap before its third group); the next run's stages projected from those figures
+#               fit their caps (tests/test_gpu_check.py checks it).
 #
 # GPU-only branches of the code and the stage that exercises each:
-#   bf16 autocast (AMP)     vision trainer train.amp (is_bf16_supported) [5]; loss paths under autocast
+#   bf16 autocast (AMP)     vision trainer train.amp (is_bf16_supported) [7]; loss paths under autocast
 #                           [1]; text/vision steps under autocast [3, 4]. The text trainer's
-#                           train.precision bf16/fp16 loop (GradScaler for fp16): NOT exercised (no
-#                           tokenizer or corpus travels; the steps use the same autocast and loss calls).
-#   channels-last           vision trainer train.channels_last (model and views) [5]; the steps [4];
-#                           SplitBatchNorm on channels-last input [4, 5]. The linear probe's augmented
-#                           features (hardmix/vision/augmented_features.py: channels-last + autocast): NOT exercised.
-#   CUDA top-k              MoCHi's selection (topk) and pair draws on the device [1, 2, 4, 5].
+#                           train.precision bf16 loop [6 text_train]; its fp16 GradScaler branch: NOT
+#                           exercised.
+#   channels-last           vision trainer train.channels_last (model and views) [7]; the steps [4];
+#                           SplitBatchNorm on channels-last input [4, 6, 7]. The linear probe's augmented
+#                           features (hardmix/vision/augmented_features.py: channels-last + autocast)
+#                           [6 linear_probe].
+#   CUDA top-k              MoCHi's selection (topk) and pair draws on the device [1, 2, 4, 6, 7].
 #   CUDA loss paths         the loss's two paths, MoCHi's pair inner products in blocks of rows, CUDA
 #                           generators [1, 2, 3]; the gathered in-batch loss on CUDA (as one rank of 8) [3].
-#   tensor pipeline on GPU  TensorBatches/TensorAugment with the uint8 cache on the device [4, 5].
+#   tensor pipeline on GPU  TensorBatches/TensorAugment with the uint8 cache on the device [4, 5, 6, 7].
 #   k-NN features on CUDA   frozen_forward (channels-last + bf16 autocast in eval) of the final and the
-#                           untrained k-NN [5].
-#   CPU step generator      the vision trainer's per-step CPU generator with MoCHi's draws on CUDA [1, 5].
+#                           untrained k-NN [6, 7].
+#   CPU step generator      the vision trainer's per-step CPU generator with MoCHi's draws on CUDA [1, 7].
 #   pinned memory           PilBatches(pin_memory=True), the PIL path on CUDA [4] (batches checked pinned).
-#   NCCL                    init_process_group("nccl"), DDP device_ids, cross-rank key shuffle [6], only
+#   NCCL                    init_process_group("nccl"), DDP device_ids, cross-rank key shuffle [8], only
 #                           with 2 GPUs; with one GPU: NOT exercised (skipped, its config is built).
 #   faiss-gpu               NOT exercised: the GPU machine has no faiss, and hardmix has no faiss GPU
 #                           index (k-NN moves features to the CPU for faiss or torch; faiss_backend only
 #                           takes CPU tensors).
-#   CUDA RNG state          saved in checkpoints [5]; restoring it (--resume on CUDA): NOT exercised.
+#   CUDA RNG state          saved in checkpoints [7]; restored by --resume on CUDA [6 resume].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -159,7 +171,7 @@ sys.exit(not all(u.find_spec(m) for m in names))" 2>/dev/null
 
   if [ "$MODE" = dry ]; then
     : "${HARDMIX_DATA:?--dry copies a tiny CIFAR-10 tree from \$HARDMIX_DATA/images/cifar10}"
-    "$PY" benchmarks/gpu_data.py "$WORK/data" --train-per-class 32 --test-per-class 8 | tail -1
+    "$PY" benchmarks/gpu_data.py "$WORK/data" --train-per-class 32 --test-per-class 8 --sentences 200 | tail -1
     export HARDMIX_DATA="$WORK/data"
     ARGS=(--dry)
   else
@@ -170,8 +182,8 @@ sys.exit(0 if torch.cuda.is_available() else 'gpu_check: no CUDA device visible 
     fi
     export HARDMIX_DATA="${GPU_DATA:-$PWD/.gpu_data}"
     [ -d "$HARDMIX_DATA/images/cifar10/train" ] || echo "warning: no carried data in $HARDMIX_DATA" \
-      "(bash benchmarks/gpu_check.sh --prepare-data .gpu_data, and carry it): stage 5 and the" \
-      "pinned-memory check will fail"
+      "(bash benchmarks/gpu_check.sh --prepare-data .gpu_data, and carry it): the paths and" \
+      "training stages and the pinned-memory check will fail"
     # The stages get what is left of the 6 minutes after the set-up (SECONDS: since the script started).
     ARGS=(--budget "$((${GPU_CHECK_SECONDS:-360} - SECONDS))")
   fi

@@ -16,7 +16,8 @@ import pytest
 from .conftest import require_data_path
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ["device_tests", "loss_overhead", "text_steps", "vision_steps", "training", "distributed"]
+STAGES = ["device_tests", "loss_overhead", "text_steps", "vision_steps", "profile", "paths", "training",
+          "distributed"]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
@@ -24,6 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     """One dry run of the whole script (it copies its own tiny tree from HARDMIX_DATA)."""
     data = require_data_path("images", "cifar10").parents[1]
+    require_data_path("wiki", "wiki1m-head-11914.txt")  # the text_train case's sentences
     base = tmp_path_factory.mktemp("gpu_check")
     env = {**os.environ, "HARDMIX_DATA": str(data), "PYTHON": sys.executable, "OUT": str(base / "out"),
            "WORK": str(base / "work")}
@@ -45,7 +47,7 @@ def _load(out: Path, name: str) -> dict:
     return json.loads((out / name).read_text())
 
 
-def test_dry_mode_runs_every_stage_and_writes_at_most_8_files(dry_run) -> None:
+def test_dry_mode_runs_every_stage_and_writes_at_most_10_files(dry_run) -> None:
     proc, out = dry_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = _load(out, "gpu_check.json")
@@ -54,7 +56,7 @@ def test_dry_mode_runs_every_stage_and_writes_at_most_8_files(dry_run) -> None:
     assert status == {**dict.fromkeys(STAGES, "ok"), "distributed": "skipped"}
     assert summary["failed_stages"] == []
     files = sorted(p.name for p in out.iterdir())
-    assert len(files) <= 8 and "gpu_check.log" in files
+    assert len(files) <= 10 and "gpu_check.log" in files
     for e in summary["stages"].values():
         assert e["json"] is None or e["json"] in files
     log = (out / "gpu_check.log").read_text()
@@ -92,6 +94,64 @@ def test_dry_mode_measures_the_loss_and_every_step_group(dry_run) -> None:
         assert all(r["median_step_s"] > 0 for r in group["rows"]) and group["augment_only_images_per_s"] > 0
     pil = vision["pil_pinned"]
     assert pil["status"] == "ok" and pil["images_per_s"] > 0 and pil["pin_memory"] is False
+
+
+def test_dry_mode_profiles_the_vision_and_text_steps(dry_run) -> None:
+    _, out = dry_run
+    profile = _load(out, "profile.json")
+    assert list(profile["steps"]) == ["vision_resnet18_32_none", "text_b64_none"]
+    for name, e in profile["steps"].items():
+        assert e["status"] == "ok", (name, e.get("error"))
+        assert e["ops_per_step"] > 100 and e["step_ms"] > 0 and e["steps"] == 2
+        # on the CPU: no kernels or synchronizations to count, but the calls that would wait are counted
+        assert e["kernels_per_step"] is None and e["syncs_per_step"] is None
+        assert set(e["waiting_ops_per_step"]) == {"aten::_local_scalar_dense", "aten::nonzero"}
+        calls = [op["calls_per_step"] for op in e["top_ops"]]
+        assert calls and all(c > 0 for c in calls)
+        times = [op["self_cpu_ms_per_step"] for op in e["top_ops"]]
+        assert times == sorted(times, reverse=True)
+    headline = _load(out, "gpu_check.json")["stages"]["profile"]["headline"]
+    assert headline["text_b64_none"]["ops_per_step"] == profile["steps"]["text_b64_none"]["ops_per_step"]
+
+
+def test_dry_mode_covers_the_text_trainer_the_probe_features_and_resume(dry_run) -> None:
+    _, out = dry_run
+    cases = _load(out, "paths.json")["cases"]
+    assert list(cases) == ["text_train", "linear_probe", "resume"]
+    assert {n: c["status"] for n, c in cases.items()} == dict.fromkeys(cases, "ok")
+    text = cases["text_train"]
+    assert text["precision"] == "bf16" and text["steps"] == len(text["losses"]) == 6
+    assert text["sentences"] == 200 and all(math.isfinite(x) for x in text["losses"])
+    probe = cases["linear_probe"]
+    assert probe["same_step_equal"] and probe["other_step_differs"] and probe["min_cosine_vs_cpu_fp32"] > 0.99
+    resume = cases["resume"]
+    assert resume["stopped_after"] == resume["steps"] // 2 and resume["returncodes"] == [0, 0, 0]
+    # on the CPU the resumed run is bitwise the uninterrupted one
+    assert resume["bitwise"] and resume["losses_resumed"] == resume["losses_uninterrupted"]
+    assert len(resume["losses_resumed"]) == resume["steps"] == 4
+    headline = _load(out, "gpu_check.json")["stages"]["paths"]["headline"]
+    assert {n: h["status"] for n, h in headline.items()} == dict.fromkeys(cases, "ok")
+
+
+def test_the_caps_add_up_to_the_bound_and_hold_the_measured_stages() -> None:
+    """From the first GPU run's figures (results/gpu_check_2026-12-06): every stage of the next run,
+    projected, within its cap, and the caps with the set-up within the 6 minutes."""
+    import gpu_budget
+    import gpu_check
+
+    rows = gpu_budget.measured()
+    assert [r["stage"] for r in rows] == ["set-up", *gpu_check.CAPS]
+    for r in rows:
+        assert 0 < r["projected_s"] <= r["cap_s"], r
+    assert sum(gpu_check.CAPS.values()) + gpu_check.SETUP_S <= gpu_check.BOUND_S == 360
+    assert sum(r["cap_s"] for r in rows) <= 360
+    # text_steps then: its first two groups took 27.8 s and the stage hit its 35 s cap; now its three
+    # groups fit the cap, and each stage that ran ok then is within its cap now
+    text = next(r for r in rows if r["stage"] == "text_steps")
+    assert text["measured_s"] >= 35 and text["projected_s"] < gpu_check.CAPS["text_steps"]
+    for r in rows:
+        if r["measured_s"] is not None and r["stage"] not in ("text_steps", "training"):
+            assert r["measured_s"] <= r["cap_s"], r
 
 
 def test_dry_mode_trains_mocov2_and_mochi_and_scores_them(dry_run) -> None:
@@ -132,6 +192,43 @@ def test_prepare_data_copies_a_class_balanced_tree(tmp_path) -> None:
     # A second call replaces the copy with exactly the new subset.
     gpu_data.prepare(src, dest, {"train": 1, "test": 1})
     assert len(list((root / "train").rglob("*.jpg"))) == 10
+
+
+def test_prepare_data_copies_the_text_cases_tokenizer_and_sentences(tmp_path) -> None:
+    import gpu_data
+
+    root = require_data_path(*gpu_data.TOKENIZER_SOURCE.parts).parents[1]
+    require_data_path(*gpu_data.SENTENCES_SOURCE.parts)
+    info = gpu_data.prepare_text(root, tmp_path, 7)
+    out = tmp_path / "text"
+    for name in gpu_data.TOKENIZER_FILES:
+        copied = (out / "tokenizer" / name).read_bytes()
+        assert copied == (root / gpu_data.TOKENIZER_SOURCE / name).read_bytes()
+    assert not (out / "tokenizer" / "model.safetensors").exists()  # no weights travel
+    source = [x for x in (root / gpu_data.SENTENCES_SOURCE).read_text().splitlines() if x.strip()][:7]
+    assert (out / "sentences.txt").read_text().splitlines() == source and info["sentences"] == 7
+    assert info["bytes"] == sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+
+
+def test_prepare_data_takes_the_stand_in_tokenizer_where_the_shared_model_is_absent(tmp_path) -> None:
+    import shutil
+
+    import gpu_data
+
+    shared = require_data_path(*gpu_data.TOKENIZER_SOURCE.parts)
+    sentences = require_data_path(*gpu_data.SENTENCES_SOURCE.parts)
+    root = tmp_path / "data"
+    (root / gpu_data.TOKENIZER_STAND_IN).mkdir(parents=True)
+    for name in gpu_data.TOKENIZER_REQUIRED:  # what `hardmix data download bert-mini` leaves, less weights
+        shutil.copyfile(shared / name, root / gpu_data.TOKENIZER_STAND_IN / name)
+    (root / gpu_data.SENTENCES_SOURCE).parent.mkdir(parents=True)
+    shutil.copyfile(sentences, root / gpu_data.SENTENCES_SOURCE)
+    info = gpu_data.prepare_text(root, tmp_path / "out", 3)
+    assert info["files"] == ["config.json", "vocab.txt", "sentences.txt"]
+    assert info["source"] == str(root / gpu_data.TOKENIZER_STAND_IN)
+    (root / gpu_data.TOKENIZER_STAND_IN / "vocab.txt").unlink()
+    with pytest.raises(FileNotFoundError, match="vocab.txt"):
+        gpu_data.prepare_text(root, tmp_path / "out", 3)
 
 
 def test_the_epoch_plan_fills_the_seconds_at_the_measured_rate() -> None:
@@ -177,3 +274,27 @@ def test_run_capped_kills_the_stage_and_its_children_at_the_cap(tmp_path) -> Non
     else:
         raise AssertionError(f"the stage's child {child} survived the cap")
     assert gpu_check.run_capped([sys.executable, "-c", "pass"], timeout=30) == 0
+
+
+def test_a_failing_case_is_recorded_and_each_case_is_written_as_it_ends(tmp_path, monkeypatch) -> None:
+    """The paths stage writes its JSON after every case (a stage stopped at its cap keeps the cases it
+    finished); a case that fails (here: no carried tokenizer) says why in one line and the next runs."""
+    import argparse
+    import copy
+
+    import gpu_data
+    import gpu_paths
+    import torch
+
+    data = tmp_path / "data"
+    gpu_data.prepare(require_data_path("images", "cifar10"), data, {"train": 4, "test": 1})  # no text/
+    monkeypatch.setenv("HARDMIX_DATA", str(data))
+    snapshots: list[dict] = []
+    args = argparse.Namespace(dry=True, work=str(tmp_path / "work"), cases="text_train,linear_probe")
+    rc = gpu_paths.cmd_paths(args, torch.device("cpu"), lambda r: snapshots.append(copy.deepcopy(r)))
+    assert rc == 1
+    assert [list(s["cases"]) for s in snapshots] == [["text_train"], ["text_train", "linear_probe"]]
+    text, probe = snapshots[-1]["cases"]["text_train"], snapshots[-1]["cases"]["linear_probe"]
+    assert text["status"] == "failed" and text["error"].startswith("FileNotFoundError: ")
+    assert "no carried tokenizer" in text["error"] and "\n" not in text["error"]
+    assert probe["status"] == "ok" and probe["images"] == 32

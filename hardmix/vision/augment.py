@@ -11,6 +11,12 @@ batched operation per step, on whatever device the batch lives on: the crops and
 per-image factors and per-image order, the blur as a grouped convolution with per-image kernels. All
 randomness comes from a ``torch.Generator`` on the CPU, so a batch depends only on the generator's seed,
 not on the device. The formulas are torchvision's (``transforms.v2.functional``).
+
+On a GPU the step waits for nothing here: every draw of a batch is made on the CPU first (the crop boxes,
+the jitter's factors, order and rows, the grayscale, blur and flip choices, the blur kernels), packed into
+one tensor and sent with one non-blocking copy (:func:`to_device`); the operations then only launch
+kernels. Each jitter stage treats brightness, contrast and saturation in one pass (all three are a blend
+``f x + (1 - f) base`` with base 0, the image's mean gray or its gray image) and hue in a second.
 """
 
 from __future__ import annotations
@@ -160,41 +166,173 @@ def adjust_hue(x: Tensor, f: Tensor) -> Tensor:
 _JITTER_OPS = (adjust_brightness, adjust_contrast, adjust_saturation, adjust_hue)
 
 
+def pack(tensors: dict[str, Tensor]) -> tuple[Tensor, list[tuple[str, torch.Size, torch.dtype]]]:
+    """Flatten CPU tensors into one float32 tensor and its layout (for :func:`unpack`). Integer and boolean
+    tensors must hold values that float32 represents exactly (below 2**24): row indices and masks.
+
+    Example:
+        >>> flat, layout = pack({"rows": torch.tensor([0, 2]), "f": torch.tensor([[0.5]])})
+        >>> flat.tolist(), [t.tolist() for t in unpack(flat, layout).values()]
+        ([0.0, 2.0, 0.5], [[0, 2], [[0.5]]])
+    """
+    flat = torch.cat([t.reshape(-1).float() for t in tensors.values()])
+    return flat, [(name, t.shape, t.dtype) for name, t in tensors.items()]
+
+
+def unpack(flat: Tensor, layout: list[tuple[str, torch.Size, torch.dtype]]) -> dict[str, Tensor]:
+    """The tensors :func:`pack` flattened, as views of ``flat`` (or casts, for other dtypes)."""
+    out, at = {}, 0
+    for name, shape, dtype in layout:
+        n = shape.numel()
+        out[name] = flat[at : at + n].view(shape).to(dtype)
+        at += n
+    return out
+
+
+def to_device(tensors: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
+    """Move CPU tensors to ``device`` in one non-blocking copy (:func:`pack`, the copy, :func:`unpack`).
+
+    On the CPU they are returned as they are. A non-blocking copy from pageable memory is staged at once:
+    the host neither waits for the device's queue nor may the memory be reused early.
+    """
+    if device.type == "cpu" or not tensors:
+        return tensors
+    flat, layout = pack(tensors)
+    return unpack(flat.to(device, non_blocking=True), layout)
+
+
+class JitterDraws:
+    """The draws of one ColorJitter over a batch, made on the CPU (same order and distributions as
+    torchvision: per image an on/off draw, four factors, a random order of the four operations).
+
+    ``plan()`` gives, per stage, the rows whose operation at that stage is brightness, contrast or
+    saturation (with their factor and which of the three: 0, 1, 2) and the rows whose operation is hue
+    (with their shift): CPU tensors, to be moved to the batch's device with :func:`to_device`.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        strength: tuple[float, float, float, float],
+        prob: float,
+        generator: torch.Generator | None,
+    ) -> None:
+        b, c, s, h = strength
+        self.apply = torch.rand(n, generator=generator) < prob
+        self.factors = torch.stack(
+            [
+                _uniform(n, max(0.0, 1 - b), 1 + b, generator),
+                _uniform(n, max(0.0, 1 - c), 1 + c, generator),
+                _uniform(n, max(0.0, 1 - s), 1 + s, generator),
+                _uniform(n, -h, h, generator),
+            ],
+            dim=1,
+        )
+        self.order = torch.rand(n, 4, generator=generator).argsort(dim=1)
+        self.enabled = (b > 0, c > 0, s > 0, h > 0)
+
+    def plan(self) -> dict[str, Tensor]:
+        """``{f"bcs_rows{t}", f"bcs_f{t}", f"bcs_kind{t}", f"hue_rows{t}", f"hue_f{t}"}`` for t = 0..3,
+        only the non-empty ones."""
+        out: dict[str, Tensor] = {}
+        for stage in range(4):
+            op = self.order[:, stage]
+            bcs = self.apply & (op < 3)
+            for k in range(3):
+                if not self.enabled[k]:
+                    bcs &= op != k
+            rows = torch.nonzero(bcs).squeeze(1)
+            if rows.numel():
+                kind = op[rows]
+                out[f"bcs_rows{stage}"] = rows
+                out[f"bcs_f{stage}"] = self.factors[rows, kind]
+                out[f"bcs_kind{stage}"] = kind
+            if self.enabled[3]:
+                rows = torch.nonzero(self.apply & (op == 3)).squeeze(1)
+                if rows.numel():
+                    out[f"hue_rows{stage}"] = rows
+                    out[f"hue_f{stage}"] = self.factors[rows, 3]
+        return out
+
+
+def _blend_bcs(x: Tensor, f: Tensor, kind: Tensor) -> Tensor:
+    """Brightness (kind 0), contrast (1) or saturation (2) per image, in one pass: ``clamp(f x + (1 - f)
+    base)`` with base 0, the image's mean gray level or its gray image; for each image the same arithmetic
+    as :func:`adjust_brightness`, :func:`adjust_contrast` and :func:`adjust_saturation`."""
+    gray = _gray(x)
+    mean = gray.mean(dim=(1, 2, 3), keepdim=True)
+    kind = kind.view(-1, 1, 1, 1)
+    base = torch.where(kind == 1, mean, torch.where(kind == 2, gray, torch.zeros_like(gray)))
+    return _blend(x, base, f.view(-1, 1, 1, 1))
+
+
+def apply_jitter(x: Tensor, plan: dict[str, Tensor]) -> Tensor:
+    """Apply :meth:`JitterDraws.plan` (on ``x``'s device) to ``x`` (n, 3, H, W): per stage, one pass for the
+    images whose operation is brightness, contrast or saturation, one for those whose operation is hue."""
+    out = x.clone()
+    for stage in range(4):
+        rows = plan.get(f"bcs_rows{stage}")
+        if rows is not None:
+            out[rows] = _blend_bcs(out[rows], plan[f"bcs_f{stage}"].to(x.dtype), plan[f"bcs_kind{stage}"])
+        rows = plan.get(f"hue_rows{stage}")
+        if rows is not None:
+            out[rows] = adjust_hue(out[rows], plan[f"hue_f{stage}"].to(x.dtype))
+    return out
+
+
 def color_jitter(
     x: Tensor, strength: tuple[float, float, float, float], prob: float, generator: torch.Generator | None
 ) -> Tensor:
     """ColorJitter with probability ``prob`` per image, each image with its own factors and its own
     random order of the four operations (torchvision draws ``randperm(4)`` per call)."""
-    n = x.shape[0]
-    b, c, s, h = strength
-    apply = torch.rand(n, generator=generator) < prob
-    factors = torch.stack(
-        [
-            _uniform(n, max(0.0, 1 - b), 1 + b, generator),
-            _uniform(n, max(0.0, 1 - c), 1 + c, generator),
-            _uniform(n, max(0.0, 1 - s), 1 + s, generator),
-            _uniform(n, -h, h, generator),
-        ],
-        dim=1,
-    )
-    order = torch.rand(n, 4, generator=generator).argsort(dim=1)
-    enabled = torch.tensor([b > 0, c > 0, s > 0, h > 0])
-    out = x.clone()
-    for stage in range(4):
-        for op in range(4):
-            if not enabled[op]:
-                continue
-            rows = torch.nonzero(apply & (order[:, stage] == op)).squeeze(1)
-            if rows.numel():
-                rows_d = rows.to(x.device)
-                out[rows_d] = _JITTER_OPS[op](out[rows_d], factors[rows, op].to(x.device, x.dtype))
-    return out
+    plan = JitterDraws(x.shape[0], strength, prob, generator).plan()
+    return apply_jitter(x, to_device(plan, x.device))
 
 
 def random_grayscale(x: Tensor, prob: float, generator: torch.Generator | None) -> Tensor:
     """Grayscale (replicated on 3 channels) with probability ``prob`` per image."""
-    pick = (torch.rand(x.shape[0], generator=generator) < prob).to(x.device)
+    pick = to_device({"pick": torch.rand(x.shape[0], generator=generator) < prob}, x.device)["pick"]
     return torch.where(pick.view(-1, 1, 1, 1), _gray(x).expand_as(x), x)
+
+
+def blur_kernel_size(kernel: int, height: int, width: int) -> int:
+    """The blur's kernel size at an image size: at most ``kernel``, odd, and less than the image's sides."""
+    return min(kernel, 2 * ((min(height, width) - 1) // 2) + 1)
+
+
+def draw_blur(
+    n: int, prob: float, sigma: tuple[float, float], k: int, generator: torch.Generator | None
+) -> dict[str, Tensor]:
+    """The blur's draws for n images on the CPU: ``{"rows": (m,), "w1d": (m, k)}`` for the m images blurred
+    (each with sigma ~ U(sigma)), or ``{}`` when none is (or the kernel is under 3)."""
+    pick = torch.rand(n, generator=generator) < prob
+    sig = _uniform(n, sigma[0], sigma[1], generator)
+    rows = torch.nonzero(pick).squeeze(1)
+    if rows.numel() == 0 or k < 3:
+        return {}
+    half = (k - 1) / 2
+    pos = torch.linspace(-half, half, k)
+    w1d = torch.exp(-0.5 * (pos.view(1, -1) / sig[rows].view(-1, 1)) ** 2)
+    return {"rows": rows, "w1d": w1d / w1d.sum(dim=1, keepdim=True)}
+
+
+def apply_blur(x: Tensor, draws: dict[str, Tensor]) -> Tensor:
+    """Blur the rows of :func:`draw_blur` (on ``x``'s device) with their kernels: one grouped separable
+    convolution, reflect padding (torchvision's ``gaussian_blur``)."""
+    if not draws:
+        return x
+    n, c, hgt, wid = x.shape
+    rows, w1d = draws["rows"], draws["w1d"].to(x.dtype)
+    m, k = w1d.shape
+    weight = w1d.repeat_interleave(c, dim=0)  # (m * c, k)
+    sub = x[rows].reshape(1, m * c, hgt, wid)
+    pad = k // 2
+    sub = F.pad(sub, (pad, pad, pad, pad), mode="reflect")
+    sub = F.conv2d(sub, weight.view(m * c, 1, 1, k), groups=m * c)
+    sub = F.conv2d(sub, weight.view(m * c, 1, k, 1), groups=m * c)
+    out = x.clone()
+    out[rows] = sub.view(m, c, hgt, wid)
+    return out
 
 
 def random_blur(
@@ -202,30 +340,8 @@ def random_blur(
 ) -> Tensor:
     """Gaussian blur with probability ``prob`` per image and sigma ~ U(sigma) per image, reflect padding
     (torchvision's ``gaussian_blur``), as one grouped separable convolution over the chosen images."""
-    n, c, hgt, wid = x.shape
-    pick = torch.rand(n, generator=generator) < prob
-    sig = _uniform(n, sigma[0], sigma[1], generator)
-    rows = torch.nonzero(pick).squeeze(1)
-    if rows.numel() == 0:
-        return x
-    k = min(kernel, 2 * ((min(hgt, wid) - 1) // 2) + 1)
-    if k < 3:
-        return x
-    half = (k - 1) / 2
-    pos = torch.linspace(-half, half, k)
-    w1d = torch.exp(-0.5 * (pos.view(1, -1) / sig[rows].view(-1, 1)) ** 2)
-    w1d = (w1d / w1d.sum(dim=1, keepdim=True)).to(x.device, x.dtype)  # (m, k)
-    m = rows.numel()
-    weight = w1d.repeat_interleave(c, dim=0)  # (m * c, k)
-    rows_d = rows.to(x.device)
-    sub = x[rows_d].reshape(1, m * c, hgt, wid)
-    pad = k // 2
-    sub = F.pad(sub, (pad, pad, pad, pad), mode="reflect")
-    sub = F.conv2d(sub, weight.view(m * c, 1, 1, k), groups=m * c)
-    sub = F.conv2d(sub, weight.view(m * c, 1, k, 1), groups=m * c)
-    out = x.clone()
-    out[rows_d] = sub.view(m, c, hgt, wid)
-    return out
+    k = blur_kernel_size(kernel, x.shape[2], x.shape[3])
+    return apply_blur(x, to_device(draw_blur(x.shape[0], prob, sigma, k, generator), x.device))
 
 
 class TensorAugment:
@@ -249,6 +365,7 @@ class TensorAugment:
         self.cfg = cfg
         self.mean = torch.tensor(cfg.mean).view(1, 3, 1, 1)
         self.std = torch.tensor(cfg.std).view(1, 3, 1, 1)
+        self._norm: dict[torch.device, tuple[Tensor, Tensor]] = {}
 
     def __call__(self, images: Tensor, generator: torch.Generator | None = None) -> Tensor:
         if images.device.type == "cpu":
@@ -256,22 +373,44 @@ class TensorAugment:
                 return self._apply(images, generator)
         return self._apply(images, generator)
 
+    def draws(self, n: int, height: int, width: int, generator: torch.Generator | None) -> dict[str, Tensor]:
+        """Every draw of a batch of n images of ``height`` x ``width``, on the CPU, in the order the
+        operations use the generator: crop boxes, jitter, grayscale, blur, flip."""
+        cfg = self.cfg
+        d = {"boxes": random_resized_crop_boxes(n, height, width, cfg.crop_scale, cfg.crop_ratio, generator)}
+        if cfg.jitter_prob > 0 and any(v > 0 for v in cfg.jitter):
+            d.update(JitterDraws(n, cfg.jitter, cfg.jitter_prob, generator).plan())
+        if cfg.grayscale_prob > 0:
+            d["gray"] = torch.rand(n, generator=generator) < cfg.grayscale_prob
+        if cfg.blur_prob > 0:
+            k = blur_kernel_size(cfg.kernel_size, cfg.crop_size, cfg.crop_size)
+            blur = draw_blur(n, cfg.blur_prob, cfg.blur_sigma, k, generator)
+            d.update({f"blur_{name}": t for name, t in blur.items()})
+        if cfg.flip_prob > 0:
+            d["flip"] = torch.rand(n, generator=generator) < cfg.flip_prob
+        return d
+
+    def _normalization(self, device: torch.device) -> tuple[Tensor, Tensor]:
+        if device not in self._norm:
+            self._norm[device] = (self.mean.to(device), self.std.to(device))
+        return self._norm[device]
+
     def _apply(self, images: Tensor, generator: torch.Generator | None) -> Tensor:
         cfg = self.cfg
         n, _, h, w = images.shape
+        d = to_device(self.draws(n, h, w, generator), images.device)  # one copy, no wait
         x = images.float().div_(255.0)
-        boxes = random_resized_crop_boxes(n, h, w, cfg.crop_scale, cfg.crop_ratio, generator)
-        x = crop_resize(x, boxes, cfg.crop_size).clamp_(0.0, 1.0)
+        x = crop_resize(x, d["boxes"], cfg.crop_size).clamp_(0.0, 1.0)
         if cfg.jitter_prob > 0 and any(v > 0 for v in cfg.jitter):
-            x = color_jitter(x, cfg.jitter, cfg.jitter_prob, generator)
-        if cfg.grayscale_prob > 0:
-            x = random_grayscale(x, cfg.grayscale_prob, generator)
-        if cfg.blur_prob > 0:
-            x = random_blur(x, cfg.blur_prob, cfg.blur_sigma, cfg.kernel_size, generator)
-        if cfg.flip_prob > 0:
-            flip = (torch.rand(n, generator=generator) < cfg.flip_prob).to(x.device)
-            x = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
-        return (x - self.mean.to(x.device)) / self.std.to(x.device)
+            x = apply_jitter(x, d)
+        if "gray" in d:
+            x = torch.where(d["gray"].view(-1, 1, 1, 1), _gray(x).expand_as(x), x)
+        if "blur_rows" in d:
+            x = apply_blur(x, {"rows": d["blur_rows"], "w1d": d["blur_w1d"]})
+        if "flip" in d:
+            x = torch.where(d["flip"].view(-1, 1, 1, 1), x.flip(-1), x)
+        mean, std = self._normalization(x.device)
+        return (x - mean) / std
 
 
 @contextmanager

@@ -155,7 +155,7 @@ class MoCo(nn.Module):
                 loss's device: see :func:`generator_on`).
         """
         query_net = self._query_forward or self.encoder_q
-        ids = ids.to(view1.device)
+        ids = ids.to(view1.device, non_blocking=True)  # staged at once: no wait for the device
         if two_queries:
             q1, q2 = query_net(torch.cat([view1, view2])).chunk(2)
         else:

@@ -97,7 +97,7 @@ class TensorBatches(Batches):
 
     def batch(self, step: int) -> Batch:
         ids = self.indices(step)
-        x = self.images[ids.to(self.images.device)]
+        x = self.images[ids.to(self.images.device, non_blocking=True)]  # staged at once: no wait
         g = step_generator(self.seed, step, self.rank, 1)
         return self.augment(x, g), self.augment(x, g), ids
 

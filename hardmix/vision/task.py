@@ -183,7 +183,7 @@ class VisionTask(Task):
     def diagnostics(self, result: StepResult, step: int) -> dict[str, float]:
         """The batch's embedding diagnostics, the queue's (proxy-task accuracy, ...) and the anchors'
         gradient norm against the queue the loss saw."""
-        res, ids = result.extra["moco"], result.extra["ids"].to(self.runtime.device)
+        res, ids = result.extra["moco"], result.extra["ids"].to(self.runtime.device, non_blocking=True)
         mask = self.cfg.loss.mask_same_sample
         out = {k: v for k, v in embedding_diagnostics(res.queries, res.keys).items()
                if k not in ("pos_sim", "neg_sim")}
