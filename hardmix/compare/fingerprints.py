@@ -48,12 +48,12 @@ class _Now:
         self._parts: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def parts(self, cell: Cell) -> tuple[dict[str, Any] | None, str | None]:
-        from hardmix.training.config import build_task_config
+        from hardmix.config.loader import build_config
 
         task_cls = task_class(cell.task)
         key = (task_cls.name, config_digest(cell.config, _NOT_DATA))
         if key not in self._parts:
-            cfg = build_task_config(task_cls.config_class, cell.config)
+            cfg = build_config(task_cls.config_class, cell.config)
             try:
                 self._parts[key] = (task_cls.data_fingerprint_of(cfg), task_cls.input_digest_of(cfg))
             except (OSError, ValueError) as e:
@@ -178,12 +178,13 @@ def set_aside_mismatched(cell: Cell, output: Path) -> Path:
     """Move a mismatched cell's folder and its log to ``DIR/superseded/<task>/<strategy>/mismatched/seed<k>``
     (a tuning cell's under ``.../mismatched/point<i>/seed<k>``; ``seed<k>.2``, ... when taken): kept, not
     deleted, and the cell runs again. Returns where it went."""
-    from hardmix.compare.tuning import SUPERSEDED, set_aside
+    from hardmix.compare.runner import set_aside
+    from hardmix.compare.tuning import SUPERSEDED
 
     base = output / SUPERSEDED / cell.task.name / cell.strategy / MISMATCHED
     if cell.point_index is not None:
         base = base / f"point{cell.point_index}"
-    return set_aside(cell, base, output)
+    return set_aside(cell, output, base)
 
 
 def check_cells(cells: list[Cell], spec_path: str, out: Path, rerun: bool,

@@ -375,10 +375,10 @@ def task_metric(cell: Cell) -> str:
     (:meth:`hardmix.training.Task.selection_metric_for`, e.g. vision's ``eval.selection``)."""
     key = str(cell.run_dir)
     if key not in _METRICS:
-        from hardmix.training.config import build_task_config
+        from hardmix.config.loader import build_config
 
         cls = task_class(cell.task)
-        _METRICS[key] = cls.selection_metric_for(build_task_config(cls.config_class, cell.config))
+        _METRICS[key] = cls.selection_metric_for(build_config(cls.config_class, cell.config))
     return _METRICS[key]
 
 

@@ -481,7 +481,8 @@ def secondary_table(summary: dict[str, Any], task: str) -> tuple[list[str], list
     return head, rows
 
 
-def tuning_table(summary: dict[str, Any], task: str, strategy: str) -> tuple[list[str], list[list[str]]]:
+def tuning_grid_table(summary: dict[str, Any], task: str,
+                      strategy: str) -> tuple[list[str], list[list[str]]]:
     """One strategy's tuning grid on a task (``summary["tuning"]``): each point, its selection score per
     tuning seed (``failed`` where that run failed or scored NaN) and their mean; the chosen point marked."""
     tu = summary["tuning"][task][strategy]
@@ -546,7 +547,7 @@ __all__ = [
     "summarize",
     "text_table",
     "tuning_budget_table",
-    "tuning_table",
+    "tuning_grid_table",
     "verdict_label",
     "verdict_table",
     "verdict_text",

@@ -45,7 +45,7 @@ class Digest:
     sha256: str
 
 
-def file_digest(path: str | os.PathLike[str]) -> Digest:
+def file_checksums(path: str | os.PathLike[str]) -> Digest:
     """Length, MD5 and SHA-256 of a file, read in 1 MiB chunks."""
     md5, sha = hashlib.md5(), hashlib.sha256()
     size = 0
@@ -192,7 +192,7 @@ def download_file(
             remove_written(part, root)
         raise DataDownloadError(f"{url}: transfer interrupted ({last_error}); {kept}")
     expected = size if size is not None else total
-    digest = file_digest(part) if expected is None or got == expected else None
+    digest = file_checksums(part) if expected is None or got == expected else None
     problem = f"got {got} bytes, expected {expected}" if digest is None else _mismatch(digest, md5, sha256)
     if problem is None:
         replace(part, dest, root)

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hardmix.datasets import layout, prepare_images, prepare_models, prepare_text
-from hardmix.datasets.download import DataDownloadError, download_file, file_digest
+from hardmix.datasets.download import DataDownloadError, download_file, file_checksums
 from hardmix.datasets.paths import download_root
 from hardmix.datasets.records import (
     downloads_dir,
@@ -74,7 +74,7 @@ def fetch_source(
     size = src.size if src.size is not None else (recorded["size"] if recorded else None)
     verified = bool(src.md5 or sha256)  # else only its length checks it: never used nor resumed from
     if dest.is_file():  # kept from an earlier call (or placed there by hand)
-        have = file_digest(dest)
+        have = file_checksums(dest)
         if verified and (src.md5 in (None, have.md5)) and (sha256 in (None, have.sha256)) \
                 and size in (None, have.size):
             return dest, None

@@ -27,6 +27,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from hardmix.training import checkpoint as ckpt
+from hardmix.training.checkpoint import load_matching
 from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.metrics import MetricsLog, tensorboard_writer_class
 from hardmix.training.results import read_results, results_record, write_results
@@ -44,7 +45,6 @@ from hardmix.training.run_folder import (
 from hardmix.training.runtime import Runtime, end_runtime, start_runtime
 from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
-from hardmix.utils.checkpoint import load_matching
 from hardmix.utils.confine import makedirs, write_text
 from hardmix.utils.errors import ConfigError, RunError, RunInterrupted
 from hardmix.utils.offline import libraries_offline

@@ -116,15 +116,15 @@ def test_building_built_in_strategies_imports_no_plug_in(tmp_path, monkeypatch, 
     """Building ``none`` or ``mixcse`` imported every installed plug-in (``registry()`` loaded them all):
     a plug-in is now imported only when a name that is not built in is looked up; the listing imports them."""
     from hardmix.compare.spec import parse_spec
+    from hardmix.config.loader import build_config
     from hardmix.text.task import TextTask
-    from hardmix.training.config import build_task_config
 
     marker = tmp_path / "imported"
     install(tmp_path, monkeypatch, "lazy_plugin_mod", MARKED.format(marker=str(marker)), "lazy_plugin",
             "Lazy")
     build_strategies(["none", {"name": "mixcse", "lam": 0.3}, {"name": "mochi", "warmup_steps": 2}])
     ContrastiveLoss(TAU, "mixcse").in_batch(*views())
-    cfg = build_task_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": ["mixcse"]}})
+    cfg = build_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": ["mixcse"]}})
     TextTask.auto_bf16_for(cfg)
     (tmp_path / "c.yaml").write_text("{}\n")
     parse_spec({"seeds": [1], "strategies": {"none": ["none"], "m": [{"name": "mixcse"}]},
@@ -270,14 +270,14 @@ def test_the_checks_leave_every_built_in_s_loss_and_gradient_unchanged():
 def test_a_ramp_is_checked_against_the_setup_at_its_start_not_only_its_end(tiny_text_config):
     """MoCHi with ``n_hard`` ramping from 64 down to 4 passed the check of a batch of 16 (only its final 4
     was compared) and failed at step 0; the most any value of the run needs is compared now."""
+    from hardmix.config.loader import build_config
     from hardmix.text.task import TextTask
-    from hardmix.training.config import build_task_config
 
     ramp = {"name": "mochi", "n_hard": {"start": 64, "end": 4, "steps": 10}, "n_pair": 4, "n_query": 2}
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.n_hard: 64 negatives needed per anchor"):
         check_setup(build_strategies([ramp]), 15, "15 in-batch negatives")
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 64 negatives needed per anchor"):
-        build_task_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": [ramp]}})
+        build_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": [ramp]}})
     ramped_filter = [{"name": "false_negative_filter", "top_k": {"start": 6, "end": 1, "steps": 5}},
                      {"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2}]
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[1\]\.n_hard: 14 negatives needed per anchor "
