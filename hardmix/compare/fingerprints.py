@@ -20,6 +20,7 @@ the summary pools only cells whose records agree (:func:`hardmix.compare.summary
 from __future__ import annotations
 
 import shlex
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ class _Now:
         task_cls = task_class(cell.task)
         key = (task_cls.name, config_digest(cell.config, _NOT_DATA))
         if key not in self._parts:
-            cfg = build_config(task_cls.config_class, cell.config)
+            cfg: Any = build_config(task_cls.config_class, cell.config)
             try:
                 self._parts[key] = (task_cls.data_fingerprint_of(cfg), task_cls.input_digest_of(cfg))
             except (OSError, ValueError) as e:
@@ -134,7 +135,7 @@ def checkpoint_mismatch(cell: Cell, data: dict[str, Any] | None, inputs: str | N
     return _inputs_mismatch(state, inputs, "checkpoint")
 
 
-def mismatched_cells(cells: list[Cell], skip_config: set[str] = frozenset()) -> list[tuple[Cell, str]]:
+def mismatched_cells(cells: list[Cell], skip_config: Collection[str] = frozenset()) -> list[tuple[Cell, str]]:
     """Each finished cell whose record, and each interrupted cell whose checkpoint, does not match what it
     would be made from now, with why (:func:`record_mismatch`, :func:`checkpoint_mismatch`); the config of
     the cells labelled in ``skip_config`` is not compared (evaluation cells before tuning has chosen)."""
@@ -188,7 +189,7 @@ def set_aside_mismatched(cell: Cell, output: Path) -> Path:
 
 
 def check_cells(cells: list[Cell], spec_path: str, out: Path, rerun: bool,
-                skip_config: set[str] = frozenset()) -> list[tuple[Cell, Path]]:
+                skip_config: Collection[str] = frozenset()) -> list[tuple[Cell, Path]]:
     """Refuse a comparison holding a mismatched cell (:func:`mismatched_cells`), naming them all and the
     command that resolves it; with ``rerun`` (``--rerun-mismatched``), move each aside instead
     (:func:`set_aside_mismatched`) so it runs again. Returns the cells moved, with where they went."""

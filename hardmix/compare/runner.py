@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,7 @@ class Progress:
         if found:
             self.planned[cell.label] = int(found[-1])
 
-    def update(self, running: list[Cell], finished: list[Cell] = ()) -> None:
+    def update(self, running: list[Cell], finished: Sequence[Cell] = ()) -> None:
         for c in running:
             if c.label not in self.planned:
                 self._planned_from_log(c)

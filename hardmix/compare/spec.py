@@ -182,7 +182,7 @@ def parse_entries(entries: Any, key: str) -> list[dict[str, Any]]:
     from hardmix.strategies import available_strategies
     from hardmix.strategies.build import strategy_entries
 
-    normalized = strategy_entries(entries, key=key)
+    normalized = [e if isinstance(e, dict) else e.config() for e in strategy_entries(entries, key=key)]
     for i, entry in enumerate(normalized):
         if not _is_strategy(entry["name"]):  # a built-in name imports no plug-in
             raise ConfigError(f"{key}[{i}].name: unknown strategy {entry['name']!r}; "

@@ -270,8 +270,8 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
             "paired": paired_table(per, spec.baseline, task.seeds),
             **({"contrasts": {  # each strategy against its control, a family of its own
                 f"{a} - {b}": {**row, "strategy": a, "control": b} for (a, b), row in zip(
-                    mine, family_table(per, {f"{a} - {b}": (a, b) for a, b in mine}, task.seeds).values(),
-                    strict=True)}} if (mine := [(a, b) for a, b in spec.contrasts.items()
+                    pairs, family_table(per, {f"{a} - {b}": (a, b) for a, b in pairs}, task.seeds).values(),
+                    strict=True)}} if (pairs := [(a, b) for a, b in spec.contrasts.items()
                                                 if a in per and b in per]) else {}),
             "selection_metric": selection,
             "score_is_selection": task.score == selection,

@@ -262,7 +262,8 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
         out[task.name] = {}
         for strategy in task.strategies or spec.strategies:
             mine = [c for c in cells if c.task.name == task.name and c.strategy == strategy]
-            grid, steps, runs, pending, ses = [], set(), 0, False, []
+            grid: list[dict[str, Any]] = []
+            steps, runs, pending, ses = set(), 0, False, []
             for point in grid_points(spec.tune.grid[strategy]):
                 seeds, failed = {}, {}
                 for c in (c for c in mine if c.point == point):
@@ -348,8 +349,8 @@ def inert_knobs(axes: dict[str, list[Any]], grid: list[dict[str, Any]], sampling
     se, source = max(choices, key=lambda c: c[0]) if choices else (None, None)
     spread = {}
     for knob, values in axes.items():
-        means = [[g["mean"] for g in scored if g["point"].get(knob) == v] for v in values]
-        means = [sum(m) / len(m) for m in means if m]
+        by_value = [[g["mean"] for g in scored if g["point"].get(knob) == v] for v in values]
+        means = [sum(m) / len(m) for m in by_value if m]
         if len(values) > 1 and len(means) > 1:
             spread[knob] = max(means) - min(means)
     inert = None if se is None else [k for k, d in spread.items() if d < se]

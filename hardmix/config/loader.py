@@ -91,11 +91,10 @@ def config_hints(cls: type) -> dict[str, Any]:
     """The annotations of a config dataclass, ``Annotated`` kept. Nested sections named by their
     ``default_factory`` also resolve when the classes are not module globals (string annotations of
     classes defined in a function or a doctest)."""
-    nested = {
-        f.default_factory.__name__: f.default_factory
-        for f in dataclasses.fields(cls)
-        if isinstance(f.default_factory, type)
-    }
+    nested: dict[str, type] = {}
+    for f in dataclasses.fields(cls):
+        if isinstance(factory := f.default_factory, type):
+            nested[factory.__name__] = factory
     return get_type_hints(cls, localns=nested, include_extras=True)
 
 
@@ -151,7 +150,7 @@ def _coerce_type(value: Any, tp: Any, key: str, checks: Mapping[str, Any]) -> An
             raise ConfigError(f"{key}: expected {what}, got {type(value).__name__} {value!r}")
         _, val_tp = get_args(tp) or (Any, Any)
         return {k: _coerce(v, val_tp, f"{key}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
         return _from_dict(tp, value, key)

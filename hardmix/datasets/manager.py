@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from hardmix.datasets import layout, prepare_images, prepare_models, prepare_text
 from hardmix.datasets.download import DataDownloadError, download_file, file_checksums
@@ -56,7 +57,7 @@ class Outcome:
 
 def fetch_source(
     root: Path, src: Source, base_url: str | None = None, progress: bool = True
-) -> tuple[Path, dict[str, object] | None]:
+) -> tuple[Path, dict[str, Any] | None]:
     """Download one source into the downloads folder, verified by its published checksum, else by the
     SHA-256 recorded at its first download; a source neither verifies is fetched whole in one transfer
     (a partial file of it is never resumed), and only then is its SHA-256 recorded. A file kept in the
@@ -89,16 +90,18 @@ def fetch_source(
 
 def _build(ds: DataSet, files: dict[str, Path], out: Path, work: Path, root: Path, progress: bool) -> None:
     """Prepare data set ``ds`` at ``out`` from its downloaded ``files`` (or from what it requires)."""
-    first = next(iter(files.values()), None)
+    def first() -> Path:  # the one downloaded file, for the sets made from one
+        return next(iter(files.values()))
+
     builders: dict[str, Callable[[], object]] = {
-        "senteval": lambda: prepare_text.prepare_senteval(first, out, work, root),
-        "wiki1m": lambda: prepare_text.place_file(first, out, root),
-        "imagenet100-classes": lambda: prepare_text.place_file(first, out, root),
+        "senteval": lambda: prepare_text.prepare_senteval(first(), out, work, root),
+        "wiki1m": lambda: prepare_text.place_file(first(), out, root),
+        "imagenet100-classes": lambda: prepare_text.place_file(first(), out, root),
         "enwiki-100k": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out, root=root),
         "wiki1m-head": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out,
                                                         WIKI1M_HEAD_LINES, compress=False, root=root),
-        "cifar10": lambda: prepare_images.prepare_cifar10(first, out, work, ds.members, root, progress),
-        "imagenette": lambda: prepare_images.prepare_imagenette(first, out, work, root),
+        "cifar10": lambda: prepare_images.prepare_cifar10(first(), out, work, ds.members, root, progress),
+        "imagenette": lambda: prepare_images.prepare_imagenette(first(), out, work, root),
         "imagenette-64": lambda: prepare_images.derive_resized(root / DATASETS["imagenette"].target, out,
                                                                root, progress=progress),
         "bert-mini": lambda: prepare_models.prepare_model_files(files, out, BERT_MINI_HUB, root),

@@ -118,7 +118,9 @@ def composed_direction(
         negatives = logits.masked_fill(~ctx.negative_mask, NEG_INF)  # (B, N)
         all_negatives = torch.cat([c.to(dtype) for c in [negatives, *extras]], dim=1)  # (B, N + sum M_s)
         loss = outputs("estimator", (b,), more=(ctx.positive_logits.to(dtype), all_negatives))[0].mean()
-    elif ctx.mode == "in_batch":
+    elif ctx.mode == "in_batch":  # each anchor's positive is one of the candidates
+        if ctx.positive_index is None:
+            raise ValueError("positive_index: an in-batch context names each anchor's positive column")
         loss = info_nce(torch.cat([c.to(dtype) for c in [logits, *extras]], dim=1), ctx.positive_index)
     else:
         blocks = [ctx.positive_logits.unsqueeze(1), logits, *extras]

@@ -351,6 +351,7 @@ def _load_entry_points() -> None:
     _ENTRY_POINTS_LOADED = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(getattr(ep, "dist", None), "name", None) or "an unnamed distribution"
+        why: str | None
         try:
             loaded = ep.load()
         except BuiltinNameError as e:

@@ -15,6 +15,7 @@ also refuses the older keys (``check_old_keys``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -88,7 +89,7 @@ class LossSection:
     """
 
     temperature: float = field(default=0.05, metadata={"min": MIN_TEMPERATURE})
-    strategies: Strategies = field(default_factory=lambda: [{"name": "none"}])
+    strategies: Strategies = field(default_factory=lambda: build_strategies("none"))
     queue_size: int = field(default=0, metadata={"min": 0})
 
     def __post_init__(self) -> None:  # a default, or a section made in Python (built ones pass through)
@@ -186,7 +187,7 @@ def resume_differences(saved: dict[str, Any], now: dict[str, Any], extra: tuple[
     return [k for k in config_differences(saved, now) if not key_in(k, allowed)]
 
 
-def key_in(key: str, patterns: tuple[str, ...] | list[str]) -> bool:
+def key_in(key: str, patterns: Sequence[str]) -> bool:
     """Whether a dotted config key is one of ``patterns``: a key itself, or a section's prefix (``log.``).
 
     >>> key_in("log.progress", ("output", "log.")), key_in("eval.max_length", ("output", "log."))

@@ -79,7 +79,7 @@ def _read_cache(path: Path) -> dict[str, tuple[Key, str]]:
         if isinstance(entry, list) and len(entry) == 5 and all(
                 isinstance(v, int) and not isinstance(v, bool) for v in entry[:4]) \
                 and isinstance(entry[4], str) and _HEX.fullmatch(entry[4]):
-            out[name] = (tuple(entry[:4]), entry[4])  # type: ignore[assignment]
+            out[name] = ((entry[0], entry[1], entry[2], entry[3]), entry[4])
     return out
 
 
@@ -122,7 +122,9 @@ def content_digests(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
     at the end."""
     folder = cache_folder()
     cache_file = folder / DIGESTS
-    out, new, folders = [], {}, {}
+    out: list[str] = []
+    new: dict[str, tuple[Key, str]] = {}
+    folders: dict[str, str] = {}
     for p in paths:
         real = _resolved(p, folders)
         before = _key(os.stat(real))
