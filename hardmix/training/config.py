@@ -205,7 +205,7 @@ def plain_config(cfg: Any) -> dict[str, Any]:
     in :data:`SECTION_ORDER`."""
     plain = _plain(cfg)
     rank = {k: i for i, k in enumerate(SECTION_ORDER)}
-    return dict(sorted(plain.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+    return {k: plain[k] for k in sorted(plain, key=lambda k: rank.get(k, len(rank)))}
 
 
 def _plain(obj: Any) -> Any:
