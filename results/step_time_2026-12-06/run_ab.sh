@@ -3,6 +3,7 @@
 # strategy) and after it (the guards on plug-ins only), interleaved, the order flipped each round; each run
 # is the repository's own benchmark at one torch thread, fp32. OLD: a checkout of 869db83; NEW: this tree.
 # Usage: OLD=/tmp/i67_old NEW=/work/wt-i67 ROUNDS=3 bash results/step_time_2026-12-06/run_ab.sh
+# (then FIRST=4 ROUNDS=5 KINDS=vision for rounds 4 and 5 of vision alone)
 set -u
 OUT="$NEW/results/step_time_2026-12-06/ab"
 mkdir -p "$OUT"
@@ -20,9 +21,9 @@ run() {  # $1 old|new, $2 vision|text, $3 round
   fi
   (date -u +%FT%TZ; cat /proc/loadavg) > "$OUT/round$3_$1_$2.load_after"
 }
-for r in $(seq 1 "$ROUNDS"); do
+for r in $(seq "${FIRST:-1}" "$ROUNDS"); do
   if [ $((r % 2)) = 1 ]; then order="old new"; else order="new old"; fi
-  for kind in vision text; do
+  for kind in ${KINDS:-vision text}; do
     for side in $order; do run "$side" "$kind" "$r"; done
   done
 done
