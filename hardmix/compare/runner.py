@@ -57,11 +57,13 @@ def set_aside(cell: Cell, output: Path, base: Path | None = None) -> Path:
     while target.exists():
         n += 1
         target = folder / nth.format(n)
-    if base is not None:
-        makedirs(target.parent, output)
+    if base is None:
+        replace(cell.run_dir, target, output)
+        return target
+    makedirs(target.parent, output)
     replace(cell.run_dir, target, output)
     log = cell_log(cell, output)
-    if base is not None and log.is_file() and not log.is_symlink():
+    if log.is_file() and not log.is_symlink():
         replace(log, target / "cell.log", output)
     return target
 

@@ -209,15 +209,30 @@ def plain_config(cfg: Any) -> dict[str, Any]:
 
 
 def _plain(obj: Any) -> Any:
-    if isinstance(obj, Strategy):  # its spec
-        return _plain(obj.config())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
+    """``obj`` as plain data: a strategy as its spec, a dataclass as the mapping of its fields, a tuple as a
+    list, in their order. Walked here, one container at a time (a stack of what is left to copy, each with
+    the container and the key it goes to), so that no section is handed to another function.
+
+    >>> _plain({"a": (1, [2, {"b": 3}])})
+    {'a': [1, [2, {'b': 3}]]}
+    """
+    root: list[Any] = [None]
+    left: list[tuple[Any, Any, Any]] = [(obj, root, 0)]
+    while left:
+        value, into, key = left.pop()
+        if isinstance(value, Strategy):  # its spec
+            value = value.config()
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        if isinstance(value, dict):
+            into[key] = dict.fromkeys(value)
+            left.extend((v, into[key], k) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            into[key] = [None] * len(value)
+            left.extend((v, into[key], i) for i, v in enumerate(value))
+        else:
+            into[key] = value
+    return root[0]
 
 
 __all__ = [

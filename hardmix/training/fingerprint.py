@@ -182,12 +182,21 @@ def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
     from hardmix.config.old_keys import ADDED_KEYS
     from hardmix.training.config import key_in
 
-    def walk(d: dict, prefix: str = "") -> dict:  # a key added since counts only away from its default
-        return {k: walk(v, f"{prefix}{k}.") if isinstance(v, dict) else v for k, v in d.items()
-                if not key_in(f"{prefix}{k}", ignore) and ADDED_KEYS.get(f"{prefix}{k}", walk) != v}
-    # (``walk`` stands for "no default": no config value equals it)
-
-    return hashlib.sha256(json.dumps(walk(config), sort_keys=True, default=str).encode()).hexdigest()
+    kept: dict[str, Any] = {}
+    left = [(config, kept, "")]  # (a mapping, its copy, its dotted prefix), walked here
+    no_default = object()  # no config value equals it
+    while left:
+        mapping, copy, prefix = left.pop()
+        for k, v in mapping.items():
+            key = f"{prefix}{k}"
+            if key_in(key, ignore) or ADDED_KEYS.get(key, no_default) == v:  # added since: at its default
+                continue
+            if isinstance(v, dict):
+                copy[k] = {}
+                left.append((v, copy[k], key + "."))
+            else:
+                copy[k] = v
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class DataMismatch(NamedTuple):
