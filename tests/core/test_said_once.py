@@ -90,7 +90,7 @@ def test_the_merged_modules_are_gone_and_no_two_modules_share_a_public_name() ->
     assert not [m for m in GONE_MODULES if (REPO / m).exists()]
     where = {name: [w for w in files if not w.startswith(("hardmix/text/", "hardmix/vision/"))]
              for name, files in _defined_where().items() if not name.startswith("_")}
-    top = {}
+    top: dict[str, set[str]] = {}  # (a name defined twice in one module: typing overloads)
     for path in sorted((REPO / "hardmix").rglob("*.py")):
         rel = str(path.relative_to(REPO))
         if rel.startswith(("hardmix/text/", "hardmix/vision/")):
@@ -101,7 +101,7 @@ def test_the_merged_modules_are_gone_and_no_two_modules_share_a_public_name() ->
                 t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
             for name in names:
                 if not name.startswith("_"):
-                    top.setdefault(name, []).append(rel)
+                    top.setdefault(name, set()).add(rel)
     twice = {name: files for name, files in top.items() if len(files) > 1 and name not in ALLOWED_TWICE}
     assert not twice, twice
     assert where["set_aside"] == ["hardmix/compare/runner.py"]
