@@ -218,7 +218,7 @@ def _register_commands(register: Callable[..., None], sub: argparse._SubParsersA
         encode: EncodeCommand
     """
     try:
-        params = inspect.signature(register).parameters.values()
+        params = list(inspect.signature(register).parameters.values())
     except (TypeError, ValueError):  # no signature to read (a builtin): the three arguments
         params = []
     takes = any(p.name == "encode" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)

@@ -56,13 +56,13 @@ def kind_of(data: dict[str, Any], overrides: list[str], path: str | os.PathLike[
     it is; a config several tasks read alike, or none, is an error saying to name it with ``--task``."""
     if "tasks" in data:
         return COMPARE
-    from hardmix.training.config import build_task_config
+    from hardmix.config.loader import build_config
     from hardmix.training.registry import available_tasks
 
     fits, errors = [], []
     for name in available_tasks():
         try:
-            build_task_config(config_class(name), data, overrides)
+            build_config(config_class(name), data, overrides)
             fits.append(name)
         except ConfigError as e:
             errors.append(f"{name}: {e}")
@@ -82,9 +82,10 @@ def resolved(kind: str, path: str | os.PathLike[str], overrides: list[str]) -> d
         from hardmix.config.schema import jsonable
 
         return jsonable(parse_spec(apply_overrides(load_yaml(path), overrides), source=Path(path).resolve()))
-    from hardmix.training.config import load_task_config, plain_config
+    from hardmix.config.loader import load_config
+    from hardmix.training.config import plain_config
 
-    return plain_config(load_task_config(config_class(kind), path, overrides))
+    return plain_config(load_config(config_class(kind), path, overrides))
 
 
 def origin(path: tuple[str, ...], file: dict[str, Any], given: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ the summary pools only cells whose records agree (:func:`hardmix.compare.summary
 from __future__ import annotations
 
 import shlex
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +49,12 @@ class _Now:
         self._parts: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def parts(self, cell: Cell) -> tuple[dict[str, Any] | None, str | None]:
-        from hardmix.training.config import build_task_config
+        from hardmix.config.loader import build_config
 
         task_cls = task_class(cell.task)
         key = (task_cls.name, config_digest(cell.config, _NOT_DATA))
         if key not in self._parts:
-            cfg = build_task_config(task_cls.config_class, cell.config)
+            cfg: Any = build_config(task_cls.config_class, cell.config)
             try:
                 self._parts[key] = (task_cls.data_fingerprint_of(cfg), task_cls.input_digest_of(cfg))
             except (OSError, ValueError) as e:
@@ -134,7 +135,7 @@ def checkpoint_mismatch(cell: Cell, data: dict[str, Any] | None, inputs: str | N
     return _inputs_mismatch(state, inputs, "checkpoint")
 
 
-def mismatched_cells(cells: list[Cell], skip_config: set[str] = frozenset()) -> list[tuple[Cell, str]]:
+def mismatched_cells(cells: list[Cell], skip_config: Collection[str] = frozenset()) -> list[tuple[Cell, str]]:
     """Each finished cell whose record, and each interrupted cell whose checkpoint, does not match what it
     would be made from now, with why (:func:`record_mismatch`, :func:`checkpoint_mismatch`); the config of
     the cells labelled in ``skip_config`` is not compared (evaluation cells before tuning has chosen)."""
@@ -178,16 +179,17 @@ def set_aside_mismatched(cell: Cell, output: Path) -> Path:
     """Move a mismatched cell's folder and its log to ``DIR/superseded/<task>/<strategy>/mismatched/seed<k>``
     (a tuning cell's under ``.../mismatched/point<i>/seed<k>``; ``seed<k>.2``, ... when taken): kept, not
     deleted, and the cell runs again. Returns where it went."""
-    from hardmix.compare.tuning import SUPERSEDED, set_aside
+    from hardmix.compare.runner import set_aside
+    from hardmix.compare.tuning import SUPERSEDED
 
     base = output / SUPERSEDED / cell.task.name / cell.strategy / MISMATCHED
     if cell.point_index is not None:
         base = base / f"point{cell.point_index}"
-    return set_aside(cell, base, output)
+    return set_aside(cell, output, base)
 
 
 def check_cells(cells: list[Cell], spec_path: str, out: Path, rerun: bool,
-                skip_config: set[str] = frozenset()) -> list[tuple[Cell, Path]]:
+                skip_config: Collection[str] = frozenset()) -> list[tuple[Cell, Path]]:
     """Refuse a comparison holding a mismatched cell (:func:`mismatched_cells`), naming them all and the
     command that resolves it; with ``rerun`` (``--rerun-mismatched``), move each aside instead
     (:func:`set_aside_mismatched`) so it runs again. Returns the cells moved, with where they went."""

@@ -27,6 +27,7 @@ from hardmix.training.config import config_differences, key_in, plain_config
 from hardmix.training.fingerprint import FREE_OF_RESULT
 from hardmix.training.results import ResultsError, read_results
 from hardmix.training.run_folder import CONFIG, RESULTS, run_files
+from hardmix.training.task import Task
 from hardmix.utils.confine import confined
 from hardmix.utils.errors import ConfigError
 
@@ -108,7 +109,8 @@ class Cell:
 
     def command(self, resume: bool = False, extra: list[str] | None = None) -> list[str]:
         """The ``hardmix train`` command of this cell (``--resume`` for a partial one)."""
-        cmd = ["hardmix", "train", self.task.task, str(self.task.config), "--output", str(self.run_dir)]
+        task = self.task.task or self.task.name  # (validation names the task: its name by default)
+        cmd = ["hardmix", "train", task, str(self.task.config), "--output", str(self.run_dir)]
         for item in [*self.overrides, *(extra or [])]:
             cmd += ["--set", item]
         return cmd + (["--resume"] if resume else [])
@@ -172,7 +174,7 @@ def check_record(record: dict[str, Any], path: Path, seed: int | None = None) ->
 def make_cell(
     spec: CompareSpec,
     task: TaskSpec,
-    task_cls: type,
+    task_cls: type[Task],
     strategy: str,
     seed: int,
     run_dir: Path,
@@ -216,7 +218,7 @@ def make_cell(
     return cell, cfg
 
 
-def _resolve_scores(task: TaskSpec, task_cls: type, cfg: Any) -> list[str]:
+def _resolve_scores(task: TaskSpec, task_cls: type[Task], cfg: Any) -> list[str]:
     """Fill in the task's compared score (its ``default_score`` when the spec names none), refuse the
     selection score unless allowed, and return the overrides that make the cells' final scores hold the
     compared and secondary scores."""
@@ -239,7 +241,7 @@ def _resolve_scores(task: TaskSpec, task_cls: type, cfg: Any) -> list[str]:
     return list(extra)
 
 
-def _check_scores(task: TaskSpec, task_cls: type, cfg: Any) -> None:
+def _check_scores(task: TaskSpec, task_cls: type[Task], cfg: Any) -> None:
     scores = task_cls.score_names(cfg)
     if task.score not in scores:
         raise ConfigError(
@@ -256,7 +258,7 @@ def _check_scores(task: TaskSpec, task_cls: type, cfg: Any) -> None:
             )
 
 
-def task_class(task: TaskSpec) -> type:
+def task_class(task: TaskSpec) -> type[Task]:
     """The registered task class of a spec's task (the error names ``tasks.<t>.task``)."""
     try:
         return resolve_task(task.task)
@@ -315,7 +317,7 @@ def build_grid(
     return cells
 
 
-def check_task(task: TaskSpec, task_cls: type, cfg: Any, strategy: str | None = None) -> None:
+def check_task(task: TaskSpec, task_cls: type[Task], cfg: Any, strategy: str | None = None) -> None:
     """The task's own cheap checks (files, models, evaluation data, what the strategy needs of them)
     before any cell runs: the checks a cell would run at its start, so none fails in mid-comparison."""
     import torch
@@ -375,10 +377,10 @@ def task_metric(cell: Cell) -> str:
     (:meth:`hardmix.training.Task.selection_metric_for`, e.g. vision's ``eval.selection``)."""
     key = str(cell.run_dir)
     if key not in _METRICS:
-        from hardmix.training.config import build_task_config
+        from hardmix.config.loader import build_config
 
         cls = task_class(cell.task)
-        _METRICS[key] = cls.selection_metric_for(build_task_config(cls.config_class, cell.config))
+        _METRICS[key] = cls.selection_metric_for(build_config(cls.config_class, cell.config))
     return _METRICS[key]
 
 

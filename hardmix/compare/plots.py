@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from matplotlib.ticker import MaxNLocator
@@ -113,8 +113,8 @@ def score_unit(score: str, difference: bool = False) -> str:
     return "score units"
 
 
-def _finite(v: Any) -> bool:
-    return v is not None and np.isfinite(v)
+def _finite(v: Any) -> TypeGuard[float]:
+    return v is not None and bool(np.isfinite(v))
 
 
 def _save(fig: Any, path: Path, root: Path, dpi: int = 110) -> Path:

@@ -14,17 +14,18 @@ strategy added since whose bf16 was not shown is refused in a comparison recorde
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, cast
 
 import torch
 
 from hardmix.compare.spec import CompareSpec, TaskSpec, override_value
 from hardmix.training import runtime
 from hardmix.training.api import load_config_for
+from hardmix.training.task import Task
 from hardmix.utils.errors import ConfigError
 
 
-def task_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str:
+def task_precision(spec: CompareSpec, task: TaskSpec, task_cls: type[Task], cfg: Any) -> str:
     """The precision of every cell of ``task`` (``fp32`` or ``bf16``; ``cfg``: one cell's config,
     which names ``auto``): bf16 where this machine computes it natively and every strategy of the task is
     one its bf16 was shown for (resolved once per spec and task)."""
@@ -36,7 +37,7 @@ def task_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) 
     return _RESOLVED[key]
 
 
-def cell_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str:
+def cell_precision(spec: CompareSpec, task: TaskSpec, task_cls: type[Task], cfg: Any) -> str:
     """The precision of ``task``'s cells whose config (``cfg``) names ``auto``: the one recorded in
     ``spec.auto_precision`` (the comparison's spec copy), else :func:`task_precision`'s, then recorded there
     for ``hardmix compare`` to write into its spec copy.
@@ -45,10 +46,11 @@ def cell_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) 
         ConfigError: the recorded precision is bf16 and a strategy of the task is not one its bf16 was
             shown for (added to the comparison since, or recorded by hand).
     """
-    recorded = (spec.auto_precision or {}).get(task.name)
+    recorded: str | None = (spec.auto_precision or {}).get(task.name)
     if recorded is None:
         recorded = task_precision(spec, task, task_cls, cfg)
-        spec.auto_precision = {**(spec.auto_precision or {}), task.name: recorded}
+        resolved = cast(Literal["fp32", "bf16"], recorded)  # "auto" resolved (choose_precision)
+        spec.auto_precision = {**(spec.auto_precision or {}), task.name: resolved}
     elif recorded == "bf16" and not _shown(spec, task, task_cls):
         raise ConfigError(
             f"auto_precision.{task.name}: this comparison's {task.name} cells run bf16 (recorded in its spec "
@@ -58,7 +60,7 @@ def cell_precision(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) 
     return recorded
 
 
-def _shown(spec: CompareSpec, task: TaskSpec, task_cls: type) -> bool:
+def _shown(spec: CompareSpec, task: TaskSpec, task_cls: type[Task]) -> bool:
     """Whether every strategy of ``task`` is one its bf16 was shown for (the machine aside)."""
     key = repr((task.name, str(task.config), task.overrides, [(s, spec.strategies_for(task, s),
                spec.strategy_overrides(s)) for s in task.strategies or spec.strategies]))
@@ -72,7 +74,7 @@ def _shown(spec: CompareSpec, task: TaskSpec, task_cls: type) -> bool:
     return _SHOWN[key]
 
 
-def _resolve(spec: CompareSpec, task: TaskSpec, task_cls: type, cfg: Any) -> str:
+def _resolve(spec: CompareSpec, task: TaskSpec, task_cls: type[Task], cfg: Any) -> str:
     shown = _shown(spec, task, task_cls)
     want = cfg.train.device
     cuda = want == "cuda" or (want == "auto" and torch.cuda.is_available())

@@ -10,8 +10,6 @@ import html
 import io
 import json
 import math
-import os
-import platform
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +25,12 @@ from hardmix.compare.summary import (
     per_task_table,
     secondary_table,
     tuning_budget_table,
-    tuning_table,
+    tuning_grid_table,
     verdict_table,
 )
 from hardmix.training.results import versions
 from hardmix.utils.confine import write_text
-from hardmix.utils.machine import cpu_model
-
-
-def machine() -> dict[str, Any]:
-    """What ran the comparison."""
-    return {
-        "platform": platform.platform(),
-        "processor": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-    }
+from hardmix.utils.machine import host
 
 
 def notes(summary: dict[str, Any]) -> list[str]:
@@ -195,7 +183,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         lines += ["### Tuning", "", markdown_table(*tuning_budget_table(summary)), ""]
         for task, per in summary["tuning"].items():
             for strategy in per:
-                table = markdown_table(*tuning_table(summary, task, strategy))
+                table = markdown_table(*tuning_grid_table(summary, task, strategy))
                 lines += [f"{task}, {strategy}{_tuning_flags(per[strategy])}:", "", table, ""]
     return "\n".join(lines)
 
@@ -245,7 +233,7 @@ def _strict(value: Any) -> Any:
 
 def write_json(summary: dict[str, Any], spec_raw: dict[str, Any], path: Path, root: Path) -> Path:
     """``summary.json``: the summary, the spec, the machine and the versions (NaN written as null)."""
-    record = {**summary, "spec": spec_raw, "machine": machine(), "versions": versions()}
+    record = {**summary, "spec": spec_raw, "machine": host(), "versions": versions()}
     text = json.dumps(_strict(record), indent=2, default=str, allow_nan=False)
     return write_text(text + "\n", path, root)
 
@@ -319,7 +307,7 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
         for task, per in summary["tuning"].items():
             for strategy, tu in per.items():
                 title = f"{task}, {strategy} ({tu['score']}){_tuning_flags(tu)}"
-                table = _html_table(*tuning_table(summary, task, strategy))
+                table = _html_table(*tuning_grid_table(summary, task, strategy))
                 parts += [f"<h3>{html.escape(title)}</h3>", table]
     parts.append("<h2>Plots</h2>")
     parts += [f"<h3>{html.escape(p.stem.replace('_', ' '))}</h3>" + _image(p, CAPTIONS.get(p.stem, ""))
@@ -332,7 +320,7 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
         "<h2>Spec</h2>",
         f"<pre>{html.escape(yaml.safe_dump(spec_raw, sort_keys=False))}</pre>",
         "<h2>Machine and versions</h2>",
-        f"<pre>{html.escape(json.dumps({**machine(), **versions()}, indent=2))}</pre>",
+        f"<pre>{html.escape(json.dumps({**host(), **versions()}, indent=2))}</pre>",
         "<h2>Training seconds (all seeds; pauses and evaluations excluded)</h2>",
         f"<pre>{html.escape(json.dumps(walls, indent=2))}</pre>",
         "</body></html>",
@@ -341,6 +329,6 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
 
 
 __all__ = [
-    "diagnostics_note", "machine", "notes", "summary_markdown", "verdicts_markdown", "write_csv",
+    "diagnostics_note", "notes", "summary_markdown", "verdicts_markdown", "write_csv",
     "write_html", "write_json", "write_markdown",
 ]

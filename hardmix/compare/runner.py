@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,28 @@ from hardmix.utils.errors import RunError
 KEEP_CHOICES = ("checkpoints", "models")
 
 
-def set_aside(cell: Cell, output: Path) -> Path:
-    """Move a corrupt cell's folder to ``<run_dir>.corrupt`` (``.corrupt2``, ... when taken), so the cell
-    runs again and nothing is deleted (inside the comparison's folder ``output``); returns where it went."""
-    n, target = 1, cell.run_dir.with_name(cell.run_dir.name + ".corrupt")
+def set_aside(cell: Cell, output: Path, base: Path | None = None) -> Path:
+    """Move ``cell``'s run folder aside inside the comparison's folder ``output``, so that the cell runs
+    again and nothing is deleted; returns where it went. ``base`` None: a corrupt cell's folder, to
+    ``<run_dir>.corrupt`` (``.corrupt2``, ... when taken). Else (a run superseded or made from other data)
+    the folder and its log, to ``base/seed<k>`` (``seed<k>.2``, ... when taken)."""
+    if base is None:
+        first, nth = cell.run_dir.name + ".corrupt", f"{cell.run_dir.name}.corrupt{{}}"
+        folder = cell.run_dir.parent
+    else:
+        first, nth, folder = f"seed{cell.seed}", f"seed{cell.seed}.{{}}", base
+    n, target = 1, folder / first
     while target.exists():
         n += 1
-        target = cell.run_dir.with_name(f"{cell.run_dir.name}.corrupt{n}")
+        target = folder / nth.format(n)
+    if base is None:
+        replace(cell.run_dir, target, output)
+        return target
+    makedirs(target.parent, output)
     replace(cell.run_dir, target, output)
+    log = cell_log(cell, output)
+    if log.is_file() and not log.is_symlink():
+        replace(log, target / "cell.log", output)
     return target
 
 
@@ -134,7 +149,7 @@ class Progress:
         if found:
             self.planned[cell.label] = int(found[-1])
 
-    def update(self, running: list[Cell], finished: list[Cell] = ()) -> None:
+    def update(self, running: list[Cell], finished: Sequence[Cell] = ()) -> None:
         for c in running:
             if c.label not in self.planned:
                 self._planned_from_log(c)

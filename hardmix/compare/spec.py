@@ -50,9 +50,8 @@ from typing import Annotated, Any, Literal
 
 from hardmix.compare.launcher_spec import LauncherBlock
 from hardmix.compare.stats import ALPHA, exact_floor
-from hardmix.config.loader import Parsed, build_config, config_fields, load_yaml
+from hardmix.config.loader import Parsed, build_config, config_fields, flatten_keys, load_yaml
 from hardmix.strategies.spec_type import strategy_spec_schema
-from hardmix.training.config import flatten_keys
 from hardmix.utils.errors import ConfigError
 
 # Config keys a comparison cannot set for its cells (in a task's ``set``, ``strategy_set`` or a tuning grid).
@@ -183,7 +182,7 @@ def parse_entries(entries: Any, key: str) -> list[dict[str, Any]]:
     from hardmix.strategies import available_strategies
     from hardmix.strategies.build import strategy_entries
 
-    normalized = strategy_entries(entries, key=key)
+    normalized = [e if isinstance(e, dict) else e.config() for e in strategy_entries(entries, key=key)]
     for i, entry in enumerate(normalized):
         if not _is_strategy(entry["name"]):  # a built-in name imports no plug-in
             raise ConfigError(f"{key}[{i}].name: unknown strategy {entry['name']!r}; "

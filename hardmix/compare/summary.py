@@ -270,8 +270,8 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
             "paired": paired_table(per, spec.baseline, task.seeds),
             **({"contrasts": {  # each strategy against its control, a family of its own
                 f"{a} - {b}": {**row, "strategy": a, "control": b} for (a, b), row in zip(
-                    mine, family_table(per, {f"{a} - {b}": (a, b) for a, b in mine}, task.seeds).values(),
-                    strict=True)}} if (mine := [(a, b) for a, b in spec.contrasts.items()
+                    pairs, family_table(per, {f"{a} - {b}": (a, b) for a, b in pairs}, task.seeds).values(),
+                    strict=True)}} if (pairs := [(a, b) for a, b in spec.contrasts.items()
                                                 if a in per and b in per]) else {}),
             "selection_metric": selection,
             "score_is_selection": task.score == selection,
@@ -481,7 +481,8 @@ def secondary_table(summary: dict[str, Any], task: str) -> tuple[list[str], list
     return head, rows
 
 
-def tuning_table(summary: dict[str, Any], task: str, strategy: str) -> tuple[list[str], list[list[str]]]:
+def tuning_grid_table(summary: dict[str, Any], task: str,
+                      strategy: str) -> tuple[list[str], list[list[str]]]:
     """One strategy's tuning grid on a task (``summary["tuning"]``): each point, its selection score per
     tuning seed (``failed`` where that run failed or scored NaN) and their mean; the chosen point marked."""
     tu = summary["tuning"][task][strategy]
@@ -546,7 +547,7 @@ __all__ = [
     "summarize",
     "text_table",
     "tuning_budget_table",
-    "tuning_table",
+    "tuning_grid_table",
     "verdict_label",
     "verdict_table",
     "verdict_text",

@@ -31,16 +31,16 @@ import numpy as np
 
 from hardmix.compare.grid import (
     Cell,
-    cell_log,
     check_same_config,
     check_task,
     make_cell,
     task_class,
     task_metric,
 )
+from hardmix.compare.runner import set_aside
 from hardmix.compare.spec import CompareSpec, TaskSpec, grid_points
 from hardmix.training.results import ResultsError, read_results
-from hardmix.utils.confine import confined, makedirs, replace, write_text
+from hardmix.utils.confine import confined, write_text
 from hardmix.utils.errors import ConfigError, RunError
 
 
@@ -192,22 +192,7 @@ def supersede(cell: Cell, index: int, output: Path) -> Path:
     """Move ``cell``'s run folder, made at the grid point of folder ``index``, and its log to
     ``DIR/superseded/<task>/<strategy>/point<i>/seed<k>`` (``seed<k>.2``, ... when taken): the cell runs
     again at the chosen point and the earlier run is kept and reported. Returns where it went."""
-    return set_aside(cell, output / SUPERSEDED / cell.task.name / cell.strategy / f"point{index}", output)
-
-
-def set_aside(cell: Cell, base: Path, output: Path) -> Path:
-    """Move ``cell``'s run folder and its log to ``base/seed<k>`` (``seed<k>.2``, ... when taken), inside
-    the comparison's ``output``: kept, never deleted. Returns where it went."""
-    n, target = 1, base / f"seed{cell.seed}"
-    while target.exists():
-        n += 1
-        target = base / f"seed{cell.seed}.{n}"
-    makedirs(target.parent, output)
-    replace(cell.run_dir, target, output)
-    log = cell_log(cell, output)
-    if log.is_file() and not log.is_symlink():
-        replace(log, target / "cell.log", output)
-    return target
+    return set_aside(cell, output, output / SUPERSEDED / cell.task.name / cell.strategy / f"point{index}")
 
 
 def superseded_table(scores: dict[str, str], output: Path, folders: Folders) -> list[dict[str, Any]]:
@@ -277,7 +262,8 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
         out[task.name] = {}
         for strategy in task.strategies or spec.strategies:
             mine = [c for c in cells if c.task.name == task.name and c.strategy == strategy]
-            grid, steps, runs, pending, ses = [], set(), 0, False, []
+            grid: list[dict[str, Any]] = []
+            steps, runs, pending, ses = set(), 0, False, []
             for point in grid_points(spec.tune.grid[strategy]):
                 seeds, failed = {}, {}
                 for c in (c for c in mine if c.point == point):
@@ -363,8 +349,8 @@ def inert_knobs(axes: dict[str, list[Any]], grid: list[dict[str, Any]], sampling
     se, source = max(choices, key=lambda c: c[0]) if choices else (None, None)
     spread = {}
     for knob, values in axes.items():
-        means = [[g["mean"] for g in scored if g["point"].get(knob) == v] for v in values]
-        means = [sum(m) / len(m) for m in means if m]
+        by_value = [[g["mean"] for g in scored if g["point"].get(knob) == v] for v in values]
+        means = [sum(m) / len(m) for m in by_value if m]
         if len(values) > 1 and len(means) > 1:
             spread[knob] = max(means) - min(means)
     inert = None if se is None else [k for k, d in spread.items() if d < se]

@@ -39,6 +39,7 @@ from typing import Annotated, Any, TypeVar, Union, get_args, get_origin, get_typ
 
 import yaml
 
+from hardmix.config.old_keys import OLD_KEYS
 from hardmix.utils.errors import ConfigError
 
 T = TypeVar("T")
@@ -90,11 +91,10 @@ def config_hints(cls: type) -> dict[str, Any]:
     """The annotations of a config dataclass, ``Annotated`` kept. Nested sections named by their
     ``default_factory`` also resolve when the classes are not module globals (string annotations of
     classes defined in a function or a doctest)."""
-    nested = {
-        f.default_factory.__name__: f.default_factory
-        for f in dataclasses.fields(cls)
-        if isinstance(f.default_factory, type)
-    }
+    nested: dict[str, type] = {}
+    for f in dataclasses.fields(cls):
+        if isinstance(factory := f.default_factory, type):
+            nested[factory.__name__] = factory
     return get_type_hints(cls, localns=nested, include_extras=True)
 
 
@@ -150,7 +150,7 @@ def _coerce_type(value: Any, tp: Any, key: str, checks: Mapping[str, Any]) -> An
             raise ConfigError(f"{key}: expected {what}, got {type(value).__name__} {value!r}")
         _, val_tp = get_args(tp) or (Any, Any)
         return {k: _coerce(v, val_tp, f"{key}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
         return _from_dict(tp, value, key)
@@ -342,13 +342,74 @@ def merge_mappings(base: dict[str, Any], update: dict[str, Any]) -> dict[str, An
     return out
 
 
-def build_config(cls: type[T], data: dict[str, Any] | None, overrides: list[str] | None = None) -> T:
-    """Validate a nested dict (plus overrides) into the dataclass ``cls``."""
+def flatten_keys(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as dotted keys (``{"train": {"lr": 1}}`` -> ``{"train.lr": 1}``); a strategy list
+    stays one value.
+
+    >>> flatten_keys({"train": {"lr": 1, "opt": {"b": 2}}, "loss": {"strategies": {"name": "mochi"}}})
+    {'train.lr': 1, 'train.opt.b': 2, 'loss.strategies': {'name': 'mochi'}}
+    """
+    out: dict[str, Any] = {}
+    stack = [(prefix, iter(d.items()))]  # walked here, depth first, not by recursion
+    while stack:
+        at, items = stack[-1]
+        for k, v in items:
+            if isinstance(v, dict) and v and k != "strategies":
+                stack.append((f"{at}{k}.", iter(v.items())))
+                break
+            out[f"{at}{k}"] = v
+        else:
+            stack.pop()
+    return out
+
+
+def check_old_keys(data: dict[str, Any]) -> None:
+    """Refuse a key of an older hardmix (before any other check), saying what replaces it
+    (:data:`hardmix.config.old_keys.OLD_KEYS`).
+
+    >>> check_old_keys({"train": {"cpu_threads": 1}})
+    Traceback (most recent call last):
+    ...
+    hardmix.utils.errors.ConfigError: train.cpu_threads was renamed to train.threads
+    """
+    for key in flatten_keys(data):
+        if key in OLD_KEYS:
+            raise ConfigError(f"{key} {OLD_KEYS[key]}")
+
+
+def build_config(cls: type[T], data: dict[str, Any] | None, overrides: list[str] | None = None,
+                 source: str | os.PathLike[str] | None = None) -> T:
+    """Validate a nested dict (plus ``key=value`` overrides, ``--set``) into the dataclass ``cls``: a key of
+    an older hardmix is refused saying what replaces it (:func:`check_old_keys`), then every key and value.
+
+    Args:
+        cls: the config dataclass (a task's, a comparison spec's).
+        data: the YAML content (None: the defaults).
+        overrides: ``--set`` items; an error the file alone does not have is said to be theirs (``--set:``).
+        source: the file it came from, to prefix errors with.
+    """
     if data is None:
         data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"the config must be a mapping at the top level, got {type(data).__name__}")
-    return _from_dict(cls, apply_overrides(data, overrides))
+    try:
+        if not isinstance(data, dict):
+            raise ConfigError(f"the config must be a mapping at the top level, got {type(data).__name__}")
+        merged = apply_overrides(data, overrides)
+        check_old_keys(merged)
+        return _from_dict(cls, merged)
+    except ConfigError as e:
+        if overrides and not str(e).startswith("--set") and _valid(cls, data):
+            raise ConfigError(f"--set: {e}") from None  # the file alone is valid: the override is at fault
+        if source is not None:
+            raise ConfigError(f"{source}: {e}") from None
+        raise
+
+
+def _valid(cls: type, data: dict[str, Any]) -> bool:
+    try:
+        build_config(cls, data)
+    except ConfigError:
+        return False
+    return True
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -416,10 +477,7 @@ def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def load_config(cls: type[T], path: str | os.PathLike[str], overrides: list[str] | None = None) -> T:
-    """Load ``path`` and validate it (with overrides) into ``cls``; errors name the file and key."""
-    data = load_yaml(path)
-    try:
-        return build_config(cls, data, overrides)
-    except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from e
+    """Load the YAML file ``path`` and validate it (with ``--set`` overrides) into ``cls``
+    (:func:`build_config`); every error names the file and the key."""
+    return build_config(cls, load_yaml(path), overrides, source=path)
 

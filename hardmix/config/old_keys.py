@@ -1,7 +1,7 @@
 """Every key of an older hardmix and what replaces it: the one table old keys are refused from.
 
 A config key (``train.cpu_threads``) is refused with its entry before any other check of the config
-(:func:`hardmix.training.config.check_old_keys`); a strategy argument (``loss.strategies[].lam_end``: in any
+(:func:`hardmix.config.loader.check_old_keys`); a strategy argument (``loss.strategies[].lam_end``: in any
 entry of ``loss.strategies``, unless a strategy has an argument of that name) when its strategy is built
 (:func:`hardmix.strategies.build.build_strategies`). Each entry says what to write instead.
 

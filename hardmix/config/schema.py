@@ -104,7 +104,7 @@ def type_schema(tp: Any, checks: typing.Mapping[str, Any] | None = None) -> dict
     elif origin is dict:
         args = get_args(base)
         out = {"type": "object", "additionalProperties": type_schema(args[1]) if args else {}}
-    elif dataclasses.is_dataclass(base):
+    elif isinstance(base, type) and dataclasses.is_dataclass(base):
         out = dataclass_schema(base)
     elif base is bool:
         out = {"type": "boolean"}

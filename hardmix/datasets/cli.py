@@ -9,7 +9,7 @@ from typing import Any
 from hardmix.datasets.sources import BASE_URL_ENV, DATASETS
 
 
-def _fmt_size(n: int) -> str:
+def _fmt_size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -45,7 +45,7 @@ class Digest:
     sha256: str
 
 
-def file_digest(path: str | os.PathLike[str]) -> Digest:
+def file_checksums(path: str | os.PathLike[str]) -> Digest:
     """Length, MD5 and SHA-256 of a file, read in 1 MiB chunks."""
     md5, sha = hashlib.md5(), hashlib.sha256()
     size = 0
@@ -83,8 +83,8 @@ def _attempt(url: str, part: Path, progress: bool, desc: str, timeout: float,
         resp = urllib.request.urlopen(req, timeout=timeout)
     except urllib.error.HTTPError as e:
         if e.code == 416 and offset:  # the partial file already holds every byte
-            total = e.headers.get("Content-Range", "").rsplit("/", 1)[-1]
-            return offset, int(total) if total.isdigit() else offset
+            whole = e.headers.get("Content-Range", "").rsplit("/", 1)[-1]
+            return offset, int(whole) if whole.isdigit() else offset
         raise
     with resp:
         status = getattr(resp, "status", 200) or 200
@@ -175,11 +175,11 @@ def download_file(
             last_error = f"HTTP {e.code}"
             continue
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            reason = getattr(e, "reason", e)
-            last_error = f"{type(e).__name__}: {reason}"
+            cause = e.reason if isinstance(e, urllib.error.URLError) else e
+            last_error = f"{type(e).__name__}: {cause}"
             got = part.stat().st_size if part.exists() else 0
             if got == 0 and isinstance(e, urllib.error.URLError):
-                raise DataDownloadError(f"{url}: cannot connect ({reason}); check the network or use a "
+                raise DataDownloadError(f"{url}: cannot connect ({cause}); check the network or use a "
                                         "mirror with --base-url") from None
             continue
         if total is None or got >= total:  # the server sent all it has (verified below)
@@ -192,9 +192,9 @@ def download_file(
             remove_written(part, root)
         raise DataDownloadError(f"{url}: transfer interrupted ({last_error}); {kept}")
     expected = size if size is not None else total
-    digest = file_digest(part) if expected is None or got == expected else None
+    digest = file_checksums(part) if expected is None or got == expected else None
     problem = f"got {got} bytes, expected {expected}" if digest is None else _mismatch(digest, md5, sha256)
-    if problem is None:
+    if digest is not None and problem is None:
         replace(part, dest, root)
         return digest
     remove_written(part, root)

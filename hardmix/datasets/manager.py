@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from hardmix.datasets import layout, prepare_images, prepare_models, prepare_text
-from hardmix.datasets.download import DataDownloadError, download_file, file_digest
+from hardmix.datasets.download import DataDownloadError, download_file, file_checksums
 from hardmix.datasets.paths import download_root
 from hardmix.datasets.records import (
     downloads_dir,
@@ -56,7 +57,7 @@ class Outcome:
 
 def fetch_source(
     root: Path, src: Source, base_url: str | None = None, progress: bool = True
-) -> tuple[Path, dict[str, object] | None]:
+) -> tuple[Path, dict[str, Any] | None]:
     """Download one source into the downloads folder, verified by its published checksum, else by the
     SHA-256 recorded at its first download; a source neither verifies is fetched whole in one transfer
     (a partial file of it is never resumed), and only then is its SHA-256 recorded. A file kept in the
@@ -74,7 +75,7 @@ def fetch_source(
     size = src.size if src.size is not None else (recorded["size"] if recorded else None)
     verified = bool(src.md5 or sha256)  # else only its length checks it: never used nor resumed from
     if dest.is_file():  # kept from an earlier call (or placed there by hand)
-        have = file_digest(dest)
+        have = file_checksums(dest)
         if verified and (src.md5 in (None, have.md5)) and (sha256 in (None, have.sha256)) \
                 and size in (None, have.size):
             return dest, None
@@ -89,16 +90,18 @@ def fetch_source(
 
 def _build(ds: DataSet, files: dict[str, Path], out: Path, work: Path, root: Path, progress: bool) -> None:
     """Prepare data set ``ds`` at ``out`` from its downloaded ``files`` (or from what it requires)."""
-    first = next(iter(files.values()), None)
+    def first() -> Path:  # the one downloaded file, for the sets made from one
+        return next(iter(files.values()))
+
     builders: dict[str, Callable[[], object]] = {
-        "senteval": lambda: prepare_text.prepare_senteval(first, out, work, root),
-        "wiki1m": lambda: prepare_text.place_file(first, out, root),
-        "imagenet100-classes": lambda: prepare_text.place_file(first, out, root),
+        "senteval": lambda: prepare_text.prepare_senteval(first(), out, work, root),
+        "wiki1m": lambda: prepare_text.place_file(first(), out, root),
+        "imagenet100-classes": lambda: prepare_text.place_file(first(), out, root),
         "enwiki-100k": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out, root=root),
         "wiki1m-head": lambda: prepare_text.derive_head(root / DATASETS["wiki1m"].target, out,
                                                         WIKI1M_HEAD_LINES, compress=False, root=root),
-        "cifar10": lambda: prepare_images.prepare_cifar10(first, out, work, ds.members, root, progress),
-        "imagenette": lambda: prepare_images.prepare_imagenette(first, out, work, root),
+        "cifar10": lambda: prepare_images.prepare_cifar10(first(), out, work, ds.members, root, progress),
+        "imagenette": lambda: prepare_images.prepare_imagenette(first(), out, work, root),
         "imagenette-64": lambda: prepare_images.derive_resized(root / DATASETS["imagenette"].target, out,
                                                                root, progress=progress),
         "bert-mini": lambda: prepare_models.prepare_model_files(files, out, BERT_MINI_HUB, root),

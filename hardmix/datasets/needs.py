@@ -170,8 +170,8 @@ def ensure_data(
                 sizes.append(src.size if src.size is not None and not base_url
                              else _announced_size(src.url_for(base_url), timeout))
     except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise MissingDataError(_message(root, missing, f"there is no network ({reason})")) from None
+        cause = e.reason if isinstance(e, urllib.error.URLError) else e
+        raise MissingDataError(_message(root, missing, f"there is no network ({cause})")) from None
     known = sum(s for s in sizes if s is not None)
     size = _fmt(known) + (" and more" if None in sizes else "") if sizes else "nothing to fetch"
     (say or (lambda line: print(line, file=sys.stderr, flush=True)))(

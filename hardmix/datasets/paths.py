@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal, overload
 
 ENV_VAR = "HARDMIX_DATA"
 
@@ -34,6 +35,10 @@ def _not_a_folder(path: Path) -> str:
     return "is not a directory (it is a file)" if path.exists() else "does not exist"
 
 
+@overload
+def data_root(required: Literal[True] = True) -> Path: ...
+@overload
+def data_root(required: bool) -> Path | None: ...
 def data_root(required: bool = True) -> Path | None:
     """Return the data root: ``HARDMIX_DATA`` when set, else :func:`default_data_root`.
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hardmix.datasets.archives import extract_archive, find_dir_with
-from hardmix.utils.confine import copy_file, makedirs, replace, save_image, write_text
+from hardmix.datasets.archives import find_dir_with
+from hardmix.utils.confine import copy_file, extract_archive, makedirs, replace, save_image, write_text
 
 #: Imagenette's classes: WordNet id and name (the release's class folders, in sorted order).
 IMAGENETTE_CLASSES = {

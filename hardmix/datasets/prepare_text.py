@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hardmix.datasets.archives import extract_archive, find_dir_with
-from hardmix.utils.confine import open_for_write, open_gzip_for_write, replace
+from hardmix.datasets.archives import find_dir_with
+from hardmix.utils.confine import extract_archive, open_for_write, open_gzip_for_write, replace
 
 ENWIKI_LINES = 100_000
 

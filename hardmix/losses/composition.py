@@ -20,6 +20,7 @@ negatives themselves; a second weighting of their terms is not defined by either
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -30,25 +31,26 @@ from torch import Tensor
 
 from hardmix.losses.info_nce import info_nce
 from hardmix.ops.mixing import NEG_INF
-from hardmix.strategies.base import ContrastContext, Stats, Strategy
+from hardmix.strategies.base import METHODS, ContrastContext, Stats, Strategy
 from hardmix.utils.errors import StrategyOutputError
 
 
 def composed_direction(
     ctx: ContrastContext, strategies: Sequence[Strategy], labels: Sequence[str] | None = None
 ) -> tuple[Tensor, dict[str, Stats]]:
-    """One direction's mean loss, composed in the order of this module's docstring, and each strategy's
-    statistics of this call.
+    """One direction's mean loss, composed in the order of this module's docstring (exclude, reweight, add
+    columns, one cross-entropy), and each strategy's statistics of this call.
 
-    Every output a strategy hands the loss is checked where it enters, naming the strategy and the hook
-    (:class:`~hardmix.utils.errors.StrategyOutputError`): its type, shape, dtype and device (an exclusion
-    (B, N) bool, a reweighting (B, N) and extra columns (B, M) floating, an estimate (B,) floating, statistics
-    scalars), its values (no NaN or +inf in logits, a finite estimate and finite statistics: read once, with
-    the loss's own finiteness, so no more synchronizations than before), and that it changed nothing the core
-    or another strategy computed (the context's tensors' version counters, unchanged by the call: a write in
-    place is refused). A hook a strategy does not override is not called (it would return None). A loss
-    made non-finite by the encoder itself (NaN or +inf similarities) is left to the trainer, whose message is
-    about the learning rate.
+    A strategy that is not built in (a plug-in) is checked where each of its outputs enters the loss,
+    naming the strategy and the hook (:class:`~hardmix.utils.errors.StrategyOutputError`): its type, shape,
+    dtype and device (an exclusion (B, N) bool, a reweighting (B, N) and extra columns (B, M) floating, an
+    estimate (B,) floating, statistics scalars), its values (no NaN or +inf in logits, a finite estimate and
+    finite statistics: read once, with the loss's own finiteness), and that it changed nothing the core or
+    another strategy computed (the context's tensors' version counters, unchanged by the call: a write in
+    place is refused). hardmix's own strategies are sealed by identity
+    (:meth:`~hardmix.strategies.Strategy.builtin`) and tested: their outputs enter as they are. A hook a
+    strategy does not override is not called (it would return None). A loss made non-finite by the encoder
+    itself (NaN or +inf similarities) is left to the trainer, whose message is about the learning rate.
 
     Args:
         ctx: the direction; ``ctx.logits`` (B, N) over the candidates (in-batch: the positive's column
@@ -63,57 +65,68 @@ def composed_direction(
         The scalar mean over the B anchors, reduced in float32 at least (float64 stays float64), and the
         statistics by label.
     """
-    labels = [s.name for s in strategies] if labels is None else list(labels)
-    kinds = [s.kinds() for s in strategies]  # a hook a strategy does not override returns None: not called
+    acting = [(label, s, s.kinds()) for label, s in
+              zip([s.name for s in strategies] if labels is None else labels, strategies, strict=True)]
     b, n = ctx.logits.shape
     stats: dict[str, Stats] = {}
-    checks: list[Check] = []  # what the loss's one finiteness read also covers (_check_finite)
-    versions = _versions(ctx)
-    dropped = None
-    for label, strategy, its in zip(labels, strategies, kinds, strict=True):
-        if "exclude" in its and (out := _called(strategy.exclude, (ctx,), f"strategy {label!r}: exclude", ctx,
-                                                versions)) is not None:
-            mask = _checked(out, f"strategy {label!r}: exclude", ctx, (b, n), stats.setdefault(label, {}),
-                            checks)
-            dropped = mask if dropped is None else dropped | mask
-    if dropped is not None:
-        dropped = dropped & ctx.negative_mask
-        ctx = replace(
-            ctx, negative_mask=ctx.negative_mask & ~dropped, logits=ctx.logits.masked_fill(dropped, NEG_INF)
-        )
-        versions = _versions(ctx)
+    checks: list[Check] = []  # a plug-in's values the loss's one finiteness read also covers (_check_finite)
+    guarded = not all(type(s).builtin() for s in strategies)
+    versions = _versions(ctx) if guarded else ()
+
+    def outputs(kind: str, expected: tuple[int | None, ...], hidden: bool = False,
+                more: tuple[Tensor, ...] = ()) -> list[Tensor]:
+        """The blocks of ``kind`` (:data:`~hardmix.strategies.base.KINDS`) the strategies hand the loss on
+        this call (``ctx`` and ``more`` their arguments; None: not acting), their statistics kept; a
+        plug-in's checked where it enters (``expected``: the block's shape; ``hidden``: it may not reach the
+        loss whole)."""
+        blocks = []
+        for label, strategy, kinds in acting:
+            if kind not in kinds:  # a hook a strategy does not override returns None: not called
+                continue
+            hook = getattr(strategy, METHODS[kind])
+            if type(strategy).builtin():
+                if (out := hook(ctx, *more)) is None:
+                    continue
+                block, own = out
+                stats.setdefault(label, {}).update(own)
+            else:
+                name = f"strategy {label!r}: {METHODS[kind]}"
+                if (out := _called(hook, (ctx, *more), name, ctx, versions)) is None and kind != "estimator":
+                    continue
+                block = _checked(out, name, ctx, expected, stats.setdefault(label, {}), checks, hidden)
+            blocks.append(block)
+            if kind == "estimator":  # one estimator at most (check_composition)
+                break
+        return blocks
+
+    # 1. exclude: the exclusions united, among the negatives only
+    if dropped := outputs("exclude", (b, n)):
+        gone = functools.reduce(torch.logical_or, dropped) & ctx.negative_mask  # (B, N)
+        ctx = replace(ctx, negative_mask=ctx.negative_mask & ~gone,
+                      logits=ctx.logits.masked_fill(gone, NEG_INF))
+        versions = _versions(ctx) if guarded else ()
+    # 2. reweight: the log-weights added to the negatives' logits (a masked entry never reaches the loss)
     logits = ctx.logits  # (B, N), the excluded negatives -inf
-    for label, strategy, its in zip(labels, strategies, kinds, strict=True):
-        if "reweight" in its and (out := _called(strategy.reweight, (ctx,), f"strategy {label!r}: reweight",
-                                                 ctx, versions)) is not None:
-            weights = _checked(out, f"strategy {label!r}: reweight", ctx, (b, n), stats.setdefault(label, {}),
-                               checks, hidden=True)  # its masked entries never reach the loss
-            logits = logits + weights.masked_fill(~ctx.negative_mask, 0.0)  # on the negatives only
-    estimators = [(lb, s) for lb, s, its in zip(labels, strategies, kinds, strict=True) if "estimator" in its]
-    extras = []
-    for label, strategy, its in zip(labels, strategies, kinds, strict=True):
-        hook = f"strategy {label!r}: extra_logits"
-        if "extra" in its and (out := _called(strategy.extra_logits, (ctx,), hook, ctx, versions)) \
-                is not None:
-            extras.append(_checked(out, hook, ctx, (b, None),
-                                   stats.setdefault(label, {}), checks, hidden=bool(estimators)))
+    for weights in outputs("reweight", (b, n), hidden=True):
+        logits = logits + weights.masked_fill(~ctx.negative_mask, 0.0)
+    # 3. add columns: the extra negatives (B, M_s)
+    estimated = any("estimator" in kinds for _, _, kinds in acting)
+    extras = outputs("extra", (b, None), hidden=estimated)
+    # 4. one cross-entropy over [positive | negatives | extra columns], or the estimator's loss
     dtype = torch.promote_types(logits.dtype, torch.float32)
-    if estimators:
-        label, estimator = estimators[0]
+    if estimated:
         negatives = logits.masked_fill(~ctx.negative_mask, NEG_INF)  # (B, N)
         all_negatives = torch.cat([c.to(dtype) for c in [negatives, *extras]], dim=1)  # (B, N + sum M_s)
-        hook = f"strategy {label!r}: estimator"
-        out = _called(estimator.estimator, (ctx, ctx.positive_logits.to(dtype), all_negatives), hook, ctx,
-                      versions)
-        per_anchor = _checked(out, hook, ctx, (b,), stats.setdefault(label, {}), checks)
-        return _check_finite(per_anchor.mean(), ctx, checks), stats
-    if ctx.mode == "in_batch":
-        blocks, targets = [logits, *extras], ctx.positive_index
+        loss = outputs("estimator", (b,), more=(ctx.positive_logits.to(dtype), all_negatives))[0].mean()
+    elif ctx.mode == "in_batch":  # each anchor's positive is one of the candidates
+        if ctx.positive_index is None:
+            raise ValueError("positive_index: an in-batch context names each anchor's positive column")
+        loss = info_nce(torch.cat([c.to(dtype) for c in [logits, *extras]], dim=1), ctx.positive_index)
     else:
         blocks = [ctx.positive_logits.unsqueeze(1), logits, *extras]
-        targets = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
-    loss = info_nce(torch.cat([c.to(dtype) for c in blocks], dim=1), targets)
-    return _check_finite(loss, ctx, checks), stats
+        targets = torch.zeros(b, dtype=torch.long, device=logits.device)
+        loss = info_nce(torch.cat([c.to(dtype) for c in blocks], dim=1), targets)
+    return (_check_finite(loss, ctx, checks) if checks else loss), stats
 
 
 # One value a strategy handed the loss, for _check_finite: (what, the tensor, its rule: "logits" (no NaN, no

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import torch
 import torch.nn.functional as F
@@ -58,10 +58,14 @@ class LossOutput:
         return out
 
 
-def _float32(*tensors: Tensor | None) -> list[Tensor | None]:
-    """fp16 / bf16 tensors as float32 (others as they are): the loss and the strategies compute in float32
-    or better, whatever precision the encoder ran in."""
-    return [t.float() if t is not None and t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors]
+@overload
+def _float32(t: Tensor) -> Tensor: ...
+@overload
+def _float32(t: None) -> None: ...
+def _float32(t: Tensor | None) -> Tensor | None:
+    """An fp16 / bf16 tensor as float32 (others as they are): the loss and the strategies compute in
+    float32 or better, whatever precision the encoder ran in."""
+    return t.float() if t is not None and t.dtype in (torch.float16, torch.bfloat16) else t
 
 
 def _check_same(names: str, tensors: Sequence[Tensor]) -> None:
@@ -168,23 +172,24 @@ class ContrastiveLoss(nn.Module):
         Every value a ramp takes during the run, step by step, is checked too: a strategy that would refuse
         its arguments at some step is refused before the first, naming the argument and the step."""
         for label, s in zip(self.labels, self.strategies, strict=True):
-            warmup = getattr(s, "warmup_steps", 0) if isinstance(s, Scheduled) else 0
+            if not isinstance(s, Scheduled):
+                continue
+            warmup = s.warmup_steps
             if warmup and warmup >= total_steps:
                 raise ConfigError(
                     f"loss.strategies ({label}).{s.warmup_key}: its warm-up ends at step {warmup}, at or "
                     f"after the run's last ({total_steps}), so {s.name} would never act; shorten the warm-up"
                 )
-            if isinstance(s, Scheduled):
-                try:
-                    s.check_steps(total_steps)
-                except StrategyArgumentError as e:
-                    raise ConfigError(f"loss.strategies ({label}).{e.argument}: {e.message}") from None
+            try:
+                s.check_steps(total_steps)
+            except StrategyArgumentError as e:
+                raise ConfigError(f"loss.strategies ({label}).{e.argument}: {e.message}") from None
 
     def _active(self, step: int) -> tuple[list[Strategy], list[str], dict[str, Stats]]:
         """The strategies of this step, their labels and the scheduled arguments' values."""
         labels = self.labels
-        pairs = [(x.at(step), label) for x, label in zip(self.strategies, labels, strict=True)]
-        pairs = [(s, label) for s, label in pairs if s is not None]
+        pairs = [(s, label) for x, label in zip(self.strategies, labels, strict=True)
+                 if (s := x.at(step)) is not None]
         schedules = {label: s.scheduled_values(step) for s, label in zip(self.strategies, labels, strict=True)
                      if isinstance(s, Scheduled)}
         return [s for s, _ in pairs], [label for _, label in pairs], schedules
@@ -216,7 +221,7 @@ class ContrastiveLoss(nn.Module):
             ValueError: naming the argument, for an empty batch, a batch of one (no negatives), shapes,
                 dtypes or devices that do not match.
         """
-        z1, z2, z1_all, z2_all = _float32(z1, z2, z1_all, z2_all)
+        z1, z2, z1_all, z2_all = _float32(z1), _float32(z2), _float32(z1_all), _float32(z2_all)
         with torch.autocast(z1.device.type, enabled=False):
             return self._in_batch(z1, z2, z1_all, z2_all, offset, step, generator)
 
@@ -310,7 +315,7 @@ class ContrastiveLoss(nn.Module):
             ValueError: naming the argument, for an empty batch or queue, a query whose every queue entry
                 is excluded, shapes, id lengths, dtypes or devices that do not match.
         """
-        q, k, queue = _float32(q, k, queue)
+        q, k, queue = _float32(q), _float32(k), _float32(queue)
         with torch.autocast(q.device.type, enabled=False):
             return self._queue(q, k, queue, query_ids, queue_ids, step, generator)
 

@@ -33,13 +33,13 @@ def rank() -> int:
 
 class _GatherWithGrad(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: Tensor) -> tuple[Tensor, ...]:  # type: ignore[override]
+    def forward(ctx: Any, x: Tensor) -> tuple[Tensor, ...]:
         out = [torch.empty_like(x) for _ in range(dist.get_world_size())]
         dist.all_gather(out, x.contiguous())
         return tuple(out)
 
     @staticmethod
-    def backward(ctx: Any, *grads: Tensor) -> Tensor:  # type: ignore[override]
+    def backward(ctx: Any, *grads: Tensor) -> Tensor:
         # d(sum over ranks of their losses) / d(my slice): every rank's gradient for my slice, summed.
         stacked = torch.stack([g if g is not None else torch.zeros(()) for g in grads])
         dist.all_reduce(stacked, op=dist.ReduceOp.SUM)
@@ -175,10 +175,12 @@ class SplitBatchNorm(nn.BatchNorm2d):
         ).reshape(n // s, s, c, h, w).transpose(0, 1).reshape(n, c, h, w)
         if channels_last:
             out = out.contiguous(memory_format=torch.channels_last)
-        if self.running_mean is not None and running_mean is not None and running_var is not None:
-            self.running_mean.copy_(running_mean.view(s, c).mean(0))
-            self.running_var.copy_(running_var.view(s, c).mean(0))
-            self.num_batches_tracked += 1
+        mean, var, count = self.running_mean, self.running_var, self.num_batches_tracked
+        if mean is not None and var is not None and count is not None and running_mean is not None \
+                and running_var is not None:
+            mean.copy_(running_mean.view(s, c).mean(0))
+            var.copy_(running_var.view(s, c).mean(0))
+            count.add_(1)
         return out
 
     @classmethod

@@ -45,7 +45,7 @@ from torch import Tensor
 Mode = Literal["in_batch", "queue"]
 Stats = dict[str, Any]
 KINDS = ("exclude", "reweight", "extra", "estimator")  # the ways a strategy acts, in composition order
-_METHODS = {"exclude": "exclude", "reweight": "reweight", "extra": "extra_logits", "estimator": "estimator"}
+METHODS = {"exclude": "exclude", "reweight": "reweight", "extra": "extra_logits", "estimator": "estimator"}
 ENTRY_POINT_GROUP = "hardmix.strategies"
 
 
@@ -207,7 +207,18 @@ class Strategy:
     @classmethod
     def kinds(cls) -> tuple[str, ...]:
         """Which of :data:`KINDS` this strategy acts by: the methods it overrides."""
-        return tuple(k for k in KINDS if getattr(cls, _METHODS[k]) is not getattr(Strategy, _METHODS[k]))
+        return tuple(k for k in KINDS if getattr(cls, METHODS[k]) is not getattr(Strategy, METHODS[k]))
+
+    @classmethod
+    def builtin(cls) -> bool:
+        """Whether this class is one of hardmix's own strategies: by identity, among the classes captured
+        when hardmix registered them (:data:`_BUILTINS`), never by the names a class reports. The loss
+        checks the outputs of every other (:func:`~hardmix.losses.composition.composed_direction`).
+
+        >>> lookup("mochi").builtin(), type("Mine", (lookup("mochi"),), {}).builtin()
+        (True, False)
+        """
+        return _BUILTINS.get(cls.name) is cls
 
     @classmethod
     def params(cls) -> list[dataclasses.Field]:
@@ -340,6 +351,7 @@ def _load_entry_points() -> None:
     _ENTRY_POINTS_LOADED = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(getattr(ep, "dist", None), "name", None) or "an unnamed distribution"
+        why: str | None
         try:
             loaded = ep.load()
         except BuiltinNameError as e:

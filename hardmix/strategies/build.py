@@ -46,7 +46,7 @@ def strategy_entries(spec: Any, key: str = "loss.strategies") -> list[dict[str, 
     """
     if spec is None:
         return [{"name": "none"}]
-    out = []
+    out: list[dict[str, Any] | Strategy] = []
     for i, item in enumerate(spec if isinstance(spec, (list, tuple)) else [spec]):
         if isinstance(item, Strategy):
             out.append(item)

@@ -145,7 +145,7 @@ class FalseNegativeFilter(Strategy):
             if ctx.logits.dtype in (torch.float32, torch.float64):
                 cosines = cosines * ctx.temperature  # the logits: back to cosines
             valid = ctx.negative_mask
-            if self.top_k:
+            if self.top_k or self.threshold is None:  # one of them is given (__post_init__)
                 dropped = top_k_false_negatives(cosines, valid, self.top_k)
             else:
                 dropped = threshold_false_negatives(cosines, valid, self.threshold)

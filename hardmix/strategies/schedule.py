@@ -139,7 +139,7 @@ class Scheduled(Strategy):
         :meth:`in_steps`), step by step, is one the strategy accepts (its own checks need not be an interval:
         each distinct set of values is built once); else a StrategyArgumentError naming the argument and the
         step."""
-        if not self.ramps or self.warmup_epochs is not None:
+        if not self.ramps or self.warmup_epochs is not None or self.warmup_steps is None:
             return
         last = min(total_steps, self.warmup_steps + max(r.steps or 0 for r in self.ramps.values()) + 1)
         seen = set()
@@ -197,7 +197,8 @@ class Scheduled(Strategy):
         return Scheduled(self.final, ramps, warmup, None, key)
 
     def at(self, step: int) -> Strategy | None:
-        if self.warmup_epochs is not None or any(r.steps is None for r in self.ramps.values()):
+        if self.warmup_epochs is not None or self.warmup_steps is None or \
+                any(r.steps is None for r in self.ramps.values()):
             raise ValueError(f"{self.name}: a schedule in epochs needs in_steps(steps_per_epoch) first")
         if step < self.warmup_steps:
             return None

@@ -65,7 +65,7 @@ from hardmix.ops.mixing import check_enough_negatives, hardest, synthetic_stats
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 from hardmix.utils.errors import check_int, check_number
 
-KINDS = ("extrapolated", "noise", "perturbed", "adversarial")  # the order of the columns
+SYNTHETIC_KINDS = ("extrapolated", "noise", "perturbed", "adversarial")  # the order of the columns
 
 
 class SyncoDraws(NamedTuple):
@@ -90,8 +90,8 @@ def synco_draws(
     device: torch.device,
     dtype: torch.dtype,
 ) -> SyncoDraws:
-    """SynCo's random draws, in a fixed order from ``generator``: for each kind of :data:`KINDS` in turn,
-    its positions (uniform among the N, with replacement) and then its own numbers (b for extrapolated,
+    """SynCo's random draws, in a fixed order from ``generator``: for each kind of :data:`SYNTHETIC_KINDS` in
+    turn, its positions (uniform among the N, with replacement) and then its own numbers (b for extrapolated,
     e for noise). A kind with count 0 draws nothing.
 
     Args:
@@ -225,12 +225,12 @@ class SynCo(Strategy):
 
     @property
     def counts(self) -> tuple[int, int, int, int]:
-        """The points per query of each kind, in the order of :data:`KINDS`."""
+        """The points per query of each kind, in the order of :data:`SYNTHETIC_KINDS`."""
         return (self.n_extrapolated, self.n_noise, self.n_perturbed, self.n_adversarial)
 
     def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
         """Select, draw, build the (B, M, D) points, take their logits q . SG(s) / tau: (B, M), the kinds
-        in the order of :data:`KINDS`."""
+        in the order of :data:`SYNTHETIC_KINDS`."""
         if sum(self.counts) == 0:
             return None
         check_enough_negatives(self.n_hard, ctx.fewest_negatives(), ctx.mode)

@@ -23,12 +23,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from hardmix.config.loader import build_config, load_config
 from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.strategies.build import check_setup
 from hardmix.text.pooling import POOLINGS
 from hardmix.training.config import EvalSection as BaseEvalSection
 from hardmix.training.config import LossSection as BaseLossSection
-from hardmix.training.config import TaskConfig, build_task_config, load_task_config
+from hardmix.training.config import TaskConfig
 from hardmix.training.config import TrainSection as BaseTrainSection
 from hardmix.utils.errors import ConfigError
 
@@ -223,12 +224,12 @@ def build_text_config(
     data: dict[str, Any] | None = None, overrides: list[str] | None = None
 ) -> TextConfig:
     """Validate a nested dict (plus ``key=value`` overrides) into a :class:`TextConfig`."""
-    return build_task_config(TextConfig, data, overrides)
+    return build_config(TextConfig, data, overrides)
 
 
 def load_text_config(path: str | os.PathLike[str], overrides: list[str] | None = None) -> TextConfig:
     """Load a YAML config (plus ``--set`` overrides); errors name the file and the key."""
-    return load_task_config(TextConfig, path, overrides)
+    return load_config(TextConfig, path, overrides)
 
 
 __all__ = [

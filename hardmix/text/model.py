@@ -28,8 +28,8 @@ import torch
 from torch import Tensor, nn
 
 from hardmix.text.pooling import check_pooling, needs_hidden_states, pool
+from hardmix.training.checkpoint import check_matching
 from hardmix.training.run_folder import CONFIG
-from hardmix.utils.checkpoint import check_matching
 from hardmix.utils.confine import (
     current_umask,
     makedirs,
@@ -271,7 +271,7 @@ def pretrained_model(path_or_name: str | os.PathLike[str], key: str = "", config
                      local_only: bool = True) -> nn.Module:
     """``AutoModel.from_pretrained`` (without the pooler layer where the class has one: no pooling of
     hardmix reads it), checked key by key like every checkpoint hardmix loads
-    (:func:`hardmix.utils.checkpoint.check_matching`, from transformers' own loading report): a weights
+    (:func:`hardmix.training.checkpoint.check_matching`, from transformers' own loading report): a weights
     file missing a tensor of the model, or holding one of another shape, is refused in one line naming
     ``key`` (``model.name_or_path: ``) and the weights file, never loaded with randomly initialised tensors
     in its place. A checkpoint's extra tensors (a pretraining head, ``cls.*``) are left out, as

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hardmix.training.config import build_task_config, load_task_config
+from hardmix.config.loader import build_config, load_config
 from hardmix.training.engine import run_training
 from hardmix.training.registry import load_task
 from hardmix.training.task import Task
@@ -24,8 +24,8 @@ def load_config_for(task: str | type[Task], config: str | os.PathLike[str] | dic
     cls = resolve_task(task)
     items = _override_items(overrides)
     if isinstance(config, (str, os.PathLike)):
-        return load_task_config(cls.config_class, config, items)
-    return build_task_config(cls.config_class, config, items)
+        return load_config(cls.config_class, config, items)
+    return build_config(cls.config_class, config, items)
 
 
 def _override_items(overrides: list[str] | dict[str, Any] | None) -> list[str]:

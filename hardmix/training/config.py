@@ -8,22 +8,17 @@ A task's config is a dataclass with these sections (subclassed with the task's o
 it (:data:`hardmix.config.old_keys.OLD_KEYS`, the one table); one rule (:func:`resume_differences`) says which
 keys may differ on ``--resume``.
 
-Example:
-    >>> check_old_keys({"train": {"cpu_threads": 1}})
-    Traceback (most recent call last):
-    ...
-    hardmix.utils.errors.ConfigError: train.cpu_threads was renamed to train.threads
+Configs are read by the one loader, :mod:`hardmix.config.loader` (``load_config``, ``build_config``), which
+also refuses the older keys (``check_old_keys``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hardmix.config.loader import apply_overrides, build_config, load_yaml
-from hardmix.config.old_keys import OLD_KEYS
 from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.strategies.base import Strategy
 from hardmix.strategies.build import build_strategies
@@ -94,7 +89,7 @@ class LossSection:
     """
 
     temperature: float = field(default=0.05, metadata={"min": MIN_TEMPERATURE})
-    strategies: Strategies = field(default_factory=lambda: [{"name": "none"}])
+    strategies: Strategies = field(default_factory=lambda: build_strategies("none"))
     queue_size: int = field(default=0, metadata={"min": 0})
 
     def __post_init__(self) -> None:  # a default, or a section made in Python (built ones pass through)
@@ -152,27 +147,6 @@ RESUMABLE: tuple[str, ...] = (
 )
 
 
-def flatten_keys(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested mapping as dotted keys (``{"train": {"lr": 1}}`` -> ``{"train.lr": 1}``); a strategy list
-    stays one value."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v and k != "strategies":
-            out.update(flatten_keys(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def check_old_keys(data: dict[str, Any]) -> None:
-    """Refuse a key of an older hardmix (before any other check), saying what replaces it
-    (:data:`hardmix.config.old_keys.OLD_KEYS`)."""
-    for key in flatten_keys(data):
-        if key in OLD_KEYS:
-            raise ConfigError(f"{key} {OLD_KEYS[key]}")
-
-
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two plain configs (sorted).
 
@@ -213,51 +187,13 @@ def resume_differences(saved: dict[str, Any], now: dict[str, Any], extra: tuple[
     return [k for k in config_differences(saved, now) if not key_in(k, allowed)]
 
 
-def key_in(key: str, patterns: tuple[str, ...] | list[str]) -> bool:
+def key_in(key: str, patterns: Sequence[str]) -> bool:
     """Whether a dotted config key is one of ``patterns``: a key itself, or a section's prefix (``log.``).
 
     >>> key_in("log.progress", ("output", "log.")), key_in("eval.max_length", ("output", "log."))
     (True, False)
     """
     return any(key == p or (p.endswith(".") and key.startswith(p)) for p in patterns)
-
-
-def build_task_config(
-    cls: type, data: dict[str, Any] | None, overrides: list[str] | None = None,
-    source: str | os.PathLike[str] | None = None,
-) -> Any:
-    """Validate a nested dict (plus ``key=value`` overrides) into the task's config class.
-
-    Args:
-        cls: the task's config dataclass.
-        data: the YAML content (None: the defaults).
-        overrides: ``--set`` items.
-        source: the file it came from, to prefix errors with.
-    """
-    try:
-        merged = apply_overrides(data or {}, overrides)
-        check_old_keys(merged)
-        return build_config(cls, merged)
-    except ConfigError as e:
-        if overrides and not str(e).startswith("--set") and _valid(cls, data):
-            raise ConfigError(f"--set: {e}") from None  # the file alone is valid: the override is at fault
-        if source is not None:
-            raise ConfigError(f"{source}: {e}") from None
-        raise
-
-
-def _valid(cls: type, data: dict[str, Any] | None) -> bool:
-    try:
-        check_old_keys(data or {})
-        build_config(cls, data or {})
-    except ConfigError:
-        return False
-    return True
-
-
-def load_task_config(cls: type, path: str | os.PathLike[str], overrides: list[str] | None = None) -> Any:
-    """Load a YAML config file (plus overrides); every error names the file and the key."""
-    return build_task_config(cls, load_yaml(path), overrides, source=path)
 
 
 #: The order of the sections in ``config.yaml`` (others follow in their declared order).
@@ -269,19 +205,34 @@ def plain_config(cfg: Any) -> dict[str, Any]:
     in :data:`SECTION_ORDER`."""
     plain = _plain(cfg)
     rank = {k: i for i, k in enumerate(SECTION_ORDER)}
-    return dict(sorted(plain.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+    return {k: plain[k] for k in sorted(plain, key=lambda k: rank.get(k, len(rank)))}
 
 
 def _plain(obj: Any) -> Any:
-    if isinstance(obj, Strategy):  # its spec
-        return _plain(obj.config())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
+    """``obj`` as plain data: a strategy as its spec, a dataclass as the mapping of its fields, a tuple as a
+    list, in their order. Walked here, one container at a time (a stack of what is left to copy, each with
+    the container and the key it goes to), so that no section is handed to another function.
+
+    >>> _plain({"a": (1, [2, {"b": 3}])})
+    {'a': [1, [2, {'b': 3}]]}
+    """
+    root: list[Any] = [None]
+    left: list[tuple[Any, Any, Any]] = [(obj, root, 0)]
+    while left:
+        value, into, key = left.pop()
+        if isinstance(value, Strategy):  # its spec
+            value = value.config()
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        if isinstance(value, dict):
+            into[key] = dict.fromkeys(value)
+            left.extend((v, into[key], k) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            into[key] = [None] * len(value)
+            left.extend((v, into[key], i) for i, v in enumerate(value))
+        else:
+            into[key] = value
+    return root[0]
 
 
 __all__ = [
@@ -292,12 +243,8 @@ __all__ = [
     "Precision",
     "TaskConfig",
     "TrainSection",
-    "build_task_config",
-    "check_old_keys",
     "config_differences",
-    "flatten_keys",
     "key_in",
-    "load_task_config",
     "plain_config",
     "resume_differences",
 ]

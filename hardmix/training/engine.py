@@ -27,6 +27,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from hardmix.training import checkpoint as ckpt
+from hardmix.training.checkpoint import load_matching
 from hardmix.training.config import plain_config, resume_differences
 from hardmix.training.metrics import MetricsLog, tensorboard_writer_class
 from hardmix.training.results import read_results, results_record, write_results
@@ -44,7 +45,6 @@ from hardmix.training.run_folder import (
 from hardmix.training.runtime import Runtime, end_runtime, start_runtime
 from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
-from hardmix.utils.checkpoint import load_matching
 from hardmix.utils.confine import makedirs, write_text
 from hardmix.utils.errors import ConfigError, RunError, RunInterrupted
 from hardmix.utils.offline import libraries_offline
@@ -181,13 +181,15 @@ class _Run:
         why = data_mismatch(saved, now, exact=True)
         if why is None:
             return
+        now = now or {}  # (a task of no fingerprint meets no mismatch)
         if why.other_form:
             raise RunFolderError(
                 f"--resume: the run's checkpoint identifies its training data by "
                 f"{', '.join(why.recorded or ['nothing'])}, this hardmix by {', '.join(sorted(now))} (its "
                 "checkpoint is an older hardmix's): whether the data are the same cannot be established; "
                 "resume it with the hardmix that started it, or start a new run with another --output")
-        what = ", ".join(f"{k} {saved[k]!r} -> {now[k]!r}" for k in sorted(why.differ))
+        recorded = saved or {}  # (a record of no fingerprint differs in no entry)
+        what = ", ".join(f"{k} {recorded[k]!r} -> {now[k]!r}" for k in sorted(why.differ))
         raise RunFolderError(f"--resume: the training data differ from the run's ({what}); resume with the "
                              "data the run started with, or start a new run with another --output")
 
@@ -394,7 +396,8 @@ class _Run:
             loss /= runtime.world
         value = float(loss)
         if not math.isfinite(value):
-            return result, self._skip_nonfinite(task, value), {}
+            self._skip_nonfinite(task, value)
+            return result, None, {}
         if self.scaler is not None:
             self.scaler.scale(result.loss).backward()
             self.scaler.unscale_(self.optimizer)
@@ -548,13 +551,13 @@ class _Run:
         set_rng_state(mine["rng"])
         task.load_process_state(mine["task"])
         self.step = int(state["step"])
-        e = state["engine"]
-        self.best_score, self.best_step = e["best_score"], e["best_step"]
-        self.last_score, self.last_score_step, self.last_eval = e["last_score"], e["last_score_step"], \
-            e["last_eval"]
-        self.best_eval = e["best_eval"]
-        self.window_loss, self.window_steps = float(e["window_loss"]), int(e["window_steps"])
-        self.wall_seconds, self.nonfinite = float(e["wall_seconds"]), int(e["nonfinite"])
+        kept: dict[str, Any] = state["engine"]
+        self.best_score, self.best_step = kept["best_score"], kept["best_step"]
+        self.last_score, self.last_score_step, self.last_eval = kept["last_score"], kept["last_score_step"], \
+            kept["last_eval"]
+        self.best_eval = kept["best_eval"]
+        self.window_loss, self.window_steps = float(kept["window_loss"]), int(kept["window_steps"])
+        self.wall_seconds, self.nonfinite = float(kept["wall_seconds"]), int(kept["nonfinite"])
 
     # ---------------------------------------------------------------------------------------- end
     def _end(self, task: Task, interrupted: str | None) -> dict[str, Any]:
@@ -584,8 +587,7 @@ class _Run:
             best_step=self.best_step, last_score=self.last_score, last_score_step=self.last_score_step,
             final_scores=final, steps=self.step, total_steps=self.total_steps, finished=finished,
             interrupted=interrupted, wall_seconds=round(self.wall_seconds, 3),
-            samples_per_second=(round(self.samples_per_second, 2) if getattr(self, "samples_per_second", None)
-                                else None),
+            samples_per_second=round(sps, 2) if (sps := getattr(self, "samples_per_second", None)) else None,
             seed=cfg.train.seed, precision=runtime.precision,
             strategies=plain_config(cfg)["loss"]["strategies"], world_size=runtime.world,
             task_info=task.info(), run_dir=str(self.out),
@@ -596,7 +598,8 @@ class _Run:
         if interrupted is not None:
             runtime.say(f"stopped by {interrupted} after step {self.step}; {self._resume_hint()}")
         elif finished and self.best_step is not None and self.last_score is not None \
-                and self.best_step < 0.5 * self.step and self.last_score < self.best_score - 1.0:
+                and self.best_score is not None and self.best_step < 0.5 * self.step \
+                and self.last_score < self.best_score - 1.0:
             runtime.say(f"the best {task.selection_metric} ({self.best_score:.2f}) was at step "
                         f"{self.best_step}, long before the last step {self.step} ({self.last_score:.2f}); "
                         f"the selected model is the one of step {self.best_step}")

@@ -79,7 +79,7 @@ def _read_cache(path: Path) -> dict[str, tuple[Key, str]]:
         if isinstance(entry, list) and len(entry) == 5 and all(
                 isinstance(v, int) and not isinstance(v, bool) for v in entry[:4]) \
                 and isinstance(entry[4], str) and _HEX.fullmatch(entry[4]):
-            out[name] = (tuple(entry[:4]), entry[4])  # type: ignore[assignment]
+            out[name] = ((entry[0], entry[1], entry[2], entry[3]), entry[4])
     return out
 
 
@@ -122,7 +122,9 @@ def content_digests(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
     at the end."""
     folder = cache_folder()
     cache_file = folder / DIGESTS
-    out, new, folders = [], {}, {}
+    out: list[str] = []
+    new: dict[str, tuple[Key, str]] = {}
+    folders: dict[str, str] = {}
     for p in paths:
         real = _resolved(p, folders)
         before = _key(os.stat(real))
@@ -180,12 +182,21 @@ def config_digest(config: dict, ignore: Sequence[str] = ()) -> str:
     from hardmix.config.old_keys import ADDED_KEYS
     from hardmix.training.config import key_in
 
-    def walk(d: dict, prefix: str = "") -> dict:  # a key added since counts only away from its default
-        return {k: walk(v, f"{prefix}{k}.") if isinstance(v, dict) else v for k, v in d.items()
-                if not key_in(f"{prefix}{k}", ignore) and ADDED_KEYS.get(f"{prefix}{k}", walk) != v}
-    # (``walk`` stands for "no default": no config value equals it)
-
-    return hashlib.sha256(json.dumps(walk(config), sort_keys=True, default=str).encode()).hexdigest()
+    kept: dict[str, Any] = {}
+    left = [(config, kept, "")]  # (a mapping, its copy, its dotted prefix), walked here
+    no_default = object()  # no config value equals it
+    while left:
+        mapping, copy, prefix = left.pop()
+        for k, v in mapping.items():
+            key = f"{prefix}{k}"
+            if key_in(key, ignore) or ADDED_KEYS.get(key, no_default) == v:  # added since: at its default
+                continue
+            if isinstance(v, dict):
+                copy[k] = {}
+                left.append((v, copy[k], key + "."))
+            else:
+                copy[k] = v
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class DataMismatch(NamedTuple):

@@ -60,6 +60,7 @@ from typing import Any
 
 from hardmix.training.run_folder import RESULTS
 from hardmix.utils.confine import write_text
+from hardmix.utils.machine import machine
 
 SCHEMA_VERSION = 1
 
@@ -80,21 +81,6 @@ def versions() -> dict[str, str]:
     from hardmix.version import __version__
 
     return {"hardmix": __version__, "torch": str(torch.__version__), "python": platform.python_version()}
-
-
-def machine() -> dict[str, Any]:
-    """What a run's floats depend on beyond its config and the versions: the processor, the instruction
-    set PyTorch's CPU kernels dispatch to and the intra-op thread count.
-
-    >>> sorted(machine())
-    ['cpu', 'cpu_kernels', 'threads']
-    """
-    import torch
-
-    from hardmix.utils.machine import cpu_model
-
-    return {"cpu": cpu_model(), "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
-            "threads": torch.get_num_threads()}
 
 
 def _finite_or_none(x: Any) -> Any:

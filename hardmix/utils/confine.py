@@ -147,7 +147,7 @@ def open_gzip_for_write(path: PathLike, root: PathLike, encoding: str = "utf-8",
 
     raw = open_for_write(path, root, "wb")
     compressed = gzip.GzipFile(filename=os.fspath(path), mode="wb", compresslevel=9, fileobj=raw)
-    compressed.myfileobj = raw  # closed with it, as the file gzip.open opens itself
+    compressed.myfileobj = raw  # type: ignore[assignment]  # closed with it, as gzip.open's own (any binary file)
     return io.TextIOWrapper(compressed, encoding=encoding, newline=newline)
 
 
@@ -165,7 +165,7 @@ def current_umask() -> int:
     return mask
 
 
-def atomic_write(path: PathLike, root: PathLike, write: Callable[[IO[Any]], None], mode: str) -> Path:
+def atomic_write(path: PathLike, root: PathLike, write: Callable[[IO[Any]], object], mode: str) -> Path:
     """Call ``write`` on a temporary file in the target folder (created where missing), fsync, then
     ``os.replace`` it into place; on any failure the temporary file is removed and the previous file stays
     intact. Returns ``path``."""
@@ -175,7 +175,7 @@ def atomic_write(path: PathLike, root: PathLike, write: Callable[[IO[Any]], None
     fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp's 0600 would hide the file from the user's group
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())

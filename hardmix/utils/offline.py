@@ -29,6 +29,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 #: Set to 1 (or true, yes, on) to never download: a missing data set is an error that lists them all,
 #: a Hub model name must be in the local cache, and no connection is attempted.
@@ -68,8 +69,9 @@ def hub_offline_reason() -> str | None:
     return next((f"{name}=1" for name in LIBRARY_OFFLINE_ENV if _is_set(name)), None)
 
 
-def _hub_constants() -> object | None:
-    """``huggingface_hub.constants`` when it is already imported (it read the environment then)."""
+def _hub_constants() -> Any:
+    """``huggingface_hub.constants`` when it is already imported (it read the environment then), else
+    None (Any: the module's attributes are the library's, read and set by name)."""
     return sys.modules.get("huggingface_hub.constants")
 
 
@@ -89,7 +91,7 @@ def libraries_offline(no_download: bool = False) -> Iterator[str | None]:
         for name in LIBRARY_OFFLINE_ENV:
             os.environ[name] = "1"
         if constants is not None:
-            constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+            constants.HF_HUB_OFFLINE = True
     try:
         yield reason
     finally:
@@ -102,7 +104,7 @@ def libraries_offline(no_download: bool = False) -> Iterator[str | None]:
         if reason is not None and now is not None:
             # imported inside the block: it read the offline environment, which is gone now
             now.HF_HUB_OFFLINE = held if now is constants else _is_set("HF_HUB_OFFLINE") or \
-                _is_set("TRANSFORMERS_OFFLINE")  # type: ignore[attr-defined]
+                _is_set("TRANSFORMERS_OFFLINE")
 
 
 __all__ = ["LIBRARY_OFFLINE_ENV", "NO_DOWNLOAD_ENV", "OFFLINE_ENV", "hub_offline_reason", "libraries_offline",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -20,7 +20,8 @@ def rng_state() -> dict[str, Any]:
     """The states of Python's, NumPy's and torch's global generators (CUDA too when available), as plain
     containers and tensors, so a checkpoint holding them loads with ``torch.load(weights_only=True)``."""
     version, mt, gauss = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    legacy = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())  # its legacy tuple
+    kind, keys, pos, has_gauss, cached = legacy
     state: dict[str, Any] = {
         "python": [version, torch.tensor(mt, dtype=torch.int64), gauss],
         "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),

@@ -82,13 +82,13 @@ class EncodedImages:
 
 
 def _as_config(config: VisionConfig | dict[str, Any] | str | os.PathLike[str]) -> VisionConfig:
-    from hardmix.training.config import build_task_config, load_task_config
+    from hardmix.config.loader import build_config, load_config
 
     if isinstance(config, VisionConfig):
         return config
     if isinstance(config, dict):
-        return build_task_config(VisionConfig, config)
-    return load_task_config(VisionConfig, config)
+        return build_config(VisionConfig, config)
+    return load_config(VisionConfig, config)
 
 
 def _read_weights(path: Path) -> Any:

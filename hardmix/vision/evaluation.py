@@ -31,10 +31,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from hardmix.config.loader import build_config
 from hardmix.training import checkpoint as ckpt
-from hardmix.training.config import build_task_config
+from hardmix.training.checkpoint import load_matching
 from hardmix.training.run_folder import CHECKPOINT
-from hardmix.utils.checkpoint import load_matching
 from hardmix.utils.errors import ConfigError
 from hardmix.vision.augment import TensorAugment, normalize_uint8
 from hardmix.vision.augmented_features import AugmentedFeatures, frozen_forward, linear_augment_config
@@ -66,11 +66,6 @@ def resolve_checkpoint(path: str | Path) -> Path:
     raise FileNotFoundError(f"checkpoint: {p} does not exist")
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a vision run's checkpoint safely; a file that is not one gets a one-line CheckpointError."""
-    return ckpt.load_checkpoint(resolve_checkpoint(path), task="vision")
-
-
 #: Where a vision checkpoint's model holds the query backbone (the encoder that is evaluated and exported).
 BACKBONE_PREFIX = "encoder_q.backbone."
 
@@ -91,7 +86,7 @@ def query_weights(state: dict[str, Any], source: str | os.PathLike[str]) -> dict
 def checked_backbone(backbone: str, width: int, small_stem: bool, weights: dict[str, Any],
                      source: str | os.PathLike[str]) -> nn.Module:
     """The backbone ``build_backbone(backbone, width, small_stem)`` holding ``weights``, loaded key by key
-    (:func:`hardmix.utils.checkpoint.load_matching`), in eval mode: the one way a vision checkpoint's or
+    (:func:`hardmix.training.checkpoint.load_matching`), in eval mode: the one way a vision checkpoint's or
     exported file's weights reach a module (evaluation, export, encode, :func:`load_backbone`).
 
     Raises:
@@ -106,7 +101,7 @@ def backbone_from_state(state: dict[str, Any], source: str | os.PathLike[str] = 
                         ) -> tuple[nn.Module, VisionConfig]:
     """Rebuild the query backbone of a checkpoint (plain BatchNorm; split-BN has the same weights), loaded
     key by key (:func:`checked_backbone`); ``source`` names the file in an error."""
-    cfg = build_task_config(VisionConfig, state["config"])
+    cfg = build_config(VisionConfig, state["config"])
     net = checked_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem,
                            query_weights(state, source), f"{source} ({BACKBONE_PREFIX[:-1]})")
     return net, cfg
@@ -116,7 +111,8 @@ def backbone_and_config(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[nn.Module, VisionConfig]:
     """The trained backbone (in eval mode, on ``device``) and the config of a run directory or checkpoint."""
-    net, cfg = backbone_from_state(load_checkpoint(path), resolve_checkpoint(path))
+    found = resolve_checkpoint(path)
+    net, cfg = backbone_from_state(ckpt.load_checkpoint(found, task="vision"), found)
     return net.to(device), cfg
 
 

@@ -14,7 +14,7 @@ narrowed one (``model.width`` < 64) keep the same key names, with other shapes: 
 :func:`hardmix.vision.backbones.build_backbone` does (see :func:`target_description`).
 
 The run folder is read in one place, :func:`read_vision_run`: ``RUN/checkpoint.pt``, loaded safely by the
-engine (:func:`hardmix.vision.evaluation.load_checkpoint`, ``weights_only``), whose ``"config"`` holds the
+engine (:func:`hardmix.training.checkpoint.load_checkpoint`, ``weights_only``), whose ``"config"`` holds the
 model section (``model.backbone``, ``model.width``, ``model.small_stem``) and whose ``"model"`` entry is the
 MoCo module's state dict (the query backbone under ``encoder_q.backbone.``).
 
@@ -78,16 +78,16 @@ def read_vision_run(run: str | os.PathLike[str]) -> VisionRun:
         FileNotFoundError / ValueError: one line naming the path or key (a partial or mismatched
             backbone: the file and the first tensor that does not match).
     """
+    from hardmix.training.checkpoint import load_checkpoint
     from hardmix.vision.evaluation import (
         BACKBONE_PREFIX,
         checked_backbone,
-        load_checkpoint,
         query_weights,
         resolve_checkpoint,
     )
 
     ckpt = resolve_checkpoint(run)
-    state = load_checkpoint(ckpt)  # safe (weights_only); a foreign or text checkpoint: one line
+    state = load_checkpoint(ckpt, task="vision")  # safe (weights_only); foreign or text: one line
     model = dict((state.get("config") or {}).get("model") or {})
     if "backbone" not in model:
         raise ValueError(f"RUN: model.backbone is missing from the config in {ckpt}")

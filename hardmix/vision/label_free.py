@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from hardmix.ops.diagnostics import alignment, uniformity
 from hardmix.vision.augment import TensorAugment
 from hardmix.vision.augmented_features import frozen_forward
 
@@ -43,27 +44,6 @@ def proxy_top1(z1: Tensor, z2: Tensor) -> float:
     """
     hits = (z1 @ z2.T).argmax(dim=1) == torch.arange(z1.shape[0], device=z1.device)
     return 100.0 * hits.double().mean().item()
-
-
-def alignment(z1: Tensor, z2: Tensor) -> float:
-    """Wang and Isola's L_align with alpha 2: the mean squared distance of paired unit rows (N, D).
-
-    Example:
-        >>> alignment(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]]))
-        2.0
-    """
-    return (z1 - z2).pow(2).sum(dim=1).mean().item()
-
-
-def uniformity(z: Tensor, t: float = 2.0) -> float:
-    """Wang and Isola's L_uniform: log of the mean Gaussian potential exp(-t ||z_i - z_j||^2) over the
-    distinct pairs of unit rows of ``z`` (N, D), N >= 2.
-
-    Example:
-        >>> round(uniformity(torch.tensor([[1.0, 0.0], [-1.0, 0.0]])), 6)  # log exp(-2 * 4)
-        -8.0
-    """
-    return torch.pdist(z.double()).pow(2).mul(-t).exp().mean().log().item()
 
 
 @torch.no_grad()
@@ -105,9 +85,9 @@ def label_free_scores(z1: Tensor, z2: Tensor) -> dict[str, float]:
     (N, D), N >= 2 (see the module docstring)."""
     return {
         "val_proxy_top1": proxy_top1(z1, z2),
-        "val_alignment": alignment(z1, z2),
-        "val_uniformity": (uniformity(z1) + uniformity(z2)) / 2,
+        "val_alignment": float(alignment(z1, z2)),  # Wang and Isola's, alpha 2
+        "val_uniformity": (float(uniformity(z1.double())) + float(uniformity(z2.double()))) / 2,
     }
 
 
-__all__ = ["LABEL_FREE_SCORES", "alignment", "label_free_scores", "proxy_top1", "uniformity", "view_features"]
+__all__ = ["LABEL_FREE_SCORES", "label_free_scores", "proxy_top1", "view_features"]

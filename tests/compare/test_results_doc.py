@@ -648,8 +648,8 @@ def test_report_only_rewrites_each_committed_summary_exactly(name, tmp_path, dat
     import shutil
 
     from hardmix.cli import main as cli
-    from hardmix.compare.report import machine
     from hardmix.training.results import versions
+    from hardmix.utils.machine import host
 
     folder = tmp_path / name
     shutil.copytree(ROOT / f"results/compare_{name}", folder)
@@ -658,7 +658,7 @@ def test_report_only_rewrites_each_committed_summary_exactly(name, tmp_path, dat
     assert cli(["compare", str(spec), "--output", str(folder), "--report-only"]) == 0, capsys.readouterr().err
     written = json.loads((folder / "summary.json").read_text())
     provenance = ("machine", "versions")
-    assert {k: written[k] for k in provenance} == {"machine": machine(), "versions": versions()}
+    assert {k: written[k] for k in provenance} == {"machine": host(), "versions": versions()}
     assert {k: v for k, v in written.items() if k not in provenance} == {
         k: v for k, v in committed.items() if k not in provenance}
 

@@ -21,13 +21,12 @@ import pytest
 import torch
 
 import hardmix.strategies.base as strategy_base
-from hardmix.config.loader import ConfigError
+from hardmix.config.loader import ConfigError, build_config
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import ContrastContext, FalseNegativeFilter, MixCSE, Strategy, build_strategies
 from hardmix.strategies.build import check_composition
 from hardmix.strategies.mochi import mochi_draws
 from hardmix.text.config import build_text_config
-from hardmix.training.config import build_task_config
 from hardmix.utils.errors import StrategyArgumentError
 from hardmix.vision.config import VisionConfig
 
@@ -384,7 +383,7 @@ def test_two_estimators_or_an_estimator_with_a_weight_are_refused() -> None:
 ])
 def test_refused_combinations_are_one_line_config_errors(registered_test_strategies, strategies, message):
     for build in (lambda s: build_text_config({"loss": {"strategies": s}}),
-                  lambda s: build_task_config(VisionConfig, {"loss": {"strategies": s, "queue_size": 64}})):
+                  lambda s: build_config(VisionConfig, {"loss": {"strategies": s, "queue_size": 64}})):
         with pytest.raises(ConfigError) as e:
             build(strategies)
         text = str(e.value)

@@ -18,8 +18,8 @@ import yaml
 from hardmix.cli import main as cli
 from hardmix.commands.config import config_class, schema_of
 from hardmix.compare.spec import parse_spec
-from hardmix.config.loader import YAML11_FLOAT, apply_overrides, load_yaml
-from hardmix.training.config import build_task_config, plain_config
+from hardmix.config.loader import YAML11_FLOAT, apply_overrides, build_config, load_yaml
+from hardmix.training.config import plain_config
 from hardmix.utils.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def loader_error(kind: str, data: dict[str, Any]) -> str | None:
         if kind == "compare":
             parse_spec(data)
         else:
-            build_task_config(config_class(kind), data)
+            build_config(config_class(kind), data)
     except ConfigError as e:
         return str(e)
     return None
@@ -231,9 +231,9 @@ def test_config_show_prints_the_resolved_config_with_each_value_s_origin(tmp_pat
                  "warmup_ratio: 0.0 +# default", r"strategies: \[\{name: mochi, n_hard: 16, .*\}\] +# file"):
         assert re.search(rf"^  {line}$", out, flags=re.M), line
     shown = yaml.safe_load(out)  # the comments aside, the output is the resolved config
-    cfg = build_task_config(config_class("text"), load_yaml(path), ["train.lr=1e-4"])
+    cfg = build_config(config_class("text"), load_yaml(path), ["train.lr=1e-4"])
     assert shown == plain_config(cfg)
-    assert plain_config(build_task_config(config_class("text"), shown)) == shown
+    assert plain_config(build_config(config_class("text"), shown)) == shown
 
     assert cli(["config", "show", str(ROOT / "configs/compare/quickstart.yaml")]) == 0
     spec = yaml.safe_load(capsys.readouterr().out)

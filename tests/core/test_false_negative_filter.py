@@ -15,14 +15,13 @@ import pytest
 import torch
 
 from hardmix.cli import main as cli
-from hardmix.config.loader import ConfigError
+from hardmix.config.loader import ConfigError, build_config
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import ContrastContext, FalseNegativeFilter, build_strategies
 from hardmix.strategies.false_negative_filter import threshold_false_negatives, top_k_false_negatives
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training
-from hardmix.training.config import build_task_config
 from hardmix.training.metrics import read_metrics
 from hardmix.utils.errors import StrategyArgumentError
 from hardmix.vision.config import VisionConfig
@@ -174,7 +173,7 @@ def test_the_trainers_refuse_a_top_k_their_negatives_cannot_leave_one_of() -> No
         build_text_config(spec)
     build_text_config({**spec, "loss": {"strategies": [{"name": "false_negative_filter", "top_k": 14}]}})
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.top_k: 65 negatives needed"):
-        build_task_config(VisionConfig, {"loss": {"queue_size": 64, "strategies": [
+        build_config(VisionConfig, {"loss": {"queue_size": 64, "strategies": [
             {"name": "false_negative_filter", "top_k": 64}]}})
 
 
@@ -200,9 +199,9 @@ def test_the_negatives_a_filter_excludes_count_against_what_mochi_draws_from() -
     queue = {"queue_size": 64, "strategies": [{"name": "false_negative_filter", "top_k": 32},
                                               {**mochi, "n_hard": 40}]}
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[1\]\.n_hard: 72 negatives needed"):
-        build_task_config(VisionConfig, {"loss": queue})
+        build_config(VisionConfig, {"loss": queue})
     queue["strategies"][1]["n_hard"] = 32
-    build_task_config(VisionConfig, {"loss": queue})
+    build_config(VisionConfig, {"loss": queue})
     # a threshold's count is known only per batch: the config check cannot add it
     by_threshold = {"name": "false_negative_filter", "top_k": 0, "threshold": 0.5}
     build_text_config({"loss": {"strategies": [by_threshold, mochi]}, "train": {"batch_size": 16}})
@@ -258,7 +257,7 @@ def test_text_trains_with_it(tmp_path, tiny_text_config, one_torch_thread) -> No
 def test_vision_trains_with_it(tmp_path, tiny_vision_config, vision_one_thread) -> None:
     data = tiny_vision_config(train={"epochs": 1}, loss={"strategies": [
         {"name": "false_negative_filter", "top_k": 0, "threshold": 0.5}]})
-    run_training(VisionTask, build_task_config(VisionConfig, data), tmp_path / "run")
+    run_training(VisionTask, build_config(VisionConfig, data), tmp_path / "run")
     _check_run(tmp_path / "run", "false_negative_filter/excluded_fraction")
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from hardmix.cli import main as cli
-from hardmix.config.loader import ConfigError
+from hardmix.config.loader import ConfigError, build_config
 from hardmix.losses import ContrastiveLoss
 from hardmix.ops.mixing import hardest
 from hardmix.strategies import ContrastContext, HardCopies, MoCHi, build_strategies
@@ -24,7 +24,6 @@ from hardmix.strategies.mochi import mochi_draws, mochi_synthesize
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training
-from hardmix.training.config import build_task_config
 from hardmix.training.metrics import read_metrics
 from hardmix.utils.errors import StrategyArgumentError
 from hardmix.vision.config import VisionConfig
@@ -273,7 +272,7 @@ def test_negatives_are_checked_before_training_and_at_call_time() -> None:
         build_text_config({"train": {"batch_size": 16}, "loss": {"strategies": [
             {"name": "hard_copies", "n_hard": 16, "n_pair": 4, "n_query": 2}]}})
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.n_hard"):
-        build_task_config(VisionConfig, {"loss": {"queue_size": 64, "strategies": [
+        build_config(VisionConfig, {"loss": {"queue_size": 64, "strategies": [
             {"name": "hard_copies", "n_hard": 65, "n_pair": 4, "n_query": 2}]}})
     a, c = _unit(3, 6, seed=70), _unit(8, 6, seed=71)
     valid = torch.ones(3, 8, dtype=torch.bool)
@@ -311,7 +310,7 @@ def test_vision_trains_with_it_after_a_warmup_in_epochs(tmp_path, tiny_vision_co
     """MoCHi's vision keys, ``warmup_epochs`` included: 0.2 of the 10 steps an epoch has here."""
     data = tiny_vision_config(train={"epochs": 1}, loss={"strategies": [
         {"name": "hard_copies", "n_hard": 16, "n_pair": 16, "n_query": 8, "warmup_epochs": 0.2}]})
-    cfg = build_task_config(VisionConfig, data)
+    cfg = build_config(VisionConfig, data)
     assert cfg.loss.strategies[0].in_steps(10).warmup_steps == 2
     run_training(VisionTask, cfg, tmp_path / "run")
     lines = _metric_lines(tmp_path / "run")

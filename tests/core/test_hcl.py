@@ -415,13 +415,13 @@ def test_text_trains_from_a_config(tmp_path, tiny_text_config, one_torch_thread,
 ])
 def test_vision_trains_from_a_config(tmp_path, tiny_vision_config, one_torch_thread, strategies,
                                      names) -> None:
+    from hardmix.config.loader import build_config
     from hardmix.training import run_training
-    from hardmix.training.config import build_task_config
     from hardmix.vision.config import VisionConfig
     from hardmix.vision.task import VisionTask
 
     data = tiny_vision_config(train={"epochs": 1}, loss={"strategies": strategies})
-    run_training(VisionTask, build_task_config(VisionConfig, data), tmp_path / "run")
+    run_training(VisionTask, build_config(VisionConfig, data), tmp_path / "run")
     _check_run(tmp_path / "run", names)
 
 

@@ -116,15 +116,15 @@ def test_building_built_in_strategies_imports_no_plug_in(tmp_path, monkeypatch, 
     """Building ``none`` or ``mixcse`` imported every installed plug-in (``registry()`` loaded them all):
     a plug-in is now imported only when a name that is not built in is looked up; the listing imports them."""
     from hardmix.compare.spec import parse_spec
+    from hardmix.config.loader import build_config
     from hardmix.text.task import TextTask
-    from hardmix.training.config import build_task_config
 
     marker = tmp_path / "imported"
     install(tmp_path, monkeypatch, "lazy_plugin_mod", MARKED.format(marker=str(marker)), "lazy_plugin",
             "Lazy")
     build_strategies(["none", {"name": "mixcse", "lam": 0.3}, {"name": "mochi", "warmup_steps": 2}])
     ContrastiveLoss(TAU, "mixcse").in_batch(*views())
-    cfg = build_task_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": ["mixcse"]}})
+    cfg = build_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": ["mixcse"]}})
     TextTask.auto_bf16_for(cfg)
     (tmp_path / "c.yaml").write_text("{}\n")
     parse_spec({"seeds": [1], "strategies": {"none": ["none"], "m": [{"name": "mixcse"}]},
@@ -270,14 +270,14 @@ def test_the_checks_leave_every_built_in_s_loss_and_gradient_unchanged():
 def test_a_ramp_is_checked_against_the_setup_at_its_start_not_only_its_end(tiny_text_config):
     """MoCHi with ``n_hard`` ramping from 64 down to 4 passed the check of a batch of 16 (only its final 4
     was compared) and failed at step 0; the most any value of the run needs is compared now."""
+    from hardmix.config.loader import build_config
     from hardmix.text.task import TextTask
-    from hardmix.training.config import build_task_config
 
     ramp = {"name": "mochi", "n_hard": {"start": 64, "end": 4, "steps": 10}, "n_pair": 4, "n_query": 2}
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.n_hard: 64 negatives needed per anchor"):
         check_setup(build_strategies([ramp]), 15, "15 in-batch negatives")
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 64 negatives needed per anchor"):
-        build_task_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": [ramp]}})
+        build_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": [ramp]}})
     ramped_filter = [{"name": "false_negative_filter", "top_k": {"start": 6, "end": 1, "steps": 5}},
                      {"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2}]
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[1\]\.n_hard: 14 negatives needed per anchor "
@@ -347,3 +347,37 @@ def test_two_entries_of_one_name_keep_their_own_statistics_and_schedules():
     stats = ramps.in_batch(z1, z2, step=1).stats()
     assert stats["mixcse[0]/lam"] == pytest.approx(0.2) and stats["mixcse[1]/lam"] == pytest.approx(0.3)
     assert np.isfinite(stats["loss"])
+
+
+# ------------------------------------------------------------------------- the built-ins pass unguarded
+def test_only_strategies_that_are_not_built_in_pass_the_guards(monkeypatch):
+    """Every built-in passed the plug-in guards on every call (issue 67: the MoCHi step cost 1.17x MoCo-v2's
+    against 1.03x before them). A built-in, known by identity, now enters the loss as it is: the guards
+    run for the others only, a subclass of a built-in included, which is checked exactly as before."""
+    from hardmix.losses import composition
+
+    calls: list[str] = []
+    checked = composition._checked
+    monkeypatch.setattr(composition, "_checked", lambda out, hook, *a, **k: calls.append(hook) or
+                        checked(out, hook, *a, **k))
+    z1, z2 = views(4)
+    builtin = ContrastiveLoss(TAU, [MixCSE(lam=0.3)]).in_batch(z1, z2)
+    assert calls == [] and MixCSE.builtin()
+    assert float(builtin.loss) == pytest.approx(mixcse_loss_np(z1.numpy(), z2.numpy(), 0.3, TAU, True),
+                                                rel=1e-10)
+
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+
+    @dataclasses.dataclass(frozen=True)
+    class Derived(MixCSE):
+        name = "derived_mixcse"
+
+        def extra_logits(self, ctx):  # noqa: ANN001, ANN201
+            block, stats = super().extra_logits(ctx)
+            return block.masked_fill(torch.ones_like(block, dtype=torch.bool), math.nan), stats
+
+    base.register_strategy(Derived)
+    assert not Derived.builtin()
+    with pytest.raises(StrategyOutputError, match=r"^strategy 'derived_mixcse': extra_logits returned NaN"):
+        ContrastiveLoss(TAU, [Derived(lam=0.3)]).in_batch(z1, z2)
+    assert calls == ["strategy 'derived_mixcse': extra_logits"]

@@ -158,9 +158,9 @@ def test_a_strategy_registered_through_the_entry_point_group_is_listed_validated
     plugin_installed, tmp_path, tiny_text_config, tiny_vision_config, capsys
 ):
     from hardmix.cli import main
+    from hardmix.config.loader import build_config
     from hardmix.text.task import TextTask
     from hardmix.training import run_training
-    from hardmix.training.config import build_task_config
     from hardmix.training.metrics import read_metrics
     from hardmix.vision.config import VisionConfig
     from hardmix.vision.task import VisionTask
@@ -176,7 +176,7 @@ def test_a_strategy_registered_through_the_entry_point_group_is_listed_validated
     run_training(TextTask, build_text_config(text), tmp_path / "text")
     vision = tiny_vision_config(train={"epochs": 1}, data={"max_samples": 96},
                                 loss={"strategies": [{"name": "pulled_positive"}]})
-    run_training(VisionTask, build_task_config(VisionConfig, vision), tmp_path / "vision")
+    run_training(VisionTask, build_config(VisionConfig, vision), tmp_path / "vision")
     for run in ("text", "vision"):
         rows = [r for r in read_metrics(tmp_path / run) if "loss" in r]
         assert rows and all("pulled_positive/synthetic_sim" in r for r in rows)

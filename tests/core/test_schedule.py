@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
+from hardmix.config.loader import build_config
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import MixCSE, MoCHi, Scheduled, build_strategies
 from hardmix.text.config import build_text_config
-from hardmix.training.config import build_task_config
 from hardmix.utils.errors import ConfigError
 from hardmix.vision.config import VisionConfig
 
@@ -65,7 +65,7 @@ def test_a_ramped_mochi_is_mochi_with_the_steps_counts_and_the_warm_up_is_info_n
 
 
 def test_epochs_become_steps_when_resolved() -> None:
-    cfg = build_task_config(VisionConfig, {"loss": {"queue_size": 64, "strategies": [
+    cfg = build_config(VisionConfig, {"loss": {"queue_size": 64, "strategies": [
         {"name": "mochi", "n_hard": 8, "n_pair": {"start": 0, "end": 8, "epochs": 0.5},
          "warmup_epochs": 1.5}]}})
     (strategy,) = cfg.loss.strategies

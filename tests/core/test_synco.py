@@ -20,7 +20,7 @@ from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import SynCo, build_strategies, describe_strategies
 from hardmix.strategies.base import ContrastContext
 from hardmix.strategies.mochi import mochi_draws
-from hardmix.strategies.synco import KINDS, synco_draws, synco_synthesize
+from hardmix.strategies.synco import SYNTHETIC_KINDS, synco_draws, synco_synthesize
 from hardmix.utils.errors import ConfigError, StrategyArgumentError
 
 from ._reference import (
@@ -215,7 +215,7 @@ def test_kinds_have_their_own_counts_in_a_fixed_order_and_zero_disables() -> Non
     valid = torch.ones(5, 30, dtype=torch.bool)
     s = SynCo(n_hard=6, n_extrapolated=3, n_noise=0, n_perturbed=2, n_adversarial=1)
     assert s.extra_logits(_context(q, queue, valid))[0].shape == (5, 6)
-    assert KINDS == ("extrapolated", "noise", "perturbed", "adversarial")
+    assert SYNTHETIC_KINDS == ("extrapolated", "noise", "perturbed", "adversarial")
     off = SynCo(n_hard=6, n_extrapolated=0, n_noise=0, n_perturbed=0, n_adversarial=0)
     assert off.extra_logits(_context(q, queue, valid)) is None
 
@@ -324,11 +324,11 @@ def test_configs_check_the_negatives_synco_needs() -> None:
         build_text_config({"train": {"batch_size": 32}, "loss": {"strategies": [{"name": "synco",
                                                                                  "n_hard": 64}]}})
     assert build_text_config({"loss": {"strategies": [{"name": "synco", "n_hard": 63}]}}).loss.strategies
-    from hardmix.training.config import build_task_config
+    from hardmix.config.loader import build_config
     from hardmix.vision.config import VisionConfig
 
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 1024 negatives needed per anchor"):
-        build_task_config(VisionConfig, {"loss": {"strategies": "synco", "queue_size": 512}})
+        build_config(VisionConfig, {"loss": {"strategies": "synco", "queue_size": 512}})
 
 
 def build_one(spec):  # noqa: ANN001, ANN201

@@ -1484,8 +1484,8 @@ INVARIANTS = (
               "lacks are refused naming it.",
               ("hardmix.utils.errors:check_number",
                "hardmix.losses.contrastive:ContrastiveLoss.check_schedules",
-               "hardmix.text.senteval_data:scorable", "hardmix.utils.checkpoint:check_matching",
-               "hardmix.utils.checkpoint:load_matching", "hardmix.vision.evaluation:checked_backbone",
+               "hardmix.text.senteval_data:scorable", "hardmix.training.checkpoint:check_matching",
+               "hardmix.training.checkpoint:load_matching", "hardmix.vision.evaluation:checked_backbone",
                "hardmix.text.model:pretrained_model", "hardmix.text.model:model_folder_errors",
                "hardmix.vision.evaluation:RunEvaluation"),
               "config validation of every command, `hardmix train` before its first step and `--resume`, "

@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-import hardmix.utils.checkpoint as atomic
+import hardmix.training.checkpoint as atomic
 from hardmix.cli import main
 from hardmix.training import run_training
 from hardmix.training.api import load_config_for

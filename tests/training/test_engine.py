@@ -20,12 +20,12 @@ import yaml
 
 import hardmix
 from hardmix.cli import main as cli
+from hardmix.config.loader import build_config
 from hardmix.strategies import MixCSE
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import RunFolderError, read_results, run_training
 from hardmix.training.checkpoint import CheckpointError, load_checkpoint
-from hardmix.training.config import build_task_config
 from hardmix.training.metrics import read_metrics
 from hardmix.utils.errors import ConfigError, RunError
 from hardmix.vision.config import VisionConfig
@@ -73,7 +73,7 @@ def test_both_tasks_write_one_layout_and_one_results_schema(tmp_path, tiny_text_
                                                           eval={"at_end": True})), tmp_path / "text")
     vision_cfg = tiny_vision_config(data={"val_samples": 20}, train={"epochs": 1},
                                     eval={"at_end": True, "linear_epochs": 5})
-    vision = run_training(VisionTask, build_task_config(VisionConfig, vision_cfg), tmp_path / "vision")
+    vision = run_training(VisionTask, build_config(VisionConfig, vision_cfg), tmp_path / "vision")
     top = {"config.yaml", "metrics.jsonl", "checkpoint.pt", "results.json"}
     assert top <= {p.name for p in (tmp_path / "text").iterdir()}
     assert top <= {p.name for p in (tmp_path / "vision").iterdir()}
@@ -117,7 +117,7 @@ def test_sigkill_at_a_random_moment_then_resume_equals_an_uninterrupted_run(task
     else:
         cfg = tiny_vision_config(train={"epochs": 3, "save_steps": 4},
                          loss={"strategies": [{"name": "mochi", "n_hard": 16, "n_pair": 8, "n_query": 4}]})
-        build, cls = (lambda d: build_task_config(VisionConfig, d)), VisionTask
+        build, cls = (lambda d: build_config(VisionConfig, d)), VisionTask
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -255,7 +255,7 @@ def test_a_live_lock_refuses_a_second_process_and_a_dead_one_is_taken_over(tmp_p
 
 def test_a_crash_while_writing_a_checkpoint_keeps_the_previous_one(tmp_path, tiny_text_config, monkeypatch,
                                                                    one_torch_thread):
-    from hardmix.utils import checkpoint as atomic
+    from hardmix.training import checkpoint as atomic
 
     cfg = _text(tiny_text_config, train={"max_steps": 6, "save_steps": 2})
     real_save, calls = torch.save, []
@@ -294,7 +294,7 @@ def test_foreign_and_other_task_checkpoints_get_one_line(tmp_path, tiny_text_con
         run_training(TextTask, cfg, run, resume=True)
     (run / "checkpoint.pt").unlink()
     run_training(TextTask, cfg, run)
-    vision = build_task_config(VisionConfig, tiny_vision_config())
+    vision = build_config(VisionConfig, tiny_vision_config())
     with pytest.raises(CheckpointError, match="holds a text run's checkpoint, not a vision run's"):
         run_training(VisionTask, vision, run, resume=True)
     with pytest.raises(RunFolderError, match="already holds a run"):

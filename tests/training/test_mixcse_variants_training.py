@@ -8,10 +8,10 @@ import math
 
 import pytest
 
+from hardmix.config.loader import build_config
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training
-from hardmix.training.config import build_task_config
 from hardmix.training.metrics import read_metrics
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.task import VisionTask
@@ -55,5 +55,5 @@ def test_text_trains_from_a_config(spec, tmp_path, tiny_text_config, one_torch_t
 @pytest.mark.parametrize("spec", [ADAPTIVE, SCHEDULED], ids=["mixcse_adaptive", "scheduled-mixcse"])
 def test_vision_trains_from_a_config(spec, tmp_path, tiny_vision_config, one_torch_thread) -> None:
     data = tiny_vision_config(train={"epochs": 1}, loss={"strategies": [spec]})
-    run_training(VisionTask, build_task_config(VisionConfig, data), tmp_path / "run")
+    run_training(VisionTask, build_config(VisionConfig, data), tmp_path / "run")
     _check(tmp_path / "run", spec, 10)

@@ -124,8 +124,8 @@ def test_vision_on_two_nodes_equals_one_process_on_the_global_batch(tmp_path, ti
                                                                    one_torch_thread):
     import torch
 
+    from hardmix.config.loader import build_config
     from hardmix.training import run_training
-    from hardmix.training.config import build_task_config
     from hardmix.vision.config import VisionConfig
     from hardmix.vision.task import VisionTask
 
@@ -148,7 +148,7 @@ def test_vision_on_two_nodes_equals_one_process_on_the_global_batch(tmp_path, ti
                                                        str(out)], log))
     assert codes == [0, 0], _logs(log)
     two = read_results(out)
-    one = run_training(VisionTask, build_task_config(VisionConfig, cfg), tmp_path / "one")
+    one = run_training(VisionTask, build_config(VisionConfig, cfg), tmp_path / "one")
     assert two["finished"] and two["world_size"] == 2 and one["world_size"] == 1 and two["steps"] == 4
     single, multi = _losses(tmp_path / "one"), _losses(out)
     assert sorted(multi) == sorted(single) == [1, 2, 3, 4]

@@ -258,12 +258,12 @@ def test_a_resume_across_the_choice_of_auto_keeps_the_runs_precision(
         base = copy.deepcopy(tiny_text_config)
         base["train"].update(max_steps=6, save_steps=2)
     else:
-        from hardmix.training.config import build_task_config
+        from hardmix.config.loader import build_config
         from hardmix.vision.config import VisionConfig
         from hardmix.vision.task import VisionTask as task
 
         def build(d):
-            return build_task_config(VisionConfig, d)
+            return build_config(VisionConfig, d)
 
         base = tiny_vision_config(train={"epochs": 1, "save_steps": 2})
         base["train"]["max_steps"] = 6
@@ -297,9 +297,9 @@ def test_a_bf16_run_evaluates_in_float32(monkeypatch, tmp_path, tiny_text_config
     comparable with the published ones and with fp32 runs'."""
     import hardmix.text.model as text_model
     import hardmix.vision.evaluation as vision_evaluation
+    from hardmix.config.loader import build_config
     from hardmix.text.config import build_text_config
     from hardmix.text.task import TextTask
-    from hardmix.training.config import build_task_config
     from hardmix.vision.config import VisionConfig
     from hardmix.vision.task import VisionTask
 
@@ -314,7 +314,7 @@ def test_a_bf16_run_evaluates_in_float32(monkeypatch, tmp_path, tiny_text_config
     monkeypatch.setattr(vision_evaluation, "extract_features", features)
     d = tiny_vision_config(train={"epochs": 1, "precision": "bf16"}, data={"val_samples": 60},
                            eval={"at_end": True, "final_scores": ["knn_top1"]})
-    record = run_training(VisionTask, build_task_config(VisionConfig, d), tmp_path / "vision")
+    record = run_training(VisionTask, build_config(VisionConfig, d), tmp_path / "vision")
     assert record["precision"] == "bf16" and "knn_top1" in record["final_scores"]
     assert len(seen) >= 3 and set(seen) == {(False, torch.float32)}
 

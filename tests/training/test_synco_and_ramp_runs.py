@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 import math
 
+from hardmix.config.loader import build_config
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training
-from hardmix.training.config import build_task_config
 from hardmix.training.metrics import read_metrics
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.task import VisionTask
@@ -56,7 +56,7 @@ def test_vision_synco_and_ramped_mochi_train(tmp_path, tiny_vision_config, one_t
     for name, strategies in (("synco", [{**SYNCO, "n_hard": 16, "warmup_epochs": 0.2}]), ("ramp", [ramp]),
                              ("both", [ramp, {**SYNCO, "n_hard": 16}])):
         data = tiny_vision_config(train={"epochs": 1}, loss={"strategies": strategies})
-        run_training(VisionTask, build_task_config(VisionConfig, data), tmp_path / name)
+        run_training(VisionTask, build_config(VisionConfig, data), tmp_path / name)
         lines = _check_finished(tmp_path / name, 10)
         if name == "synco":  # warm-up of 0.2 epochs = 2 steps
             assert ["synco/synthetic_sim" in r for r in lines] == [False] * 2 + [True] * 8

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hardmix.config.loader import ConfigError, build_config
+from hardmix.config.loader import ConfigError, build_config, load_config
 from hardmix.strategies import MixCSE, MoCHi
-from hardmix.training.config import load_task_config, plain_config
+from hardmix.training.config import plain_config
 from hardmix.vision.config import VisionConfig
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs" / "vision").glob("*.yaml"))
@@ -84,7 +84,7 @@ def test_errors_name_the_key(data, message):
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_shipped_configs_load_and_take_the_common_overrides(path):
-    cfg = load_task_config(VisionConfig, path, ["train.epochs=3", "train.seed=7", "data.max_samples=500"])
+    cfg = load_config(VisionConfig, path, ["train.epochs=3", "train.seed=7", "data.max_samples=500"])
     assert (cfg.train.epochs, cfg.train.seed, cfg.data.max_samples) == (3, 7, 500)
     assert build_config(VisionConfig, plain_config(cfg)) == cfg
 

@@ -19,8 +19,8 @@ import yaml
 
 import hardmix.vision
 from hardmix.cli import main
+from hardmix.config.loader import build_config
 from hardmix.training import run_training
-from hardmix.training.config import build_task_config
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.evaluation import backbone_and_config, extract_features
 from hardmix.vision.task import VisionTask
@@ -37,7 +37,7 @@ def run(tiny_vision_config, tmp_path_factory) -> Path:
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("encode-run") / "run"
-    cfg = build_task_config(VisionConfig, tiny_vision_config(train={"max_steps": 2}))
+    cfg = build_config(VisionConfig, tiny_vision_config(train={"max_steps": 2}))
     run_training(VisionTask, cfg, out, False)
     torch.set_num_threads(before)
     return out

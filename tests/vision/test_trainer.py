@@ -10,8 +10,8 @@ import torch
 import yaml
 
 from hardmix.cli import main as cli
+from hardmix.config.loader import build_config
 from hardmix.training import run_training
-from hardmix.training.config import build_task_config
 from hardmix.utils.errors import ConfigError
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.data import ImageDataError
@@ -30,7 +30,7 @@ def _losses(run: Path) -> list[float]:
 
 
 def _cfg(d: dict) -> VisionConfig:
-    return build_task_config(VisionConfig, d)
+    return build_config(VisionConfig, d)
 
 
 MOCHI = {"strategies": [{"name": "mochi", "n_hard": 16, "n_pair": 16, "n_query": 8, "warmup_epochs": 0.5}]}

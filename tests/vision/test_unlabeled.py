@@ -15,11 +15,12 @@ import pytest
 import torch
 import yaml
 
-from hardmix.training.config import build_task_config
+from hardmix.config.loader import build_config
+from hardmix.ops.diagnostics import alignment, uniformity
 from hardmix.utils.errors import ConfigError
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.data import ImageDataError, is_labelled, scan_image_folder
-from hardmix.vision.label_free import alignment, label_free_scores, proxy_top1, uniformity
+from hardmix.vision.label_free import label_free_scores, proxy_top1
 from hardmix.vision.task import VisionTask
 from tests.conftest import require_data_path, tiny_vision_config_dict
 
@@ -114,13 +115,15 @@ def test_label_free_scores_equal_a_numpy_computation():
     hits = sum(int(np.argmax(sims[i]) == i) for i in range(50))
     assert proxy_top1(z1, z2) == pytest.approx(100 * hits / 50)
     assert 0 < hits < 50  # the case tests something
-    assert alignment(z1, z2) == pytest.approx(np.mean(np.sum((a - b) ** 2, axis=1)), rel=1e-5)
+    assert float(alignment(z1, z2)) == pytest.approx(np.mean(np.sum((a - b) ** 2, axis=1)), rel=1e-5)
 
     def uniform(x: np.ndarray) -> float:
         d2 = [np.sum((x[i] - x[j]) ** 2) for i in range(len(x)) for j in range(i + 1, len(x))]
         return float(np.log(np.mean(np.exp(-2.0 * np.asarray(d2)))))
 
-    assert uniformity(z1) == pytest.approx(uniform(a), rel=1e-6)
+    assert float(uniformity(z1.double())) == pytest.approx(uniform(a), rel=1e-6)
+    assert label_free_scores(z1, z2)["val_alignment"] == pytest.approx(np.mean(np.sum((a - b) ** 2, axis=1)),
+                                                                    rel=1e-5)
     scores = label_free_scores(z1, z2)
     assert scores["val_uniformity"] == pytest.approx((uniform(a) + uniform(b)) / 2, rel=1e-6)
 
@@ -179,7 +182,7 @@ def test_the_label_free_scores_repeat_for_the_same_model(photos, tmp_path):
     from hardmix.vision.evaluation import RunEvaluation
     from hardmix.vision.pipeline import train_val_image_list
 
-    cfg = build_task_config(VisionConfig, _config(photos, tmp_path / "cache"))
+    cfg = build_config(VisionConfig, _config(photos, tmp_path / "cache"))
     assert VisionTask.selection_metric_for(cfg) == "val_proxy_top1"
     split, _, val = train_val_image_list(cfg)
     net, _ = build_backbone("resnet10", 8, True)
@@ -205,7 +208,7 @@ def test_a_corrupt_image_in_an_unlabeled_folder_is_one_line_without_skip_corrupt
 def test_the_knn_asked_on_unlabeled_images_is_refused_before_work(photos, tmp_path):
     d = _config(photos, tmp_path / "cache", eval={"selection": "val_knn_top1"})
     with pytest.raises(ConfigError, match="eval.selection: val_knn_top1 needs labelled images"):
-        VisionTask.selection_metric_for(build_task_config(VisionConfig, d))
+        VisionTask.selection_metric_for(build_config(VisionConfig, d))
 
 
 def test_labelled_images_can_select_on_the_label_free_score(tiny_vision_config, tmp_path):
@@ -215,7 +218,7 @@ def test_labelled_images_can_select_on_the_label_free_score(tiny_vision_config, 
                                                            "at_end": True, "final_scores": ["knn_top1"]},
                            train={"epochs": 1})
     out = tmp_path / "run"
-    results = run_training(VisionTask, build_task_config(VisionConfig, d), out)
+    results = run_training(VisionTask, build_config(VisionConfig, d), out)
     assert results["selection_metric"] == "val_proxy_top1"
     assert {"val_knn_top1", "val_proxy_top1", "knn_top1"} <= set(results["final_scores"])
     evals = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

@@ -11,8 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
+from hardmix.config.loader import build_config
 from hardmix.training import run_training
-from hardmix.training.config import build_task_config
 from hardmix.utils.errors import ConfigError
 from hardmix.vision.config import VisionConfig
 from hardmix.vision.data import ImageDataError, load_tensors, scan_image_folder, validation_split
@@ -23,7 +23,7 @@ from hardmix.vision.task import VisionTask
 
 
 def _cfg(d: dict) -> VisionConfig:
-    return build_task_config(VisionConfig, d)
+    return build_config(VisionConfig, d)
 
 
 def train(cfg: VisionConfig, output) -> dict:  # noqa: ANN001
@@ -107,7 +107,7 @@ def test_task_contract():
     assert VisionTask.overrides_for_scores(cfg, ["knn_top1"]) == []
     overrides = VisionTask.overrides_for_scores(cfg, ["knn_top1", "linear_top1_se"])
     assert overrides == ["eval.final_scores=[knn_top1, linear_top1]"]
-    with_them = build_task_config(VisionConfig, {"data": {"val_samples": 100}, "eval": {"at_end": False}},
+    with_them = build_config(VisionConfig, {"data": {"val_samples": 100}, "eval": {"at_end": False}},
                                   VisionTask.overrides_for_scores(_cfg({"eval": {"at_end": False}}),
                                                                   ["knn_top5"]))
     assert with_them.eval.at_end and "knn_top5" in VisionTask.score_names(with_them)

@@ -23,10 +23,10 @@ def _free_port() -> int:
 def _worker(r: int, port: int, out: str, tree: str, cache: str) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from hardmix.config.loader import build_config
     from hardmix.losses import ContrastiveLoss
     from hardmix.ops.distributed import batch_shuffle
     from hardmix.training import run_training
-    from hardmix.training.config import build_task_config
     from hardmix.vision.backbones import build_backbone
     from hardmix.vision.config import VisionConfig
     from hardmix.vision.moco import MoCo
@@ -92,7 +92,7 @@ def _worker(r: int, port: int, out: str, tree: str, cache: str) -> None:
             "eval": {"at_end": False},
             "log": {"progress": False},
         }
-        summary = run_training(VisionTask, build_task_config(VisionConfig, d), Path(out) / "run")
+        summary = run_training(VisionTask, build_config(VisionConfig, d), Path(out) / "run")
         torch.save(summary, Path(out) / f"summary{r}.pt")
     finally:
         dist.destroy_process_group()
