@@ -250,6 +250,7 @@ class _Run:
         with PreemptionSignals() as self.signals:  # from here on, a signal stops the run in a resumable state
             if self.runtime.main:
                 lock.acquire()
+                self._remove_stale_temporaries()
             try:
                 return self._train(task)
             except KeyboardInterrupt:  # a second Ctrl-C: the folder keeps its last checkpoint
@@ -257,6 +258,16 @@ class _Run:
                                      f"{self._resume_hint()}") from None
             finally:
                 lock.release()
+
+    def _remove_stale_temporaries(self) -> None:
+        """Delete the temporary files a killed run left in the run folder (a SIGKILL during a checkpoint's
+        write leaves its whole size in a hidden ``.checkpoint.pt.*.tmp``), and say so: the folder's lock is
+        held, so no other process writes there."""
+        from hardmix.utils.confine import remove_stale_temporaries, say_removed
+
+        note = say_removed(remove_stale_temporaries(self.out, self.out, held=True), str(self.out))
+        if note:
+            self.runtime.say(note)
 
     def _resume_hint(self) -> str:
         saved = (f"the last checkpoint is {self.checkpoint_path}" if self.checkpoint_path.is_file()
