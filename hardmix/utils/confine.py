@@ -432,10 +432,37 @@ def save_image(image: Any, path: PathLike, root: PathLike, **kwargs: Any) -> Pat
 
 
 def copy_file(src: PathLike, dst: PathLike, root: PathLike) -> Path:
-    """Copy the bytes of ``src`` to ``dst`` inside ``root`` (as ``shutil.copyfile``: no metadata)."""
-    with open(src, "rb") as fin, open_for_write(dst, root, "wb") as fout:
-        shutil.copyfileobj(fin, fout)
-    return Path(dst)
+    """Copy the bytes of ``src`` to ``dst`` inside ``root`` (as ``shutil.copyfile``: no metadata),
+    atomically (:func:`atomic_write`)."""
+    with open(src, "rb") as fin:
+        return atomic_write(dst, root, lambda fout: shutil.copyfileobj(fin, fout), "wb")
+
+
+def atomic_text_stream(path: PathLike, root: PathLike, write: Callable[[IO[str]], None],
+                       compress: bool = False, newline: str | None = None) -> Path:
+    """:func:`atomic_write` of UTF-8 text written to a stream by ``write``, gzip-compressed with
+    ``compress`` (the header names ``path``, as ``gzip.open``'s would): a failure, or an exception of
+    ``write``, leaves no file and keeps a previous one.
+
+    >>> import gzip, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = atomic_text_stream(f"{d}/a.txt.gz", d, lambda f: f.write("a\\n"), compress=True)
+    >>> gzip.open(f"{d}/a.txt.gz", "rt").read()
+    'a\\n'
+    """
+    import gzip
+
+    def to(raw: IO[bytes]) -> None:
+        gz = gzip.GzipFile(filename=os.fspath(path), mode="wb", compresslevel=9, fileobj=raw) \
+            if compress else None
+        text = io.TextIOWrapper(gz if gz is not None else raw, encoding="utf-8", newline=newline)  # type: ignore[arg-type]
+        write(text)
+        text.flush()
+        text.detach()
+        if gz is not None:
+            gz.close()  # writes the trailer; the file itself stays open
+
+    return atomic_write(path, root, to, "wb")
 
 
 def replace(src: PathLike, dst: PathLike, root: PathLike, src_root: PathLike | None = None) -> Path:
@@ -518,9 +545,9 @@ def extract_archive(archive: PathLike, dest: PathLike, root: PathLike) -> None:
 
 
 __all__ = [
-    "OutsideError", "atomic_write", "check_folder", "confined", "copy_file", "current_umask",
-    "extract_archive", "makedirs", "open_for_write", "open_gzip_for_write", "remove_folder_if_empty",
-    "remove_stale_temporaries", "remove_written", "replace", "replace_together", "save_figure", "save_image",
-    "save_numpy", "save_numpy_to", "save_pretrained", "save_torch", "say_removed", "summary_writer",
-    "temporary_folder", "write_bytes", "write_text",
+    "OutsideError", "atomic_text_stream", "atomic_write", "check_folder", "confined", "copy_file",
+    "current_umask", "extract_archive", "makedirs", "open_for_write", "open_gzip_for_write",
+    "remove_folder_if_empty", "remove_stale_temporaries", "remove_written", "replace",
+    "replace_together", "save_figure", "save_image", "save_numpy", "save_numpy_to", "save_pretrained",
+    "save_torch", "say_removed", "summary_writer", "temporary_folder", "write_bytes", "write_text",
 ]
