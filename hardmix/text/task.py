@@ -136,6 +136,11 @@ class TextTask(Task):
     progress_label = "dev"
     keeps_best = True
     exports = (BEST,)
+    meaning_keys = {
+        "eval.max_length": "the truncation of the STS-B dev sentences the selection score is computed on",
+        "eval.sts_tasks": "the tasks of the STS suite and their average sts_avg",
+        "eval.sts_bootstrap": "the resamples behind each <score>_se",
+    }
     # compare_precision: SimCSE's bf16 - fp32 on the held-out STS average lies inside +-1 point; the other
     # strategies' bf16 is not shown yet (docs/results.md, "bf16 against fp32")
     bf16_shown_for = ("none",)
