@@ -235,13 +235,13 @@ def test_a_hub_name_is_fingerprinted_by_the_snapshot_it_resolves_to(tmp_path, ti
             str(tmp_path / "run")]
     first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode not in (1, 2), first.stderr[-2000:]
+    (hf / "hub" / "models--org--tiny-bert" / "refs" / "main").write_text("b" * 40)
+    resumed = subprocess.run([*argv, "--resume"], env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 2, resumed.stderr[-2000:]
+    assert "--resume: the run's inputs (model files, evaluation sets) differ" in resumed.stderr
     code = textwrap.dedent("""
         from hardmix.text.model_source import resolve_model
         print(resolve_model("org/tiny-bert")[0])
     """)
     where = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert where.stdout.strip().endswith("snapshots/" + "a" * 40), where.stderr[-2000:]
-    (hf / "hub" / "models--org--tiny-bert" / "refs" / "main").write_text("b" * 40)
-    resumed = subprocess.run([*argv, "--resume"], env=env, capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 2, resumed.stderr[-2000:]
-    assert "--resume: the run's inputs (model files, evaluation sets) differ" in resumed.stderr
+    assert where.stdout.strip().endswith("snapshots/" + "b" * 40), where.stderr[-2000:]
