@@ -245,3 +245,81 @@ def test_a_hub_name_is_fingerprinted_by_the_snapshot_it_resolves_to(tmp_path, ti
     """)
     where = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert where.stdout.strip().endswith("snapshots/" + "b" * 40), where.stderr[-2000:]
+
+
+# ------------------------------------------------------------------------------------------ image folders
+def _png(seed: int) -> bytes:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    buf = io.BytesIO()
+    pixels = np.random.default_rng(seed).integers(0, 256, (16, 16, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(buf, format="PNG", compress_level=0)
+    return buf.getvalue()
+
+
+def _images(kind: str, root: Path) -> dict:
+    """An image folder in the layout ``kind`` (beside decoys: a text file, a hidden image, a test split the
+    training never reads) and the ``data`` section that reads it."""
+    data: dict = {"dataset": str(root)}
+    top = root / "train" if kind in ("labelled", "class list") else root
+    for i in range(12):
+        if kind == "unlabeled":
+            where = top / ("a/b" if i % 2 else "") / f"{i}.png"
+        else:
+            where = top / f"c{i % 3}" / f"{i}.png"
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.write_bytes(_png(i))
+    (top / "notes.txt").write_text("not an image\n")
+    (top / ".hidden.png").write_bytes(_png(99))
+    if kind in ("labelled", "class list"):
+        (root / "test" / "c0").mkdir(parents=True)
+        (root / "test" / "c0" / "t.png").write_bytes(_png(100))
+    if kind == "class list":
+        (root / "classes.txt").write_text("c2\nc0\n")
+        data["class_list"] = str(root / "classes.txt")
+    if kind == "unlabeled":
+        data["labels"] = False
+    return data
+
+
+#: Every layout the image loader accepts for training: a ``train`` split of class folders, class folders at
+#: the top, a class list selecting some of them, and unlabeled images at any depth.
+IMAGE_LAYOUTS = ("labelled", "class folders", "class list", "unlabeled")
+
+#: The class list file: it selects class folders, whose images the fingerprint holds by their paths.
+IMAGE_METADATA = {"classes.txt"}
+
+
+@pytest.mark.parametrize("kind", IMAGE_LAYOUTS)
+def test_every_image_training_reads_is_in_its_fingerprint_and_changes_it(kind, tmp_path):
+    from hardmix.vision.config import VisionConfig
+    from hardmix.vision.data import load_tensors
+    from hardmix.vision.pipeline import train_image_list
+    from hardmix.vision.task import VisionTask
+    from tests.conftest import tiny_vision_config_dict
+
+    root = tmp_path / "images"
+    data = _images(kind, root)
+    cfg = build_task_config(VisionConfig, tiny_vision_config_dict(root, tmp_path / "cache", data=data))
+    loaded = []
+
+    def load() -> None:
+        images, idx = train_image_list(cfg)
+        loaded.append(load_tensors(images, idx, 16, cache_dir="", workers=1))
+
+    read = reads(root, load)
+    images, _ = train_image_list(cfg)
+    held = {Path(p).resolve() for p in images.paths}
+    assert len(loaded[0].images) == len(held) == (8 if kind == "class list" else 12)
+    assert {p for p in read - held if p.name not in IMAGE_METADATA} == set(), sorted(read - held)
+    before = VisionTask.data_fingerprint_of(cfg)
+    for f in sorted(held):  # any image read, rewritten at its size, changes it
+        data_bytes = f.read_bytes()
+        f.write_bytes(_png(1000))
+        assert len(data_bytes) == f.stat().st_size
+        assert VisionTask.data_fingerprint_of(cfg) != before, f
+        f.write_bytes(data_bytes)
+    assert VisionTask.data_fingerprint_of(cfg) == before
