@@ -131,16 +131,15 @@ def _hub_status(name: str) -> tuple[bool, str | None]:
 
 def hub_snapshot(name: str) -> Path | None:
     """The folder of the Hugging Face cache's snapshot that a Hub name resolves to now (its ``main``
-    revision: the files ``from_pretrained`` loads, offline), or None when it is not cached. No connection
-    is attempted."""
-    from huggingface_hub import snapshot_download
+    revision: the files ``from_pretrained`` loads, offline), or None when it is not cached. Read from the
+    cache only (its ``config.json``): no connection, nothing written."""
+    from huggingface_hub import try_to_load_from_cache
 
     try:
-        with libraries_offline(), quiet_transformers():
-            folder = Path(snapshot_download(name, local_files_only=True))
-    except (OSError, ValueError):  # not cached (LocalEntryNotFoundError), or not a Hub name at all
+        found = try_to_load_from_cache(name, "config.json")
+    except (OSError, ValueError):  # not a Hub name at all
         return None
-    return folder if folder.is_dir() else None
+    return Path(found).parent if isinstance(found, str) and Path(found).parent.is_dir() else None
 
 
 def _cached(name: str, cached: bool) -> tuple[str, bool]:

@@ -315,16 +315,6 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: it exists
-        return True
-    return True
-
-
 def remove_stale_temporaries(folder: PathLike, root: PathLike, names: Sequence[str] | None = None,
                              held: bool = False) -> list[tuple[Path, int]]:
     """Delete the temporary files of :func:`atomic_write` that a killed process left in ``folder`` (a
@@ -340,6 +330,8 @@ def remove_stale_temporaries(folder: PathLike, root: PathLike, names: Sequence[s
     >>> [(p.name, n) for p, n in remove_stale_temporaries(d, d)]
     [('.checkpoint.pt.999999999-abcd1234.tmp', 5)]
     """
+    from hardmix.training.run_folder import process_alive  # the one meaning of "alive", the lock's
+
     real = confined(folder, root)
     removed: list[tuple[Path, int]] = []
     try:
@@ -352,7 +344,8 @@ def remove_stale_temporaries(folder: PathLike, root: PathLike, names: Sequence[s
                 not entry.is_file(follow_symlinks=False):
             continue
         pid = m["pid"]
-        if (pid is None and not held) or (pid is not None and (int(pid) == os.getpid() or _alive(int(pid)))):
+        if (pid is None and not held) or (pid is not None and (int(pid) == os.getpid() or
+                                                               process_alive(int(pid)))):
             continue
         size = entry.stat(follow_symlinks=False).st_size
         remove_written(Path(folder) / entry.name, root)
