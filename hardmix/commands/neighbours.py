@@ -138,6 +138,7 @@ def write_set(output: str | os.PathLike[str], embeddings: np.ndarray, kind: str,
         ValueError: a row that is not finite, or rows and items that differ in number.
         OSError: a full disk or a quota, naming the file.
     """
+    from hardmix.training.run_folder import process_alive  # encode's: its modality has loaded torch
     from hardmix.utils.confine import remove_stale_temporaries, replace_together, save_numpy_to, say_removed
 
     check_finite_rows(embeddings, f"encode: the {kind.rstrip('s')} embeddings")
@@ -150,7 +151,8 @@ def write_set(output: str | os.PathLike[str], embeddings: np.ndarray, kind: str,
     if skipped is not None:
         members.append((skipped_path(out), format_listing(skipped).encode("utf-8")))
     names = [p.name for p in (out, marker_path(out), *set_paths(out))]
-    note = say_removed(remove_stale_temporaries(folder, folder, names=names, held=True), str(folder))
+    note = say_removed(remove_stale_temporaries(folder, folder, process_alive, names=names, held=True),
+                       str(folder))
     array = np.ascontiguousarray(embeddings)
     files: list[tuple[Path, Any, str]] = [(out, lambda f: save_numpy_to(array, f), "wb")]
     files += [(path, (lambda f, data=data: f.write(data)), "wb") for path, data in members]

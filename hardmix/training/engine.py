@@ -278,9 +278,11 @@ class _Run:
         """Delete the temporary files a killed run left in the run folder (a SIGKILL during a checkpoint's
         write leaves its whole size in a hidden ``.checkpoint.pt.*.tmp``), and say so: the folder's lock is
         held, so no other process writes there."""
+        from hardmix.training.run_folder import process_alive
         from hardmix.utils.confine import remove_stale_temporaries, say_removed
 
-        note = say_removed(remove_stale_temporaries(self.out, self.out, held=True), str(self.out))
+        removed = remove_stale_temporaries(self.out, self.out, process_alive, held=True)
+        note = say_removed(removed, str(self.out))
         if note:
             self.runtime.say(note)
 

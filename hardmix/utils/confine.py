@@ -315,23 +315,24 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def remove_stale_temporaries(folder: PathLike, root: PathLike, names: Sequence[str] | None = None,
-                             held: bool = False) -> list[tuple[Path, int]]:
+def remove_stale_temporaries(
+    folder: PathLike, root: PathLike, alive: Callable[[int], bool], names: Sequence[str] | None = None,
+    held: bool = False,
+) -> list[tuple[Path, int]]:
     """Delete the temporary files of :func:`atomic_write` that a killed process left in ``folder`` (a
     SIGKILL during a checkpoint's write leaves the whole checkpoint's bytes in a hidden file): those whose
     writing process is gone; with ``held`` (the caller holds the folder's lock: no one else writes there)
-    those of an older hardmix too, which name no process. ``names``: only the temporary files of these
-    files (those the caller writes). Links and folders are never touched. Returns each file removed and
-    its size, for the caller to say.
+    those of an older hardmix too, which name no process. ``alive(pid)``: whether a process lives
+    (:func:`hardmix.training.run_folder.process_alive`, the lock's own check). ``names``: only the
+    temporary files of these files (those the caller writes). Links and folders are never touched. Returns
+    each file removed and its size, for the caller to say.
 
     >>> import tempfile
     >>> d = Path(tempfile.mkdtemp())
     >>> _ = (d / ".checkpoint.pt.999999999-abcd1234.tmp").write_bytes(b"x" * 5)
-    >>> [(p.name, n) for p, n in remove_stale_temporaries(d, d)]
+    >>> [(p.name, n) for p, n in remove_stale_temporaries(d, d, alive=lambda pid: False)]
     [('.checkpoint.pt.999999999-abcd1234.tmp', 5)]
     """
-    from hardmix.training.run_folder import process_alive  # the one meaning of "alive", the lock's
-
     real = confined(folder, root)
     removed: list[tuple[Path, int]] = []
     try:
@@ -345,7 +346,7 @@ def remove_stale_temporaries(folder: PathLike, root: PathLike, names: Sequence[s
             continue
         pid = m["pid"]
         if (pid is None and not held) or (pid is not None and (int(pid) == os.getpid() or
-                                                               process_alive(int(pid)))):
+                                                               alive(int(pid)))):
             continue
         size = entry.stat(follow_symlinks=False).st_size
         remove_written(Path(folder) / entry.name, root)

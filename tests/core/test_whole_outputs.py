@@ -25,6 +25,7 @@ import yaml
 
 from hardmix.cli import main
 from hardmix.commands.neighbours import marker_path, nearest_rows, write_set
+from hardmix.training.run_folder import process_alive
 from hardmix.utils import confine
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
@@ -209,7 +210,7 @@ def test_a_live_writer_s_temporary_file_is_not_removed(tmp_path):
     """Another process writing in the folder now (its pid alive) keeps its temporary file."""
     mine = tmp_path / f".emb.npy.{os.getppid()}-abcd1234.tmp"
     mine.write_bytes(b"z")
-    assert confine.remove_stale_temporaries(tmp_path, tmp_path) == [] and mine.exists()
+    assert confine.remove_stale_temporaries(tmp_path, tmp_path, process_alive) == [] and mine.exists()
 
 
 # ------------------------------------------------------------------------------------ finite or refused
@@ -294,5 +295,5 @@ def test_a_killed_writer_s_file_is_real(tmp_path):
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     time.sleep(0)
-    removed = confine.remove_stale_temporaries(tmp_path, tmp_path, names=["emb.npy"])
+    removed = confine.remove_stale_temporaries(tmp_path, tmp_path, process_alive, names=["emb.npy"])
     assert [p.name for p, _ in removed] == [left.name] and not left.exists()
