@@ -33,6 +33,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -497,8 +498,26 @@ def save_pretrained(obj: Any, folder: PathLike, root: PathLike, **kwargs: Any) -
     ``root`` holding no link: every file it writes by its own names stays inside."""
     real = makedirs(folder, root)
     check_folder(real, root)
-    obj.save_pretrained(real, **kwargs)
+    try:
+        obj.save_pretrained(real, **kwargs)
+    except Exception as e:  # safetensors' SafetensorError "... No space left on device (os error 28)"
+        if is_full_disk(e):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder)) from e
+        raise
     return Path(folder)
+
+
+def is_full_disk(e: BaseException) -> bool:
+    """Whether ``e`` is a full disk, as the OS says it (``ENOSPC``) or a library that wraps it says it
+    (safetensors' Rust ``os error 28``).
+
+    >>> is_full_disk(OSError(errno.ENOSPC, "x")), is_full_disk(RuntimeError("I/O error: (os error 28)"))
+    (True, True)
+    """
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return True
+    text = str(e)
+    return f"os error {errno.ENOSPC})" in text or os.strerror(errno.ENOSPC) in text
 
 
 def summary_writer(log_dir: PathLike, root: PathLike) -> Any:
@@ -540,7 +559,7 @@ def extract_archive(archive: PathLike, dest: PathLike, root: PathLike) -> None:
 
 __all__ = [
     "OutsideError", "atomic_text_stream", "atomic_write", "check_folder", "confined", "copy_file",
-    "current_umask", "extract_archive", "makedirs", "open_for_write", "open_gzip_for_write",
+    "current_umask", "extract_archive", "is_full_disk", "makedirs", "open_for_write", "open_gzip_for_write",
     "remove_folder_if_empty", "remove_stale_temporaries", "remove_written", "replace",
     "replace_together", "save_figure", "save_image", "save_numpy", "save_numpy_to", "save_pretrained",
     "save_torch", "say_removed", "summary_writer", "temporary_folder", "write_bytes", "write_text",

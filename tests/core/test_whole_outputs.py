@@ -297,3 +297,29 @@ def test_a_killed_writer_s_file_is_real(tmp_path):
     time.sleep(0)
     removed = confine.remove_stale_temporaries(tmp_path, tmp_path, process_alive, names=["emb.npy"])
     assert [p.name for p, _ in removed] == [left.name] and not left.exists()
+
+
+def test_a_full_disk_in_an_export_names_the_folder_and_keeps_the_previous_one(tmp_path, monkeypatch,
+                                                                             tiny_bert_dir):
+    """safetensors reports a full disk as its own ``SafetensorError("... (os error 28)")``, once a
+    traceback past the run's one line, and its half-written temporary folder stayed."""
+    import transformers.modeling_utils
+    from safetensors import SafetensorError
+
+    from hardmix.text.model import ContrastiveSentenceModel, export_model, load_backbone
+
+    backbone, tokenizer = load_backbone(str(tiny_bert_dir), None, True)
+    model = ContrastiveSentenceModel(backbone, "cls", tokenizer)
+    export_model(model, tmp_path / "best")
+    before = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "best").rglob("*") if p.is_file()}
+
+    def full(*args, **kwargs):  # what safetensors raises when the disk fills under it
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full)
+    with pytest.raises(OSError) as info:
+        export_model(model, tmp_path / "best")
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path / "best")
+    assert {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "best").rglob("*") if p.is_file()} \
+        == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best"]
