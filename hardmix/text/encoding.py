@@ -120,7 +120,7 @@ def cli_main(args: argparse.Namespace) -> int:
     emb = encode(args.model, sentences, batch_size=args.batch_size, pooling=args.pooling,
                  max_length=args.max_length)
     check_finite_rows(emb, f"encode: the embeddings of MODEL {args.model}")
-    if listing is not None:  # the array and its listing, replaced together (a full disk keeps the old)
+    if listing is not None and out_path is not None:  # replaced together (a full disk keeps the old)
         _, note = write_set(out_path, emb, "sentences", sentences)
         if note:
             print(f"hardmix: note: {note}", file=sys.stderr)
