@@ -1323,6 +1323,21 @@ def nan_weight_model(ctx: Ctx) -> str:
     return str(folder)
 
 
+def nan_weight_vision_run(ctx: Ctx) -> str:
+    """A copy of the finished vision run whose query backbone's first convolution holds a NaN."""
+    from hardmix.training.checkpoint import read_checkpoint_file, save_checkpoint
+
+    run = ctx.tmp / "nan-run"
+    shutil.copytree(Path(ctx.fixture("vision_run")), run)
+    state = read_checkpoint_file(run / "checkpoint.pt")
+    name = next(k for k, v in state["model"].items() if k.startswith("encoder_q.backbone.") and v.ndim == 4)
+    state["model"][name].view(-1)[0] = float("nan")
+    save_checkpoint(state, run / "checkpoint.pt", task="vision")
+    ctx.vars["tensor"] = name.removeprefix("encoder_q.backbone.")
+    ctx.protect(run)
+    return str(run)
+
+
 def neighbours_over(ctx: Ctx, array: np.ndarray, listing: bytes, *extra: str) -> list[str]:
     emb = ctx.tmp / "emb.npy"
     np.save(emb, array)
@@ -1468,6 +1483,11 @@ CASES += [
     Case("encode-nan-weight", "encode", "a model folder whose weights hold a NaN (NaN embeddings, exit 0)",
          lambda c: encode(c, nan_weight_model(c), b"a sentence .\n"),
          ("1 of its", "tensors are not finite", "{tensor}"), check=nothing_written("emb")),
+    Case("encode-images-nan-weight", "encode", "`--images` with a run whose backbone holds a NaN weight",
+         lambda c: (c.vars.update(emb=str(c.tmp / "e.npy")),
+                    ["encode", nan_weight_vision_run(c), "--images", str(eval_images(c)), "--output",
+                     str(c.tmp / "e.npy"), "--device", "cpu", "--no-cache"])[1],
+         ("MODEL", "tensors are not finite", "{tensor}"), check=nothing_written("emb")),
     Case("neighbours-nan-row", "neighbours",
          "an array with a NaN row (ranked; faiss listed one image several times at -3.4e38)",
          lambda c: neighbours_over(c, np.array([[1, 0], [np.nan, 1], [0, 1]], np.float32),
