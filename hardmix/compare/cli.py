@@ -227,11 +227,25 @@ def main(args: argparse.Namespace) -> int:
     lock = RunLock(out)
     lock.acquire()
     try:
+        _remove_stale_temporaries(out)
         if not args.report_only:
             _check_before_training(args, out, tune, cells, stale, best)
         return _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place, folders)
     finally:
         lock.release()
+
+
+def _remove_stale_temporaries(out: Path) -> None:
+    """The temporary files a killed comparison left in its folder and its plots' (a summary, a plot cut
+    short): removed, and said (the comparison's lock is held: no one else writes there)."""
+    from hardmix.training.run_folder import process_alive
+    from hardmix.utils.confine import remove_stale_temporaries, say_removed
+
+    for folder in (out, out / "plots"):
+        if folder.is_dir() and not folder.is_symlink():
+            note = say_removed(remove_stale_temporaries(folder, out, process_alive, held=True), str(folder))
+            if note:
+                print(f"hardmix: {note}", file=sys.stderr)
 
 
 def _check_before_training(args, out, tune, cells, stale, best) -> None:  # noqa: ANN001

@@ -14,9 +14,10 @@ Each function builds its result at ``out`` (a temporary path that the caller ren
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO
 
 from hardmix.datasets.archives import find_dir_with
-from hardmix.utils.confine import extract_archive, open_for_write, open_gzip_for_write, replace
+from hardmix.utils.confine import atomic_text_stream, extract_archive, replace
 
 ENWIKI_LINES = 100_000
 
@@ -51,17 +52,20 @@ def derive_head(corpus: Path, out: Path, lines: int = ENWIKI_LINES, compress: bo
         >>> derive_head(d / "c.txt", d / "h.txt.gz", lines=2), gzip.open(d / "h.txt.gz", "rt").read()
         (2, 'a\\nb\\n')
     """
-    n = 0
     folder = out.parent if root is None else root
-    dst_file = open_gzip_for_write(out, folder, newline="") if compress else \
-        open_for_write(out, folder, "w", encoding="utf-8", newline="")
-    with open(corpus, encoding="utf-8", newline="") as src, dst_file as dst:
-        for line in src:
-            if n == lines:
-                break
-            dst.write(line if line.endswith("\n") else line + "\n")
-            n += 1
-    if n < lines:
-        raise ValueError(f"{corpus}: has {n} lines, fewer than the {lines} of the derived corpus")
+    n = 0
+
+    def write(dst: IO[str]) -> None:
+        nonlocal n
+        with open(corpus, encoding="utf-8", newline="") as src:
+            for line in src:
+                if n == lines:
+                    break
+                dst.write(line if line.endswith("\n") else line + "\n")
+                n += 1
+        if n < lines:  # nothing written: the derived corpus is whole or absent
+            raise ValueError(f"{corpus}: has {n} lines, fewer than the {lines} of the derived corpus")
+
+    atomic_text_stream(out, folder, write, compress=compress, newline="")
     return n
 

@@ -271,6 +271,33 @@ def _arrow_sentences(path: Path, field: str) -> Iterator[tuple[int, str]]:
     yield from _column_sentences(path, (t.column(0) for t in arrow.iter(batch_size=_BATCH_ROWS)), field)
 
 
+def corpus_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The files a corpus is read from, in the order they are read (its fingerprint's files:
+    :meth:`hardmix.text.task.TextTask.data_fingerprint`): a corpus file itself; of a ``save_to_disk``
+    folder (of a ``DatasetDict`` folder, its one split's), the arrow files its ``state.json`` lists, which
+    are those ``datasets.load_from_disk`` maps, whatever their names (its JSON files only say which files
+    and how they are typed; their ``datasets`` fingerprints change at each save).
+
+    Raises:
+        CorpusError: a folder whose ``state.json`` is missing or damaged, naming it.
+
+    >>> corpus_files("wiki/wiki1m.txt")
+    [PosixPath('wiki/wiki1m.txt')]
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    if (path / "dataset_dict.json").is_file():
+        path = _single_split(path)
+    state = path / "state.json"
+    try:
+        files = json.loads(state.read_text("utf-8"))["_data_files"]
+        return [path / str(f["filename"]) for f in files]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CorpusError(f"{state}: cannot list the arrow files of the datasets folder ({e!r}); save the "
+                          "dataset again") from None
+
+
 _READERS = {"text": _text_sentences, "jsonl": _jsonl_sentences, "csv": _csv_sentences,
             "tsv": lambda path, field: _csv_sentences(path, field, "\t"), "parquet": _parquet_sentences,
             "arrow": _arrow_sentences}

@@ -6,11 +6,16 @@ standard output (or ``--output``). Encoding goes through :class:`hardmix.text.en
 so a hardmix export is pooled as it was evaluated.
 
 With ``--output EMB.npy`` the sentences are also written beside it, ``EMB.sentences.txt`` (one a line, in
-row order, written atomically; :func:`hardmix.commands.neighbours.listing_path`), so that ``hardmix neighbours
-EMB.npy "a sentence"`` can show them; it is checked like ``--output`` before any work (never one of the
+row order; :func:`hardmix.commands.neighbours.listing_path`), so that ``hardmix neighbours
+EMB.npy "a sentence"`` can show them: the array and its listing are replaced together or not at all
+(:func:`hardmix.commands.neighbours.write_set`; a full disk keeps the previous pair and names the file);
+it is checked like ``--output`` before any work (never one of the
 command's inputs nor a model's file). An ``--output`` that is not a regular file (``/dev/stdout``, a pipe)
 gets no listing. The command line is the core's ``encode`` (:class:`hardmix.cli.EncodeCommand`), of which
 sentences on standard input are the input taken when no other (``--images``) is given.
+
+Embeddings or weights that are not finite are refused: the model's tensors when it is loaded (naming
+them), the array's rows before anything is written (naming them).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def encode(
     from hardmix.datasets.paths import resolve_data_path
     from hardmix.text.encoder import SentenceEncoder
     from hardmix.text.model import ContrastiveSentenceModel
+    from hardmix.training.checkpoint import check_finite_weights
 
     if isinstance(model_or_path, ContrastiveSentenceModel):
         if pooling is not None and pooling != model_or_path.eval_pooling:
@@ -76,6 +82,7 @@ def encode(
     path = resolve_data_path(model_or_path)  # relative folders: from here, else under HARDMIX_DATA
     encoder = SentenceEncoder(path, pooling=pooling, max_length=max_length, batch_size=batch_size,
                               cache=False)
+    check_finite_weights(encoder.model.state_dict(), f"MODEL {path}")
     return encoder.encode(list(sentences), batch_size=batch_size)
 
 
@@ -94,8 +101,8 @@ def cli_main(args: argparse.Namespace) -> int:
     """``hardmix encode MODEL [--pooling P] [--batch-size N] [--max-length L] [--output FILE]``: sentences
     from standard input to a ``.npy`` array (and ``FILE``'s ``.sentences.txt`` listing beside it)."""
     from hardmix.cli import check_output_beside
-    from hardmix.commands.neighbours import format_listing, listing_path
-    from hardmix.utils.confine import open_for_write, save_numpy_to, write_text
+    from hardmix.commands.neighbours import check_finite_rows, listing_path, write_set
+    from hardmix.utils.confine import open_for_write, save_numpy_to
 
     out_path = getattr(args, "output", None)
     if out_path is None and sys.stdout.isatty():
@@ -112,12 +119,14 @@ def cli_main(args: argparse.Namespace) -> int:
         raise ValueError(f"encode: standard input is not UTF-8 text ({e.reason})") from None
     emb = encode(args.model, sentences, batch_size=args.batch_size, pooling=args.pooling,
                  max_length=args.max_length)
-    if out_path is not None:
-        folder = Path(out_path).parent  # the folder --output names
-        with open_for_write(out_path, folder, "wb") as f:
+    check_finite_rows(emb, f"encode: the embeddings of MODEL {args.model}")
+    if listing is not None and out_path is not None:  # replaced together (a full disk keeps the old)
+        _, note = write_set(out_path, emb, "sentences", sentences)
+        if note:
+            print(f"hardmix: note: {note}", file=sys.stderr)
+    elif out_path is not None:  # not a regular file (/dev/stdout, a pipe): written as a stream
+        with open_for_write(out_path, Path(out_path).parent, "wb") as f:
             save_numpy_to(emb, f)
-        if listing is not None:
-            write_text(format_listing(sentences), listing, folder)
     else:
         save_numpy_to(emb, sys.stdout.buffer)
         sys.stdout.buffer.flush()

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ from hardmix.training.checkpoint import check_matching
 from hardmix.training.run_folder import CONFIG
 from hardmix.utils.confine import (
     current_umask,
+    is_full_disk,
     makedirs,
     remove_written,
     replace,
@@ -353,35 +355,41 @@ def export_model(
     for p in (tmp, old):
         remove_written(p, root)
     makedirs(tmp, root)
-    save_pretrained(model.backbone, tmp, root)
-    save_pretrained(model.tokenizer, tmp, root)
-    mode = ST_POOLING[model.eval_pooling]
-    max_len = max_positions(model.backbone, model.tokenizer)
-    base_model = getattr(model.backbone.config, "_name_or_path", None) or None
-    meta = {"pooling": model.eval_pooling, "train_pooling": model.pooling,
-            "sentence_transformers": mode is not None, "base_model": base_model, **(extra or {})}
-    if mode is None:
-        meta["sentence_transformers_note"] = (
-            "avg_first_last has no sentence-transformers pooling; no modules.json was written, so "
-            "SentenceTransformer would fall back to mean pooling: use hardmix.text.encode instead")
-        log.warning("export %s: avg_first_last has no sentence-transformers equivalent; only hardmix's "
-                    "encoder reproduces this pooling (no sentence-transformers files written)", out_dir)
-    _write_json(meta, tmp / "hardmix.json", root)
-    _write_card(meta, base_model, model, mode is not None, out_dir, tmp)
-    if mode is not None:
-        _write_json([
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        ], tmp / "modules.json", root)
-        _write_json({"max_seq_length": max_len, "do_lower_case": False}, tmp / "sentence_bert_config.json",
-                    root)
-        pooling_cfg = {"word_embedding_dimension": model.dim}
-        for m in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens"):
-            pooling_cfg[f"pooling_mode_{m}"] = m == mode
-        _write_json(pooling_cfg, tmp / "1_Pooling" / "config.json", root)
-    mask = current_umask()
-    for f in tmp.rglob("*"):  # what a library wrote private (safetensors: 0600) follows the umask
-        f.chmod((0o777 if f.is_dir() else 0o666) & ~mask)
+    try:  # a failure (a full disk) removes the half-written folder and names the export, not its temporary
+        save_pretrained(model.backbone, tmp, root)
+        save_pretrained(model.tokenizer, tmp, root)
+        mode = ST_POOLING[model.eval_pooling]
+        max_len = max_positions(model.backbone, model.tokenizer)
+        base_model = getattr(model.backbone.config, "_name_or_path", None) or None
+        meta = {"pooling": model.eval_pooling, "train_pooling": model.pooling,
+                "sentence_transformers": mode is not None, "base_model": base_model, **(extra or {})}
+        if mode is None:
+            meta["sentence_transformers_note"] = (
+                "avg_first_last has no sentence-transformers pooling; no modules.json was written, so "
+                "SentenceTransformer would fall back to mean pooling: use hardmix.text.encode instead")
+            log.warning("export %s: avg_first_last has no sentence-transformers equivalent; only hardmix's "
+                        "encoder reproduces this pooling (no sentence-transformers files written)", out_dir)
+        _write_json(meta, tmp / "hardmix.json", root)
+        _write_card(meta, base_model, model, mode is not None, out_dir, tmp)
+        if mode is not None:
+            _write_json([
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            ], tmp / "modules.json", root)
+            _write_json({"max_seq_length": max_len, "do_lower_case": False},
+                        tmp / "sentence_bert_config.json", root)
+            pooling_cfg = {"word_embedding_dimension": model.dim}
+            for m in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens"):
+                pooling_cfg[f"pooling_mode_{m}"] = m == mode
+            _write_json(pooling_cfg, tmp / "1_Pooling" / "config.json", root)
+        mask = current_umask()
+        for f in tmp.rglob("*"):  # what a library wrote private (safetensors: 0600) follows the umask
+            f.chmod((0o777 if f.is_dir() else 0o666) & ~mask)
+    except Exception as e:
+        remove_written(tmp, root)
+        if is_full_disk(e):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out_dir)) from e
+        raise
     if out_dir.exists():
         replace(out_dir, old, root)
     replace(tmp, out_dir, root)

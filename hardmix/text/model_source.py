@@ -73,7 +73,8 @@ def resolve_model(name: str) -> tuple[str, bool]:
 
     A local folder (from the working directory, else under the data root) wins; a missing folder with a
     public stand-in (:data:`STAND_INS`) gives the stand-in; otherwise ``name`` is a Hub name, used from
-    the local cache if it is there, else downloaded. Offline (``HF_HUB_OFFLINE`` set,
+    the local cache if it is there (the folder of its snapshot: :func:`hub_snapshot`), else downloaded
+    (a run then fingerprints the snapshot it downloaded). Offline (``HF_HUB_OFFLINE`` set,
     or the Hub unreachable) a Hub name that is not cached fails at once, saying so.
     """
     if not name.strip():
@@ -106,7 +107,7 @@ def _stand_in(name: str, looked: str) -> tuple[str, bool]:
             f"{hub} is not downloaded ({why}): fetch it with `hardmix data download {dataset}` where there "
             "is a network")
     log.warning("model: %s is not here; loading its public stand-in %s from the Hugging Face Hub", name, hub)
-    return hub, cached
+    return _cached(hub, cached)
 
 
 def _hub_status(name: str) -> tuple[bool, str | None]:
@@ -128,15 +129,36 @@ def _hub_status(name: str) -> tuple[bool, str | None]:
     return False, None
 
 
+def hub_snapshot(name: str) -> Path | None:
+    """The folder of the Hugging Face cache's snapshot that a Hub name resolves to now (its ``main``
+    revision: the files ``from_pretrained`` loads, offline), or None when it is not cached. Read from the
+    cache only (its ``config.json``): no connection, nothing written."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(name, "config.json")
+    except (OSError, ValueError):  # not a Hub name at all
+        return None
+    return Path(found).parent if isinstance(found, str) and Path(found).parent.is_dir() else None
+
+
+def _cached(name: str, cached: bool) -> tuple[str, bool]:
+    """A Hub name that is cached: the folder of its snapshot, loaded (and fingerprinted) as a local
+    folder; else the name, which loading downloads."""
+    snapshot = hub_snapshot(name) if cached else None
+    return (str(snapshot), True) if snapshot is not None else (name, cached)
+
+
 def _hub(name: str, looked: str) -> tuple[str, bool]:
-    """A Hub name: from the local cache, else downloadable when the Hub is reachable."""
+    """A Hub name: from the local cache (the folder of its snapshot), else downloadable when the Hub is
+    reachable."""
     cached, why = _hub_status(name)
     if why is not None:
         raise ModelNotFoundError(
             f"model.name_or_path: {name!r} is not a local folder (looked in {looked}), not in the Hugging "
             f"Face cache, and {why}: download the model where there is a network and point "
             "model.name_or_path at its folder")
-    return name, cached
+    return _cached(name, cached)
 
 
-__all__ = ["ModelNotFoundError", "resolve_model"]
+__all__ = ["ModelNotFoundError", "hub_snapshot", "resolve_model"]

@@ -136,6 +136,11 @@ class TextTask(Task):
     progress_label = "dev"
     keeps_best = True
     exports = (BEST,)
+    meaning_keys = {
+        "eval.max_length": "the truncation of the STS-B dev sentences the selection score is computed on",
+        "eval.sts_tasks": "the tasks of the STS suite and their average sts_avg",
+        "eval.sts_bootstrap": "the resamples behind each <score>_se",
+    }
     # compare_precision: SimCSE's bf16 - fp32 on the held-out STS average lies inside +-1 point; the other
     # strategies' bf16 is not shown yet (docs/results.md, "bf16 against fp32")
     bf16_shown_for = ("none",)
@@ -421,21 +426,44 @@ class TextTask(Task):
 
 
 def _corpus_digest(path: Path) -> str:
-    """The content digest of a corpus file, or of a ``save_to_disk`` folder's ``data-*.arrow`` files."""
+    """The content digest of a corpus file, or of the arrow files a ``save_to_disk`` folder is read from
+    (:func:`hardmix.text.data.corpus_files`, in their order: the files ``datasets`` maps, whatever their
+    names)."""
+    from hardmix.text.data import corpus_files
     from hardmix.training.fingerprint import content_digest, files_digest
 
-    return files_digest(sorted(path.rglob("data-*.arrow"))) if path.is_dir() else content_digest(path)
+    return files_digest(corpus_files(path)) if path.is_dir() else content_digest(path)
 
 
-def _inputs_digest(model_source: str, cfg: TextConfig) -> str:
-    """The contents of a local model folder's files and of the STS files ``cfg`` scores on (a Hub model
-    loaded by name is not a file here: none of its files)."""
+def model_files(model_source: str) -> list[Path]:
+    """The files of the model a run loads: every file of its folder (a Hub name is resolved to the folder
+    of the cache's snapshot it loads, :func:`hardmix.text.model_source.hub_snapshot`).
+
+    Raises:
+        ModelNotFoundError: a Hub name whose snapshot is not in the cache (its files cannot be named).
+    """
+    from hardmix.text.model_source import ModelNotFoundError, hub_snapshot
+
+    folder = Path(str(model_source))
+    if not folder.is_dir():
+        snapshot = hub_snapshot(str(model_source))
+        if snapshot is None:
+            raise ModelNotFoundError(
+                f"model.name_or_path: {model_source!r}: the files it names are not in the Hugging Face "
+                "cache, so the run cannot be fingerprinted by them; download the model and point "
+                "model.name_or_path at its folder")
+        folder = snapshot
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def _input_files(model_source: str, cfg: TextConfig) -> list[Path]:
+    """The files of a run's inputs, in their order: the model's (:func:`model_files`) and the STS files
+    ``cfg`` scores on (the dev set of the selection, the held-out suite's with ``eval.final_sts``; of
+    STS12-16, every ``STS.*.txt`` of the year's folder, the files its loader reads among them)."""
     from hardmix.text.evaluation import STS_TASKS
     from hardmix.text.senteval_data import senteval_dir
-    from hardmix.training.fingerprint import files_digest
 
-    files = sorted(p for p in Path(model_source).rglob("*") if p.is_file()) \
-        if Path(str(model_source)).is_dir() else []
+    files = model_files(model_source)
     e = cfg.eval
     root = senteval_dir() if e.eval_steps or e.at_end or e.final_sts else None
     if root is not None:
@@ -447,7 +475,15 @@ def _inputs_digest(model_source: str, cfg: TextConfig) -> str:
                 files.append(root / "SICK" / "SICK_test_annotated.txt")
             else:
                 files += sorted((root / "STS" / f"{task}-en-test").glob("STS.*.txt"))
-    return files_digest(files)
+    return files
+
+
+def _inputs_digest(model_source: str, cfg: TextConfig) -> str:
+    """The contents of the model's files (:func:`model_files`: a Hub name's, those of the cache's snapshot
+    it resolves to) and of the STS files ``cfg`` scores on (:func:`_input_files`)."""
+    from hardmix.training.fingerprint import files_digest
+
+    return files_digest(_input_files(model_source, cfg))
 
 
 def _sts_names(scores: dict[str, float]) -> dict[str, float]:

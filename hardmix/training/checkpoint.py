@@ -139,6 +139,32 @@ def check_matching(expected: Mapping[str, Any], given: Mapping[str, Any], source
                          f"{shape(expected[k])}")
 
 
+def nonfinite_tensors(state: Mapping[str, Any]) -> list[str]:
+    """The names of the floating tensors of ``state`` that hold a NaN or an infinity.
+
+    >>> nonfinite_tensors({"w": torch.ones(2), "b": torch.tensor([float("nan")]), "n": torch.tensor(3)})
+    ['b']
+    """
+    return [k for k, v in state.items() if isinstance(v, torch.Tensor) and v.is_floating_point()
+            and not bool(torch.isfinite(v).all())]
+
+
+def check_finite_weights(state: Mapping[str, Any], source: str) -> None:
+    """Refuse weights with a tensor that is not finite (every output they compute would be NaN), in one
+    line naming ``source`` and the tensors.
+
+    >>> check_finite_weights({"w": torch.tensor([1.0, float("inf")])}, "MODEL m.pt")
+    Traceback (most recent call last):
+    ...
+    ValueError: MODEL m.pt: 1 of its 1 tensors are not finite (NaN or infinite): w; its outputs would be too
+    """
+    bad = nonfinite_tensors(state)
+    if bad:
+        shown = ", ".join(bad[:5]) + (", ..." if len(bad) > 5 else "")
+        raise ValueError(f"{source}: {len(bad)} of its {len(state)} tensors are not finite (NaN or "
+                         f"infinite): {shown}; its outputs would be too")
+
+
 def load_matching(module: torch.nn.Module, state: Mapping[str, Any], source: str) -> None:
     """Load ``state`` into ``module`` only if it matches key by key (:func:`check_matching`: every key of the
     module present, no other key, every shape equal), else a ValueError of one line naming ``source`` and
@@ -163,9 +189,11 @@ __all__ = [
     "NAME",
     "VERSION",
     "CheckpointError",
+    "check_finite_weights",
     "check_matching",
     "load_checkpoint",
     "load_matching",
+    "nonfinite_tensors",
     "read_checkpoint_file",
     "save_checkpoint",
 ]

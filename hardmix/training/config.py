@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hardmix.config.loader import flatten_keys
 from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.strategies.base import Strategy
 from hardmix.strategies.build import build_strategies
@@ -147,6 +148,17 @@ RESUMABLE: tuple[str, ...] = (
 )
 
 
+#: Keys that :data:`RESUMABLE` would let change on ``--resume`` but that fix what a run's recorded numbers
+#: mean, each with what it fixes: refused on ``--resume``, naming the key. Every other key that changes
+#: what a number means (the model, the data and ``data.labels``, the loss, the budget, the seed) is outside
+#: :data:`RESUMABLE` already. Tasks add their own (:attr:`hardmix.training.Task.meaning_keys`: the selection
+#: score, the evaluation protocol).
+MEANING: dict[str, str] = {
+    "eval.eval_steps": "the steps the selection chooses among",
+    "eval.at_end": "whether the last step is one the selection chooses among",
+}
+
+
 def config_differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two plain configs (sorted).
 
@@ -185,6 +197,24 @@ def resume_differences(saved: dict[str, Any], now: dict[str, Any], extra: tuple[
         allowed += ("train.precision",)
 
     return [k for k in config_differences(saved, now) if not key_in(k, allowed)]
+
+
+def meaning_differences(saved: dict[str, Any], now: dict[str, Any], meaning: dict[str, str],
+                        same: Any = None) -> list[tuple[str, Any, Any, str]]:
+    """The keys of ``meaning`` (:data:`MEANING` and a task's) whose values differ between a run's config and
+    its resume's: (key, the run's value, now's, what it fixes). ``same(key, a, b)`` may say that two
+    spellings mean the same (``auto`` resolved).
+
+    >>> meaning_differences({"eval": {"eval_steps": 10, "batch_size": 8}},
+    ...                     {"eval": {"eval_steps": 20, "batch_size": 16}}, MEANING)
+    [('eval.eval_steps', 10, 20, 'the steps the selection chooses among')]
+    """
+    a, b = flatten_keys(saved), flatten_keys(now)
+    out = []
+    for key in config_differences(saved, now):
+        if key in meaning and not (same is not None and same(key, a.get(key), b.get(key))):
+            out.append((key, a.get(key), b.get(key), meaning[key]))
+    return out
 
 
 def key_in(key: str, patterns: Sequence[str]) -> bool:
@@ -236,6 +266,7 @@ def _plain(obj: Any) -> Any:
 
 
 __all__ = [
+    "MEANING",
     "RESUMABLE",
     "EvalSection",
     "LogSection",
@@ -244,6 +275,7 @@ __all__ = [
     "TaskConfig",
     "TrainSection",
     "config_differences",
+    "meaning_differences",
     "key_in",
     "plain_config",
     "resume_differences",

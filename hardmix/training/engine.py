@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from hardmix.training import checkpoint as ckpt
 from hardmix.training.checkpoint import load_matching
-from hardmix.training.config import plain_config, resume_differences
+from hardmix.training.config import MEANING, meaning_differences, plain_config, resume_differences
 from hardmix.training.metrics import MetricsLog, tensorboard_writer_class
 from hardmix.training.results import read_results, results_record, write_results
 from hardmix.training.run_folder import (
@@ -158,18 +158,33 @@ class _Run:
             self._check_saved_config()
         elif self.resume:
             state = ckpt.load_checkpoint(self.checkpoint_path, task=self.task_class.name)
+            self._check_same_meaning(state["config"], str(self.checkpoint_path))
             changed = resume_differences(state["config"], plain_config(cfg), self.task_class.resumable_keys)
             if changed:
                 raise ConfigError(f"--resume: the config differs from the run's in {', '.join(changed)}; a "
                                   "resumed run keeps its model, data, loss, budget and seed (only "
                                   "train.stop_after_steps, train.save_steps, train.threads, train.device, "
-                                  "eval.* and log.* may change)")
+                                  "log.* and the eval.* keys that leave the scores' meaning may change)")
             if state["world_size"] != runtime.world:
                 raise RunFolderError(f"--resume: the run used {state['world_size']} processes, this one "
                                      f"{runtime.world}; resume with the same number to continue exactly")
             self.state = state
         if cfg.log.tensorboard:
             tensorboard_writer_class()
+
+    def _check_same_meaning(self, saved: dict[str, Any], source: str) -> None:
+        """Refuse a resume that changes a key fixing what the run's recorded numbers mean (the engine's
+        :data:`~hardmix.training.config.MEANING` and the task's ``meaning_keys``), naming it, though its
+        section may otherwise change."""
+        task = self.task_class
+        changed = meaning_differences(saved, plain_config(self.cfg), {**MEANING, **task.meaning_keys},
+                                      lambda k, a, b: task.same_meaning(k, a, b, self.cfg))
+        if changed:
+            key, before, now, what = changed[0]
+            more = f" (and {', '.join(c[0] for c in changed[1:])})" if changed[1:] else ""
+            raise ConfigError(f"--resume: {key} was {before!r} in the run ({source}), {now!r} now{more}: it "
+                              f"fixes {what}, so the run's recorded scores would mean two things; resume "
+                              "with the run's value, or start a new run with another --output")
 
     def _check_same_data(self, saved: dict[str, Any] | None) -> None:
         """Refuse to resume on other data than the run's (its fingerprint is in the checkpoint): data that
@@ -252,6 +267,7 @@ class _Run:
         with PreemptionSignals() as self.signals:  # from here on, a signal stops the run in a resumable state
             if self.runtime.main:
                 lock.acquire()
+                self._remove_stale_temporaries()
             try:
                 return self._train(task)
             except KeyboardInterrupt:  # a second Ctrl-C: the folder keeps its last checkpoint
@@ -259,6 +275,18 @@ class _Run:
                                      f"{self._resume_hint()}") from None
             finally:
                 lock.release()
+
+    def _remove_stale_temporaries(self) -> None:
+        """Delete the temporary files a killed run left in the run folder (a SIGKILL during a checkpoint's
+        write leaves its whole size in a hidden ``.checkpoint.pt.*.tmp``), and say so: the folder's lock is
+        held, so no other process writes there."""
+        from hardmix.training.run_folder import process_alive
+        from hardmix.utils.confine import remove_stale_temporaries, say_removed
+
+        removed = remove_stale_temporaries(self.out, self.out, process_alive, held=True)
+        note = say_removed(removed, str(self.out))
+        if note:
+            self.runtime.say(note)
 
     def _resume_hint(self) -> str:
         saved = (f"the last checkpoint is {self.checkpoint_path}" if self.checkpoint_path.is_file()
@@ -276,6 +304,7 @@ class _Run:
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             return  # cut by the kill that stopped the run: it is written again
         if isinstance(before, dict):
+            self._check_same_meaning(before, str(saved))
             changed = resume_differences(before, plain_config(self.cfg), self.task_class.resumable_keys)
             if changed:
                 raise ConfigError(f"--resume: the config differs from the run's ({saved}) in "

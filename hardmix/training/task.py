@@ -57,6 +57,11 @@ class Task(ABC):
             :meth:`selection_metric_for`; an instance holds its config's.
         default_score: the held-out score ``hardmix compare`` compares when a spec names none.
         resumable_keys: config keys beyond the engine's that may change on ``--resume``.
+        meaning_keys: keys that may otherwise change on ``--resume`` (the ``eval`` section's) but fix what
+            the run's recorded numbers mean (the selection score, the evaluation protocol), each with what it
+            fixes: refused on ``--resume`` naming the key, beside the engine's
+            (:data:`hardmix.training.config.MEANING`); :meth:`same_meaning` may accept two spellings of one
+            meaning.
         keeps_best: the task keeps the model of the best evaluation (text exports it), so the final
             scores are that model's; otherwise the final model is the result.
         progress_label: the selection metric's short name on the progress bar.
@@ -81,6 +86,7 @@ class Task(ABC):
     selection_metric: ClassVar[str] = ""
     default_score: ClassVar[str] = ""
     resumable_keys: ClassVar[tuple[str, ...]] = ()
+    meaning_keys: ClassVar[dict[str, str]] = {}
     keeps_best: ClassVar[bool] = False
     progress_label: ClassVar[str] = "score"
     exports: ClassVar[tuple[str, ...]] = ()
@@ -91,6 +97,12 @@ class Task(ABC):
         self.cfg = cfg
         self.runtime = runtime
         self.selection_metric = type(self).selection_metric_for(cfg)  # type: ignore[misc]
+
+    @classmethod
+    def same_meaning(cls, key: str, saved: Any, now: Any, cfg: Any) -> bool:
+        """Whether a meaning key's two values (the run's, now's; ``cfg`` now's config) mean the same (an
+        ``auto`` and what it resolves to); by default only equal values do."""
+        return saved == now
 
     @classmethod
     def selection_metric_for(cls, cfg: Any) -> str:

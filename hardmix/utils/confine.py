@@ -33,11 +33,13 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -165,30 +167,207 @@ def current_umask() -> int:
     return mask
 
 
-def atomic_write(path: PathLike, root: PathLike, write: Callable[[IO[Any]], object], mode: str) -> Path:
-    """Call ``write`` on a temporary file in the target folder (created where missing), fsync, then
-    ``os.replace`` it into place; on any failure the temporary file is removed and the previous file stays
-    intact. Returns ``path``."""
-    path = Path(path)
-    real = confined(path, root)
-    makedirs(real.parent, root)
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+#: A temporary file of :func:`atomic_write`: ``.<name>.<pid>-<8 random>.tmp`` beside the file it becomes
+#: (the pid of the process writing it); an older hardmix's had no pid: ``.<name>.<8 random>.tmp``.
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?:(?P<pid>\d+)-)?[a-z0-9_]{8}\.tmp$")
+
+
+def _temporary(real: Path) -> tuple[int, str]:
+    """A new, empty temporary file beside ``real`` (:data:`_TEMP`): its descriptor and path."""
+    return tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.{os.getpid()}-", suffix=".tmp")
+
+
+class _Writes:
+    """A binary file's ``write`` that remembers the first operating-system error it raised: a library that
+    turns it into its own error (torch's ``RuntimeError: ... unexpected pos``, NumPy's "15360 requested and
+    9184 written") is then reported as that error (a full disk, naming the file). Not a real file object,
+    so NumPy writes through ``write`` too."""
+
+    def __init__(self, f: IO[Any]) -> None:
+        self._f = f
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._f.write(data)
+        except OSError as e:
+            self.error = self.error or e
+            raise
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def __getattr__(self, name: str) -> Any:  # tell, seek, ... of the file
+        return getattr(self._f, name)
+
+
+def _write_temporary(real: Path, write: Callable[[IO[Any]], object], mode: str) -> str:
+    """Write ``write``'s bytes to a new temporary file beside ``real``, fsynced; its path. On any failure
+    it is removed, and an operating-system error (a full disk, a quota) names ``real``, never the
+    temporary file (nor no file)."""
+    fd, tmp = _temporary(real)
+    recorded = None
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp's 0600 would hide the file from the user's group
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
-            write(f)
+            target = recorded = _Writes(f) if "b" in mode else None
+            write(target if target is not None else f)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())
+    except BaseException as e:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        cause = recorded.error if recorded is not None and recorded.error is not None else e
+        if isinstance(cause, OSError) and cause.errno and cause.filename in (None, tmp):
+            # a full disk or a quota: name the file being written, not the temporary one (or none)
+            raise OSError(cause.errno, cause.strerror or os.strerror(cause.errno), str(real)) from e
+        raise
+    return tmp
+
+
+def atomic_write(path: PathLike, root: PathLike, write: Callable[[IO[Any]], object], mode: str) -> Path:
+    """Call ``write`` on a temporary file in the target folder (created where missing), fsync, then
+    ``os.replace`` it into place; on any failure the temporary file is removed and the previous file stays
+    intact, and an operating-system error (a full disk: ``ENOSPC``, however the library writing reports it)
+    names ``path``. Returns ``path``."""
+    path = Path(path)
+    real = confined(path, root)
+    makedirs(real.parent, root)
+    try:
+        tmp = _write_temporary(real, write, mode)
+    except OSError as e:
+        if e.filename == str(real) and e.errno:
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
+    try:
         confined(path, root)  # a link planted while it was written
         os.replace(tmp, real)
-    except BaseException as e:
-        if os.path.exists(tmp):
+    except BaseException:
+        if os.path.lexists(tmp):
             os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno and e.filename in (None, tmp):
-            # a full disk or a quota: name the file being written, not the temporary one (or none)
-            raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
         raise
     return path
+
+
+def replace_together(files: Sequence[tuple[PathLike, Callable[[IO[Any]], None], str]], marker: PathLike,
+                     root: PathLike, remove: Sequence[PathLike] = ()) -> list[Path]:
+    """Replace files that belong together (an array and the listing of its rows) together or not at all.
+
+    Each of ``files`` (path, ``write``, mode) is first written whole to a temporary file beside it and
+    fsynced: a failure there (a full disk) removes every temporary file, and no file is replaced (the
+    error names the file). Then, with nothing left to allocate: ``marker`` (an empty file made with the
+    rest) is renamed into place, the files of ``remove`` (a previous set's members that this one does not
+    have) are deleted, each temporary file is renamed over its file, and ``marker`` is deleted. A reader
+    that finds ``marker`` refuses the set (:func:`hardmix.commands.neighbours.read_set`): it is only there
+    while a replacement is under way, or after one was killed. Returns the paths written.
+    """
+    reals = [confined(p, root) for p, _, _ in files]
+    real_marker = confined(marker, root)
+    gone = [confined(p, root) for p in remove]
+    for real in reals:
+        makedirs(real.parent, root)
+    temps: list[tuple[str, Path]] = []
+    try:
+        for (path, write, mode), real in zip(files, reals, strict=True):
+            try:
+                temps.append((_write_temporary(real, write, mode), real))
+            except OSError as e:
+                if e.filename == str(real) and e.errno:
+                    raise OSError(e.errno, e.strerror, str(path)) from e
+                raise
+        temps.append((_write_temporary(real_marker, lambda f: None, "wb"), real_marker))
+        for path in [*(p for p, _, _ in files), marker, *remove]:
+            confined(path, root)  # a link planted while they were written
+    except BaseException:
+        for tmp, _ in temps:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+        raise
+    marker_tmp = temps.pop()[0]
+    os.replace(marker_tmp, real_marker)
+    try:
+        for real in gone:
+            if real.is_file():
+                real.unlink()
+        while temps:
+            tmp, real = temps[0]
+            os.replace(tmp, real)
+            temps.pop(0)
+    finally:  # stopped midway (an interrupt): the marker stays, the temporary files go
+        for tmp, _ in temps:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+    _fsync_folder(real_marker.parent)
+    real_marker.unlink()
+    return [Path(p) for p, _, _ in files]
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the renames in ``folder`` durable (where a folder can be fsynced)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temporaries(
+    folder: PathLike, root: PathLike, alive: Callable[[int], bool], names: Sequence[str] | None = None,
+    held: bool = False,
+) -> list[tuple[Path, int]]:
+    """Delete the temporary files of :func:`atomic_write` that a killed process left in ``folder`` (a
+    SIGKILL during a checkpoint's write leaves the whole checkpoint's bytes in a hidden file): those whose
+    writing process is gone; with ``held`` (the caller holds the folder's lock: no one else writes there)
+    those of an older hardmix too, which name no process. ``alive(pid)``: whether a process lives
+    (:func:`hardmix.training.run_folder.process_alive`, the lock's own check). ``names``: only the
+    temporary files of these files (those the caller writes). Links and folders are never touched. Returns
+    each file removed and its size, for the caller to say.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / ".checkpoint.pt.999999999-abcd1234.tmp").write_bytes(b"x" * 5)
+    >>> [(p.name, n) for p, n in remove_stale_temporaries(d, d, alive=lambda pid: False)]
+    [('.checkpoint.pt.999999999-abcd1234.tmp', 5)]
+    """
+    real = confined(folder, root)
+    removed: list[tuple[Path, int]] = []
+    try:
+        entries = sorted(os.scandir(real), key=lambda e: e.name)
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _TEMP.match(entry.name)
+        if m is None or (names is not None and m["name"] not in names) or \
+                not entry.is_file(follow_symlinks=False):
+            continue
+        pid = m["pid"]
+        if (pid is None and not held) or (pid is not None and (int(pid) == os.getpid() or
+                                                               alive(int(pid)))):
+            continue
+        size = entry.stat(follow_symlinks=False).st_size
+        remove_written(Path(folder) / entry.name, root)
+        removed.append((Path(folder) / entry.name, size))
+    return removed
+
+
+def say_removed(removed: Sequence[tuple[Path, int]], where: str) -> str:
+    """The note a command prints for :func:`remove_stale_temporaries`' files (empty when none).
+
+    >>> say_removed([(Path("run/.checkpoint.pt.7-abcd1234.tmp"), 56_000_000)], "run")
+    'removed 1 temporary file a killed run left in run (56.0 MB): .checkpoint.pt.7-abcd1234.tmp'
+    """
+    if not removed:
+        return ""
+    total = sum(n for _, n in removed)
+    names = ", ".join(p.name for p, _ in removed[:5]) + (", ..." if len(removed) > 5 else "")
+    s = "" if len(removed) == 1 else "s"
+    return (f"removed {len(removed)} temporary file{s} a killed run left in {where} ({total / 1e6:.1f} MB): "
+            f"{names}")
 
 
 def write_text(text: str, path: PathLike, root: PathLike) -> Path:
@@ -248,10 +427,37 @@ def save_image(image: Any, path: PathLike, root: PathLike, **kwargs: Any) -> Pat
 
 
 def copy_file(src: PathLike, dst: PathLike, root: PathLike) -> Path:
-    """Copy the bytes of ``src`` to ``dst`` inside ``root`` (as ``shutil.copyfile``: no metadata)."""
-    with open(src, "rb") as fin, open_for_write(dst, root, "wb") as fout:
-        shutil.copyfileobj(fin, fout)
-    return Path(dst)
+    """Copy the bytes of ``src`` to ``dst`` inside ``root`` (as ``shutil.copyfile``: no metadata),
+    atomically (:func:`atomic_write`)."""
+    with open(src, "rb") as fin:
+        return atomic_write(dst, root, lambda fout: shutil.copyfileobj(fin, fout), "wb")
+
+
+def atomic_text_stream(path: PathLike, root: PathLike, write: Callable[[IO[str]], None],
+                       compress: bool = False, newline: str | None = None) -> Path:
+    """:func:`atomic_write` of UTF-8 text written to a stream by ``write``, gzip-compressed with
+    ``compress`` (the header names ``path``, as ``gzip.open``'s would): a failure, or an exception of
+    ``write``, leaves no file and keeps a previous one.
+
+    >>> import gzip, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = atomic_text_stream(f"{d}/a.txt.gz", d, lambda f: f.write("a\\n"), compress=True)
+    >>> gzip.open(f"{d}/a.txt.gz", "rt").read()
+    'a\\n'
+    """
+    import gzip
+
+    def to(raw: IO[bytes]) -> None:
+        gz = gzip.GzipFile(filename=os.fspath(path), mode="wb", compresslevel=9, fileobj=raw) \
+            if compress else None
+        text = io.TextIOWrapper(gz if gz is not None else raw, encoding="utf-8", newline=newline)
+        write(text)
+        text.flush()
+        text.detach()
+        if gz is not None:
+            gz.close()  # writes the trailer; the file itself stays open
+
+    return atomic_write(path, root, to, "wb")
 
 
 def replace(src: PathLike, dst: PathLike, root: PathLike, src_root: PathLike | None = None) -> Path:
@@ -292,8 +498,26 @@ def save_pretrained(obj: Any, folder: PathLike, root: PathLike, **kwargs: Any) -
     ``root`` holding no link: every file it writes by its own names stays inside."""
     real = makedirs(folder, root)
     check_folder(real, root)
-    obj.save_pretrained(real, **kwargs)
+    try:
+        obj.save_pretrained(real, **kwargs)
+    except Exception as e:  # safetensors' SafetensorError "... No space left on device (os error 28)"
+        if is_full_disk(e):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder)) from e
+        raise
     return Path(folder)
+
+
+def is_full_disk(e: BaseException) -> bool:
+    """Whether ``e`` is a full disk, as the OS says it (``ENOSPC``) or a library that wraps it says it
+    (safetensors' Rust ``os error 28``).
+
+    >>> is_full_disk(OSError(errno.ENOSPC, "x")), is_full_disk(RuntimeError("I/O error: (os error 28)"))
+    (True, True)
+    """
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return True
+    text = str(e)
+    return f"os error {errno.ENOSPC})" in text or os.strerror(errno.ENOSPC) in text
 
 
 def summary_writer(log_dir: PathLike, root: PathLike) -> Any:
@@ -334,9 +558,9 @@ def extract_archive(archive: PathLike, dest: PathLike, root: PathLike) -> None:
 
 
 __all__ = [
-    "OutsideError", "atomic_write", "check_folder", "confined", "copy_file", "current_umask",
-    "extract_archive", "makedirs", "open_for_write", "open_gzip_for_write", "remove_folder_if_empty",
-    "remove_written", "replace", "save_figure", "save_image", "save_numpy",
-    "save_numpy_to", "save_pretrained", "save_torch", "summary_writer", "temporary_folder", "write_bytes",
-    "write_text",
+    "OutsideError", "atomic_text_stream", "atomic_write", "check_folder", "confined", "copy_file",
+    "current_umask", "extract_archive", "is_full_disk", "makedirs", "open_for_write", "open_gzip_for_write",
+    "remove_folder_if_empty", "remove_stale_temporaries", "remove_written", "replace",
+    "replace_together", "save_figure", "save_image", "save_numpy", "save_numpy_to", "save_pretrained",
+    "save_torch", "say_removed", "summary_writer", "temporary_folder", "write_bytes", "write_text",
 ]

@@ -39,7 +39,7 @@ def _check_encode(args: argparse.Namespace) -> None:
         hardmix.utils.errors.ConfigError: --output: encoding images writes OUT.npy and OUT.paths.txt: ...
     """
     from hardmix.cli import check_output_beside
-    from hardmix.commands.neighbours import listing_path
+    from hardmix.commands.neighbours import listing_path, skipped_path
     from hardmix.config.loader import check_options
     from hardmix.utils.errors import ConfigError
 
@@ -58,6 +58,7 @@ def _check_encode(args: argparse.Namespace) -> None:
             raise ConfigError(f"--output: {path} is inside the image folder {args.images} (--images), which "
                               "this command reads; write elsewhere")
     check_output_beside(args, listing)
+    check_output_beside(args, skipped_path(out))
 
 
 def register(top, evaluate, export, encode: EncodeCommand | None = None) -> None:  # noqa: ANN001 (argparse)
@@ -118,13 +119,14 @@ def register(top, evaluate, export, encode: EncodeCommand | None = None) -> None
             metavar="FOLDER",
             help="encode every image below FOLDER (flat or nested, class folders or not; sorted depth first, "
                  "hidden files skipped), MODEL a vision run folder (or its checkpoint file) or, with "
-                 "--config, a backbone file of hardmix export vision; writes -o OUT.npy and OUT.paths.txt "
-                 "(the image of each row)")
+                 "--config, a backbone file of hardmix export vision; writes -o OUT.npy, OUT.paths.txt "
+                 "(the image of each row) and OUT.skipped.txt (the images that could not be decoded)")
         g.add_argument("--config", default=None, metavar="YAML",
                        help="with an exported backbone file: its run's config.yaml (the backbone it was "
                             "built as, and the crop size, mean and std its images are seen with)")
         g.add_argument("--skip-corrupt", action="store_true",
-                       help="leave images that cannot be decoded out (counted) instead of stopping")
+                       help="(the default now, kept for older scripts: each image that cannot be decoded is "
+                            "left out, named, and listed in OUT.skipped.txt)")
         g.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
         g.add_argument("--no-cache", action="store_true",
                        help="decode without the on-disk cache of decoded images ($HARDMIX_CACHE/vision)")

@@ -7,12 +7,15 @@ a folder link out of FOLDER or into a loop and a file under two names refused) a
 - ``emb.npy``: an (N, D) float32 array, one row per readable image;
 - ``emb.paths.txt``: the image of each row, one path a line, in row order (as listed from FOLDER: relative
   when FOLDER is), which ``hardmix neighbours emb.npy PATH`` reads (:mod:`hardmix.commands.neighbours`);
+- ``emb.skipped.txt``: the images that could not be decoded;
 
-both atomically (a temporary file, then ``os.replace``), after every image is encoded: nothing is written
-when the command fails. ``--output`` must end in ``.npy``; it and its listing are checked before any work
+after every image is encoded: nothing is written when the command fails.
+``--output`` must end in ``.npy``; it and its listing are checked before any work
 like every command's output (:func:`hardmix.cli.check_outputs`: never the model itself nor a run's file)
-and are refused inside FOLDER. An image that cannot be decoded stops the command naming it, unless
-``--skip-corrupt``: it is then left out and counted on standard error.
+and are refused inside FOLDER. The array holds one row per readable image: an image that cannot be decoded
+is left out, named on standard error and listed in ``emb.skipped.txt`` (one a line; empty when none).
+The three files are replaced together or not at all (:func:`hardmix.commands.neighbours.write_set`), and
+weights or embeddings that are not finite are refused, naming the tensors or rows.
 
 MODEL is
 
@@ -59,7 +62,6 @@ import torch
 from torch import nn
 
 from hardmix.training.run_folder import CHECKPOINT, CONFIG
-from hardmix.utils.confine import save_numpy_to, write_bytes
 from hardmix.vision.config import VisionConfig
 
 #: Images decoded and encoded at a time (a chunk of 4096 ImageNet-sized images is 0.8 GB decoded).
@@ -237,6 +239,7 @@ def encode_images(
         skip_hint: how the caller asks for ``skip_corrupt`` (the command line: ``pass --skip-corrupt``).
         chunk: images decoded and encoded at a time.
     """
+    from hardmix.training.checkpoint import check_finite_weights
     from hardmix.vision.data import ImageDataError, ImageList, load_tensors
     from hardmix.vision.evaluation import eval_geometry, extract_features
 
@@ -245,6 +248,9 @@ def encode_images(
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     paths = image_paths(images, key)
     net, cfg = load_encoder(model_or_path, config, device)
+    source = f"MODEL {os.fspath(model_or_path)}" if isinstance(model_or_path, (str, os.PathLike)) else \
+        "the backbone"
+    check_finite_weights(net.state_dict(), source)
     resolution, crop = eval_geometry(cfg)
     cache = _cache_folder(cache_dir, images)
     folder = Path(images) if isinstance(images, (str, os.PathLike)) else Path(".")
@@ -316,35 +322,40 @@ def encode(
 
 
 def save_encoded(result: EncodedImages, output: str | os.PathLike[str]) -> Path:
-    """Write ``output`` (the (N, D) array, ``.npy``) and its listing ``<output>.paths.txt``, each
-    atomically; returns the listing's path."""
-    import io
+    """Write ``output`` (the (N, D) array, ``.npy``), its listing ``<output>.paths.txt`` and the images
+    left out, ``<output>.skipped.txt`` (one a line; empty when none), replaced together or not at all
+    (:func:`hardmix.commands.neighbours.write_set`); returns the listing's path."""
+    return save_encoded_noting(result, output)[0]
 
-    from hardmix.commands.neighbours import format_listing, listing_path
 
-    buf = io.BytesIO()
-    save_numpy_to(result.embeddings, buf)
-    listing = listing_path(output, "paths")
-    folder = Path(output).parent  # the folder the output names: both files stay in it
-    write_bytes(format_listing(result.paths).encode("utf-8"), listing, folder)
-    write_bytes(buf.getvalue(), output, folder)
-    return listing
+def save_encoded_noting(result: EncodedImages, output: str | os.PathLike[str]) -> tuple[Path, str]:
+    """:func:`save_encoded`, with the note of the stale temporary files it removed (empty when none)."""
+    from hardmix.commands.neighbours import write_set
+
+    return write_set(output, result.embeddings, "paths", result.paths, result.skipped)
 
 
 def cli_main(args: argparse.Namespace) -> int:
-    """``hardmix encode MODEL --images FOLDER -o OUT.npy [--config YAML] [--skip-corrupt] [--device D]
-    [--batch-size N] [--no-cache]`` (the input and its checks: :mod:`hardmix.vision.cli`)."""
+    """``hardmix encode MODEL --images FOLDER -o OUT.npy [--config YAML] [--device D] [--batch-size N]
+    [--no-cache]`` (the input and its checks: :mod:`hardmix.vision.cli`): one row per readable image; each
+    image that cannot be decoded is named on standard error and listed in ``OUT.skipped.txt``."""
+    from hardmix.commands.neighbours import skipped_path
+
     result = encode_images(args.model, args.images, args.batch_size, args.device, args.config,
-                           args.skip_corrupt, "" if args.no_cache else None, key="--images",
-                           skip_hint="pass --skip-corrupt")
-    listing = save_encoded(result, args.output)
+                           True, "" if args.no_cache else None, key="--images")
+    listing, note = save_encoded_noting(result, args.output)
+    if note:
+        print(f"hardmix: note: {note}", file=sys.stderr)
+    for path in result.skipped:
+        print(f"hardmix: skipped {path}: it cannot be decoded as an image", file=sys.stderr)
     if result.skipped:
-        print(f"hardmix: skipped {len(result.skipped)} image(s) that could not be decoded (first: "
-              f"{result.skipped[0]})", file=sys.stderr)
+        print(f"hardmix: skipped {len(result.skipped)} image(s) that could not be decoded, listed in "
+              f"{skipped_path(args.output)}", file=sys.stderr)
     n, dim = result.embeddings.shape
     print(f"hardmix: encoded {n} images to {dim} dimensions: {args.output}, paths in {listing}",
           file=sys.stderr)
     return 0
 
 
-__all__ = ["CHUNK", "EncodedImages", "encode", "encode_images", "image_paths", "load_encoder", "save_encoded"]
+__all__ = ["CHUNK", "EncodedImages", "encode", "encode_images", "image_paths", "load_encoder", "save_encoded",
+           "save_encoded_noting"]

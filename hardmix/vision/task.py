@@ -59,6 +59,15 @@ class VisionTask(Task):
     default_score = "knn_top1"
     progress_label = "val knn"
     resumable_keys = ("data.num_workers", "data.cache_dir")
+    meaning_keys = {
+        "eval.selection": "the selection score",
+        "eval.dataset": "the data set of the test scores",
+        "eval.knn_k": "the k-NN's k", "eval.knn_temperature": "the k-NN's temperature",
+        "eval.knn_train_samples": "the k-NN's bank", "eval.knn_test_samples": "the k-NN's test queries",
+        "eval.linear_epochs": "the linear probe's epochs",
+        "eval.linear_train_samples": "the linear probe's training images",
+        "eval.linear_test_samples": "the linear probe's test images",
+    }
     exports = (BEST,)
 
     cfg: VisionConfig
@@ -66,6 +75,17 @@ class VisionTask(Task):
     def __init__(self, cfg: VisionConfig, runtime: Any) -> None:
         super().__init__(cfg, runtime)
         self.progress_label = "val knn" if self.selection_metric == "val_knn_top1" else "val proxy"
+
+    @classmethod
+    def same_meaning(cls, key: str, saved: Any, now: Any, cfg: VisionConfig) -> bool:
+        """``eval.selection``: ``auto`` means what it resolves to on the run's data (which a resume keeps)."""
+        if key != "eval.selection" or saved == now:
+            return saved == now
+        labelled = _labelled(cfg)
+        try:
+            return selection_score(saved, labelled) == selection_score(now, labelled)
+        except ConfigError:
+            return False
 
     @classmethod
     def selection_metric_for(cls, cfg: VisionConfig) -> str:

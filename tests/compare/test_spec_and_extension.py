@@ -704,3 +704,27 @@ def test_the_final_config_of_every_cell_is_checked_whatever_made_it(text_spec, t
                                           r"train\.stop_after_steps: 1 given by tune\.grid\.none "
                                           r"\(train\.stop_after_steps=1\): not a key a comparison can set"):
         tuning_cells(spec, tmp_path / "out", check_data=False)
+
+
+def test_a_killed_comparison_s_temporary_files_are_removed_by_the_next_one_which_says_so(text_spec, tmp_path,
+                                                                                       capsys):
+    """A comparison killed while it wrote its summary or a plot left a hidden temporary file (of the dead
+    writer's pid) in its folder; the next command in that folder removes it and says so."""
+    import subprocess
+    import sys
+
+    path, out = _write(tmp_path, text_spec), tmp_path / "cmp"
+    assert cli(["compare", str(path), "--output", str(out), "--threads", "1"]) == 0
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # a process that has ended: the killed writer
+    left = [out / f".summary.md.{proc.pid}-abcd1234.tmp",
+            out / "plots" / f".forest.png.{proc.pid}-abcd1234.tmp"]
+    for f in left:
+        f.parent.mkdir(exist_ok=True)
+        f.write_bytes(b"\0" * 1000)
+    capsys.readouterr()
+    assert cli(["compare", str(path), "--output", str(out), "--report-only"]) == 0
+    err = capsys.readouterr().err
+    assert not any(f.exists() for f in left)
+    assert f"removed 1 temporary file a killed run left in {out} (0.0 MB): {left[0].name}" in err
+    assert f"removed 1 temporary file a killed run left in {out / 'plots'} (0.0 MB): {left[1].name}" in err

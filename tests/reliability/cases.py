@@ -1275,6 +1275,243 @@ CASES += [
 ]
 
 
+
+# ------------------------------------------- issue 65 items 1-4: what is read, meaning, whole, finite -------
+# (one block: fingerprints of every layout read, keys fixing a score's meaning on --resume, outputs written
+# whole and their sets replaced together, non-finite numbers refused)
+def full_disk_for(ctx: Ctx, *names: str) -> None:
+    """A real full disk for the files named: their temporary file is opened on ``/dev/full``, so the
+    kernel's own ``ENOSPC`` meets torch's and NumPy's writers as a full disk would."""
+    from hardmix.utils import confine
+
+    real = confine._temporary
+
+    def temporary(target: Path) -> tuple[int, str]:
+        fd, tmp = real(target)
+        if target.name in names:
+            os.close(fd)
+            return os.open("/dev/full", os.O_WRONLY), tmp
+        return fd, tmp
+
+    ctx.mp.setattr(confine, "_temporary", temporary)
+
+
+def encoded_before(ctx: Ctx) -> list[str]:
+    """``emb.npy`` and ``emb.sentences.txt`` of a first ``encode -o`` (protected), then the command line of a
+    second one of other sentences."""
+    from hardmix.cli import main
+
+    model = str(ctx.fixture("tiny_bert_dir"))
+    assert main(encode(ctx, model, b"one .\ntwo .\n")) == 0
+    ctx.protect(ctx.tmp / "emb.npy")
+    ctx.protect(ctx.tmp / "emb.sentences.txt")
+    full_disk_for(ctx, "emb.npy")
+    return encode(ctx, model, b"three .\nfour .\nfive .\n")
+
+
+def nan_weight_model(ctx: Ctx) -> str:
+    """A copy of the tiny model whose first query weight holds a NaN."""
+    from safetensors.torch import load_file, save_file
+
+    folder = ctx.tmp / "nan-model"
+    shutil.copytree(Path(ctx.fixture("tiny_bert_dir")), folder)
+    tensors = load_file(folder / "model.safetensors")
+    name = next(k for k in tensors if k.endswith("attention.self.query.weight"))
+    tensors[name][0, 0] = float("nan")
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    ctx.vars["tensor"] = name.removeprefix("bert.")
+    return str(folder)
+
+
+def nan_weight_vision_run(ctx: Ctx) -> str:
+    """A copy of the finished vision run whose query backbone's first convolution holds a NaN."""
+    from hardmix.training.checkpoint import read_checkpoint_file, save_checkpoint
+
+    run = ctx.tmp / "nan-run"
+    shutil.copytree(Path(ctx.fixture("vision_run")), run)
+    state = read_checkpoint_file(run / "checkpoint.pt")
+    name = next(k for k, v in state["model"].items() if k.startswith("encoder_q.backbone.") and v.ndim == 4)
+    state["model"][name].view(-1)[0] = float("nan")
+    save_checkpoint(state, run / "checkpoint.pt", task="vision")
+    ctx.vars["tensor"] = name.removeprefix("encoder_q.backbone.")
+    ctx.protect(run)
+    return str(run)
+
+
+def neighbours_over(ctx: Ctx, array: np.ndarray, listing: bytes, *extra: str) -> list[str]:
+    emb = ctx.tmp / "emb.npy"
+    np.save(emb, array)
+    (ctx.tmp / "emb.paths.txt").write_bytes(listing)
+    ctx.vars["listing"] = str(ctx.tmp / "emb.paths.txt")
+    ctx.protect(emb)
+    return ["neighbours", str(emb), "a.jpg", *extra]
+
+
+def dead_pid() -> int:
+    """The id of a process that has ended."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def stale_checkpoint_temporary(ctx: Ctx) -> list[str]:
+    """A text run stopped after 1 of 2 steps, holding the hidden temporary checkpoint of a writer killed by
+    SIGKILL (its pid ended) and one of an older hardmix (no pid), then its ``--resume``."""
+    previous_text_run(ctx)
+    ctx.protected.clear()
+    run = ctx.tmp / "run"
+    left = [run / f".checkpoint.pt.{dead_pid()}-abcd1234.tmp", run / ".checkpoint.pt.x1y2z3w4.tmp"]
+    for f in left:
+        f.write_bytes(b"\0" * 1_000_000)
+    ctx.vars["left"] = left[0].name
+    return ["train", "text", str(ctx.tmp / "config.yaml"), "--output", str(run), "--resume"]
+
+
+def removed_temporaries(ctx: Ctx, err: str) -> None:
+    assert list((ctx.tmp / "run").glob(".*.tmp")) == [], list((ctx.tmp / "run").glob(".*.tmp"))
+    _assert_in(f"removed 2 temporary files a killed run left in {ctx.tmp / 'run'} (2.0 MB): ", err)
+    _assert_in(ctx.vars["left"], err)
+
+
+def full_disk_checkpoint(ctx: Ctx) -> list[str]:
+    previous_text_run(ctx)
+    full_disk_for(ctx, "checkpoint.pt")
+    ctx.vars["ckpt"] = str(ctx.tmp / "run" / "checkpoint.pt")
+    return ["train", "text", str(ctx.tmp / "config.yaml"), "--output", str(ctx.tmp / "run"), "--resume"]
+
+
+def corrupt_images_encoded(ctx: Ctx) -> list[str]:
+    tree = image_tree(ctx.tmp / "photos", {"a": ["rgb", "corrupt", "rgb"], "b": ["rgb", "empty"]},
+                      splits=("x",))
+    ctx.vars.update(broken=str(tree / "x" / "a" / "1.png"), empty=str(tree / "x" / "b" / "1.png"))
+    return ["encode", str(ctx.fixture("vision_run")), "--images", str(tree), "--output",
+            str(ctx.tmp / "e.npy"), "--device", "cpu", "--no-cache"]
+
+
+def skipped_listed(ctx: Ctx, err: str) -> None:
+    skipped = (ctx.tmp / "e.skipped.txt").read_text().splitlines()
+    _assert_equal(skipped, [ctx.vars["broken"], ctx.vars["empty"]])
+    _assert_equal(len(np.load(ctx.tmp / "e.npy")), 3)
+    for path in (ctx.vars["broken"], ctx.vars["empty"]):
+        _assert_in(f"hardmix: skipped {path}: it cannot be decoded", err)
+
+
+def resumed_with(ctx: Ctx, run: Path, task: str, *items: str) -> list[str]:
+    """``--resume`` of ``run`` (protected) with ``--set`` items."""
+    argv = ["train", task, str(run / "config.yaml"), "--output", str(run), "--resume"]
+    for item in items:
+        argv += ["--set", item]
+    return argv
+
+
+def renamed_arrow_resume(ctx: Ctx) -> list[str]:
+    """A text run on a datasets folder whose arrow file has another name than ``data-*.arrow`` (its
+    ``state.json`` lists it), stopped after 1 of 2 steps; then the folder saved again with other rows."""
+    import datasets
+
+    from hardmix.cli import main
+
+    folder = ctx.tmp / "ds"
+    sentences = Path(ctx.fixture("tiny_corpus")).read_text(encoding="utf-8").splitlines()
+
+    def save(rows: list[str]) -> None:
+        if folder.exists():
+            shutil.rmtree(folder)
+        datasets.Dataset.from_dict({"text": rows}).save_to_disk(str(folder))
+        state = json.loads((folder / "state.json").read_text())
+        (folder / state["_data_files"][0]["filename"]).rename(folder / "part-0.arrow")
+        state["_data_files"][0]["filename"] = "part-0.arrow"
+        (folder / "state.json").write_text(json.dumps(state))
+
+    save(sentences)
+    argv = train_text(ctx, text_config(ctx, data={"train_file": str(folder)},
+                                       train={"max_steps": 2, "stop_after_steps": 1}))
+    assert main(argv) != 1
+    save(["a sentence that was not there ."] + sentences[1:])
+    ctx.protect(ctx.tmp / "run")
+    return [*argv, "--resume"]
+
+
+CASES += [
+    # item 1: every layout read is fingerprinted
+    Case("resume-datasets-other-arrow-names", "train text",
+         "`--resume` after a datasets folder whose arrow file is not named `data-*.arrow` was saved again "
+         "with other rows (its fingerprint held no file: the run trained on)",
+         renamed_arrow_resume, ("--resume", "training data differ", "corpus sha256")),
+    # item 2: meaning fixed at the start
+    Case("resume-meaning-dev-truncation", "train text",
+         "`--resume --set eval.max_length=16` (`eval.*` could all change: the best dev score before and "
+         "after were of two truncations)",
+         lambda c: resumed_with(c, previous_text_run(c), "text", "eval.max_length=16"),
+         ("--resume: eval.max_length was None in the run", "16 now", "the truncation of the STS-B dev")),
+    Case("resume-meaning-selection", "train vision",
+         "`--resume --set eval.selection=val_proxy_top1` of a run on labelled images (selecting on the k-NN)",
+         lambda c: resumed_with(c, stopped_vision_run(c), "vision", "eval.selection=val_proxy_top1"),
+         ("--resume: eval.selection was 'auto' in the run", "'val_proxy_top1' now", "the selection score")),
+    Case("resume-meaning-selection-spelled-out", "train vision",
+         "`--resume --set eval.selection=val_knn_top1` of a run of `auto` on labelled images",
+         lambda c: (run := stopped_vision_run(c), c.protected.clear(),  # the resume continues it
+                    resumed_with(c, run, "vision", "eval.selection=val_knn_top1",
+                                 "train.stop_after_steps=2"))[2],
+         ("accepted: `auto` resolves to val_knn_top1 there: one meaning",), accepted=True,
+         check=lambda c, err: _assert_equal(json.loads((c.tmp / "run" / "results.json").read_text())["steps"],
+                                            2)),
+    # item 3: outputs written whole
+    Case("encode-disk-full-keeps-previous", "encode",
+         "a real full disk (`ENOSPC` from the kernel) while `encode -o` replaces a previous array (it was "
+         "destroyed: \"15360 requested and 9184 written\")",
+         encoded_before, ("{emb}: No space left on device", "free space")),
+    Case("train-disk-full-checkpoint", "train text",
+         "a real full disk while the checkpoint is written (torch's `RuntimeError: unexpected pos`, a "
+         "traceback)",
+         full_disk_checkpoint, ("{ckpt}: No space left on device", "free space"),
+         check=lambda c, err: _assert_equal(list((c.tmp / "run").glob(".*.tmp")), [])),
+    Case("train-stale-temporary-checkpoint", "train text",
+         "`--resume` of a run folder holding the hidden temporary checkpoints a SIGKILL left (kept forever)",
+         stale_checkpoint_temporary,
+         ("accepted: removes them and says so (`removed 2 temporary files a killed run left in ...`)",),
+         accepted=True, check=removed_temporaries),
+    Case("neighbours-interrupted-encode", "neighbours",
+         "an array whose `encode -o` was killed while it replaced the set (`EMB.incomplete` left)",
+         lambda c: (c.write("emb.incomplete", b""),
+                    neighbours_over(c, np.eye(3, dtype=np.float32), b"a.jpg\nb.jpg\nc.jpg\n"))[1],
+         ("emb.incomplete is there", "may be of two runs", "encode again with -o")),
+    # item 4: finite or refused
+    Case("encode-nan-weight", "encode", "a model folder whose weights hold a NaN (NaN embeddings, exit 0)",
+         lambda c: encode(c, nan_weight_model(c), b"a sentence .\n"),
+         ("1 of its", "tensors are not finite", "{tensor}"), check=nothing_written("emb")),
+    Case("encode-images-nan-weight", "encode", "`--images` with a run whose backbone holds a NaN weight",
+         lambda c: (c.vars.update(emb=str(c.tmp / "e.npy")),
+                    ["encode", nan_weight_vision_run(c), "--images", str(eval_images(c)), "--output",
+                     str(c.tmp / "e.npy"), "--device", "cpu", "--no-cache"])[1],
+         ("MODEL", "tensors are not finite", "{tensor}"), check=nothing_written("emb")),
+    Case("neighbours-nan-row", "neighbours",
+         "an array with a NaN row (ranked; faiss listed one image several times at -3.4e38)",
+         lambda c: neighbours_over(c, np.array([[1, 0], [np.nan, 1], [0, 1]], np.float32),
+                                   b"a.jpg\nb.jpg\nc.jpg\n"),
+         ("emb.npy", "1 of its 3 rows are not finite", "row 1")),
+    Case("neighbours-inf-row", "neighbours", "an array with an infinite row",
+         lambda c: neighbours_over(c, np.array([[1, 0], [0, 1], [np.inf, 0]], np.float32),
+                                   b"a.jpg\nb.jpg\nc.jpg\n"),
+         ("emb.npy", "rows are not finite", "row 2")),
+    Case("neighbours-zero-dimensions", "neighbours", "an array of shape (3, 0) (accepted)",
+         lambda c: neighbours_over(c, np.zeros((3, 0), np.float32), b"a.jpg\nb.jpg\nc.jpg\n"),
+         ("shape (3, 0)", "0 dimensions")),
+    Case("neighbours-crlf-listing", "neighbours",
+         "a listing with CRLF line ends (the message could not show the `\\r`)",
+         lambda c: neighbours_over(c, np.eye(3, dtype=np.float32), b"a.jpg\r\nb.jpg\r\nc.jpg\r\n"),
+         ("{listing}: line 1 ('a.jpg\\r') ends with \\r\\n (CRLF line ends, 3 of 3 lines)",)),
+    Case("encode-images-corrupt", "encode",
+         "`--images` over a folder holding a corrupt and an empty image (it stopped at the first)",
+         corrupt_images_encoded,
+         ("accepted: one row per readable image; each file skipped named and listed in `e.skipped.txt`",),
+         accepted=True, check=skipped_listed),
+]
+
+
 # -------------------------------------------------------------------------------------------- the doc
 HEADER = """# Reliability: what bad input gets
 
@@ -1378,9 +1615,12 @@ INVARIANTS = (
     Invariant("A finished result is final and says what made it: `results.json` records the fingerprint of "
               "its config (machine-only settings such as cache folders, worker and thread counts left out), "
               "data, inputs and hardmix's version, files by their content (each read once per machine, its "
-              "SHA-256 cached by path, size, mtime, inode and ctime); `--resume` refuses other data or "
-              "inputs than the run started with (an image rewritten at the same size, a relative model "
-              "resumed from another folder), and of a finished run says so and never trains, with or without "
+              "SHA-256 cached by path, size, mtime, inode and ctime), every file a loader reads among them "
+              "(every corpus layout, image folder and STS set; a Hub name by the files of the snapshot it "
+              "resolves to); `--resume` refuses other data or inputs than the run started with (an image "
+              "rewritten at the same size, a relative model resumed from another folder, a Hub name's "
+              "revision moved), or a key that fixes what its scores mean (`MEANING`, a task's "
+              "`meaning_keys`), and of a finished run says so and never trains, with or without "
               "its checkpoint, and reports the folder it is in (copied or moved); a record it cannot read is "
               "refused, not trained over; before any new cell of a comparison trains, every finished cell's "
               "record is compared with what it would be made from now, and a mismatch, or a record whose "
@@ -1392,6 +1632,8 @@ INVARIANTS = (
                "hardmix.training.fingerprint:data_mismatch", "hardmix.training.fingerprint:inputs_mismatch",
                "hardmix.training.engine:_Run._check_same_data",
                "hardmix.training.engine:_Run._check_same_inputs",
+               "hardmix.training.engine:_Run._check_same_meaning", "hardmix.text.data:corpus_files",
+               "hardmix.text.model_source:hub_snapshot", "hardmix.text.task:model_files",
                "hardmix.training.engine:_Run._finished_already", "hardmix.training.engine:where_it_is",
                "hardmix.compare.fingerprints:check_cells", "hardmix.compare.precision:cell_precision",
                "hardmix.compare.summary:check_fingerprints", "hardmix.compare.grid:check_same_config"),
@@ -1407,7 +1649,15 @@ INVARIANTS = (
                "test_an_extension_after_an_evaluation_file_changed_at_the_same_size_is_refused_before_any_cell_"
                "trains",
                "tests/compare/test_fingerprints.py::"
-               "test_auto_precision_is_resolved_once_per_comparison_and_kept_in_its_spec_copy")),
+               "test_auto_precision_is_resolved_once_per_comparison_and_kept_in_its_spec_copy",
+               "tests/training/test_read_is_fingerprinted.py::"
+               "test_every_file_a_corpus_is_read_from_is_in_its_fingerprint_and_changes_it",
+               "tests/training/test_read_is_fingerprinted.py::"
+               "test_every_image_training_reads_is_in_its_fingerprint_and_changes_it",
+               "tests/training/test_read_is_fingerprinted.py::"
+               "test_a_hub_name_is_fingerprinted_by_the_snapshot_it_resolves_to",
+               "tests/training/test_meaning_on_resume.py::"
+               "test_a_change_of_any_meaning_key_is_named_and_of_no_other_eval_key")),
     Invariant("A comparison always finishes: a cell or tuning point that fails, diverges or scores NaN is a "
               "recorded result with its reason; tuning chooses among the other points; `--resume` does not "
               "retry a recorded failure (`--retry-failed` does); keys that cannot belong in a cell are "

@@ -120,7 +120,8 @@ def test_rows_are_the_knn_feature_pass_and_the_listing_follows_them(run, photos,
     emb = np.load(out)
     assert emb.dtype == np.float32 and emb.shape == (41, 64)  # ResNet-10 at width 8: 8 x 8 channels
     np.testing.assert_allclose(emb, _reference(run, expected), atol=1e-5)
-    assert sorted(p.name for p in out.parent.iterdir()) == ["emb.npy", "emb.paths.txt"]  # no temporary file
+    assert sorted(p.name for p in out.parent.iterdir()) == ["emb.npy", "emb.paths.txt", "emb.skipped.txt"]
+    assert (out.parent / "emb.skipped.txt").read_text() == f"{photos / 'b-side' / 'broken.jpg'}\n"
     assert any(cache.iterdir())  # the decoded images were cached there, not in the image folder
     assert not any(p.suffix == ".pt" for p in photos.rglob("*"))
 
@@ -169,14 +170,27 @@ def test_chunks_give_the_same_rows_even_when_a_whole_chunk_is_corrupt(run, photo
         encode_images(run, broken, device="cpu", skip_corrupt=True, cache_dir="", progress=False, chunk=2)
 
 
-def test_a_corrupt_image_is_refused_in_one_line_and_nothing_is_written(run, photos, tmp_path, cache, capsys):
+def test_each_corrupt_image_is_skipped_named_and_listed_beside_its_array(run, photos, tmp_path, cache,
+                                                                         capsys):
+    """One row per readable image, with or without --skip-corrupt (once the first corrupt file stopped the
+    command): each file skipped is named on standard error and listed in OUT.skipped.txt."""
+    import shutil
+
+    photos = Path(shutil.copytree(photos, tmp_path / "photos"))
+    broken = photos / "b-side" / "broken.jpg"
+    second = photos / "zz-empty.png"
+    second.write_bytes(b"")
     out = tmp_path / "out"
     out.mkdir()
     assert main(["encode", str(run), "--images", str(photos), "-o", str(out / "emb.npy"), "--device",
-                 "cpu"]) == 2
-    line = _error_line(capsys.readouterr().err)
-    assert str(photos / "b-side" / "broken.jpg") in line and "--skip-corrupt" in line
-    assert list(out.iterdir()) == []
+                 "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert f"hardmix: skipped {broken}: it cannot be decoded" in err
+    assert f"hardmix: skipped {second}: it cannot be decoded" in err
+    assert (out / "emb.skipped.txt").read_text().splitlines() == [str(broken), str(second)]
+    paths = (out / "emb.paths.txt").read_text().splitlines()
+    assert str(broken) not in paths and str(second) not in paths
+    assert np.load(out / "emb.npy").shape[0] == len(paths) == len(_listed(photos)) - 2
 
 
 def test_an_exported_backbone_with_its_runs_config_gives_the_runs_rows(run, photos, tmp_path, cache, capsys):
