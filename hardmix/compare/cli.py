@@ -69,7 +69,8 @@ def register(top: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse a spec in which a task's seeds and comparisons leave the exact sign-flip "
                         "test no possible verdict (its smallest Holm-adjusted p >= 0.05), before anything "
-                        "runs")
+                        "runs; and refuse to report verdicts against a baseline that did not beat its "
+                        "starting encoder")
     p.add_argument("--no-download", action="store_true",
                    help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=main)
@@ -208,6 +209,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"# {c.label}\n{launcher.sbatch_script(settings, c, out)}")
         else:
             print("\n".join(print_commands(todo)))
+        print(start_line(spec), file=sys.stderr)
         for cell, i in stale:
             print(f"hardmix: {cell.label} ran at tune point{i}, which tuning no longer chooses: hardmix "
                   "compare --resume moves it to superseded/ and runs it again", file=sys.stderr)
@@ -232,6 +234,17 @@ def main(args: argparse.Namespace) -> int:
         return _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place, folders)
     finally:
         lock.release()
+
+
+def start_line(spec) -> str:  # noqa: ANN001
+    """What ``--print-commands`` says of the start before any compute: each cell scores its starting
+    encoder before its first step (``eval.start``), the control every strategy's ``learned`` is paired
+    with."""
+    modes = sorted({next((o.split("=", 1)[1] for o in t.overrides if o.startswith("eval.start=")), "all")
+                    for t in spec.tasks.values()})
+    return ("hardmix: each cell also measures its starting encoder before its first step (eval.start: "
+            f"{', '.join(modes)}; the control of every strategy's 'learned' verdict; eval.start: selection "
+            "keeps it cheap, none skips it)")
 
 
 def _check_before_training(args, out, tune, cells, stale, best) -> None:  # noqa: ANN001
@@ -274,7 +287,7 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=Fals
     from hardmix.utils.confine import write_text
 
     if args.report_only:
-        return _report(spec, out, cells, tune, [], folders)
+        return _report(spec, out, cells, tune, [], folders, strict=getattr(args, "strict", False))
     fresh = not (out / SPEC_COPY).is_file() and not (out / LOGS).exists()
     if folders:  # before the spec copy: the points made so far keep their folders
         write_point_order(folders, out)
@@ -332,13 +345,21 @@ def _launch_and_report(args, spec, out, cells, tune, jobs, keep, folders) -> int
     failed += launched
     for cell, log in failed:
         print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
-    return _report(spec, out, cells, tune, failed, folders)
+    return _report(spec, out, cells, tune, failed, folders, strict=getattr(args, "strict", False))
 
 
-def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN001
+def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int:  # noqa: ANN001
     from hardmix.compare.plots import make_plots
     from hardmix.compare.report import diagnostics_note, write_csv, write_html, write_json, write_markdown
-    from hardmix.compare.summary import contrast_table, cross_table, per_task_table, summarize, text_table
+    from hardmix.compare.summary import (
+        baselines_that_did_not_learn,
+        contrast_table,
+        cross_table,
+        learned_table,
+        per_task_table,
+        summarize,
+        text_table,
+    )
     from hardmix.compare.tuning import superseded_table, tuning_table
 
     corrupt = [c for c in cells if c.status() == "corrupt"]
@@ -355,6 +376,14 @@ def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN00
         summary["superseded"] = superseded
     if summary["finished"] == 0:
         raise RunError(f"{out}: no run of this comparison has finished yet; nothing to report")
+    unlearned = baselines_that_did_not_learn(summary)
+    if strict and unlearned:
+        raise ConfigError(
+            f"--strict: the baseline {spec.baseline} did not beat its starting encoder on "
+            + ", ".join(f"{t} ({summary['tasks'][t]['learned'][spec.baseline]['mean']:+.2f} "
+                        f"{summary['tasks'][t]['score']})" for t in unlearned)
+            + ": a verdict against a baseline that did not learn is refused (without --strict it is "
+              "reported, marked)")
     plots = make_plots(cells, summary, out / "plots", out)
     write_markdown(summary, out / "summary.md", out)
     write_csv(summary, out / "summary.csv", out)
@@ -365,6 +394,9 @@ def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN00
     for task in summary["tasks"]:
         print(f"\n{task}:")
         print(text_table(*per_task_table(summary, task)))
+        if "start" in summary["tasks"][task]:
+            print(f"\n{task}, each against its cells' starting encoder (did they learn?):")
+            print(text_table(*learned_table(summary, task)))
         if summary["tasks"][task].get("contrasts"):
             print(f"\n{task}, each strategy against its control (Holm over these contrasts):")
             print(text_table(*contrast_table(summary, task)))
@@ -378,6 +410,9 @@ def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN00
         print(f"\nsuperseded ({len(superseded)}: run at a tuning point no longer chosen, kept in "
               f"{out / 'superseded'}): " + "; ".join(f"{r['cell']} at {r['point']}: {r['score']}"
                                                       for r in superseded))
+    if summary["code"]["mixed"]:
+        print("\ntrained by different code: " + "; ".join(
+            f"{label}: {n} cells" for label, n in summary["code"]["counts"].items()))
     if summary["missing"]:
         print(f"\nmissing ({len(summary['missing'])}): {', '.join(summary['missing'])}")
     print(f"\nreport: {out / 'report.html'} (summary.md, summary.csv, summary.json, plots/)")
