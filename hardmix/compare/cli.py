@@ -236,6 +236,22 @@ def main(args: argparse.Namespace) -> int:
         lock.release()
 
 
+def refuse_unlearned(summary: dict) -> None:
+    """``--strict``: a ConfigError naming each task whose baseline did not beat its starting encoder (its
+    ``learned`` verdict is false), before any of the comparison's files is written."""
+    from hardmix.compare.summary import baselines_that_did_not_learn
+
+    base = summary["baseline"]
+    unlearned = baselines_that_did_not_learn(summary)
+    if unlearned:
+        raise ConfigError(
+            f"--strict: the baseline {base} did not beat its starting encoder on "
+            + ", ".join(f"{t} ({summary['tasks'][t]['learned'][base]['mean']:+.2f} "
+                        f"{summary['tasks'][t]['score']})" for t in unlearned)
+            + ": a verdict against a baseline that did not learn is refused (without --strict it is "
+              "reported, marked)")
+
+
 def start_line(spec) -> str:  # noqa: ANN001
     """What ``--print-commands`` says of the start before any compute: each cell scores its starting
     encoder before its first step (``eval.start``), the control every strategy's ``learned`` is paired
@@ -352,7 +368,6 @@ def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int: 
     from hardmix.compare.plots import make_plots
     from hardmix.compare.report import diagnostics_note, write_csv, write_html, write_json, write_markdown
     from hardmix.compare.summary import (
-        baselines_that_did_not_learn,
         contrast_table,
         cross_table,
         learned_table,
@@ -376,14 +391,8 @@ def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int: 
         summary["superseded"] = superseded
     if summary["finished"] == 0:
         raise RunError(f"{out}: no run of this comparison has finished yet; nothing to report")
-    unlearned = baselines_that_did_not_learn(summary)
-    if strict and unlearned:
-        raise ConfigError(
-            f"--strict: the baseline {spec.baseline} did not beat its starting encoder on "
-            + ", ".join(f"{t} ({summary['tasks'][t]['learned'][spec.baseline]['mean']:+.2f} "
-                        f"{summary['tasks'][t]['score']})" for t in unlearned)
-            + ": a verdict against a baseline that did not learn is refused (without --strict it is "
-              "reported, marked)")
+    if strict:
+        refuse_unlearned(summary)
     plots = make_plots(cells, summary, out / "plots", out)
     write_markdown(summary, out / "summary.md", out)
     write_csv(summary, out / "summary.csv", out)
