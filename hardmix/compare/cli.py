@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -101,6 +102,75 @@ def check_extension(saved: Path, raw: dict) -> None:
             "seeds, strategies and values of tune.grid's knobs may be added to a comparison: restore the "
             "rest, or choose another --output"
         )
+
+
+#: The comparison's growths (``OUT/growth.json``): each time ``--resume`` added to its spec.
+GROWTH = "growth.json"
+
+
+def spec_additions(old: Any, new: Any, where: str = "") -> list[str]:
+    """What ``new`` adds to ``old`` (a spec ``--resume`` accepted: only additions), one item per place:
+    ``seeds: 6, 7``, ``tasks.vision.seeds: 6``, ``strategies: dcl``, ``tune.grid.mixcse.lam: 0.4``.
+
+    >>> spec_additions({"seeds": [1, 2], "strategies": {"none": 1}},
+    ...                {"seeds": [1, 2, 3], "strategies": {"none": 1, "dcl": 2}})
+    ['seeds: 3', 'strategies: dcl']
+    """
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        added = [k for k in new if k not in old]
+        if added and where:
+            out.append(f"{where}: {', '.join(map(str, added))}")
+        for k in new:
+            if k in old:
+                out += spec_additions(old[k], new[k], f"{where}.{k}" if where else str(k))
+            elif not where:
+                out.append(f"{k}: added")
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        added = [v for v in new if v not in old]
+        return [f"{where}: {', '.join(map(str, added))}"] if added else []
+    return []
+
+
+def record_growth(out: Path, raw: dict) -> dict | None:
+    """Append to ``OUT/growth.json`` what this ``--resume`` adds to the comparison's saved spec, with the
+    date and whether its results had been seen (a ``summary.json`` was written before it); None when it
+    adds nothing (or the comparison is new)."""
+    import datetime
+    import json
+
+    from hardmix.config.loader import load_yaml
+    from hardmix.utils.confine import write_text
+
+    saved = out / SPEC_COPY
+    if not saved.is_file():
+        return None
+    old = load_yaml(saved)
+    added = spec_additions(old if isinstance(old, dict) else {},
+                           {k: v for k, v in raw.items() if k != "auto_precision"})
+    if not added:
+        return None
+    entry = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+             "added": added, "after_results": (out / "summary.json").is_file()}
+    path = out / GROWTH
+    try:
+        before = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    except (OSError, ValueError):
+        before = []
+    write_text(json.dumps([*(before if isinstance(before, list) else []), entry], indent=2) + "\n", path, out)
+    return entry
+
+
+def read_growth(out: Path) -> list[dict]:
+    """The comparison's growths (``OUT/growth.json``; empty where it never grew)."""
+    import json
+
+    try:
+        growth = json.loads((out / GROWTH).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return growth if isinstance(growth, list) else []
 
 
 def use_recorded_precision(spec, saved: Path) -> None:  # noqa: ANN001
@@ -307,6 +377,7 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=Fals
     fresh = not (out / SPEC_COPY).is_file() and not (out / LOGS).exists()
     if folders:  # before the spec copy: the points made so far keep their folders
         write_point_order(folders, out)
+    record_growth(out, spec.raw)  # seeds, strategies or grid values added: each look disclosed
     if not spec_in_place:  # with the precision train.precision: auto resolved to, for every later run
         if spec.auto_precision:
             spec.raw = {**spec.raw, "auto_precision": dict(spec.auto_precision)}
@@ -385,6 +456,9 @@ def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int: 
     summary = summarize(spec, [c for c in cells if c not in corrupt], tuning)
     summary["missing"] += [c.label for c in corrupt]  # a corrupt record counts as a missing cell
     summary["cells"] += len(corrupt)
+    growth = read_growth(out)
+    if growth:  # every look disclosed: each --resume that added seeds, strategies or grid values
+        summary["growth"] = growth
     superseded = superseded_table({t: r["score"] for t, r in summary["tasks"].items()}, out,
                                   folders or {})
     if superseded:  # every look at the held-out data disclosed

@@ -144,7 +144,8 @@ def learned_notes(summary: dict[str, Any]) -> list[str]:
         out.append("The cells were trained by different code: " + "; ".join(
             f"{label}: {', '.join(cells)}" for label, cells in code["cells"].items()) + ".")
     for g in summary.get("growth") or []:
-        out.append(f"Grown on {g['date']} after results were seen: {g['added']}.")
+        seen = "after its results were seen" if g.get("after_results") else "before any result was reported"
+        out.append(f"Grown on {g['date']}, {seen}: added {'; '.join(g['added'])}.")
     return out
 
 

@@ -290,6 +290,50 @@ def start_and_learned(
                       for name, o in other.items()}}, learned
 
 
+#: The properties of an arm beside its strategy that :func:`arm_differences` compares.
+ARM_PROPERTIES = ("loss direction", "precision", "steps", "grid points")
+
+
+def _arm(records: list[dict[str, Any]], tuned: dict[str, Any] | None) -> dict[str, str]:
+    """One arm's properties beside its strategy, each as one value or its values joined (``n/a`` where
+    no record says: a task that records no loss direction)."""
+    def one(values: list[Any]) -> str:
+        vals = sorted({str(v) for v in values if v is not None})
+        return ", ".join(vals) if vals else "n/a"
+
+    direction = [{True: "two-direction", False: "one-direction"}.get((r.get("task_info") or {}).get(
+        "both_directions")) for r in records]
+    return {"loss direction": one(direction),
+            "precision": one([r.get("precision", "fp32") for r in records]),  # older records: CPU fp32
+            "steps": one([r.get("steps") for r in records]),
+            "grid points": str(len(tuned["grid"])) if tuned and tuned.get("grid") is not None else "n/a"}
+
+
+def arm_differences(recs: dict[str, dict[Any, dict[str, Any]]], baseline: str,
+                    tuning: dict[str, Any] | None = None) -> dict[str, list[str]]:
+    """Each strategy's differences from the baseline's arm other than the strategy (:data:`ARM_PROPERTIES`:
+    MixCSE's two-direction loss against a one-direction baseline, another precision, another number of
+    steps, another tuning grid size), as ``property: mine vs the baseline's``; strategies without any are
+    left out.
+
+    >>> r = {"none": {1: {"task_info": {"both_directions": False}, "steps": 500}},
+    ...      "mixcse": {1: {"task_info": {"both_directions": True}, "steps": 500}}}
+    >>> arm_differences(r, "none")
+    {'mixcse': ['loss direction: two-direction vs one-direction']}
+    """
+    arms = {s: _arm(list(by_seed.values()), (tuning or {}).get(s)) for s, by_seed in recs.items()}
+    base = arms.get(baseline)
+    if base is None:
+        return {}
+    out = {}
+    for s, arm in arms.items():
+        diff = [f"{k}: {arm[k]} vs {base[k]}" for k in ARM_PROPERTIES
+                if arm[k] != base[k] and "n/a" not in (arm[k], base[k])]
+        if s != baseline and diff:
+            out[s] = diff
+    return out
+
+
 def code_table(cells: list[Cell], records: dict[tuple[str, str, int], dict[str, Any]]) -> dict[str, Any]:
     """Which code trained the finished cells (``results.json`` ``code``): how many by commit label
     (:func:`hardmix.utils.provenance.code_label`: ``not recorded`` for older records), the full commits,
@@ -372,10 +416,15 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
             per[strategy]["diagnostics"] = {**diagnostics, "flags": flags(diagnostics, tuned)}
         own = [c for c in cells if c.task.name == task.name]
         selection = task_metric(own[0]) if own else resolve_task(task.task).selection_metric
-        start_row, learned = start_and_learned(task.score, {
-            strategy: {seed: records[(task.name, strategy, seed)] for seed in task.seeds
-                       if (task.name, strategy, seed) in records}
-            for strategy in task.strategies or spec.strategies}, spec.baseline)
+        recs = {strategy: {seed: records[(task.name, strategy, seed)] for seed in task.seeds
+                           if (task.name, strategy, seed) in records}
+                for strategy in task.strategies or spec.strategies}
+        start_row, learned = start_and_learned(task.score, recs, spec.baseline)
+        differ = arm_differences(recs, spec.baseline, (tuning or {}).get(task.name))
+        if differ and getattr(spec, "arm_differences", "accept") == "equalize":
+            raise ConfigError(f"arm_differences: equalize, but on {task.name} " + "; ".join(
+                f"{s} differs from {spec.baseline} in {', '.join(d)}" for s, d in differ.items())
+                + ": make the arms equal in the spec, or set arm_differences: accept to report them named")
         out["tasks"][task.name] = {
             "task": task.task,
             "score": task.score,
@@ -392,6 +441,7 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
             "allow_selection_score": bool(getattr(task, "allow_selection_score", False)),
             "start": start_row,
             "learned": learned,
+            "arm_differences": differ,
         }
     out["cell_records"] = by_cell
     out["code"] = code_table(cells, records)
@@ -483,8 +533,10 @@ def verdict_label(p: dict[str, Any]) -> str:
 def verdict_text(summary: dict[str, Any], task: str, strategy: str) -> str:
     """A comparison's verdict as every table shows it: :func:`verdict_label` and its :func:`edge_mark`."""
     p = summary["tasks"][task]["paired"][strategy]
+    differ = (summary["tasks"][task].get("arm_differences") or {}).get(strategy)
     return " ".join(x for x in (verdict_label(p), edge_mark(summary, task, strategy),
-                                learned_mark(summary, task)) if x)
+                                learned_mark(summary, task),
+                                f"(differs: {'; '.join(differ)})" if differ else "") if x)
 
 
 def learned_mark(summary: dict[str, Any], task: str) -> str:
@@ -681,7 +733,9 @@ def text_table(head: list[str], rows: list[list[str]]) -> str:
 
 __all__ = [
     "SE_SUFFIX",
+    "ARM_PROPERTIES",
     "BASELINE_DID_NOT_LEARN",
+    "arm_differences",
     "baselines_that_did_not_learn",
     "boundary",
     "cell_count",
