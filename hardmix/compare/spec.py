@@ -153,8 +153,8 @@ def check_entry_arguments(arguments: dict[str, Any], where: str) -> None:
 
 # What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
 # new cells run), how many cells run at once, where the folder is and how cells are launched. Contrasts and
-# arm_differences are what is reported, not what runs; auto_precision is recorded in the comparison's spec copy by hardmix (a
-# spec that sets it otherwise is refused by ``hardmix compare``, naming it).
+# arm_differences are what is reported, not what runs; auto_precision is recorded in the comparison's spec
+# copy by hardmix (a spec that sets it otherwise is refused by ``hardmix compare``, naming it).
 FREE_KEYS = ("jobs", "output", "launcher", "contrasts", "auto_precision", "arm_differences")
 
 
