@@ -242,9 +242,11 @@ def start_and_learned(
 
     learned: dict[str, dict[str, Any]] = {}
     for strategy, by_seed in recs.items():
-        pairs = [(seed, _number(r["final_scores"].get(score)), _start(r, score))
-                 for seed, r in by_seed.items()]
-        pairs = [(seed, end, start) for seed, end, start in pairs if end is not None and start is not None]
+        pairs: list[tuple[Any, float, float]] = []
+        for seed, r in by_seed.items():
+            end, begin = _number(r["final_scores"].get(score)), _start(r, score)
+            if end is not None and begin is not None:
+                pairs.append((seed, end, begin))
         if not pairs:
             learned[strategy] = {"status": NOT_MEASURED, "verdict": None, "n": 0, "seeds": []}
             continue
@@ -274,20 +276,19 @@ def start_and_learned(
         vals = [v for v in (_number(st.get(k)) for st in starts) if v is not None and math.isfinite(v)]
         if vals:
             scores[k] = sum(vals) / len(vals)
-    other: dict[str, dict[str, float]] = {}
+    other: dict[str, list[float]] = {}
     for by_seed in recs.values():
         for r in by_seed.values():
             for name, view in (r.get("start_scores_other") or {}).items():
                 v = _number((view or {}).get(score))
                 if v is not None:
-                    other.setdefault(name, {}).setdefault("values", []).append(v)  # type: ignore[arg-type]
+                    other.setdefault(name, []).append(v)
     m, sd = mean_std(list(seeds.values()))
     values = list(seeds.values())
     return {"status": "measured", "seeds": seeds, "mean": m, "std": sd, "n": len(seeds),
             "depends_on_seed": max(values) - min(values) > 1e-9 * max(1.0, abs(m)),
             "spread_across_strategies": spread, "scores": scores,
-            "other": {name: {"mean": sum(o["values"]) / len(o["values"]), "n": len(o["values"])}
-                      for name, o in other.items()}}, learned
+            "other": {name: {"mean": sum(o) / len(o), "n": len(o)} for name, o in other.items()}}, learned
 
 
 #: The properties of an arm beside its strategy that :func:`arm_differences` compares.
@@ -416,11 +417,12 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
             per[strategy]["diagnostics"] = {**diagnostics, "flags": flags(diagnostics, tuned)}
         own = [c for c in cells if c.task.name == task.name]
         selection = task_metric(own[0]) if own else resolve_task(task.task).selection_metric
-        recs = {strategy: {seed: records[(task.name, strategy, seed)] for seed in task.seeds
-                           if (task.name, strategy, seed) in records}
-                for strategy in task.strategies or spec.strategies}
-        start_row, learned = start_and_learned(task.score, recs, spec.baseline)
-        differ = arm_differences(recs, spec.baseline, (tuning or {}).get(task.name))
+        arms: dict[str, dict[Any, dict[str, Any]]] = {
+            str(strategy): {seed: records[(task.name, strategy, seed)] for seed in task.seeds or []
+                            if (task.name, strategy, seed) in records}
+            for strategy in task.strategies or spec.strategies}
+        start_row, learned = start_and_learned(task.score, arms, str(spec.baseline))
+        differ = arm_differences(arms, str(spec.baseline), (tuning or {}).get(task.name))
         if differ and getattr(spec, "arm_differences", "accept") == "equalize":
             raise ConfigError(f"arm_differences: equalize, but on {task.name} " + "; ".join(
                 f"{s} differs from {spec.baseline} in {', '.join(d)}" for s, d in differ.items())
