@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from hardmix.compare.grid import Cell
-from hardmix.compare.summary import edge_mark, verdict_label
+from hardmix.compare.summary import edge_mark, learned_mark, verdict_label
 from hardmix.training.metrics import read_metrics
 from hardmix.training.run_folder import METRICS
 from hardmix.utils.confine import makedirs, save_figure
@@ -175,7 +175,7 @@ def plot_forest(summary: dict[str, Any], path: Path, root: Path) -> Path:
                 ax.plot(p["mean"], y, "x", ms=8, color=col[s], mew=2)
             holm = p.get("p_holm")
             label = verdict_label(p) if not _finite(holm) else f"p_holm {holm:.3f}  {verdict_label(p)}"
-            mark = edge_mark(summary, task, s)  # its own line, so that the panels keep their width
+            mark = " ".join(x for x in (edge_mark(summary, task, s), learned_mark(summary, task)) if x)
             ax.text(1.02, y, label, transform=ax.get_yaxis_transform(), va="bottom" if mark else "center",
                     fontsize=9, fontweight="bold" if p["verdict"] in ("better", "worse") else "normal")
             if mark:
