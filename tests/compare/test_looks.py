@@ -79,3 +79,32 @@ def test_the_committed_mixcse_arms_train_two_directions_and_say_so(tmp_path, cap
     assert cli(["compare", str(tmp_path / "spec.yaml"), "--output", str(out), "--report-only"]) == 2
     err = capsys.readouterr().err
     assert "arm_differences: equalize, but on text mixcse differs from none in loss direction" in err
+
+
+def test_a_comparison_grown_with_resume_after_its_results_says_so(tmp_path, tiny_text_config, capsys,
+                                                                    one_torch_thread):
+    text = {**tiny_text_config, "train": {**tiny_text_config["train"], "max_steps": 2},
+            "eval": {"eval_steps": 0, "at_end": True, "start": "selection"}}
+    (tmp_path / "text.yaml").write_text(yaml.safe_dump(text))
+    spec = {"seeds": [1], "baseline": "none", "strategies": {"none": [{"name": "none"}]},
+            "tasks": {"text": {"config": str(tmp_path / "text.yaml"), "score": "stsb_dev",
+                               "allow_selection_score": True}}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "cmp"
+    assert cli(["compare", str(tmp_path / "spec.yaml"), "--output", str(out)]) == 0
+    assert "growth" not in json.loads((out / "summary.json").read_text())  # never grown
+    spec["seeds"] = [1, 2]
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert cli(["compare", str(tmp_path / "spec.yaml"), "--output", str(out), "--resume"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    (growth,) = summary["growth"]
+    assert growth["added"] == ["seeds: 2"] and growth["after_results"] is True
+    assert growth == read_growth(out)[0]
+    assert f"Grown on {growth['date']}, after its results were seen: added seeds: 2." in \
+        (out / "summary.md").read_text()
+    # each cell measured its start (eval.start: selection), so the start row has numbers
+    start = summary["tasks"]["text"]["start"]
+    assert start["status"] == "measured" and start["n"] == 2 and not start["depends_on_seed"]
+    for seed in (1, 2):
+        record = read_results(out / "runs" / "text" / "none" / f"seed{seed}")
+        assert start["seeds"][str(seed)] == record["start_scores"]["stsb_dev"]
