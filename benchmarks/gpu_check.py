@@ -203,7 +203,26 @@ def _training_headline(out: Path, work: Path) -> dict:
     for name, run in r.get("runs", {}).items():
         h[name] = {k: run.get(k) for k in ("knn_top1", "steps", "train_seconds", "wall_s", "proxy_acc_last5",
                                            "premise_reached", "returncode")}
+    learned = r.get("learned")
+    if learned:  # each run against the untrained network, by the stated margin
+        h["learned"] = {k: learned.get(k) for k in ("verdict", "margin_points", "untrained_knn_top1",
+                                                    "enforced", "why")}
     return h
+
+
+def training_status(status: str, headline: dict[str, Any]) -> tuple[str, str | None]:
+    """The training stage's status and why: not ``ok`` where a run did not beat the untrained network's
+    k-NN by the stated margin (full mode: ``enforced``), whatever its exit status.
+
+    >>> training_status("ok", {"learned": {"verdict": False, "enforced": True, "why": "did not learn"}})
+    ('failed', 'did not learn')
+    >>> training_status("ok", {"learned": {"verdict": False, "enforced": False, "why": "did not learn"}})
+    ('ok', None)
+    """
+    learned = headline.get("learned") or {}
+    if learned.get("enforced") and learned.get("verdict") is not True:
+        return ("failed" if status == "ok" else status), learned.get("why")
+    return status, None
 
 
 def _distributed_headline(out: Path, work: Path) -> dict:
@@ -337,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
                 entry["headline"] = {"error": f"{type(e).__name__}: {e}"}
             if stage.name == "distributed" and entry["headline"].get("status") == "skipped":
                 entry["status"] = "skipped"
+            if stage.name == "training":  # not ok where a run did not learn (full mode), saying why
+                entry["status"], why = training_status(entry["status"], entry["headline"])
+                if why:
+                    entry["why"] = why
         summary["stages"][stage.name] = entry
         print(f"==== stage {stage.name}: {entry['status']} in {entry.get('seconds', 0)} s", flush=True)
         write()

@@ -8,7 +8,11 @@ gpu_check run) with a safety margin. Reported: the final k-NN top-1/top-5 of bot
 untrained network (same seed, same k-NN bank and queries), each run's proxy-task accuracy curve (MoCo's
 proxy task: the fraction of queries whose key beats every queue negative, logged by the trainer) and
 whether MoCHi's premise holds, i.e. whether the proxy task is mostly solved (mean of the last 5 logged
-values at least ``PREMISE_PROXY_ACC``, a threshold chosen here: the paper gives none).
+values at least ``PREMISE_PROXY_ACC``, a threshold chosen here: the paper gives none). Did they learn
+(``learned``): each run's k-NN top-1 against the untrained network's, which it must beat by
+``LEARNED_MARGIN`` points; in full mode a run that does not makes the stage fail (exit status 1), its JSON
+saying which run, by how much and the margin; the dry mode, whose tiny runs cannot learn, records the
+verdict and the margin without failing. ``judge`` recomputes the verdict of an existing ``training.json``.
 
 ``distributed``: ``torchrun --nproc_per_node 2 -m hardmix train vision`` with NCCL, a few steps on the
 same data, where at least 2 GPUs exist; otherwise it says it was skipped (and, with ``--dry``, only
@@ -23,6 +27,7 @@ Usage:
     python benchmarks/gpu_training.py train --out training.json --images-per-s 20000 --seconds 75
     python benchmarks/gpu_training.py train --dry --out /tmp/t.json
     python benchmarks/gpu_training.py distributed --out distributed.json
+    python benchmarks/gpu_training.py judge --out training.json   # the learned verdict of a record
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ KEYS = {
     "knn_test_samples": "eval.knn_test_samples",
     "knn_k": "eval.knn_k",
     "val_samples": "data.val_samples",
+    "start": "eval.start",
 }
 #: the value of KEYS["precision"] for each precision
 PRECISION_VALUES = {"bf16": "bf16", "fp32": "fp32"}
@@ -122,6 +128,9 @@ FULL = {
     "batch_size": 256, "lr": 0.3, "seed": 0, "device": "cuda", "precision": "bf16", "channels_last": True,
     "log_steps": 10, "save": 0, "progress": False, "knn_final": True, "knn_every": 0,
     "knn_train_samples": None, "knn_test_samples": None, "knn_k": 200, "val_samples": 5000,
+    # each run's own start: the validation k-NN only (the stage scores the untrained network's test k-NN
+    # once, below; the probe at the start would cost a linear probe per run)
+    "start": "selection",
 }
 #: Dry mode: the same code on the CPU at tiny sizes (the dry data tree: 32 + 8 images per class).
 DRY = {
@@ -137,6 +146,10 @@ MOCHI_WARMUP_FRACTION = 0.05
 LR_WARMUP_FRACTION = 0.05
 #: the proxy task counts as mostly solved from this accuracy on (our threshold; see the module docstring)
 PREMISE_PROXY_ACC = 0.8
+#: a run learned when its k-NN top-1 beats the untrained network's (same seed, bank and queries) by at
+#: least this many points: about 1.5 binomial standard errors of a top-1 near 35% on the 5,000 test
+#: queries of the full mode (sqrt(0.35 x 0.65 / 5000) = 0.67 points); our threshold
+LEARNED_MARGIN = 1.0
 #: the share of --seconds planned for, against a trainer step slower than the benchmark's
 SAFETY = 0.85
 MAX_EPOCHS = 200
@@ -249,6 +262,48 @@ def untrained_knn(settings: dict[str, Any], cache_dir: str) -> dict[str, Any]:
             "queries": len(data.test.labels), "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def learned_check(untrained: dict[str, Any], runs: dict[str, dict[str, Any]],
+                  enforced: bool) -> dict[str, Any]:
+    """Whether each run beat the untrained network's k-NN top-1 by :data:`LEARNED_MARGIN` points:
+    ``verdict`` true (every run did), false (one did not: ``why`` names it, its gain and the margin) or
+    None (no untrained score, or no run scored); ``enforced``: the stage fails on a false verdict (full
+    mode).
+
+    >>> c = learned_check({"knn_top1": 34.38}, {"mocov2": {"knn_top1": 30.74}}, enforced=True)
+    >>> c["verdict"], round(c["runs"]["mocov2"]["gain"], 2)
+    (False, -3.64)
+    """
+    u = untrained.get("knn_top1")
+    per: dict[str, Any] = {}
+    for name, r in runs.items():
+        k = r.get("knn_top1")
+        gain = None if u is None or k is None else k - u
+        per[name] = {"knn_top1": k, "gain": gain, "learned": None if gain is None else gain >= LEARNED_MARGIN}
+    scored = [p["learned"] for p in per.values() if p["learned"] is not None]
+    verdict = None if u is None or not scored else all(scored)
+    out: dict[str, Any] = {"margin_points": LEARNED_MARGIN, "untrained_knn_top1": u, "runs": per,
+                           "verdict": verdict, "enforced": enforced, "why": None}
+    if verdict is False:
+        short = [f"{n} {p['knn_top1']:.2f} ({p['gain']:+.2f})" for n, p in per.items()
+                 if p["learned"] is False]
+        out["why"] = (f"did not learn: k-NN top-1 of {', '.join(short)} against the untrained network's "
+                      f"{u:.2f}; a run must beat it by {LEARNED_MARGIN:g} points")
+    elif verdict is None:
+        out["why"] = "not judged: no untrained k-NN or no run scored"
+    return out
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    """The learned verdict of an existing ``training.json`` (``--out``), written back into it."""
+    result = json.loads(args.out.read_text())
+    result["learned"] = learned_check(result.get("untrained") or {}, result.get("runs") or {},
+                                      enforced=result.get("mode") != "dry")
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"learned: {result['learned']['verdict']}" + (f" ({result['learned']['why']})"
+                                                       if result["learned"]["why"] else ""))
+    return 1 if result["learned"]["enforced"] and result["learned"]["verdict"] is not True else 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     mode = "dry" if args.dry else "full"
@@ -292,6 +347,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         write()
     ok = all(r["returncode"] == 0 and r["knn_top1"] is not None for r in result["runs"].values())
     ok = ok and "error" not in result["untrained"]
+    learned = result["learned"] = learned_check(result["untrained"], result["runs"], enforced=not args.dry)
+    write()
+    print(f"learned (margin {LEARNED_MARGIN:g} points over the untrained k-NN top-1): {learned['verdict']}"
+          + (f"; {learned['why']}" if learned["why"] else "")
+          + ("" if learned["enforced"] else " (dry mode: recorded, not enforced)"), flush=True)
+    if learned["enforced"] and learned["verdict"] is False:
+        ok = False
     return 0 if ok else 1
 
 
@@ -338,7 +400,7 @@ def cmd_distributed(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["train", "distributed"])
+    p.add_argument("what", choices=["train", "distributed", "judge"])
     p.add_argument("--dry", action="store_true")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--in-process", action="store_true", help="run the trainings in this process (dry mode)")
@@ -349,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stage-seconds", type=float, default=None,
                    help="the whole command's time: a run is stopped 3 s before it runs out")
     args = p.parse_args(argv)
+    if args.what == "judge":
+        return cmd_judge(args)
     return cmd_train(args) if args.what == "train" else cmd_distributed(args)
 
 

@@ -74,7 +74,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 and int(os.environ.get("WORLD_SIZE", "1")) == 1)
     results = run_training(task, cfg, args.output, resume=bool(args.resume))
     if int(os.environ.get("RANK", "0")) == 0:  # the process group is gone by now: torchrun's variable
-        print(task.report(results))
+        from hardmix.training.learned import start_end_lines
+
+        print("\n".join([task.report(results), *start_end_lines(results)]))
     return exit_status(results["interrupted"]) if results.get("interrupted") else 0
 
 

@@ -168,6 +168,17 @@ def test_dry_mode_trains_mocov2_and_mochi_and_scores_them(dry_run) -> None:
         assert [p[0] for p in curve] == list(range(2, run["steps"] + 1, 2))  # every log step (2) to the last
         assert all(0 <= p[2] <= 1 for p in curve) and isinstance(run["premise_reached"], bool)
     assert training["mochi"][0]["name"] == "mochi"
+    # did they learn: recorded with its margin, not enforced in dry mode (tiny runs cannot learn)
+    learned = training["learned"]
+    assert learned["margin_points"] == 1.0 and learned["enforced"] is False
+    assert learned["untrained_knn_top1"] == training["untrained"]["knn_top1"]
+    for name, run in training["runs"].items():
+        gain = run["knn_top1"] - training["untrained"]["knn_top1"]
+        assert learned["runs"][name]["gain"] == pytest.approx(gain)
+        assert learned["runs"][name]["learned"] is (gain >= 1.0)
+    assert learned["verdict"] is all(gain["learned"] for gain in learned["runs"].values())
+    stage = _load(out, "gpu_check.json")["stages"]["training"]
+    assert stage["status"] == "ok" and stage["headline"]["learned"]["verdict"] == learned["verdict"]
     distributed = _load(out, "distributed.json")
     assert distributed["status"] == "skipped" and distributed["gpus"] == 0
     assert "torch.distributed.run" in distributed["command"]
@@ -298,3 +309,58 @@ def test_a_failing_case_is_recorded_and_each_case_is_written_as_it_ends(tmp_path
     assert text["status"] == "failed" and text["error"].startswith("FileNotFoundError: ")
     assert "no carried tokenizer" in text["error"] and "\n" not in text["error"]
     assert probe["status"] == "ok" and probe["images"] == 32
+
+
+def _constructed_training(untrained: float, runs: dict[str, float]):
+    """A stand-in for the full mode's training subprocess: it writes a training.json of runs with these
+    k-NN top-1 scores (judged by gpu_training's own check) and exits 0."""
+    import gpu_training
+
+    def run(cmd: list[str], timeout: float) -> int:
+        out = Path(cmd[cmd.index("--out") + 1])
+        record = {"mode": "full", "untrained": {"knn_top1": untrained},
+                  "runs": {n: {"knn_top1": k, "returncode": 0} for n, k in runs.items()}}
+        record["learned"] = gpu_training.learned_check(record["untrained"], record["runs"], enforced=True)
+        out.write_text(json.dumps(record))
+        return 0
+
+    return run
+
+
+def test_a_full_mode_run_below_its_untrained_network_fails_the_training_stage(tmp_path, monkeypatch) -> None:
+    import gpu_check
+
+    # the H100 check of 2026-12-06: MoCo-v2 30.74, MoCHi 32.20, the untrained network 34.38
+    monkeypatch.setattr(gpu_check, "run_capped", _constructed_training(34.38, {"mocov2": 30.74,
+                                                                               "mochi": 32.20}))
+    out, work = tmp_path / "out", tmp_path / "work"
+    assert gpu_check.main(["--out", str(out), "--work", str(work), "--only", "training"]) == 1
+    entry = _load(out, "gpu_check.json")["stages"]["training"]
+    assert entry["returncode"] == 0 and entry["status"] == "failed"  # the exit status alone said ok
+    assert entry["why"] == ("did not learn: k-NN top-1 of mocov2 30.74 (-3.64), mochi 32.20 (-2.18) against "
+                            "the untrained network's 34.38; a run must beat it by 1 points")
+    assert entry["headline"]["learned"]["margin_points"] == 1.0
+    assert _load(out, "gpu_check.json")["failed_stages"] == ["training"]
+    # within the margin is not enough; beyond it, the stage is ok
+    monkeypatch.setattr(gpu_check, "run_capped", _constructed_training(25.9, {"mocov2": 26.5, "mochi": 33.2}))
+    assert gpu_check.main(["--out", str(out), "--work", str(work), "--only", "training"]) == 1
+    assert "mocov2 26.50 (+0.60)" in _load(out, "gpu_check.json")["stages"]["training"]["why"]
+    monkeypatch.setattr(gpu_check, "run_capped", _constructed_training(25.9, {"mocov2": 33.2, "mochi": 34.1}))
+    assert gpu_check.main(["--out", str(out), "--work", str(work), "--only", "training"]) == 0
+    entry = _load(out, "gpu_check.json")["stages"]["training"]
+    assert entry["status"] == "ok" and "why" not in entry and entry["headline"]["learned"]["verdict"] is True
+
+
+def test_judge_recomputes_the_verdict_of_the_h100_record(tmp_path) -> None:
+    import gpu_training
+
+    record = ROOT / "results" / "gpu_check_2026-12-06" / "training.json"  # the committed H100 record
+    copy = tmp_path / "training.json"
+    copy.write_text(record.read_text())
+    assert gpu_training.main(["judge", "--out", str(copy)]) == 1
+    learned = json.loads(copy.read_text())["learned"]
+    saved = json.loads(record.read_text())
+    assert learned["verdict"] is False and learned["enforced"] is True
+    for name in ("mocov2", "mochi"):
+        gain = saved["runs"][name]["knn_top1"] - saved["untrained"]["knn_top1"]
+        assert learned["runs"][name]["gain"] == gain

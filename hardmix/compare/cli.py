@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -69,7 +70,8 @@ def register(top: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse a spec in which a task's seeds and comparisons leave the exact sign-flip "
                         "test no possible verdict (its smallest Holm-adjusted p >= 0.05), before anything "
-                        "runs")
+                        "runs; and refuse to report verdicts against a baseline that did not beat its "
+                        "starting encoder")
     p.add_argument("--no-download", action="store_true",
                    help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
     p.set_defaults(func=main)
@@ -100,6 +102,75 @@ def check_extension(saved: Path, raw: dict) -> None:
             "seeds, strategies and values of tune.grid's knobs may be added to a comparison: restore the "
             "rest, or choose another --output"
         )
+
+
+#: The comparison's growths (``OUT/growth.json``): each time ``--resume`` added to its spec.
+GROWTH = "growth.json"
+
+
+def spec_additions(old: Any, new: Any, where: str = "") -> list[str]:
+    """What ``new`` adds to ``old`` (a spec ``--resume`` accepted: only additions), one item per place:
+    ``seeds: 6, 7``, ``tasks.vision.seeds: 6``, ``strategies: dcl``, ``tune.grid.mixcse.lam: 0.4``.
+
+    >>> spec_additions({"seeds": [1, 2], "strategies": {"none": 1}},
+    ...                {"seeds": [1, 2, 3], "strategies": {"none": 1, "dcl": 2}})
+    ['seeds: 3', 'strategies: dcl']
+    """
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        added = [k for k in new if k not in old]
+        if added and where:
+            out.append(f"{where}: {', '.join(map(str, added))}")
+        for k in new:
+            if k in old:
+                out += spec_additions(old[k], new[k], f"{where}.{k}" if where else str(k))
+            elif not where:
+                out.append(f"{k}: added")
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        added = [v for v in new if v not in old]
+        return [f"{where}: {', '.join(map(str, added))}"] if added else []
+    return []
+
+
+def record_growth(out: Path, raw: dict) -> dict | None:
+    """Append to ``OUT/growth.json`` what this ``--resume`` adds to the comparison's saved spec, with the
+    date and whether its results had been seen (a ``summary.json`` was written before it); None when it
+    adds nothing (or the comparison is new)."""
+    import datetime
+    import json
+
+    from hardmix.config.loader import load_yaml
+    from hardmix.utils.confine import write_text
+
+    saved = out / SPEC_COPY
+    if not saved.is_file():
+        return None
+    old = load_yaml(saved)
+    added = spec_additions(old if isinstance(old, dict) else {},
+                           {k: v for k, v in raw.items() if k != "auto_precision"})
+    if not added:
+        return None
+    entry = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+             "added": added, "after_results": (out / "summary.json").is_file()}
+    path = out / GROWTH
+    try:
+        before = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    except (OSError, ValueError):
+        before = []
+    write_text(json.dumps([*(before if isinstance(before, list) else []), entry], indent=2) + "\n", path, out)
+    return entry
+
+
+def read_growth(out: Path) -> list[dict]:
+    """The comparison's growths (``OUT/growth.json``; empty where it never grew)."""
+    import json
+
+    try:
+        growth = json.loads((out / GROWTH).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return growth if isinstance(growth, list) else []
 
 
 def use_recorded_precision(spec, saved: Path) -> None:  # noqa: ANN001
@@ -208,6 +279,7 @@ def main(args: argparse.Namespace) -> int:
                 print(f"# {c.label}\n{launcher.sbatch_script(settings, c, out)}")
         else:
             print("\n".join(print_commands(todo)))
+        print(start_line(spec), file=sys.stderr)
         for cell, i in stale:
             print(f"hardmix: {cell.label} ran at tune point{i}, which tuning no longer chooses: hardmix "
                   "compare --resume moves it to superseded/ and runs it again", file=sys.stderr)
@@ -246,6 +318,33 @@ def _remove_stale_temporaries(out: Path) -> None:
             note = say_removed(remove_stale_temporaries(folder, out, process_alive, held=True), str(folder))
             if note:
                 print(f"hardmix: {note}", file=sys.stderr)
+
+
+def refuse_unlearned(summary: dict) -> None:
+    """``--strict``: a ConfigError naming each task whose baseline did not beat its starting encoder (its
+    ``learned`` verdict is false), before any of the comparison's files is written."""
+    from hardmix.compare.summary import baselines_that_did_not_learn
+
+    base = summary["baseline"]
+    unlearned = baselines_that_did_not_learn(summary)
+    if unlearned:
+        raise ConfigError(
+            f"--strict: the baseline {base} did not beat its starting encoder on "
+            + ", ".join(f"{t} ({summary['tasks'][t]['learned'][base]['mean']:+.2f} "
+                        f"{summary['tasks'][t]['score']})" for t in unlearned)
+            + ": a verdict against a baseline that did not learn is refused (without --strict it is "
+              "reported, marked)")
+
+
+def start_line(spec) -> str:  # noqa: ANN001
+    """What ``--print-commands`` says of the start before any compute: each cell scores its starting
+    encoder before its first step (``eval.start``), the control every strategy's ``learned`` is paired
+    with."""
+    modes = sorted({next((o.split("=", 1)[1] for o in t.overrides if o.startswith("eval.start=")), "all")
+                    for t in spec.tasks.values()})
+    return ("hardmix: each cell also measures its starting encoder before its first step (eval.start: "
+            f"{', '.join(modes)}; the control of every strategy's 'learned' verdict; eval.start: selection "
+            "keeps it cheap, none skips it)")
 
 
 def _check_before_training(args, out, tune, cells, stale, best) -> None:  # noqa: ANN001
@@ -288,10 +387,11 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=Fals
     from hardmix.utils.confine import write_text
 
     if args.report_only:
-        return _report(spec, out, cells, tune, [], folders)
+        return _report(spec, out, cells, tune, [], folders, strict=getattr(args, "strict", False))
     fresh = not (out / SPEC_COPY).is_file() and not (out / LOGS).exists()
     if folders:  # before the spec copy: the points made so far keep their folders
         write_point_order(folders, out)
+    record_growth(out, spec.raw)  # seeds, strategies or grid values added: each look disclosed
     if not spec_in_place:  # with the precision train.precision: auto resolved to, for every later run
         if spec.auto_precision:
             spec.raw = {**spec.raw, "auto_precision": dict(spec.auto_precision)}
@@ -346,13 +446,20 @@ def _launch_and_report(args, spec, out, cells, tune, jobs, keep, folders) -> int
     failed += launched
     for cell, log in failed:
         print(f"hardmix: {cell.label} failed; its log: {log}", file=sys.stderr)
-    return _report(spec, out, cells, tune, failed, folders)
+    return _report(spec, out, cells, tune, failed, folders, strict=getattr(args, "strict", False))
 
 
-def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN001
+def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int:  # noqa: ANN001
     from hardmix.compare.plots import make_plots
     from hardmix.compare.report import diagnostics_note, write_csv, write_html, write_json, write_markdown
-    from hardmix.compare.summary import contrast_table, cross_table, per_task_table, summarize, text_table
+    from hardmix.compare.summary import (
+        contrast_table,
+        cross_table,
+        learned_table,
+        per_task_table,
+        summarize,
+        text_table,
+    )
     from hardmix.compare.tuning import superseded_table, tuning_table
 
     corrupt = [c for c in cells if c.status() == "corrupt"]
@@ -363,12 +470,17 @@ def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN00
     summary = summarize(spec, [c for c in cells if c not in corrupt], tuning)
     summary["missing"] += [c.label for c in corrupt]  # a corrupt record counts as a missing cell
     summary["cells"] += len(corrupt)
+    growth = read_growth(out)
+    if growth:  # every look disclosed: each --resume that added seeds, strategies or grid values
+        summary["growth"] = growth
     superseded = superseded_table({t: r["score"] for t, r in summary["tasks"].items()}, out,
                                   folders or {})
     if superseded:  # every look at the held-out data disclosed
         summary["superseded"] = superseded
     if summary["finished"] == 0:
         raise RunError(f"{out}: no run of this comparison has finished yet; nothing to report")
+    if strict:
+        refuse_unlearned(summary)
     plots = make_plots(cells, summary, out / "plots", out)
     write_markdown(summary, out / "summary.md", out)
     write_csv(summary, out / "summary.csv", out)
@@ -379,6 +491,9 @@ def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN00
     for task in summary["tasks"]:
         print(f"\n{task}:")
         print(text_table(*per_task_table(summary, task)))
+        if "start" in summary["tasks"][task]:
+            print(f"\n{task}, each against its cells' starting encoder (did they learn?):")
+            print(text_table(*learned_table(summary, task)))
         if summary["tasks"][task].get("contrasts"):
             print(f"\n{task}, each strategy against its control (Holm over these contrasts):")
             print(text_table(*contrast_table(summary, task)))
@@ -392,6 +507,9 @@ def _report(spec, out, cells, tune, failed, folders=None) -> int:  # noqa: ANN00
         print(f"\nsuperseded ({len(superseded)}: run at a tuning point no longer chosen, kept in "
               f"{out / 'superseded'}): " + "; ".join(f"{r['cell']} at {r['point']}: {r['score']}"
                                                       for r in superseded))
+    if summary["code"]["mixed"]:
+        print("\ntrained by different code: " + "; ".join(
+            f"{label}: {n} cells" for label, n in summary["code"]["counts"].items()))
     if summary["missing"]:
         print(f"\nmissing ({len(summary['missing'])}): {', '.join(summary['missing'])}")
     print(f"\nreport: {out / 'report.html'} (summary.md, summary.csv, summary.json, plots/)")

@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from hardmix.compare.grid import Cell
-from hardmix.compare.summary import edge_mark, verdict_label
+from hardmix.compare.summary import edge_mark, learned_mark, verdict_label
 from hardmix.training.metrics import read_metrics
 from hardmix.training.run_folder import METRICS
 from hardmix.utils.confine import makedirs, save_figure
@@ -126,6 +126,21 @@ def _save(fig: Any, path: Path, root: Path, dpi: int = 110) -> Path:
     return path
 
 
+def _start_row(summary: dict[str, Any], task: str) -> dict[str, Any] | None:
+    """The forest plot's ``start`` row of a task: the starting encoder minus the baseline (the baseline's
+    ``learned`` difference, negated, with its interval) and its label; None for a summary without start
+    rows (an older hardmix's)."""
+    t = summary["tasks"][task]
+    if "start" not in t:
+        return None
+    lr = (t.get("learned") or {}).get(summary["baseline"]) or {}
+    if lr.get("verdict") is None:
+        return {"mean": None, "ci_low": None, "ci_high": None, "label": "start not measured"}
+    neg = {k: -lr[k] if _finite(lr.get(k)) else None for k in ("mean", "ci_low", "ci_high")}
+    return {"mean": neg["mean"], "ci_low": neg["ci_high"], "ci_high": neg["ci_low"],
+            "label": "baseline beat its start" if lr["verdict"] else "baseline did not beat its start"}
+
+
 def plot_forest(summary: dict[str, Any], path: Path, root: Path) -> Path:
     """The answer: per task, each strategy's paired difference from the baseline (point) with its 95%
     t-interval (thin line; uncorrected) and the family's simultaneous interval (thick line: Bonferroni over
@@ -138,7 +153,7 @@ def plot_forest(summary: dict[str, Any], path: Path, root: Path) -> Path:
     plt = _pyplot()
     tasks = list(summary["tasks"])
     col = colours(_strategies(summary))
-    sizes = [max(1, len(summary["tasks"][t]["paired"])) for t in tasks]
+    sizes = [max(1, len(summary["tasks"][t]["paired"]) + ("start" in summary["tasks"][t])) for t in tasks]
     fig, axes = plt.subplots(
         len(tasks), 1, figsize=(8.5, 1.3 * len(tasks) + 0.38 * sum(sizes)), squeeze=False,
         gridspec_kw={"height_ratios": sizes},
@@ -160,14 +175,23 @@ def plot_forest(summary: dict[str, Any], path: Path, root: Path) -> Path:
                 ax.plot(p["mean"], y, "x", ms=8, color=col[s], mew=2)
             holm = p.get("p_holm")
             label = verdict_label(p) if not _finite(holm) else f"p_holm {holm:.3f}  {verdict_label(p)}"
-            mark = edge_mark(summary, task, s)  # its own line, so that the panels keep their width
+            mark = " ".join(x for x in (edge_mark(summary, task, s), learned_mark(summary, task)) if x)
             ax.text(1.02, y, label, transform=ax.get_yaxis_transform(), va="bottom" if mark else "center",
                     fontsize=9, fontweight="bold" if p["verdict"] in ("better", "worse") else "normal")
             if mark:
                 ax.text(1.02, y, mark, transform=ax.get_yaxis_transform(), va="top", fontsize=8)
+        start = _start_row(summary, task)
+        if start is not None:  # the starting encoder minus the baseline, below the strategies
+            y = -1
+            if _finite(start.get("ci_low")):
+                ax.plot([start["ci_low"], start["ci_high"]], [y, y], color="grey", lw=1.2)
+            if _finite(start.get("mean")):
+                ax.plot(start["mean"], y, "D", ms=7, color="grey")
+            ax.text(1.02, y, start["label"], transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+        low = -1 if start is not None else 0
         ax.axvline(0.0, color="black", lw=1, zorder=0)
-        ax.set_yticks(range(len(names)), names[::-1], fontsize=9)
-        ax.set_ylim(-0.7, len(names) - 0.3)
+        ax.set_yticks(range(low, len(names)), ([] if start is None else ["start"]) + names[::-1], fontsize=9)
+        ax.set_ylim(low - 0.7, len(names) - 0.3)
         ax.grid(axis="x", alpha=0.3)
         unit = score_unit(t["score"], difference=True)
         ax.set_xlabel(f"{t['score']} − {summary['baseline']} ({unit}); higher is better")

@@ -17,10 +17,13 @@ import yaml
 
 from hardmix.compare.stats import ALPHA, FEW_SEEDS, NAN_SCORE, NO_SPREAD, TOO_FEW
 from hardmix.compare.summary import (
+    BASELINE_DID_NOT_LEARN,
     T_TEST_ONLY,
+    _interval,
     cell_count,
     contrast_table,
     edge_mark,
+    learned_table,
     markdown_table,
     per_task_table,
     secondary_table,
@@ -96,12 +99,41 @@ def notes(summary: dict[str, Any]) -> list[str]:
             + "; ".join(f"{label} ({why})" for label, why in summary["failed"].items())
             + "."
         )
+    out += learned_notes(summary)
     if summary["missing"]:
         out.append(
             f"{len(summary['missing'])} of {cell_count(summary)} runs are missing: "
             + ", ".join(summary["missing"])
             + "."
         )
+    return out
+
+
+def learned_notes(summary: dict[str, Any]) -> list[str]:
+    """Whether each task's baseline learned (beat its starting encoder), and which code trained the cells
+    when more than one did; nothing for a summary of an older hardmix (no start rows)."""
+    out = []
+    base = summary["baseline"]
+    for task, t in summary["tasks"].items():
+        if "start" not in t:
+            continue
+        lr = (t.get("learned") or {}).get(base) or {}
+        if lr.get("verdict") is None:
+            out.append(f"{task}: the start was not measured (the cells' records hold no start_scores), so "
+                       f"whether `{base}` learned is not known; no verdict here says it did.")
+        elif lr["verdict"]:
+            out.append(f"{task}: `{base}` beat its starting encoder ({_interval(lr)} {t['score']}).")
+        else:
+            out.append(f"{task}: `{base}` did not beat its starting encoder ({_interval(lr)} {t['score']}): "
+                       f"every verdict against it is marked {BASELINE_DID_NOT_LEARN}, and --strict refuses "
+                       "the comparison.")
+    code = summary.get("code") or {}
+    if code.get("mixed"):
+        out.append("The cells were trained by different code: " + "; ".join(
+            f"{label}: {', '.join(cells)}" for label, cells in code["cells"].items()) + ".")
+    for g in summary.get("growth") or []:
+        seen = "after its results were seen" if g.get("after_results") else "before any result was reported"
+        out.append(f"Grown on {g['date']}, {seen}: added {'; '.join(g['added'])}.")
     return out
 
 
@@ -165,6 +197,9 @@ def verdicts_markdown(summary: dict[str, Any], other_scores: bool = False) -> st
     ]
     for task in summary["tasks"]:
         lines += [f"### {task}", "", markdown_table(*per_task_table(summary, task)), ""]
+        if "start" in summary["tasks"][task]:  # a summary of an older hardmix has no start row
+            lines += [f"Did they learn? Each against its cells' starting encoder ({task}):", "",
+                      markdown_table(*learned_table(summary, task)), ""]
         head, rows = secondary_table(summary, task)
         if other_scores and len(head) > 1:
             lines += ["Other final scores:", "", markdown_table(head, rows), ""]
@@ -263,7 +298,8 @@ CAPTIONS = {
     "interval (thin line) and the family's simultaneous interval (thick line: Bonferroni over the task's "
     "comparisons); a point is filled where the simultaneous interval excludes 0. The verdict on the right is "
     "Holm's (more powerful: rarely, significant with a thick line touching 0). Right of the zero line is "
-    "better.",
+    "better. The grey diamond (start) is the starting encoder minus the baseline: right of zero, the "
+    "baseline did not beat its start.",
     "scores": "The compared score per strategy: each seed a small point, the mean a large one with its 95% "
     "interval.",
     "selection_curves": "The selection score at each evaluation: mean over seeds, the band their range.",
@@ -297,6 +333,9 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
     ]
     for task in summary["tasks"]:
         parts += [f"<h2>{html.escape(task)}</h2>", _html_table(*per_task_table(summary, task))]
+        if "start" in summary["tasks"][task]:
+            parts += ["<p>Did they learn? Each against its cells' starting encoder:</p>",
+                      _html_table(*learned_table(summary, task))]
         head, rows = secondary_table(summary, task)
         if len(head) > 1:
             parts += ["<p>Other final scores (mean ± std over seeds):</p>", _html_table(head, rows)]

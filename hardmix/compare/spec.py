@@ -151,10 +151,10 @@ def check_entry_arguments(arguments: dict[str, Any], where: str) -> None:
 
 
 # What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
-# new cells run), how many cells run at once, where the folder is and how cells are launched. Contrasts are
-# what is reported, not what runs; auto_precision is recorded in the comparison's spec copy by hardmix (a
-# spec that sets it otherwise is refused by ``hardmix compare``, naming it).
-FREE_KEYS = ("jobs", "output", "launcher", "contrasts", "auto_precision")
+# new cells run), how many cells run at once, where the folder is and how cells are launched. Contrasts and
+# arm_differences are what is reported, not what runs; auto_precision is recorded in the comparison's spec
+# copy by hardmix (a spec that sets it otherwise is refused by ``hardmix compare``, naming it).
+FREE_KEYS = ("jobs", "output", "launcher", "contrasts", "auto_precision", "arm_differences")
 
 
 def parse_seeds(seeds: Any, key: str) -> list[int]:
@@ -291,6 +291,11 @@ class CompareSpec:
             (:mod:`hardmix.compare.precision`), and recorded by ``hardmix compare`` in its copy of the spec
             (``DIR/spec.yaml``), so that every later ``--resume`` or extension, on whatever machine, runs
             that precision. Written by hardmix; a spec may set it to choose.
+        arm_differences: what to do where arms differ in more than their strategy (loss direction,
+            precision, steps, tuning grid size; :func:`hardmix.compare.summary.arm_differences`):
+            ``accept`` (the default) reports the verdicts with each difference named beside the verdict it
+            touches; ``equalize`` refuses to report a verdict between arms that differ (make them equal
+            in the spec: ``strategy_set``, the strategies' arguments, the grid) and names the differences.
     """
 
     seeds: Seeds
@@ -304,6 +309,7 @@ class CompareSpec:
     launcher: LauncherBlock = None
     contrasts: dict[str, str] = field(default_factory=dict)
     auto_precision: dict[str, Literal["fp32", "bf16"]] | None = None
+    arm_differences: Literal["accept", "equalize"] = "accept"
     source: Path | None = field(default=None, metadata={"internal": True})
     raw: dict[str, Any] = field(default_factory=dict, metadata={"internal": True})
 

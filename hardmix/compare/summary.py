@@ -15,6 +15,17 @@ cells selected their first or their last evaluated step (:func:`boundary`), and 
 words of that and of its tuning's diagnostics (``tuning.<task>.<s>``: ``grid_edge``, ``inert_knob``;
 :mod:`hardmix.compare.tuning`). Every table marks a verdict whose cells (the strategy's and the
 baseline's) selected an edge step (:func:`edge_mark`).
+
+Did they learn (:func:`start_and_learned`)? Per task, ``start``: the starting encoder's compared score, as
+the cells measured it before their first step (``results.json`` ``start_scores``), per seed (``seeds``),
+its mean, and every start score's mean (``scores``); ``status`` "start not measured" where no cell's record
+holds it (an older hardmix's). Per strategy, ``learned.<s>``: the paired difference of its score from its
+own cells' start, seed by seed (a start that does not depend on the seed, text's, is the same number in
+every pair), with its 95% interval and ``verdict``: true when the interval lies above 0 (with one seed or
+no spread, when the difference is above 0), false otherwise, null where the start was not measured. A
+verdict between strategies whose baseline did not beat its start says so beside it (:func:`verdict_text`).
+``code`` lists the code (``results.json`` ``code``: git commit) that trained the cells, ``mixed`` when
+they differ.
 """
 
 from __future__ import annotations
@@ -197,6 +208,150 @@ def _nan(v: Any) -> float:
     return math.nan if v is None else float(v)
 
 
+#: Beside a verdict whose baseline did not beat its start.
+BASELINE_DID_NOT_LEARN = "(baseline did not beat its start)"
+
+
+def _start(record: dict[str, Any], score: str) -> float | None:
+    """A cell's starting score on ``score`` (None: not measured)."""
+    start = record.get("start_scores")
+    return _number(start.get(score)) if isinstance(start, dict) else None
+
+
+def learned_verdict(p: dict[str, Any]) -> bool | None:
+    """Did it learn: the 95% interval of the difference from the start lies above 0; with no interval (one
+    seed, no spread), the difference is above 0; None without a finite difference.
+
+    >>> learned_verdict({"mean": 1.0, "ci_low": 0.2}), learned_verdict({"mean": 1.0, "ci_low": -0.1})
+    (True, False)
+    >>> learned_verdict({"mean": 0.5, "ci_low": None}), learned_verdict({"mean": None})
+    (True, None)
+    """
+    mean, low = p.get("mean"), p.get("ci_low")
+    if not _finite(mean):
+        return None
+    return bool(float(low) > 0) if low is not None and _finite(low) else bool(float(mean) > 0)
+
+
+def start_and_learned(
+    score: str, recs: dict[str, dict[Any, dict[str, Any]]], baseline: str
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """A task's ``start`` row and each strategy's ``learned`` entry, from its finished cells' records
+    (``recs``: strategy -> seed -> record)."""
+    from hardmix.training.learned import NOT_MEASURED
+
+    learned: dict[str, dict[str, Any]] = {}
+    for strategy, by_seed in recs.items():
+        pairs: list[tuple[Any, float, float]] = []
+        for seed, r in by_seed.items():
+            end, begin = _number(r["final_scores"].get(score)), _start(r, score)
+            if end is not None and begin is not None:
+                pairs.append((seed, end, begin))
+        if not pairs:
+            learned[strategy] = {"status": NOT_MEASURED, "verdict": None, "n": 0, "seeds": []}
+            continue
+        d = asdict(paired_difference([p[1] for p in pairs], [p[2] for p in pairs]))
+        status = "measured" if len(pairs) == len(by_seed) else \
+            f"measured in {len(pairs)} of {len(by_seed)} cells"
+        learned[strategy] = {**d, "seeds": [p[0] for p in pairs], "status": status,
+                             "verdict": learned_verdict(d)}
+    seeds: dict[Any, float] = {}
+    spread = 0.0
+    for strategy in [baseline, *[s for s in recs if s != baseline]]:
+        for seed, r in recs.get(strategy, {}).items():
+            v = _start(r, score)
+            if v is None:
+                continue
+            if seed in seeds:
+                spread = max(spread, abs(v - seeds[seed]))
+            else:
+                seeds[seed] = v
+    if not seeds:
+        return {"status": NOT_MEASURED, "seeds": {}, "mean": None, "std": None, "n": 0, "scores": {}}, learned
+    starts = [r["start_scores"] for by_seed in recs.values() for r in by_seed.values()
+              if isinstance(r.get("start_scores"), dict)]
+    keys = sorted({k for st in starts for k in st})
+    scores = {}
+    for k in keys:
+        vals = [v for v in (_number(st.get(k)) for st in starts) if v is not None and math.isfinite(v)]
+        if vals:
+            scores[k] = sum(vals) / len(vals)
+    other: dict[str, list[float]] = {}
+    for by_seed in recs.values():
+        for r in by_seed.values():
+            for name, view in (r.get("start_scores_other") or {}).items():
+                v = _number((view or {}).get(score))
+                if v is not None:
+                    other.setdefault(name, []).append(v)
+    m, sd = mean_std(list(seeds.values()))
+    values = list(seeds.values())
+    return {"status": "measured", "seeds": seeds, "mean": m, "std": sd, "n": len(seeds),
+            "depends_on_seed": max(values) - min(values) > 1e-9 * max(1.0, abs(m)),
+            "spread_across_strategies": spread, "scores": scores,
+            "other": {name: {"mean": sum(o) / len(o), "n": len(o)} for name, o in other.items()}}, learned
+
+
+#: The properties of an arm beside its strategy that :func:`arm_differences` compares.
+ARM_PROPERTIES = ("loss direction", "precision", "steps", "grid points")
+
+
+def _arm(records: list[dict[str, Any]], tuned: dict[str, Any] | None) -> dict[str, str]:
+    """One arm's properties beside its strategy, each as one value or its values joined (``n/a`` where
+    no record says: a task that records no loss direction)."""
+    def one(values: list[Any]) -> str:
+        vals = sorted({str(v) for v in values if v is not None})
+        return ", ".join(vals) if vals else "n/a"
+
+    direction = [{True: "two-direction", False: "one-direction"}.get((r.get("task_info") or {}).get(
+        "both_directions")) for r in records]
+    return {"loss direction": one(direction),
+            "precision": one([r.get("precision", "fp32") for r in records]),  # older records: CPU fp32
+            "steps": one([r.get("steps") for r in records]),
+            "grid points": str(len(tuned["grid"])) if tuned and tuned.get("grid") is not None else "n/a"}
+
+
+def arm_differences(recs: dict[str, dict[Any, dict[str, Any]]], baseline: str,
+                    tuning: dict[str, Any] | None = None) -> dict[str, list[str]]:
+    """Each strategy's differences from the baseline's arm other than the strategy (:data:`ARM_PROPERTIES`:
+    MixCSE's two-direction loss against a one-direction baseline, another precision, another number of
+    steps, another tuning grid size), as ``property: mine vs the baseline's``; strategies without any are
+    left out.
+
+    >>> r = {"none": {1: {"task_info": {"both_directions": False}, "steps": 500}},
+    ...      "mixcse": {1: {"task_info": {"both_directions": True}, "steps": 500}}}
+    >>> arm_differences(r, "none")
+    {'mixcse': ['loss direction: two-direction vs one-direction']}
+    """
+    arms = {s: _arm(list(by_seed.values()), (tuning or {}).get(s)) for s, by_seed in recs.items()}
+    base = arms.get(baseline)
+    if base is None:
+        return {}
+    out = {}
+    for s, arm in arms.items():
+        diff = [f"{k}: {arm[k]} vs {base[k]}" for k in ARM_PROPERTIES
+                if arm[k] != base[k] and "n/a" not in (arm[k], base[k])]
+        if s != baseline and diff:
+            out[s] = diff
+    return out
+
+
+def code_table(cells: list[Cell], records: dict[tuple[str, str, int], dict[str, Any]]) -> dict[str, Any]:
+    """Which code trained the finished cells (``results.json`` ``code``): how many by commit label
+    (:func:`hardmix.utils.provenance.code_label`: ``not recorded`` for older records), the full commits,
+    ``mixed`` when more than one recorded code trained them, and then the cells of each (``cells``)."""
+    from hardmix.utils.provenance import code_label
+
+    by: dict[str, list[str]] = {}
+    for c in cells:
+        r = records.get((c.task.name, c.strategy, c.seed))
+        if r is not None:
+            by.setdefault(code_label(r.get("code")), []).append(c.label)
+    commits = {r["code"].get("commit") for r in records.values() if isinstance(r.get("code"), dict)}
+    mixed = len([k for k in by if k != "not recorded"]) > 1
+    return {"counts": {k: len(v) for k, v in by.items()}, "commits": sorted(str(c) for c in commits if c),
+            "mixed": mixed, **({"cells": by} if mixed else {})}
+
+
 def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | None = None) -> dict[str, Any]:
     """The summary: per task, per strategy (mean, std, n, seeds, training seconds, sampling error, other
     scores, diagnostics) and the paired difference of each strategy from the baseline; the per-cell
@@ -262,6 +417,16 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
             per[strategy]["diagnostics"] = {**diagnostics, "flags": flags(diagnostics, tuned)}
         own = [c for c in cells if c.task.name == task.name]
         selection = task_metric(own[0]) if own else resolve_task(task.task).selection_metric
+        arms: dict[str, dict[Any, dict[str, Any]]] = {
+            str(strategy): {seed: records[(task.name, strategy, seed)] for seed in task.seeds or []
+                            if (task.name, strategy, seed) in records}
+            for strategy in task.strategies or spec.strategies}
+        start_row, learned = start_and_learned(task.score, arms, str(spec.baseline))
+        differ = arm_differences(arms, str(spec.baseline), (tuning or {}).get(task.name))
+        if differ and getattr(spec, "arm_differences", "accept") == "equalize":
+            raise ConfigError(f"arm_differences: equalize, but on {task.name} " + "; ".join(
+                f"{s} differs from {spec.baseline} in {', '.join(d)}" for s, d in differ.items())
+                + ": make the arms equal in the spec, or set arm_differences: accept to report them named")
         out["tasks"][task.name] = {
             "task": task.task,
             "score": task.score,
@@ -276,8 +441,12 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
             "selection_metric": selection,
             "score_is_selection": task.score == selection,
             "allow_selection_score": bool(getattr(task, "allow_selection_score", False)),
+            "start": start_row,
+            "learned": learned,
+            "arm_differences": differ,
         }
     out["cell_records"] = by_cell
+    out["code"] = code_table(cells, records)
     if tuning:
         out["tuning"] = tuning
     return out
@@ -366,7 +535,44 @@ def verdict_label(p: dict[str, Any]) -> str:
 def verdict_text(summary: dict[str, Any], task: str, strategy: str) -> str:
     """A comparison's verdict as every table shows it: :func:`verdict_label` and its :func:`edge_mark`."""
     p = summary["tasks"][task]["paired"][strategy]
-    return " ".join(x for x in (verdict_label(p), edge_mark(summary, task, strategy)) if x)
+    differ = (summary["tasks"][task].get("arm_differences") or {}).get(strategy)
+    return " ".join(x for x in (verdict_label(p), edge_mark(summary, task, strategy),
+                                learned_mark(summary, task),
+                                f"(differs: {'; '.join(differ)})" if differ else "") if x)
+
+
+def learned_mark(summary: dict[str, Any], task: str) -> str:
+    """:data:`BASELINE_DID_NOT_LEARN` where the task's baseline did not beat its start (its ``learned``
+    verdict is false), else ``""`` (a start not measured is said in the start row, not here)."""
+    base = (summary["tasks"][task].get("learned") or {}).get(summary["baseline"]) or {}
+    return BASELINE_DID_NOT_LEARN if base.get("verdict") is False else ""
+
+
+def baselines_that_did_not_learn(summary: dict[str, Any]) -> list[str]:
+    """The tasks whose baseline did not beat its start (what ``--strict`` refuses)."""
+    return [t for t in summary["tasks"] if learned_mark(summary, t)]
+
+
+def learned_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[list[str]]]:
+    """Did they learn: the ``start`` row (the starting encoder's score, per seed where it depends on the
+    seed) and each strategy's score, its paired difference from its cells' start with the 95% interval,
+    and the verdict (``start not measured`` where the records lack it)."""
+    t = summary["tasks"][task]
+    start = t.get("start") or {}
+    head = ["", f"{t['score']} (mean ± std)", "n", "Δ vs start [95% CI]", "learned"]
+    measured = start.get("status") == "measured"
+    other = "; ".join(f"{name} {_fmt(o['mean'])}" for name, o in (start.get("other") or {}).items())
+    rows = [["start", f"{_fmt(start.get('mean'))} ± {_fmt(start.get('std'))}" if measured else "n/a",
+             str(start.get("n", 0)), other, "" if measured else start.get("status", "start not measured")]]
+    for strategy, row in t["strategies"].items():
+        lr = (t.get("learned") or {}).get(strategy) or {}
+        verdict = lr.get("verdict")
+        said = lr.get("status", "start not measured") if verdict is None else ("yes" if verdict else "no")
+        if verdict is not None and lr.get("status") != "measured":
+            said += f" ({lr['status']})"
+        rows.append([strategy, f"{_fmt(row['mean'])} ± {_fmt(row['std'])}", str(lr.get("n", 0)),
+                     _interval(lr) if verdict is not None else "n/a", said])
+    return head, rows
 
 
 def verdict_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -530,8 +736,13 @@ def text_table(head: list[str], rows: list[list[str]]) -> str:
 
 __all__ = [
     "SE_SUFFIX",
+    "ARM_PROPERTIES",
+    "BASELINE_DID_NOT_LEARN",
+    "arm_differences",
+    "baselines_that_did_not_learn",
     "boundary",
     "cell_count",
+    "code_table",
     "cell_records",
     "collect",
     "contrast_table",
@@ -539,6 +750,10 @@ __all__ = [
     "edge_mark",
     "evaluations",
     "flags",
+    "learned_mark",
+    "learned_table",
+    "learned_verdict",
+    "start_and_learned",
     "markdown_table",
     "family_table",
     "paired_table",

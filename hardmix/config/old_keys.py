@@ -57,4 +57,5 @@ ADDED_KEYS: dict[str, object] = {
     "data.labels": None,  # vision: class folders or not, detected
     "eval.selection": "auto",  # vision: the selection score, the k-NN with labels
     "eval.label_free_scores": False,  # vision: the label-free scores where they do not select
+    "eval.start": "all",  # every task: the starting encoder's scores (results.json start_scores)
 }

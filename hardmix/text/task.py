@@ -304,22 +304,57 @@ class TextTask(Task):
         scores = dict(evaluated or {})
         if self.cfg.eval.final_sts:
             from hardmix.text.encoder import SentenceEncoder
-            from hardmix.text.evaluation import STS_TASKS, evaluate_sts
 
             e = self.cfg.eval
             encoder = SentenceEncoder(run_dir / BEST, batch_size=e.batch_size, max_length=e.max_length,
                                       device=self.runtime.device)
-            details: dict[str, Any] = {}
-            names = set(self.held_out_scores(self.cfg))
-            sts = evaluate_sts(encoder, tasks=e.sts_tasks or STS_TASKS, show_progress=self.cfg.log.progress,
-                               details=details)
-            scores.update({k: v for k, v in _sts_names(sts).items() if k in names})
-            if e.sts_bootstrap:
-                from hardmix.text.sts import bootstrap_se
-
-                se = bootstrap_se(details["pairs"], details["aggregation"], e.sts_bootstrap)
-                scores.update({f"{k}_se": v for k, v in _sts_names(se).items() if k in names})
+            scores.update(self._held_out(encoder))
         return scores
+
+    def _held_out(self, encoder: Any) -> dict[str, float]:
+        """The STS suite's held-out scores of ``encoder`` (a SentenceEncoder or ``list[str] -> (n, D)``),
+        with their bootstrap standard errors (``eval.sts_bootstrap``)."""
+        from hardmix.text.evaluation import STS_TASKS, evaluate_sts
+
+        e = self.cfg.eval
+        details: dict[str, Any] = {}
+        names = set(self.held_out_scores(self.cfg))
+        sts = evaluate_sts(encoder, tasks=e.sts_tasks or STS_TASKS, show_progress=self.cfg.log.progress,
+                           details=details)
+        scores = {k: v for k, v in _sts_names(sts).items() if k in names}
+        if e.sts_bootstrap:
+            from hardmix.text.sts import bootstrap_se
+
+            se = bootstrap_se(details["pairs"], details["aggregation"], e.sts_bootstrap)
+            scores.update({f"{k}_se": v for k, v in _sts_names(se).items() if k in names})
+        return scores
+
+    def start_scores(self, selection_only: bool) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+        """The starting model's ``stsb_dev`` (and with ``eval.final_sts`` its STS suite) with the run's
+        evaluation pooling, and the same with mean pooling (``mean pooling``: the untrained control a
+        trained [CLS] encoder must beat) unless the run's pooling is mean (``avg``) already."""
+        e = self.cfg.eval
+        run_pooling = self.net.eval_pooling
+        poolings = [run_pooling] + ([] if run_pooling == "avg" else ["avg"])
+        views: dict[str, dict[str, float]] = {}
+        try:
+            for pooling in poolings:
+                self.net.eval_pooling = pooling
+
+                def encode(s: list[str]) -> Any:
+                    return self.net.encode(s, batch_size=e.batch_size, max_length=e.max_length)
+
+                scores = self.evaluate()
+                if e.final_sts and not selection_only:
+                    scores.update(self._held_out(encode))
+                views[pooling] = scores
+        finally:
+            self.net.eval_pooling = run_pooling
+        return views[run_pooling], ({"mean pooling": views["avg"]} if run_pooling != "avg" else {})
+
+    def negatives(self) -> int:
+        """In-batch: the other sentences of the global batch, and the queued keys."""
+        return self.cfg.train.batch_size - 1 + self.cfg.loss.queue_size
 
     # ------------------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

@@ -104,10 +104,15 @@ class EvalSection:
     Attributes:
         eval_steps: score the selection metric every this many steps (0: at the end only).
         at_end: also score after the last step.
+        start: what the run scores of its starting encoder before its first step, under the protocol of
+            its end (``results.json`` ``start_scores``, the control of ``learned``): ``all`` (every score
+            the end has: held-out ones included), ``selection`` (the selection score only: cheap), or
+            ``none`` (its ``learned`` verdict is then null). A resumed run keeps the start it measured.
     """
 
     eval_steps: int = field(default=0, metadata={"min": 0})
     at_end: bool = True
+    start: str = field(default="all", metadata={"choices": ("all", "selection", "none")})
 
 
 @dataclass

@@ -139,6 +139,7 @@ class _Run:
         self._eval_seconds = 0.0
         self.nonfinite = 0
         self.samples = 0
+        self.start: dict[str, Any] | None = None  # the starting encoder's scores (None: not measured)
 
     # -------------------------------------------------------------------------------- before work
     def _check_folder(self) -> None:
@@ -341,6 +342,8 @@ class _Run:
             self._restore(self.state)
             self.state = None
             runtime.say(f"resumed {self.out} at step {self.step}/{self.total_steps}")
+        elif self.step == 0:
+            self._measure_start(task)
         runtime.say(f"{task.describe()}; {self.total_steps} steps of batch {cfg.train.batch_size} on "
                     f"{runtime.device}" + (f" x {runtime.world} processes" if runtime.world > 1 else "")
                     + f" in {runtime.precision} ({runtime.precision_reason})")
@@ -508,6 +511,41 @@ class _Run:
         self.runtime.barrier()
         return time.perf_counter() - t0
 
+    def _measure_start(self, task: Task) -> None:
+        """Score the starting encoder before the first step (rank 0, RNGs restored, outside the training
+        clock), as ``eval.start`` asks: kept in the checkpoint, so a resumed run never measures it again."""
+        cfg = self.cfg
+        mode = getattr(cfg.eval, "start", "all")
+        if mode == "none" or not (cfg.eval.at_end or cfg.eval.eval_steps):
+            return
+        t0 = time.perf_counter()
+        if self.runtime.main:
+            with preserved_rng():
+                scores, other = task.start_scores(selection_only=mode == "selection")
+            self.start = {"scores": dict(scores), "other": {k: dict(v) for k, v in other.items()},
+                          "mode": mode, "seconds": round(time.perf_counter() - t0, 3)}
+            metric = task.selection_metric
+            shown = scores.get(metric)
+            self.runtime.say(f"the starting encoder: {metric} {shown:.2f} ({mode}, "
+                             f"{self.start['seconds']:.1f}s)" if isinstance(shown, (int, float)) else
+                             f"the starting encoder: {metric} not measured ({mode})")
+        self.runtime.barrier()
+
+    def _learned(self, task: Task, final: dict[str, float]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """``learned`` (end against start on the selection score) and ``chance`` (did the contrastive task
+        leave chance over the last tenth of the logged steps) of a finished run."""
+        from hardmix.training.learned import chance_check, learned_entry
+        from hardmix.training.metrics import read_metrics
+
+        start = self.start or {}
+        learned = learned_entry(task.selection_metric, start.get("scores") if self.start else None,
+                                final or None, start.get("other") or None)
+        try:
+            lines = read_metrics(self.out / METRICS) if (self.out / METRICS).is_file() else []
+        except (OSError, ValueError):
+            lines = []
+        return learned, chance_check(lines, task.negatives())
+
     def _fingerprint(self) -> dict[str, Any]:
         """What determines the result (``results.json``'s ``fingerprint``): the resolved config but where
         and how it ran (:data:`FREE_OF_RESULT`), the training data, the other inputs (model files,
@@ -560,7 +598,7 @@ class _Run:
                     "last_eval": self.last_eval, "best_eval": self.best_eval,
                     "window_loss": self.window_loss,
                     "window_steps": self.window_steps, "wall_seconds": self._training_seconds(),
-                    "nonfinite": self.nonfinite,
+                    "nonfinite": self.nonfinite, "start": self.start,
                 },
             }, self.checkpoint_path, task=task.name, root=self.out)
         runtime.barrier()
@@ -587,6 +625,7 @@ class _Run:
         self.best_eval = kept["best_eval"]
         self.window_loss, self.window_steps = float(kept["window_loss"]), int(kept["window_steps"])
         self.wall_seconds, self.nonfinite = float(kept["wall_seconds"]), int(kept["nonfinite"])
+        self.start = kept.get("start")  # a checkpoint of an older hardmix holds none: "start not measured"
 
     # ---------------------------------------------------------------------------------------- end
     def _end(self, task: Task, interrupted: str | None) -> dict[str, Any]:
@@ -611,6 +650,8 @@ class _Run:
             finished, interrupted = False, late
         if interrupted is None or late is not None:
             self._save(task)
+        learned, chance = self._learned(task, final) if finished and runtime.main else (None, None)
+        start = self.start or {}
         record = results_record(
             task=task.name, selection_metric=task.selection_metric, best_score=self.best_score,
             best_step=self.best_step, last_score=self.last_score, last_score_step=self.last_score_step,
@@ -621,6 +662,9 @@ class _Run:
             strategies=plain_config(cfg)["loss"]["strategies"], world_size=runtime.world,
             task_info=task.info(), run_dir=str(self.out),
             fingerprint=self._fingerprint(),
+            start_scores=start.get("scores") if self.start else None,
+            start_scores_other=start.get("other") or {}, start_seconds=start.get("seconds"),
+            learned=learned, chance=chance,
         )
         if runtime.main:
             write_results(record, self.out)
@@ -632,6 +676,11 @@ class _Run:
             runtime.say(f"the best {task.selection_metric} ({self.best_score:.2f}) was at step "
                         f"{self.best_step}, long before the last step {self.step} ({self.last_score:.2f}); "
                         f"the selected model is the one of step {self.best_step}")
+        if finished and runtime.main:
+            from hardmix.training.learned import warnings
+
+            for line in warnings(record):
+                runtime.say(f"warning: {line}")
         return record
 
 

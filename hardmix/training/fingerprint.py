@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 #: Config keys that do not change a result: where and how it ran, its checkpoints and logs, and the seed
-#: (a result's fingerprint is compared across seeds; a comparison's cells must agree on the rest).
-FREE_OF_RESULT = ("output", "train.threads", "train.device", "train.save_steps", "log.", "train.seed")
+#: (a result's fingerprint is compared across seeds; a comparison's cells must agree on the rest), and how
+#: much of the starting encoder is scored (``eval.start``: a control beside the result, not the result).
+FREE_OF_RESULT = ("output", "train.threads", "train.device", "train.save_steps", "log.", "train.seed",
+                  "eval.start")
 
 #: The content digests' cache file in :func:`cache_folder`: ``{"version": 1, "files": {resolved path:
 #: [size, mtime_ns, inode, ctime_ns, sha256]}}``.

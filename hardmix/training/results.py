@@ -33,6 +33,26 @@ Keys (``version`` 1):
                      (the version); ``hardmix compare`` tests cells together only when theirs agree, and
                      adds no cell to cells whose record does not match what it would be made from now
                      (absent from older records, whose data cannot be established)
+``start_scores``     the starting encoder's scores, measured before the first step under the protocol of
+                     the end (``eval.start``): the keys and units of ``final_scores`` (text: the
+                     starting model with the run's pooling; vision: the seed's untrained network on the
+                     same k-NN bank and queries, and the linear probe where the run has one); null where
+                     not measured (``eval.start: none``, a record or checkpoint of an older hardmix)
+``start_scores_other`` other views of the start, by name, with the same keys (text: ``mean pooling``)
+``start_seconds``    the seconds scoring the start took (outside ``wall_seconds``)
+``learned``          the end against the start on the selection score: ``score``, ``start``, ``end``,
+                     ``difference`` (points), ``interval`` (null: one run's selection score has no
+                     standard error), ``verdict`` (true: above the start; false: at or below; null: the
+                     start or the end not measured, with ``why``), ``against`` (the difference from each
+                     view of ``start_scores_other``); null for a run that did not finish
+``chance``           whether the contrastive task stayed at chance over the last tenth of the logged steps
+                     (:func:`hardmix.training.learned.chance_check`): ``negatives``, ``loss`` against
+                     ``chance_loss`` = ln(negatives + 1), ``proxy_acc`` against ``chance_accuracy``,
+                     ``at_chance``; null where not checked
+``code``             which code ran: ``commit`` (the 40-character git commit of the hardmix checkout) and
+                     ``dirty`` (its tracked files had changes), or ``commit`` null with ``checkout``
+                     "not a git checkout" and the installed ``version``
+                     (:func:`hardmix.utils.provenance.code_provenance`); absent from older records
 ===================  ====================================================================================
 
 Example:
@@ -92,10 +112,15 @@ def _finite_or_none(x: Any) -> Any:
 def results_record(**fields: Any) -> dict[str, Any]:
     """A results record with the schema's version and the versions of this process (non-finite scores are
     recorded as null: JSON has no NaN)."""
-    record = {"version": SCHEMA_VERSION, **fields, "versions": versions(), "machine": machine()}
+    from hardmix.utils.provenance import code_provenance
+
+    record = {"version": SCHEMA_VERSION, **fields, "versions": versions(), "machine": machine(),
+              "code": dict(code_provenance())}
     for key in ("best_score", "last_score"):
         record[key] = _finite_or_none(record.get(key))
     record["final_scores"] = {k: _finite_or_none(v) for k, v in (record.get("final_scores") or {}).items()}
+    if isinstance(record.get("start_scores"), dict):
+        record["start_scores"] = {k: _finite_or_none(v) for k, v in record["start_scores"].items()}
     return record
 
 

@@ -6,7 +6,8 @@ losses, preemption, logging, evaluation cadence and the results record. A new mo
 through the ``hardmix.tasks`` entry points; nothing in the core changes (``docs/architecture.md``).
 
 The engine calls, in order: ``check`` (cheap, before anything is built or written), ``build``,
-``steps_for``, ``configure_optimizers``, then each step ``train_step`` -> backward ->
+``steps_for``, ``configure_optimizers``, ``start_scores`` (the starting encoder, before the first step of a
+run that starts at step 0), then each step ``train_step`` -> backward ->
 ``before_optimizer_step`` -> optimizer and scheduler step -> ``after_optimizer_step``; ``diagnostics`` on
 logging steps; ``evaluate`` every ``eval.eval_steps`` (``on_new_best`` when the selection score improves);
 ``final_scores`` at the end.
@@ -215,6 +216,20 @@ class Task(ABC):
         """Scores of the current model; must include :attr:`selection_metric`. The engine restores every
         RNG afterwards and calls it on rank 0 only."""
         return {}
+
+    def start_scores(self, selection_only: bool) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+        """The starting encoder's scores (rank 0, before the first step, RNGs restored afterwards), under the
+        protocol of :meth:`final_scores` and with its keys: every score the end will have, or only the
+        selection score with ``selection_only`` (``eval.start: selection``). Returns them and, by name, the
+        same scores of other views of the start the task holds as controls (text: ``mean pooling``).
+        The default: :meth:`evaluate` (the selection scores) and no other view."""
+        return self.evaluate(), {}
+
+    def negatives(self) -> int | None:
+        """How many negatives each anchor's contrastive task has (chance: a loss of ln(negatives + 1), a
+        proxy accuracy of 1 / (negatives + 1)), for the warning of a run that stayed at chance. None: not
+        checked."""
+        return None
 
     def on_new_best(self, run_dir: Path, step: int, scores: dict[str, float]) -> None:  # noqa: B027
         """The selection score improved (text: export the model to ``run_dir/best``)."""

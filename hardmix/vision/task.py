@@ -254,6 +254,20 @@ class VisionTask(Task):
             scores.update(self.evaluation.test(self.moco.backbone, self.model_version))
         return scores
 
+    def start_scores(self, selection_only: bool) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+        """The seed's untrained network (before its first step) on the validation bank and queries and,
+        unless ``selection_only``, on the test scores of the end (k-NN, and the linear probe where the run
+        has one): the keys of :meth:`final_scores`."""
+        tag = -1  # the features of the start: never a step's
+        scores = self.evaluation.validation(self.moco.backbone, tag)
+        if self.cfg.eval.at_end and not selection_only:
+            scores.update(self.evaluation.test(self.moco.backbone, tag))
+        return scores, {}
+
+    def negatives(self) -> int:
+        """The queue's keys (MoCo: each query's negatives)."""
+        return self.cfg.loss.queue_size
+
     @classmethod
     def data_needs(cls, cfg: VisionConfig) -> list[tuple[str, str]]:
         from hardmix.vision.data import KNOWN_DATASETS

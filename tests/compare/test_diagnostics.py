@@ -96,6 +96,8 @@ def test_print_commands_prints_each_task_s_floor_and_strict_refuses(floor_spec, 
         "0.0312 < 0.05; an exact verdict needs >= 7 seeds",
         "hardmix: warning: exact test, tasks.few: 2 comparisons x 2 seeds: smallest p_exact_holm 2 x 2/2^2 "
         "= 1 >= 0.05; an exact verdict needs >= 7 seeds",
+        "hardmix: each cell also measures its starting encoder before its first step (eval.start: all; the "
+        "control of every strategy's 'learned' verdict; eval.start: selection keeps it cheap, none skips it)",
     ]
     # --strict: one line naming the task and its numbers, before anything is validated, run or written
     assert cli(["compare", str(floor_spec), "--output", str(out), "--print-commands", "--strict"]) == 2

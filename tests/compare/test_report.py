@@ -21,8 +21,11 @@ from PIL import Image
 from scipy import optimize, stats
 
 from hardmix.cli import main as cli
+from hardmix.compare.cli import refuse_unlearned
+from hardmix.compare.summary import verdict_table
 from hardmix.training import read_results
 from hardmix.training.metrics import read_metrics
+from hardmix.utils.errors import ConfigError
 from tests.compare.markdown_tables import holm, parse_tables
 
 SEEDS = [1, 2, 3]
@@ -164,7 +167,10 @@ def recompute(summary: dict, markdown: str) -> int:
                 assert row["p"] == row["p_holm"] == "n/a"
                 expected = ("NaN score" if not (np.isfinite(x).all() and np.isfinite(y).all())
                             else "too few seeds" if x.size < 2 else "no spread")
-                assert row["verdict"] == expected
+                unlearned = (summary["tasks"][task].get("learned") or {}).get(base_name, {}).get("verdict") \
+                    is False  # the mark of a baseline that did not beat its start (a tiny run cannot learn)
+                mark = ["(baseline did not beat its start)"] * unlearned
+                assert row["verdict"] == " ".join([expected, *mark])
                 checked += 3
                 continue
             d = x - y
@@ -321,3 +327,93 @@ def test_the_tuning_section_renders_when_the_summary_has_one(comparison, tmp_pat
     page = write_html(summary, {}, [comparison / "plots" / "forest.png"], tmp_path / "report.html", tmp_path)
     page = page.read_text()
     assert "<h2>Tuning</h2>" in page and page.index("forest") < page.index("<h2>Tuning</h2>")
+
+
+# ------------------------------------------------------------------------------- did they learn?
+def _records(out: Path) -> dict:
+    return {(s, seed): out / "runs" / "vision" / s / f"seed{seed}" / "results.json"
+            for s in STRATEGIES for seed in SEEDS}
+
+
+def _edit(path: Path, change) -> None:
+    record = json.loads(path.read_text())
+    change(record)
+    path.write_text(json.dumps(record))
+
+
+def test_the_start_row_and_each_strategy_s_learned_entry_recompute_from_the_cells(comparison):
+    summary = _summary(comparison)
+    t = summary["tasks"]["vision"]
+    records = {k: json.loads(p.read_text()) for k, p in _records(comparison).items()}
+    # the start row: the baseline's cells' start, per seed (vision's start depends on the seed)
+    assert t["start"]["status"] == "measured"
+    assert t["start"]["seeds"] == {str(seed): records[("none", seed)]["start_scores"][SCORE]
+                                   for seed in SEEDS}
+    starts = np.array([records[("none", seed)]["start_scores"][SCORE] for seed in SEEDS])
+    assert t["start"]["mean"] == pytest.approx(starts.mean()) and t["start"]["depends_on_seed"]
+    assert set(t["start"]["scores"]) == set(records[("none", 1)]["final_scores"])
+    for s in STRATEGIES:  # each strategy against its own cells' start, paired seed by seed
+        d = np.array([records[(s, seed)]["final_scores"][SCORE] - records[(s, seed)]["start_scores"][SCORE]
+                      for seed in SEEDS])
+        lr = t["learned"][s]
+        assert lr["mean"] == pytest.approx(d.mean()) and lr["n"] == len(SEEDS)
+        if np.ptp(d) > 0:
+            lo, _ = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
+            assert lr["ci_low"] == pytest.approx(lo) and lr["verdict"] is bool(lo > 0)
+    markdown = (comparison / "summary.md").read_text()
+    assert "Did they learn? Each against its cells' starting encoder (vision):" in markdown
+    assert f"| start | {t['start']['mean']:.2f} ± {t['start']['std']:.2f} |" in markdown
+
+
+def test_a_baseline_below_its_start_marks_every_verdict_and_strict_refuses(comparison, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    shutil.copytree(comparison, out)
+    for (_, seed), path in _records(out).items():  # every start: 5 + seed points above the cell's end
+        _edit(path, lambda r, seed=seed: r["start_scores"].update(
+            {SCORE: r["final_scores"][SCORE] + 5 + seed}))
+    assert cli(["compare", str(out / "spec.yaml"), "--output", str(out), "--report-only"]) == 0
+    printed = capsys.readouterr().out
+    summary = _summary(out)
+    lr = summary["tasks"]["vision"]["learned"]["none"]
+    assert lr["mean"] == pytest.approx(-7.0) and lr["verdict"] is False
+    verdicts = [r[-1] for r in verdict_table(summary)[1]]
+    assert verdicts and all(v.endswith("(baseline did not beat its start)") for v in verdicts)
+    markdown = (out / "summary.md").read_text()
+    assert "`none` did not beat its starting encoder (-7.00 [" in markdown
+    assert "(baseline did not beat its start)" in printed
+    # --strict (whose exact-test floor refuses these 3 seeds first) refuses it in one line
+    with pytest.raises(ConfigError, match=r"^--strict: the baseline none did not beat its starting encoder "
+                                          r"on vision \(-7\.00 knn_top5\)"):
+        refuse_unlearned(summary)
+    for path in _records(out).values():  # the starts below the ends: nothing to refuse
+        _edit(path, lambda r: r["start_scores"].update({SCORE: r["final_scores"][SCORE] - 1}))
+    assert cli(["compare", str(out / "spec.yaml"), "--output", str(out), "--report-only"]) == 0
+    refuse_unlearned(_summary(out))
+
+
+def test_records_without_a_start_are_never_reported_as_learned(comparison, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    shutil.copytree(comparison, out)
+    paths = _records(out)
+    for path in paths.values():  # a record of an older hardmix: no start, no code
+        _edit(path, lambda r: [r.pop(k, None) for k in ("start_scores", "start_scores_other", "learned",
+                                                        "code")])
+    _edit(paths[("mochi", 2)], lambda r: r.update(code={"commit": "b" * 40, "dirty": False}))
+    _edit(paths[("mochi", 3)], lambda r: r.update(code={"commit": "c" * 40, "dirty": True}))
+    assert cli(["compare", str(out / "spec.yaml"), "--output", str(out), "--report-only"]) == 0
+    summary = _summary(out)
+    refuse_unlearned(summary)  # not measured: nothing for --strict to refuse
+    t = summary["tasks"]["vision"]
+    assert t["start"]["status"] == "start not measured" and t["start"]["mean"] is None
+    assert all(t["learned"][s]["verdict"] is None and t["learned"][s]["status"] == "start not measured"
+               for s in STRATEGIES)
+    markdown = (out / "summary.md").read_text()
+    assert "| start | n/a | 0 |  | start not measured |" in markdown
+    assert "whether `none` learned is not known; no verdict here says it did" in markdown
+    # the code that trained the cells: two commits and older records, listed
+    code = summary["code"]
+    assert code["mixed"] and code["commits"] == ["b" * 40, "c" * 40]
+    assert code["counts"] == {"not recorded": 7, "bbbbbbbbbbbb": 1, "cccccccccccc+dirty": 1}
+    assert code["cells"]["bbbbbbbbbbbb"] == ["vision/mochi/seed2"]
+    assert "The cells were trained by different code: " in markdown
+    assert "trained by different code" in capsys.readouterr().out

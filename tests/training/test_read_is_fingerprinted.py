@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hardmix.config.loader import build_config
 from hardmix.text.config import TextConfig
 from hardmix.text.data import FORMATS, corpus_files, iter_sentences
 from hardmix.text.task import TextTask, _input_files
-from hardmix.training.config import build_task_config
 
 SENTENCES = [f"sentence number {i} of the corpus ." for i in range(40)]
 
@@ -136,7 +136,7 @@ def test_every_file_a_corpus_is_read_from_is_in_its_fingerprint_and_changes_it(k
     assert all(p.name != "notes.txt" and not p.name.startswith("cache-") for p in held)
 
     def fingerprint() -> str:
-        cfg = build_task_config(TextConfig, {"data": {"train_file": str(path)}})
+        cfg = build_config(TextConfig, {"data": {"train_file": str(path)}})
         return TextTask.data_fingerprint_of(cfg)
 
     before = fingerprint()
@@ -152,7 +152,7 @@ def test_a_datasets_folder_of_other_arrow_names_is_fingerprinted_by_them(tmp_pat
     """Once: only ``data-*.arrow`` counted, so a folder whose ``state.json`` names other files had the
     fingerprint of no data at all; any change of its rows went unseen by ``--resume`` and ``compare``."""
     path, _ = _corpus("arrow renamed", tmp_path / "data")
-    cfg = build_task_config(TextConfig, {"data": {"train_file": str(path)}})
+    cfg = build_config(TextConfig, {"data": {"train_file": str(path)}})
     before = TextTask.data_fingerprint_of(cfg)
     shutil.rmtree(path)
     import datasets
@@ -180,7 +180,7 @@ def test_every_file_of_the_model_and_the_sts_sets_a_run_reads_is_in_its_inputs(t
     shutil.copytree(Path(os.environ["HARDMIX_DATA"]) / "senteval" / "SICK", root / "senteval" / "SICK")
     model = Path(shutil.copytree(tiny_bert_dir, root / "model"))
     monkeypatch.setenv("HARDMIX_DATA", str(root))
-    cfg = build_task_config(TextConfig, {"model": {"name_or_path": str(model)},
+    cfg = build_config(TextConfig, {"model": {"name_or_path": str(model)},
                                          "eval": {"final_sts": True, "at_end": True}})
 
     def load() -> None:
@@ -303,7 +303,7 @@ def test_every_image_training_reads_is_in_its_fingerprint_and_changes_it(kind, t
 
     root = tmp_path / "images"
     data = _images(kind, root)
-    cfg = build_task_config(VisionConfig, tiny_vision_config_dict(root, tmp_path / "cache", data=data))
+    cfg = build_config(VisionConfig, tiny_vision_config_dict(root, tmp_path / "cache", data=data))
     loaded = []
 
     def load() -> None:

@@ -1,0 +1,121 @@
+"""Did the run learn? Its end against its start, and whether its contrastive task left chance.
+
+A run scores its starting encoder before its first step under the same protocol as its final one
+(``results.json`` ``start_scores``, the keys of ``final_scores``). :func:`learned_entry` is the difference on
+the selection score and the verdict: ``True`` when the end is above the start, ``False`` at or below it,
+``None`` where the start was not measured (a record older than ``start_scores``, or ``eval.start: none``).
+:func:`chance_check` reads the last tenth of a run's logged steps: the task stayed at chance when the mean
+loss is at least :data:`CHANCE_LOSS_FRACTION` of ln(negatives + 1) and, where a proxy accuracy is logged
+(vision's ``proxy_acc``), its mean is at most :data:`CHANCE_ACCURACY_TIMES` times 1 / (negatives + 1).
+
+>>> e = learned_entry("stsb_dev", {"stsb_dev": 60.0}, {"stsb_dev": 62.5})
+>>> e["difference"], e["verdict"]
+(2.5, True)
+>>> learned_entry("stsb_dev", None, {"stsb_dev": 62.5})["verdict"] is None
+True
+>>> c = chance_check([{"step": s, "loss": 8.3, "proxy_acc": 0.0} for s in range(10)], 4096)
+>>> c["at_chance"], round(c["chance_loss"], 3)
+(True, 8.318)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+#: The mean loss of the last tenth at or above this fraction of ln(negatives + 1): near chance.
+CHANCE_LOSS_FRACTION = 0.9
+#: The mean proxy accuracy of the last tenth at or below this many times 1 / (negatives + 1): near chance.
+CHANCE_ACCURACY_TIMES = 10.0
+
+#: What a comparison or a record says where the start was not measured.
+NOT_MEASURED = "start not measured"
+
+
+def _number(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def learned_entry(score: str, start: dict[str, Any] | None, end: dict[str, Any] | None,
+                  alternatives: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``results.json`` ``learned``: the end minus the start on ``score`` (points), its interval (none for
+    one run's selection score: it has no standard error) and the verdict; ``against`` adds the difference
+    from each other start the task measured (text: the starting model mean-pooled)."""
+    s = _number((start or {}).get(score))
+    e = _number((end or {}).get(score))
+    diff = None if s is None or e is None else e - s
+    entry: dict[str, Any] = {"score": score, "start": s, "end": e, "difference": diff, "interval": None,
+                             "verdict": None if diff is None else diff > 0}
+    if start is None:
+        entry["why"] = NOT_MEASURED
+    elif diff is None:
+        entry["why"] = f"{score} not measured at the start or the end"
+    if alternatives:
+        entry["against"] = {}
+        for name, scores in alternatives.items():
+            a = _number((scores or {}).get(score))
+            entry["against"][name] = {"start": a, "difference": None if a is None or e is None else e - a}
+    return entry
+
+
+def chance_check(lines: Sequence[dict[str, Any]], negatives: int | None) -> dict[str, Any] | None:
+    """Whether the contrastive task stayed at chance over the last tenth of the logged training steps
+    (``metrics.jsonl`` lines holding ``loss``); None without negatives or logged steps."""
+    steps = [r for r in lines if _number(r.get("loss")) is not None]
+    if not negatives or negatives < 1 or not steps:
+        return None
+    tail = steps[-max(1, math.ceil(len(steps) / 10)):]
+    chance_loss = math.log(negatives + 1)
+    loss = sum(float(r["loss"]) for r in tail) / len(tail)
+    accs = [float(r["proxy_acc"]) for r in tail if _number(r.get("proxy_acc")) is not None]
+    acc = sum(accs) / len(accs) if accs else None
+    chance_acc = 1.0 / (negatives + 1)
+    at_chance = loss >= CHANCE_LOSS_FRACTION * chance_loss and \
+        (acc is None or acc <= CHANCE_ACCURACY_TIMES * chance_acc)
+    return {"negatives": int(negatives), "logged_steps": len(tail), "loss": loss, "chance_loss": chance_loss,
+            "proxy_acc": acc, "chance_accuracy": chance_acc, "at_chance": at_chance,
+            "rule": f"loss >= {CHANCE_LOSS_FRACTION} x ln(negatives + 1)"
+                    + (f" and proxy_acc <= {CHANCE_ACCURACY_TIMES:g} / (negatives + 1)" if acc is not None
+                       else "")}
+
+
+def warnings(record: dict[str, Any]) -> list[str]:
+    """The one-line warnings of a finished run: it ended at or below its start; its task stayed at chance."""
+    out = []
+    learned = record.get("learned") or {}
+    if learned.get("verdict") is False:
+        out.append(f"the run did not learn: {learned['score']} ended at {learned['end']:.2f}, at or below "
+                   f"its start {learned['start']:.2f} ({learned['difference']:+.2f})")
+    chance = record.get("chance") or {}
+    if chance.get("at_chance"):
+        acc = (f", proxy accuracy {chance['proxy_acc']:.4f} against chance {chance['chance_accuracy']:.4f}"
+               if chance.get("proxy_acc") is not None else "")
+        out.append(f"the contrastive task stayed at chance: over the last {chance['logged_steps']} logged "
+                   f"steps the loss is {chance['loss']:.3f} against ln({chance['negatives']} + 1) = "
+                   f"{chance['chance_loss']:.3f}{acc}")
+    return out
+
+
+def start_end_lines(record: dict[str, Any]) -> list[str]:
+    """What ``hardmix train`` prints of the start: start, end and gain on the selection score."""
+    learned = record.get("learned")
+    if not isinstance(learned, dict):
+        return []
+    score = learned.get("score")
+    if learned.get("start") is None:
+        return [f"{score}: {NOT_MEASURED}"]
+    if learned.get("end") is None:
+        return [f"{score}: start {learned['start']:.2f}, end not measured"]
+    line = (f"{score}: start {learned['start']:.2f}, end {learned['end']:.2f}, gain "
+            f"{learned['difference']:+.2f} ({'learned' if learned['verdict'] else 'did not learn'})")
+    for name, other in (learned.get("against") or {}).items():
+        if other.get("difference") is not None:
+            line += f"; against the start {name} ({other['start']:.2f}): {other['difference']:+.2f}"
+    return [line]
+
+
+__all__ = [
+    "CHANCE_ACCURACY_TIMES", "CHANCE_LOSS_FRACTION", "NOT_MEASURED", "chance_check", "learned_entry",
+    "start_end_lines", "warnings",
+]
