@@ -19,10 +19,10 @@ from hardmix.compare.stats import ALPHA, FEW_SEEDS, NAN_SCORE, NO_SPREAD, TOO_FE
 from hardmix.compare.summary import (
     BASELINE_DID_NOT_LEARN,
     T_TEST_ONLY,
-    _interval,
     cell_count,
     contrast_table,
     edge_mark,
+    interval_text,
     learned_table,
     markdown_table,
     per_task_table,
@@ -122,9 +122,9 @@ def learned_notes(summary: dict[str, Any]) -> list[str]:
             out.append(f"{task}: the start was not measured (the cells' records hold no start_scores), so "
                        f"whether `{base}` learned is not known; no verdict here says it did.")
         elif lr["verdict"]:
-            out.append(f"{task}: `{base}` beat its starting encoder ({_interval(lr)} {t['score']}).")
+            out.append(f"{task}: `{base}` beat its starting encoder ({interval_text(lr)} {t['score']}).")
         else:
-            out.append(f"{task}: `{base}` did not beat its starting encoder ({_interval(lr)} {t['score']}): "
+            out.append(f"{task}: `{base}` did not beat its starting encoder ({interval_text(lr)} {t['score']}): "
                        f"every verdict against it is marked {BASELINE_DID_NOT_LEARN}, and --strict refuses "
                        "the comparison.")
     code = summary.get("code") or {}

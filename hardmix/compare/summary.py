@@ -466,7 +466,7 @@ def _signed(x: Any) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.2f}"
 
 
-def _interval(p: dict[str, Any]) -> str:
+def interval_text(p: dict[str, Any]) -> str:
     if p.get("ci_low") is None or (isinstance(p["ci_low"], float) and math.isnan(p["ci_low"])):
         return _signed(p.get("mean"))
     return f"{_signed(p['mean'])} [{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}]"
@@ -571,7 +571,7 @@ def learned_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[l
         if verdict is not None and lr.get("status") != "measured":
             said += f" ({lr['status']})"
         rows.append([strategy, f"{_fmt(row['mean'])} ± {_fmt(row['std'])}", str(lr.get("n", 0)),
-                     _interval(lr) if verdict is not None else "n/a", said])
+                     interval_text(lr) if verdict is not None else "n/a", said])
     return head, rows
 
 
@@ -585,7 +585,7 @@ def verdict_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     for task, t in summary["tasks"].items():
         for strategy, p in t["paired"].items():
             rows.append(
-                [task, t["score"], strategy, _interval(p), str(p["n"]), _p(p["p_value"]),
+                [task, t["score"], strategy, interval_text(p), str(p["n"]), _p(p["p_value"]),
                  _p(p.get("p_holm")), _p(p.get("p_exact")), _p(p.get("p_exact_holm")),
                  verdict_text(summary, task, strategy)]
             )
@@ -603,7 +603,7 @@ def cross_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         cells = []
         for t in tasks:
             p = summary["tasks"][t]["paired"].get(s)
-            text = (f"{_interval(p)} p_holm={_p(p.get('p_holm'))} {verdict_text(summary, t, s)}" if p
+            text = (f"{interval_text(p)} p_holm={_p(p.get('p_holm'))} {verdict_text(summary, t, s)}" if p
                     else "(not run)")
             cells.append(text)
         rows.append([s, *cells])
@@ -618,7 +618,7 @@ def contrast_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[
     m = sum(_finite(p.get("p_value")) for p in pairs.values())
     head = ["strategy - control", "n", "Δ [95% CI]", f"Bonferroni CI (m = {m})", "p_holm", "p_exact_holm",
             "verdict"]
-    rows = [[label, str(p["n"]), _interval(p), _simultaneous(p), _p(p.get("p_holm")),
+    rows = [[label, str(p["n"]), interval_text(p), _simultaneous(p), _p(p.get("p_holm")),
              _p(p.get("p_exact_holm")), verdict_label(p)] for label, p in pairs.items()]
     return head, rows
 
@@ -652,7 +652,7 @@ def per_task_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[
                 strategy,
                 f"{_fmt(row['mean'])} ± {_fmt(row['std'])}",
                 str(row["n"]),
-                _interval(p) if p else "(baseline)",
+                interval_text(p) if p else "(baseline)",
                 _simultaneous(p) if p else "",
                 _p(p["p_value"]) if p else "",
                 _p(p.get("p_holm")) if p else "",
