@@ -124,7 +124,8 @@ def learned_notes(summary: dict[str, Any]) -> list[str]:
         elif lr["verdict"]:
             out.append(f"{task}: `{base}` beat its starting encoder ({interval_text(lr)} {t['score']}).")
         else:
-            out.append(f"{task}: `{base}` did not beat its starting encoder ({interval_text(lr)} {t['score']}): "
+            out.append(f"{task}: `{base}` did not beat its starting encoder ({interval_text(lr)} "
+                       f"{t['score']}): "
                        f"every verdict against it is marked {BASELINE_DID_NOT_LEARN}, and --strict refuses "
                        "the comparison.")
     code = summary.get("code") or {}
