@@ -31,7 +31,7 @@ from torch import Tensor
 from hardmix.losses.info_nce import info_nce
 from hardmix.ops.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy
-from hardmix.utils.errors import StrategyOutputError
+from hardmix.utils.errors import ConfigError, StrategyArgumentError, StrategyOutputError
 
 
 def composed_direction(
@@ -72,12 +72,18 @@ def composed_direction(
     dropped = None
     for label, strategy, its in zip(labels, strategies, kinds, strict=True):
         if "exclude" in its and (out := _called(strategy.exclude, (ctx,), f"strategy {label!r}: exclude", ctx,
-                                                versions)) is not None:
+                                                versions, checks)) is not None:
             mask = _checked(out, f"strategy {label!r}: exclude", ctx, (b, n), stats.setdefault(label, {}),
                             checks)
             dropped = mask if dropped is None else dropped | mask
     if dropped is not None:
         dropped = dropped & ctx.negative_mask
+        excluding = [lb for lb, its in zip(labels, kinds, strict=True) if "exclude" in its]
+        # an anchor left with no negative has a loss of 0 (only its positive): it would train nothing
+        lost = ctx.negative_mask.any(1) & ~(ctx.negative_mask & ~dropped).any(1)  # (B,)
+        checks.append((f"{_names(excluding)}: exclude left {{n}} of {b} anchors with no negative (anchor "
+                       "{first} first): its loss would be 0 and train nothing; an exclusion must keep at "
+                       "least one negative per anchor", lost, "kept", True))
         ctx = replace(
             ctx, negative_mask=ctx.negative_mask & ~dropped, logits=ctx.logits.masked_fill(dropped, NEG_INF)
         )
@@ -85,7 +91,7 @@ def composed_direction(
     logits = ctx.logits  # (B, N), the excluded negatives -inf
     for label, strategy, its in zip(labels, strategies, kinds, strict=True):
         if "reweight" in its and (out := _called(strategy.reweight, (ctx,), f"strategy {label!r}: reweight",
-                                                 ctx, versions)) is not None:
+                                                 ctx, versions, checks)) is not None:
             weights = _checked(out, f"strategy {label!r}: reweight", ctx, (b, n), stats.setdefault(label, {}),
                                checks, hidden=True)  # its masked entries never reach the loss
             logits = logits + weights.masked_fill(~ctx.negative_mask, 0.0)  # on the negatives only
@@ -93,7 +99,7 @@ def composed_direction(
     extras = []
     for label, strategy, its in zip(labels, strategies, kinds, strict=True):
         hook = f"strategy {label!r}: extra_logits"
-        if "extra" in its and (out := _called(strategy.extra_logits, (ctx,), hook, ctx, versions)) \
+        if "extra" in its and (out := _called(strategy.extra_logits, (ctx,), hook, ctx, versions, checks)) \
                 is not None:
             extras.append(_checked(out, hook, ctx, (b, None),
                                    stats.setdefault(label, {}), checks, hidden=bool(estimators)))
@@ -104,7 +110,7 @@ def composed_direction(
         all_negatives = torch.cat([c.to(dtype) for c in [negatives, *extras]], dim=1)  # (B, N + sum M_s)
         hook = f"strategy {label!r}: estimator"
         out = _called(estimator.estimator, (ctx, ctx.positive_logits.to(dtype), all_negatives), hook, ctx,
-                      versions)
+                      versions, checks)
         per_anchor = _checked(out, hook, ctx, (b,), stats.setdefault(label, {}), checks)
         return _check_finite(per_anchor.mean(), ctx, checks), stats
     if ctx.mode == "in_batch":
@@ -142,11 +148,45 @@ def _versions(ctx: ContrastContext) -> tuple[int, ...]:
         return ()
 
 
+def _names(labels: Sequence[str]) -> str:
+    return "strateg" + ("y " if len(labels) == 1 else "ies ") + ", ".join(repr(lb) for lb in labels)
+
+
+def _digest(ctx: ContrastContext) -> Tensor:
+    """(2 F,) float64: a sum and a position-weighted sum of each of the context's tensors (:data:`_FIELDS`,
+    then the un-normalized views), to see a write in place that no version counter sees (through ``.data``,
+    or ``torch.inference_mode``). Compared on the device, read once with the loss (:func:`_check_finite`)."""
+    views = ctx.unnormalized
+    tensors = [getattr(ctx, f) for f in _FIELDS]
+    tensors += [None if views is None else getattr(views, v) for v in _VIEWS]
+    parts = []
+    for t in tensors:
+        if t is None:
+            parts.append(torch.zeros(2, dtype=torch.float64, device=ctx.logits.device))
+            continue
+        x = t.detach().reshape(-1).to(torch.float64).nan_to_num(nan=3.0e6, posinf=2.0e6, neginf=-2.0e6)
+        w = torch.arange(1, x.numel() + 1, dtype=torch.float64, device=x.device)
+        parts.append(torch.stack([x.sum(), (x * w).sum()]).to(ctx.logits.device))
+    return torch.cat(parts)
+
+
 def _called(hook: Callable[..., Any], args: tuple[Any, ...], name: str, ctx: ContrastContext,
-            versions: tuple[int, ...]) -> Any:
+            versions: tuple[int, ...], checks: list[Check] | None = None) -> Any:
     """``hook(*args)``, refused (naming it) if it wrote into one of the context's tensors: what the core or
-    an earlier strategy computed, which the loss and the other strategies read after it."""
-    out = hook(*args)
+    an earlier strategy computed, which the loss and the other strategies read after it (by their version
+    counters at once; by their contents, through ``.data`` or any other route, with the loss's one read
+    when ``checks`` is given). An exception the hook raises becomes one StrategyOutputError naming it."""
+    before = None if checks is None else _digest(ctx)
+    try:
+        out = hook(*args)
+    except (StrategyOutputError, StrategyArgumentError, ConfigError):
+        raise  # hardmix's own errors, already naming what they are about
+    except Exception as err:  # a plug-in's own fault: one line naming the strategy and the hook
+        raise StrategyOutputError(f"{name} raised {type(err).__name__}: {_one_line(err)}") from err
+    if checks is not None and before is not None:
+        checks.append((f"{name} wrote into the context's {{field}} in place (not through its version "
+                       "counter: .data or another route): a strategy returns new tensors and never changes "
+                       "what the core or another strategy computed", _digest(ctx) != before, "wrote", True))
     if versions and (now := _versions(ctx)) != versions:
         fields = (*_FIELDS, *(f"unnormalized.{v}" for v in _VIEWS))
         changed = [f for f, old, new in zip(fields, versions, now, strict=True) if old != new]
@@ -154,6 +194,11 @@ def _called(hook: Callable[..., Any], args: tuple[Any, ...], name: str, ctx: Con
                                   "returns new tensors and never changes what the core or another strategy "
                                   "computed")
     return out
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _checked(out: Any, hook: str, ctx: ContrastContext, expected: tuple[int | None, ...], own: Stats,
@@ -218,13 +263,23 @@ def _check_finite(loss: Tensor, ctx: ContrastContext, checks: list[Check]) -> Te
     scalars = [t.to(loss.device) for _, t, rule, hidden in checks if hidden and t.dim() == 0]
     ok = torch.isfinite(torch.stack([loss.detach(), *scalars])).all() if scalars else torch.isfinite(loss)
     for _, block, rule, hidden in checks:
-        if hidden and block.dim() > 0:  # a block whose entries may not reach the loss
+        if rule in ("wrote", "kept"):  # flags: a write in place, an anchor left with no negative
+            ok = ok & ~block.any()
+        elif hidden and block.dim() > 0:  # a block whose entries may not reach the loss
             ok = ok & (torch.isfinite(block).all() if rule == "finite" else (block < math.inf).all())
     if bool(ok):
         return loss
+    fields = [*_FIELDS, *(f"unnormalized.{v}" for v in _VIEWS)]
+    for what, flags, rule, _ in checks:
+        if rule == "wrote" and bool(flags.any()):
+            raise StrategyOutputError(what.format(field=fields[int(flags.nonzero()[0]) // 2]))
+        if rule == "kept" and bool(flags.any()):
+            raise StrategyOutputError(what.format(n=int(flags.sum()), first=int(flags.nonzero()[0])))
     if torch.isnan(ctx.logits).any() or torch.isposinf(ctx.logits).any():
         return loss
     for what, value, rule, _ in checks:
+        if rule in ("wrote", "kept"):
+            continue
         value = value.detach()
         bad = ~torch.isfinite(value) if rule == "finite" else torch.isnan(value) | torch.isposinf(value)
         if bool(bad.any()):
