@@ -349,7 +349,7 @@ def test_two_entries_of_one_name_keep_their_own_statistics_and_schedules():
     assert np.isfinite(stats["loss"])
 
 
-# ------------------------------------------------------- writes the version counter misses; empty rows; raises
+# ------------------------------------------------ writes the version counter misses; empty rows; raises
 @dataclasses.dataclass(frozen=True)
 class DataMeddler(base.Strategy):
     """Writes through ``.data`` (a tensor sharing the storage with its own version counter), then returns a

@@ -765,7 +765,7 @@ CASES: list[Case] = [
          ("accepted: files without an image extension are not images of the class; one step trains",),
          accepted=True, check=finished_one_step),
     Case("images-unlabeled", "train vision", "a folder with images at its top level and in nested folders, "
-         "no class folders", lambda c: unlabeled_images(c),
+         "no class folders, `data.labels: false`", lambda c: unlabeled_images(c, labels=False),
          ("accepted: unlabeled, every image below it trains; one step trains",), accepted=True,
          check=finished_one_step),
     Case("images-unlabeled-labels-true", "train vision",
@@ -778,7 +778,7 @@ CASES: list[Case] = [
                     train_vision(c, vision_config(c, c.tmp / "images", data={"labels": False})))[2],
          ("data.dataset", "{images}", "holds no images")),
     Case("images-unlabeled-val-all", "train vision", "`data.val_samples` as large as the unlabeled folder",
-         lambda c: unlabeled_images(c, val_samples=12),
+         lambda c: unlabeled_images(c, val_samples=12, labels=False),
          ("data.val_samples", "12 validation images of the 12 usable images", "{images}")),
     Case("images-gray-rgba", "train vision", "grayscale (L) and RGBA images among RGB ones",
          lambda c: vision_with(c, {"c0": ["gray"] * 4 + ["rgb"] * 4, "c1": ["rgba"] * 4 + ["rgb"] * 4}),
