@@ -7,8 +7,10 @@ Formats (:func:`corpus_format`; by the file's extension, case-insensitive):
 - JSON lines, ``.jsonl`` or ``.json`` (``.jsonl.gz``, ``.json.gz``): one object a line, the sentence under
   the key ``text_field``;
 - CSV, ``.csv``, and TSV, ``.tsv`` (also ``.gz``): a header row names the columns, the sentence is the
-  column ``text_field`` (Python's csv module: fields holding the delimiter, a quote or a line break are
-  quoted as spreadsheets and pandas write them);
+  column ``text_field`` (Python's csv module: fields holding the delimiter or a quote are quoted as
+  spreadsheets and pandas write them); a record is one line: a quoted field that does not close on the
+  line it opens on (a line break in a sentence, or a sentence that starts with an unpaired quote, which
+  would swallow the next records into it) is refused naming both lines, never merged;
 - parquet, ``.parquet``: the column ``text_field``, read by row group (needs ``pyarrow``);
 - a folder written by ``datasets``' ``Dataset.save_to_disk`` (memory-mapped arrow), the column
   ``text_field``; a ``DatasetDict`` folder only when it holds one split (else name the split's folder).
@@ -179,6 +181,12 @@ def _csv_sentences(path: Path, field: str, delimiter: str = ",") -> Iterator[tup
         except csv.Error as e:
             raise CorpusError(f"{path}:{start}: not valid {kind} ({e}); quote a field holding the delimiter, "
                               "a quote or a line break, and double the quotes inside it") from None
+        if rows.line_num > start:  # a quoted field ran over the line's end: records would merge
+            raise CorpusError(
+                f"{path}:{start}: a quoted field opens on this line and closes on line {rows.line_num}; a "
+                f"{kind} record is one line, so records are never merged: a sentence starting with a quote "
+                'is quoted whole with its quotes doubled ("""Hi"" she said ."), and a line break in a '
+                "sentence is refused (give such sentences as JSON lines)")
         if not row:  # a blank line
             continue
         if header is None:
