@@ -146,7 +146,7 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
                             "metric, what tuning compares); turn on eval.at_end or eval.eval_steps"
                         )
                     if check_data and not checked:
-                        check_task(task, task_cls, cfg, f"{strategy} at tune point {point}")
+                        check_task(task, task_cls, cfg, f"{strategy} at tune point {point}", output)
                         checked = True
                     check_same_config(cell)
                     cells.append(cell)

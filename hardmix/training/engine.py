@@ -242,10 +242,14 @@ class _Run:
         task = self.task = self.task_class(self.cfg, self.runtime)
         task.check()
         for key, folder in task.input_folders().items():
-            if os.path.realpath(folder) == os.path.realpath(self.out):
+            src, real = os.path.realpath(folder), os.path.realpath(self.out)
+            if real == src:
                 raise RunFolderError(f"--output: {self.out} is the run's own {key} ({folder}); a run is "
-                                     "never written into what it reads: choose another --output (a new "
-                                     "folder inside it is fine)")
+                                     "never written into what it reads: choose another --output")
+            if real.startswith(src.rstrip(os.sep) + os.sep):
+                raise RunFolderError(f"--output: {real} is inside the run's {key} ({src}); a run is never "
+                                     "written into what it reads (it would change that folder: a model's "
+                                     "fingerprint, an image folder's images): choose another --output")
         lock = RunLock(self.out)
         with PreemptionSignals() as self.signals:  # from here on, a signal stops the run in a resumable state
             if self.runtime.main:

@@ -103,18 +103,19 @@ class RunLock:
     over. Released by :meth:`release` (the engine does so in a ``finally``).
     """
 
-    def __init__(self, folder: Path, what: str = "a run") -> None:
+    def __init__(self, folder: Path, what: str = "a run", root: Path | None = None) -> None:
         self.folder = folder
+        self.root = folder if root is None else root  # the named folder the lock is confined to
         self.path = folder / LOCK
         self.held = False
         self.what = what  # what the holder does there, for the refusal ("a run", "a download")
 
     def acquire(self) -> None:
         me = {"pid": os.getpid(), "host": socket.gethostname()}
-        makedirs(self.folder, self.folder)
+        makedirs(self.folder, self.root)
         for _ in range(2):
             try:
-                f = open_for_write(self.path, self.folder, "x", encoding="utf-8")
+                f = open_for_write(self.path, self.root, "x", encoding="utf-8")
             except FileExistsError:
                 self._refuse_or_clear(me)
                 continue
@@ -131,11 +132,11 @@ class RunLock:
         if host != me["host"] or (pid != me["pid"] and process_alive(pid)):
             raise RunError(f"{self.path.parent}: {self.what} is in progress there (process {pid} on {host}); "
                            f"wait for it to end, or remove {self.path} if that process is gone")
-        remove_written(self.path, self.folder)
+        remove_written(self.path, self.root)
 
     def release(self) -> None:
         if self.held:
-            remove_written(self.path, self.folder)
+            remove_written(self.path, self.root)
             self.held = False
 
 
