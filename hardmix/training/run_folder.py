@@ -140,5 +140,34 @@ class RunLock:
             self.held = False
 
 
+def unfinished_note(model: str | os.PathLike[str]) -> str | None:
+    """What to say when ``model`` (given to a command that reads an encoder: a run folder, its checkpoint
+    file or its ``best/``) belongs to a run that has not finished (its ``results.json`` is absent or not
+    final): the weights are those of a step part way through. None otherwise (a model of no run).
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp()); _ = (run / CHECKPOINT).write_bytes(b""); (run / BEST).mkdir()
+        >>> unfinished_note(run / BEST)
+        '... is of an unfinished run (... holds no final results.json): its weights are those of a step ...'
+        >>> unfinished_note(tempfile.mkdtemp()) is None
+        True
+    """
+    path = Path(model)
+    run = path.parent if path.name in (BEST, CHECKPOINT) else path
+    if not (run / CHECKPOINT).is_file():
+        return None
+    try:
+        record = json.loads((run / RESULTS).read_text(encoding="utf-8"))
+        finished = isinstance(record, dict) and record.get("finished") is True
+    except (OSError, ValueError):
+        finished = False
+    if finished:
+        return None
+    what = "the best step evaluated so far" if path.name == BEST else "its last checkpoint"
+    return (f"{path} is of an unfinished run ({run} holds no final {RESULTS}): its weights are those of a "
+            f"step part way through ({what}); finish it with hardmix train ... --resume")
+
+
 __all__ = ["BEST", "CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "RUN_FILES", "TENSORBOARD",
-           "RunFolderError", "RunLock", "lock_holder", "process_alive", "run_files"]
+           "RunFolderError", "RunLock", "lock_holder", "process_alive", "run_files", "unfinished_note"]
