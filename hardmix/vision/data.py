@@ -215,7 +215,7 @@ def _refuse_mixed(folder: Path, key: str) -> None:
             "images into class folders (data.labels: true)")
 
 
-def check_labels(dataset: str, split: str, labels: bool | None) -> None:
+def check_labels(dataset: str, split: str, labels: bool | None, class_list: bool = False) -> None:
     """Before any work: ``data.labels: true`` over a folder holding images at its top level is refused
     (those images would belong to no class), and so is a folder holding both images at its top level and
     sub-folders of images with ``data.labels`` unset (:func:`_refuse_mixed`); nothing else is read."""
@@ -224,7 +224,8 @@ def check_labels(dataset: str, split: str, labels: bool | None) -> None:
         if has_top_level_images(folder):
             if labels:
                 raise _top_level_images(folder, "data.labels: true")
-            _refuse_mixed(folder, "data.dataset")
+            if not class_list:  # a class list is refused by the scan, naming it
+                _refuse_mixed(folder, "data.dataset")
 
 
 def _scan_unlabeled(folder: Path, key: str) -> ImageList:

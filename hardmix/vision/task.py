@@ -75,7 +75,7 @@ class VisionTask(Task):
     def check(self) -> None:
         cfg = self.cfg
         dataset_root(cfg.data.dataset)
-        check_labels(cfg.data.dataset, cfg.data.train_split, cfg.data.labels)
+        check_labels(cfg.data.dataset, cfg.data.train_split, cfg.data.labels, cfg.data.class_list is not None)
         if cfg.eval.at_end or cfg.eval.eval_steps:
             if cfg.data.val_samples is None:
                 raise ConfigError(

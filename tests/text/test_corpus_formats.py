@@ -155,10 +155,10 @@ BAD = [
     ("bad.tsv", b"id\ttext\n1\tfine .\n2\ttoo\tmany\n", "text", 3, "3 fields where the header row has 2"),
     # an unpaired quote opening a field swallowed the next record (line 3's id and sentence) into line 2's
     ("merge.tsv", b'id\ttext\n1\t"Hello there .\n2\tworld ."\n3\tok .\n', "text", 2,
-     "a quoted field opens on this line and closes on line 3; a TSV record is one line, so records are "
+     "a quoted field opens on this line and runs on to line 3; a TSV record is one line, so records are "
      "never merged"),
     ("merge.csv", b'id,text\n1,"Hello there .\n2,world ."\n3,ok .\n', "text", 2, "a CSV record is one line"),
-    ("break.csv", b'text,n\n"first\nline",1\n', "text", 2, "closes on line 3"),
+    ("break.csv", b'text,n\n"first\nline",1\n', "text", 2, "runs on to line 3"),
     ("bad.parquet", lambda p: write_parquet(p, [None, 7, 8]), "text", "row 1", "type int (7)"),
     ("bad.parquet", lambda p: pq.write_table(pa.table({"text": pa.Array.from_buffers(
         pa.string(), 3, pa.array([b"ok", b"fine", b"caf\xe9"], pa.binary()).buffers())}), p), "text", "row 2",
