@@ -1603,6 +1603,9 @@ by hand.
 Held-out hostile rounds, tried from the command line and kept apart from this table: [Hostile round,
 2026-12-05 (held out)](hostile_round_2026-12-05.md), 53 cases across the six invariants: 47 passed and 6
 failed, the 6 fixed since, each with a case or a test.
+[Hostile round, 2026-12-06](hostile_round_2026-12-06.md) (issue 65): 31 cases against corpora, image
+folders, `encode`, `config show`, the write gate, the plug-in wall and comparison specs, kept in this table
+(its last block): 26 failed on the code before the fixes and 5 passed; all 31 pass now.
 """
 
 CASES_INTRO = """## The cases
