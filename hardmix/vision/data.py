@@ -8,6 +8,8 @@ root). ImageNet-100 is a class-list file over an ImageNet folder.
 An unlabeled dataset is any folder of images without class folders, flat or nested: a folder that holds
 images at its top level (or any folder with ``data.labels: false``) is unlabeled, and every image below it
 counts; a folder of sub-folders alone is a labelled one, its sub-folders the classes (:func:`is_labelled`).
+Images at the top beside sub-folders of images, ``data.labels`` unset, are refused (class folders or nested
+photos?), saying how to choose.
 Its :class:`ImageList` has no classes and every label 0, so the class-balanced draws below are plain
 random draws, and the same scan, cache, corrupt-file rules and validation carve-out apply.
 
