@@ -379,7 +379,9 @@ def check_outputs(args: argparse.Namespace) -> None:
             if real == src or (inside and (path.name in run_own_files or model_file)):
                 raise ConfigError(f"{option}: {path} is this command's own input ({name.upper()} {src}); "
                                   f"write elsewhere")
-            if inside:  # a new file in a folder read: it changes that folder (a model's fingerprint, images)
+            # a new file in a data or model folder read changes it (a model's fingerprint, the images); a run
+            # folder (holding its checkpoint) may take one beside its own files (RUN/knn.json)
+            if inside and not os.path.isfile(os.path.join(src, CHECKPOINT)):
                 raise ConfigError(f"{option}: {real} is inside {src}, a folder this command reads "
                                   f"({name.upper()}): writing there changes what it reads (a model folder's "
                                   "fingerprint, an image folder's images); write elsewhere")

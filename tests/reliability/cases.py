@@ -1558,6 +1558,12 @@ CASES += [
          lambda c: ["train", "text", str(config_file(c, text_config(
              c, model={"name_or_path": str(model_copy(c))}))), "--output", str(c.tmp / "model" / "run")],
          ("--output", "is inside the run's model.name_or_path", "choose another --output")),
+    Case("eval-knn-json-inside-run", "eval knn", "`eval knn RUN --json RUN/knn.json` (a run folder, not a "
+         "data or model folder: its checkpoint is what is read)",
+         lambda c: knn(c, vision_run_copy(c), eval_images(c), "--json", str(c.tmp / "vrun" / "knn.json")),
+         ("accepted: the scores written beside the run's own files, which are unchanged",), accepted=True,
+         check=lambda c, err: _assert_equal(sorted(json.loads((c.tmp / "vrun" / "knn.json").read_text())),
+                                            ["top1", "top5"])),
     Case("data-records-folder-link", "data", "`data download --root R`, `R/.hardmix` a link to a folder of "
          "the user's (the downloads folder and the lock were written through it)",
          records_link, ("{root}/.hardmix", "is a link", "not written"),
@@ -1603,9 +1609,9 @@ by hand.
 Held-out hostile rounds, tried from the command line and kept apart from this table: [Hostile round,
 2026-12-05 (held out)](hostile_round_2026-12-05.md), 53 cases across the six invariants: 47 passed and 6
 failed, the 6 fixed since, each with a case or a test.
-[Hostile round, 2026-12-06](hostile_round_2026-12-06.md) (issue 65): 31 cases against corpora, image
+[Hostile round, 2026-12-06](hostile_round_2026-12-06.md) (issue 65): 32 cases against corpora, image
 folders, `encode`, `config show`, the write gate, the plug-in wall and comparison specs, kept in this table
-(its last block): 25 failed on the code before the fixes and 6 passed; all 31 pass now.
+(its last block): 25 failed on the code before the fixes and 7 passed; all 32 pass now.
 """
 
 CASES_INTRO = """## The cases
