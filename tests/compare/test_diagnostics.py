@@ -397,3 +397,39 @@ def test_a_value_listed_twice_in_a_grid_is_refused(values, shown):
     with pytest.raises(ConfigError, match=rf"^tune\.grid\.mixcse\.mixcse\.lam: the value {shown} is listed "
                                           r"twice"):
         parse_spec(spec)
+
+
+class _Tuned(SimpleNamespace):
+    """A finished tuning cell of one score (the parts of a Cell the tuning table reads)."""
+
+    def status(self) -> str:
+        return "finished"
+
+    def record(self) -> dict:
+        return {"finished": True, "final_scores": {"stsb_dev": self.score}, "total_steps": 10}
+
+    def failure(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("lams, folders", [([0.1, 0.2, 0.4], [0, 1, 2]),
+                                           ([0.05, 0.1, 0.2, 0.4], [3, 0, 1, 2])])
+def test_a_tied_grid_is_inert_not_an_edge_and_growing_it_keeps_the_choice(lams, folders, monkeypatch):
+    """Every point of ``mixcse.lam`` scored 50.0 on the one tuning seed: reported as "a grid edge, a better
+    point may lie beyond" (lam low) and, grown by 0.05 put first, its choice switched to 0.05 (and the
+    evaluation cells ran again). Now the knob is inert, no edge is claimed, and the choice stays 0.1."""
+    from hardmix.compare import tuning
+
+    monkeypatch.setattr(tuning, "task_metric", lambda cell: "stsb_dev")
+    grid = {"none": {}, "mixcse": {"mixcse.lam": lams}}
+    spec = parse_spec({"seeds": [1], "strategies": {"none": "none", "mixcse": [{"name": "mixcse"}]},
+                       "tasks": {"text": {"config": "configs/text/cpu_simcse.yaml"}},
+                       "tune": {"seeds": [9], "grid": grid, "equal_budget": False}})
+    task = spec.tasks["text"]
+    cells = [_Tuned(task=task, strategy="none", seed=9, point={}, point_index=0, score=40.0)]
+    cells += [_Tuned(task=task, strategy="mixcse", seed=9, point={"mixcse.lam": v}, point_index=i, score=50.0)
+              for v, i in zip(lams, folders, strict=True)]
+    row = tuning.tuning_table(spec, cells)["text"]["mixcse"]
+    assert row["best"] == {"mixcse.lam": 0.1}
+    assert row["inert_knob"] == ["mixcse.lam"] and row["knob_spread"] == {"mixcse.lam": 0.0}
+    assert row["grid_edge"] == {}
