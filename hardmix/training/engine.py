@@ -119,6 +119,11 @@ def where_it_is(record: dict[str, Any], out: Path) -> dict[str, Any]:
             "task_info": {k: moved(v) for k, v in info.items()} if isinstance(info, dict) else info}
 
 
+#: What ``--resume`` reads of a checkpoint, checked at once (a missing one was a KeyError traceback).
+RESUME_KEYS = ("config", "world_size", "step", "total_steps", "model", "optimizer", "scheduler", "task_state",
+               "processes", "engine")
+
+
 class _Run:
     def __init__(self, task_class: type[Task], cfg: Any, out: Path, resume: bool, runtime: Runtime) -> None:
         self.cfg, self.out, self.resume, self.runtime = cfg, out, resume, runtime
@@ -158,6 +163,12 @@ class _Run:
             self._check_saved_config()
         elif self.resume:
             state = ckpt.load_checkpoint(self.checkpoint_path, task=self.task_class.name)
+            missing = [k for k in RESUME_KEYS if k not in state]
+            if missing or not isinstance(state["config"], dict):
+                what = ", ".join(missing) or "run config"
+                raise RunFolderError(f"--resume: {self.checkpoint_path} is not a complete hardmix checkpoint "
+                                     f"(no {what}); it cannot be resumed: start a new run with another "
+                                     "--output")
             changed = resume_differences(state["config"], plain_config(cfg), self.task_class.resumable_keys)
             if changed:
                 raise ConfigError(f"--resume: the config differs from the run's in {', '.join(changed)}; a "

@@ -1336,6 +1336,24 @@ def checkpoint_without(ctx: Ctx, key: str) -> Path:
     return path
 
 
+def resume_without_config(ctx: Ctx) -> list[str]:
+    """An unfinished one-of-two-steps vision run, its checkpoint saved again without its config."""
+    import torch
+
+    from hardmix.cli import main
+    from hardmix.training.checkpoint import save_checkpoint
+
+    tree = image_tree(ctx.tmp / "images", rgb_classes(2, 8))
+    cfg = vision_config(ctx, tree, train={"max_steps": 2, "stop_after_steps": 1})
+    assert main(train_vision(ctx, cfg)) != 1
+    path = ctx.tmp / "run" / "checkpoint.pt"
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    del state["config"]
+    save_checkpoint(state, path, task="vision")
+    ctx.protect(ctx.tmp / "run")
+    return train_vision(ctx, vision_config(ctx, tree, train={"max_steps": 2}), "--resume")
+
+
 def encode_images_cmd(ctx: Ctx, model: Path | str, images: Path, out: Path | None = None) -> list[str]:
     out = out or ctx.tmp / "emb.npy"
     ctx.vars["emb"] = str(out)
@@ -1522,6 +1540,10 @@ CASES += [
          "`eval knn CKPT`, a vision checkpoint without its config (a KeyError traceback)",
          lambda c: knn(c, checkpoint_without(c, "config"), eval_images(c)),
          ("{ckpt}", "holds no run config (no 'config' entry)")),
+    Case("resume-checkpoint-without-config", "train vision",
+         "`--resume` of an unfinished run whose checkpoint lacks its config (a KeyError traceback)",
+         lambda c: resume_without_config(c),
+         ("--resume", "is not a complete hardmix checkpoint (no config)", "another --output")),
     # ---- config show: the command's own validation
     Case("config-show-spec-stop-after", "config show",
          "`config show` of a spec whose task config holds `train.stop_after_steps` (rendered; compare "
@@ -1609,9 +1631,9 @@ by hand.
 Held-out hostile rounds, tried from the command line and kept apart from this table: [Hostile round,
 2026-12-05 (held out)](hostile_round_2026-12-05.md), 53 cases across the six invariants: 47 passed and 6
 failed, the 6 fixed since, each with a case or a test.
-[Hostile round, 2026-12-06](hostile_round_2026-12-06.md) (issue 65): 32 cases against corpora, image
-folders, `encode`, `config show`, the write gate, the plug-in wall and comparison specs, kept in this table
-(its last block): 25 failed on the code before the fixes and 7 passed; all 32 pass now.
+[Hostile round, 2026-12-06](hostile_round_2026-12-06.md) (issue 65): 33 cases against corpora, image
+folders, `encode`, `config show`, resume, the write gate, the plug-in wall and comparison specs, kept in
+this table (its last block): 26 failed on the code before the fixes and 7 passed; all 33 pass now.
 """
 
 CASES_INTRO = """## The cases
