@@ -341,7 +341,7 @@ def error_line(e: BaseException) -> str:
 
 #: Options naming a file a command writes (attribute -> option), and those naming what it reads.
 OUTPUT_OPTIONS = {"json_out": "--json", "output": "--output", "out": "OUT"}
-INPUT_OPTIONS = ("config", "checkpoint", "model", "run", "spec", "dataset", "corpus")
+INPUT_OPTIONS = ("config", "checkpoint", "model", "run", "spec", "dataset", "corpus", "images")
 #: Commands whose ``--output`` is a folder they manage themselves (a run, a comparison).
 FOLDER_OUTPUT_COMMANDS = ("train", "compare", "data")
 
@@ -381,6 +381,12 @@ def check_outputs(args: argparse.Namespace) -> None:
             if real == src or (inside and (path.name in run_own_files or model_file)):
                 raise ConfigError(f"{option}: {path} is this command's own input ({name.upper()} {src}); "
                                   f"write elsewhere")
+            # a new file in a data or model folder read changes it (a model's fingerprint, the images); a run
+            # folder (holding its checkpoint) may take one beside its own files (RUN/knn.json)
+            if inside and not os.path.isfile(os.path.join(src, CHECKPOINT)):
+                raise ConfigError(f"{option}: {real} is inside {src}, a folder this command reads "
+                                  f"({name.upper()}): writing there changes what it reads (a model folder's "
+                                  "fingerprint, an image folder's images); write elsewhere")
         if path.name in run_own_files and \
                 (path.parent / CHECKPOINT).is_file():
             raise ConfigError(f"{option}: {path} is a file of the run in {path.parent}; write elsewhere")

@@ -74,18 +74,31 @@ def kind_of(data: dict[str, Any], overrides: list[str], path: str | os.PathLike[
 
 
 def resolved(kind: str, path: str | os.PathLike[str], overrides: list[str]) -> dict[str, Any]:
-    """The config as plain data, as the loader resolves it (errors name the file and the key)."""
+    """The config as plain data, as the loader resolves it (errors name the file and the key), once it
+    passes the validation of the command it is for, before that command's work: a comparison spec's every
+    cell and tuning point (as ``compare --print-commands`` validates them: their configs, not their data),
+    a task config's selection score."""
     if kind == COMPARE:
         from pathlib import Path
 
+        from hardmix.compare.grid import build_grid
         from hardmix.compare.spec import parse_spec
+        from hardmix.compare.tuning import first_points, tuning_cells
         from hardmix.config.schema import jsonable
 
-        return jsonable(parse_spec(apply_overrides(load_yaml(path), overrides), source=Path(path).resolve()))
+        spec = parse_spec(apply_overrides(load_yaml(path), overrides), source=Path(path).resolve())
+        out = Path(spec.output or Path("runs/compare") / Path(path).stem)
+        if spec.tune:
+            tuning_cells(spec, out, check_data=False)
+        build_grid(spec, out, check_data=False, points=first_points(spec))
+        return jsonable(spec)
     from hardmix.config.loader import load_config
     from hardmix.training.config import plain_config
+    from hardmix.training.registry import load_task
 
-    return plain_config(load_config(config_class(kind), path, overrides))
+    cfg: Any = load_config(config_class(kind), path, overrides)
+    load_task(kind).selection_metric_for(cfg)  # a score the task cannot select on: refused by train too
+    return plain_config(cfg)
 
 
 def origin(path: tuple[str, ...], file: dict[str, Any], given: dict[str, Any]) -> str:

@@ -504,9 +504,9 @@ def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int: 
         print(f"\nfailed ({len(summary['failed'])}, recorded; --resume --retry-failed runs them again): "
               + "; ".join(f"{label}: {why}" for label, why in summary["failed"].items()))
     if superseded:
-        print(f"\nsuperseded ({len(superseded)}: run at a tuning point no longer chosen, kept in "
-              f"{out / 'superseded'}): " + "; ".join(f"{r['cell']} at {r['point']}: {r['score']}"
-                                                      for r in superseded))
+        print(f"\nsuperseded ({len(superseded)}: set aside, kept in {out / 'superseded'}): "
+              + "; ".join(f"{r['cell']}" + (f" at {r['point']}" if r["point"] is not None else "")
+                          + f": {r['score']} ({r['why']})" for r in superseded))
     if summary["code"]["mixed"]:
         print("\ntrained by different code: " + "; ".join(
             f"{label}: {n} cells" for label, n in summary["code"]["counts"].items()))

@@ -309,7 +309,7 @@ def build_grid(
                                       score_overrides=score_sets)
                 _check_scores(task, task_cls, cfg)
                 if check_data and not checked:  # data, models, evaluation data, what the strategy needs
-                    check_task(task, task_cls, cfg, strategy)
+                    check_task(task, task_cls, cfg, strategy, output)
                     checked = True
                 if check_existing:
                     check_same_config(cell)
@@ -317,18 +317,33 @@ def build_grid(
     return cells
 
 
-def check_task(task: TaskSpec, task_cls: type[Task], cfg: Any, strategy: str | None = None) -> None:
+def check_task(task: TaskSpec, task_cls: type[Task], cfg: Any, strategy: str | None = None,
+               output: Path | None = None) -> None:
     """The task's own cheap checks (files, models, evaluation data, what the strategy needs of them)
-    before any cell runs: the checks a cell would run at its start, so none fails in mid-comparison."""
+    before any cell runs: the checks a cell would run at its start, so none fails in mid-comparison; and
+    the comparison's ``output`` is none of the folders the task reads, nor inside one (its plots would
+    become training images, its runs part of a model's fingerprint)."""
+    import os
+
     import torch
 
     from hardmix.training.runtime import Runtime
 
+    which = f" with strategy {strategy}" if strategy else ""
     try:
-        task_cls(cfg, Runtime(torch.device("cpu"))).check()
+        checked = task_cls(cfg, Runtime(torch.device("cpu")))
+        checked.check()
+        folders = checked.input_folders() if output is not None else {}
     except (OSError, ValueError) as e:
-        which = f" with strategy {strategy}" if strategy else ""
         raise ConfigError(f"tasks.{task.name}{which}: {e}") from None
+    real = os.path.realpath(output) if output is not None else ""
+    for key, folder in folders.items():
+        src = os.path.realpath(folder)
+        if real == src or real.startswith(src.rstrip(os.sep) + os.sep):
+            raise ConfigError(f"--output: {real} is {'' if real == src else 'inside '}tasks.{task.name}'s "
+                              f"{key} ({src}), a folder the comparison reads: its runs and plots would "
+                              "change it (a model's fingerprint, an image folder's images); choose another "
+                              "--output")
 
 
 # What may differ between a cell's recorded config and the spec's without changing its result: where and

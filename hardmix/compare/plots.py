@@ -11,12 +11,20 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeGuard
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
+
+from hardmix.training.fingerprint import cache_folder
+
+# matplotlib's own cache (its font list) goes under hardmix's cache folder, not $HOME, unless the user
+# named one: set before matplotlib is first imported, which reads it then
+os.environ.setdefault("MPLCONFIGDIR", str(cache_folder() / "matplotlib"))
+
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from hardmix.compare.grid import Cell
 from hardmix.compare.summary import edge_mark, learned_mark, verdict_label

@@ -221,6 +221,12 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             for strategy in per:
                 table = markdown_table(*tuning_grid_table(summary, task, strategy))
                 lines += [f"{task}, {strategy}{_tuning_flags(per[strategy])}:", "", table, ""]
+    if summary.get("superseded"):  # every run set aside, every look at the held-out data disclosed
+        rows = [[r["cell"], "" if r.get("point") is None else json.dumps(r["point"]),
+                 "" if r.get("score") is None else str(r["score"]), r.get("why", "")]
+                for r in summary["superseded"]]
+        lines += ["### Set aside (kept in superseded/)", "",
+                  markdown_table(["cell", "point", "score", "why"], rows), ""]
     return "\n".join(lines)
 
 

@@ -368,6 +368,12 @@ class CompareSpec:
                                   f"({', '.join(self.strategies)})")
             for k in axes:
                 check_cell_key(k, f"tune.grid.{name}")
+                seen: list[Any] = []
+                for v in axes[k]:  # 0.1 twice: two folders, twice the runs, one point
+                    if any(v == u and isinstance(v, bool) == isinstance(u, bool) for u in seen):
+                        raise ConfigError(f"tune.grid.{name}.{k}: the value {v!r} is listed twice; give each "
+                                          "value once (a point is run once per tuning seed)")
+                    seen.append(v)
                 if "." not in k:
                     raise ConfigError(
                         f"tune.grid.{name}.{k}: expected <strategy>.<argument> or a dotted config key"

@@ -146,7 +146,7 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
                             "metric, what tuning compares); turn on eval.at_end or eval.eval_steps"
                         )
                     if check_data and not checked:
-                        check_task(task, task_cls, cfg, f"{strategy} at tune point {point}")
+                        check_task(task, task_cls, cfg, f"{strategy} at tune point {point}", output)
                         checked = True
                     check_same_config(cell)
                     cells.append(cell)
@@ -196,23 +196,39 @@ def supersede(cell: Cell, index: int, output: Path) -> Path:
 
 
 def superseded_table(scores: dict[str, str], output: Path, folders: Folders) -> list[dict[str, Any]]:
-    """Every evaluation run set aside by :func:`supersede`: its cell, the point it ran and its compared
-    score (``scores``: task -> the score compared; None unless finished), so that every look at the
-    held-out data is disclosed."""
+    """Every run set aside under ``DIR/superseded/``: by :func:`supersede` (an evaluation run at a point
+    tuning no longer chooses) and by ``--rerun-mismatched`` (a cell made from other inputs,
+    :func:`hardmix.compare.fingerprints.set_aside_mismatched`, tuning cells included): its cell, the point
+    it ran (None for an untuned evaluation cell), its compared score (``scores``: task -> the score compared;
+    None unless finished) and ``why``, so that every look at the held-out data is disclosed."""
+    from hardmix.compare.fingerprints import MISMATCHED
+
+    points = {key: dict(ps) for key, ps in folders.items()}
     rows = []
-    for (task, strategy), points in folders.items():
-        score = scores.get(task)
-        for i, point in sorted(points, key=lambda ip: ip[0]):
-            base = output / SUPERSEDED / task / strategy / f"point{i}"
-            if not base.is_dir():
-                continue
-            for run in sorted(base.iterdir(), key=lambda d: d.name):
-                try:
-                    record = read_results(run)
-                except ResultsError:
-                    record = {"finished": False}
-                value = (record.get("final_scores") or {}).get(score) if record.get("finished") else None
-                rows.append({"cell": f"{task}/{strategy}/{run.name}", "point": point, "score": value})
+    top = output / SUPERSEDED
+    for task_dir in sorted(top.iterdir()) if top.is_dir() else []:
+        for strategy_dir in sorted(d for d in task_dir.iterdir() if d.is_dir()):
+            task, strategy = task_dir.name, strategy_dir.name
+            known = points.get((task, strategy), {})
+            places: list[tuple[Path, str, str | None, bool]] = [
+                (d, "a tuning point no longer chosen", d.name, False) for d in strategy_dir.glob("point*")]
+            mismatched = strategy_dir / MISMATCHED
+            places += [(mismatched, "made from other inputs (--rerun-mismatched)", None, False)]
+            places += [(d, "made from other inputs (--rerun-mismatched)", d.name, True)
+                       for d in mismatched.glob("point*")]
+            for base, why, folder, tuning in sorted(places, key=lambda p: str(p[0])):
+                index = int(folder[5:]) if folder and folder[5:].isdigit() else None
+                for run in sorted((d for d in base.glob("seed*") if d.is_dir()), key=lambda d: d.name):
+                    try:
+                        record = read_results(run)
+                    except ResultsError:
+                        record = {"finished": False}
+                    value = ((record.get("final_scores") or {}).get(scores.get(task))
+                             if record.get("finished") and not tuning else None)
+                    cell = f"{'tune/' if tuning else ''}{task}/{strategy}/{f'{folder}/' if tuning else ''}" \
+                           f"{run.name}"
+                    rows.append({"cell": cell, "point": known.get(index) if index is not None else None,
+                                 "score": value, "why": why})
     return rows
 
 
@@ -280,9 +296,11 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
                 mean = sum(seeds.values()) / len(seeds) if len(seeds) == len(spec.tune.seeds) else None
                 grid.append({"point": point, "seeds": seeds, "mean": mean, "failed": failed})
             scored = [g for g in grid if g["mean"] is not None]
-            # ties: the first point
-            best = max(scored, key=lambda g: g["mean"])["point"] if scored and not pending else None
+            best = _chosen(scored, mine) if scored and not pending else None
             se = [v for v in ses if v is not None]
+            inert = inert_knobs(spec.tune.grid[strategy], grid, sum(se) / len(se) if se else None,
+                                f"{metric}_se")
+            edge = grid_edge(spec.tune.grid[strategy], best)
             out[task.name][strategy] = {
                 "score": metric,
                 "steps_per_run": max(steps) if steps else None,
@@ -290,11 +308,26 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
                 "grid": grid,
                 "best": best,
                 "all_failed": not pending and not scored,
-                "grid_edge": grid_edge(spec.tune.grid[strategy], best),
-                **inert_knobs(spec.tune.grid[strategy], grid, sum(se) / len(se) if se else None,
-                              f"{metric}_se"),
+                # an inert knob's edge says nothing of what lies beyond the grid: reported as inert only
+                "grid_edge": None if edge is None else {k: v for k, v in edge.items()
+                                                        if k not in (inert["inert_knob"] or [])},
+                **inert,
             }
     return out
+
+
+def _chosen(scored: list[dict[str, Any]], cells: list[Cell]) -> dict[str, Any]:
+    """The best point: the highest mean score; among points of equal means, the one tuned first (the
+    lowest folder ``point<i>``, which keeps its number when values are added to the grid), so growing a
+    grid never changes a choice between tied points (nor reruns the evaluation cells)."""
+    top = max(g["mean"] for g in scored)
+    index = {json.dumps(c.point, sort_keys=True): c.point_index for c in cells if c.point is not None}
+
+    def folder(g: dict[str, Any]) -> int:
+        i = index.get(json.dumps(g["point"], sort_keys=True))
+        return i if i is not None else len(index)
+
+    return min((g for g in scored if g["mean"] == top), key=folder)["point"]
 
 
 def _numeric(v: Any) -> bool:
@@ -333,7 +366,8 @@ def inert_knobs(axes: dict[str, list[Any]], grid: list[dict[str, Any]], sampling
     error (``sampling_se``, the mean of the records' ``<score>_se``: one evaluation set for every seed, so
     it does not shrink with them) where that is larger; ``score_se_from`` says which: ``"tuning seeds"``
     or ``se_name``), and ``inert_knob``: the knobs whose
-    spread is below ``score_se`` (None where no standard error is known: one tuning seed, no ``_se``).
+    spread is below ``score_se``, or 0 (points that tie exactly are inert whatever the noise); None where no
+    standard error is known (one tuning seed, no ``_se``) and no knob ties exactly.
 
     >>> grid = [{"point": {"k": k}, "seeds": {1: 50 + d, 2: 50.4 + d}, "mean": 50.2 + d}
     ...         for k, d in ((1, 0.0), (2, 0.1), (3, 0.05))]
@@ -353,7 +387,10 @@ def inert_knobs(axes: dict[str, list[Any]], grid: list[dict[str, Any]], sampling
         means = [sum(m) / len(m) for m in by_value if m]
         if len(values) > 1 and len(means) > 1:
             spread[knob] = max(means) - min(means)
-    inert = None if se is None else [k for k, d in spread.items() if d < se]
+    # a knob whose points tie exactly is inert whatever the noise (one seed, no standard error known)
+    tied = [k for k, d in spread.items() if d == 0] if se is None else \
+        [k for k, d in spread.items() if d < se or d == 0]
+    inert = tied if se is not None or tied else None
     return {"knob_spread": spread, "score_se": se, "score_se_from": source, "inert_knob": inert}
 
 

@@ -82,7 +82,7 @@ def fetch_source(
         remove_written(dest, root)
     url = src.url_for(base_url)
     digest = download_file(url, dest, md5=src.md5, sha256=sha256, size=size, progress=progress,
-                           resume=verified, root=downloads_dir(root))
+                           resume=verified, root=root)  # no link between the data root and the file
     if not src.md5 and not src.sha256 and recorded is None:
         return dest, {"sha256": digest.sha256, "size": digest.size, "url": url}
     return dest, None
@@ -183,7 +183,8 @@ def download(
         visit(n)
     from hardmix.training.run_folder import RunLock
 
-    lock = RunLock(records_dir(root), what="a download into this data root")  # one download at a time
+    # one download at a time; the lock confined to the data root (never through a link at .hardmix)
+    lock = RunLock(records_dir(root), what="a download into this data root", root=root)
     lock.acquire()
     try:
         return _download_each(order, root, base_url, progress, keep_archives, sources)

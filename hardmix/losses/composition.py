@@ -32,7 +32,7 @@ from torch import Tensor
 from hardmix.losses.info_nce import info_nce
 from hardmix.ops.mixing import NEG_INF
 from hardmix.strategies.base import METHODS, ContrastContext, Stats, Strategy
-from hardmix.utils.errors import StrategyOutputError
+from hardmix.utils.errors import ConfigError, StrategyArgumentError, StrategyOutputError
 
 
 def composed_direction(
@@ -69,7 +69,7 @@ def composed_direction(
               zip([s.name for s in strategies] if labels is None else labels, strategies, strict=True)]
     b, n = ctx.logits.shape
     stats: dict[str, Stats] = {}
-    checks: list[Check] = []  # a plug-in's values the loss's one finiteness read also covers (_check_finite)
+    checks: list[Check] = []  # what the loss's one finiteness read also covers (_check_finite)
     guarded = not all(type(s).builtin() for s in strategies)
     versions = _versions(ctx) if guarded else ()
 
@@ -91,7 +91,8 @@ def composed_direction(
                 stats.setdefault(label, {}).update(own)
             else:
                 name = f"strategy {label!r}: {METHODS[kind]}"
-                if (out := _called(hook, (ctx, *more), name, ctx, versions)) is None and kind != "estimator":
+                out = _called(hook, (ctx, *more), name, ctx, versions, checks)
+                if out is None and kind != "estimator":
                     continue
                 block = _checked(out, name, ctx, expected, stats.setdefault(label, {}), checks, hidden)
             blocks.append(block)
@@ -102,6 +103,12 @@ def composed_direction(
     # 1. exclude: the exclusions united, among the negatives only
     if dropped := outputs("exclude", (b, n)):
         gone = functools.reduce(torch.logical_or, dropped) & ctx.negative_mask  # (B, N)
+        excluding = [label for label, _, kinds in acting if "exclude" in kinds]
+        # an anchor left with no negative has a loss of 0 (only its positive): it would train nothing
+        lost = ctx.negative_mask.any(1) & ~(ctx.negative_mask & ~gone).any(1)  # (B,)
+        checks.append((f"{_names(excluding)}: exclude left {{n}} of {b} anchors with no negative (anchor "
+                       "{first} first): its loss would be 0 and train nothing; an exclusion must keep at "
+                       "least one negative per anchor", lost, "kept", True))
         ctx = replace(ctx, negative_mask=ctx.negative_mask & ~gone,
                       logits=ctx.logits.masked_fill(gone, NEG_INF))
         versions = _versions(ctx) if guarded else ()
@@ -155,11 +162,49 @@ def _versions(ctx: ContrastContext) -> tuple[int, ...]:
         return ()
 
 
+def _names(labels: Sequence[str]) -> str:
+    return "strateg" + ("y " if len(labels) == 1 else "ies ") + ", ".join(repr(lb) for lb in labels)
+
+
+def _digest(ctx: ContrastContext) -> Tensor:
+    """(2 F,) float64: a sum and a position-weighted sum of each of the context's tensors (:data:`_FIELDS`,
+    then the un-normalized views), to see a write in place that no version counter sees (through ``.data``,
+    or ``torch.inference_mode``). Compared on the device, read once with the loss (:func:`_check_finite`)."""
+    views = ctx.unnormalized
+    tensors = [getattr(ctx, f) for f in _FIELDS]
+    tensors += [None if views is None else getattr(views, v) for v in _VIEWS]
+    parts = []
+    for t in tensors:
+        if t is None:
+            parts.append(torch.zeros(2, dtype=torch.float64, device=ctx.logits.device))
+            continue
+        x = t.detach().reshape(-1).to(torch.float64).nan_to_num(nan=3.0e6, posinf=2.0e6, neginf=-2.0e6)
+        w = torch.arange(1, x.numel() + 1, dtype=torch.float64, device=x.device)
+        parts.append(torch.stack([x.sum(), (x * w).sum()]).to(ctx.logits.device))
+    return torch.cat(parts)
+
+
 def _called(hook: Callable[..., Any], args: tuple[Any, ...], name: str, ctx: ContrastContext,
-            versions: tuple[int, ...]) -> Any:
+            versions: tuple[int, ...], checks: list[Check] | None = None) -> Any:
     """``hook(*args)``, refused (naming it) if it wrote into one of the context's tensors: what the core or
-    an earlier strategy computed, which the loss and the other strategies read after it."""
-    out = hook(*args)
+    an earlier strategy computed, which the loss and the other strategies read after it (by their version
+    counters at once; by their contents, through ``.data`` or any other route, with the loss's one read
+    when ``checks`` is given, for a strategy that is not one of hardmix's built-ins: the contents' digest
+    costs two float64 passes over the context per call). An exception the hook raises becomes one
+    StrategyOutputError naming it."""
+    owner = getattr(hook, "__self__", None)
+    trusted = owner is not None and isinstance(owner, Strategy) and type(owner).builtin()
+    before = None if checks is None or trusted else _digest(ctx)  # a built-in's code is hardmix's own
+    try:
+        out = hook(*args)
+    except (StrategyOutputError, StrategyArgumentError, ConfigError):
+        raise  # hardmix's own errors, already naming what they are about
+    except Exception as err:  # a plug-in's own fault: one line naming the strategy and the hook
+        raise StrategyOutputError(f"{name} raised {type(err).__name__}: {_one_line(err)}") from err
+    if checks is not None and before is not None:
+        checks.append((f"{name} wrote into the context's {{field}} in place (not through its version "
+                       "counter: .data or another route): a strategy returns new tensors and never changes "
+                       "what the core or another strategy computed", _digest(ctx) != before, "wrote", True))
     if versions and (now := _versions(ctx)) != versions:
         fields = (*_FIELDS, *(f"unnormalized.{v}" for v in _VIEWS))
         changed = [f for f, old, new in zip(fields, versions, now, strict=True) if old != new]
@@ -167,6 +212,11 @@ def _called(hook: Callable[..., Any], args: tuple[Any, ...], name: str, ctx: Con
                                   "returns new tensors and never changes what the core or another strategy "
                                   "computed")
     return out
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _checked(out: Any, hook: str, ctx: ContrastContext, expected: tuple[int | None, ...], own: Stats,
@@ -231,13 +281,23 @@ def _check_finite(loss: Tensor, ctx: ContrastContext, checks: list[Check]) -> Te
     scalars = [t.to(loss.device) for _, t, rule, hidden in checks if hidden and t.dim() == 0]
     ok = torch.isfinite(torch.stack([loss.detach(), *scalars])).all() if scalars else torch.isfinite(loss)
     for _, block, rule, hidden in checks:
-        if hidden and block.dim() > 0:  # a block whose entries may not reach the loss
+        if rule in ("wrote", "kept"):  # flags: a write in place, an anchor left with no negative
+            ok = ok & ~block.any()
+        elif hidden and block.dim() > 0:  # a block whose entries may not reach the loss
             ok = ok & (torch.isfinite(block).all() if rule == "finite" else (block < math.inf).all())
     if bool(ok):
         return loss
+    fields = [*_FIELDS, *(f"unnormalized.{v}" for v in _VIEWS)]
+    for what, flags, rule, _ in checks:
+        if rule == "wrote" and bool(flags.any()):
+            raise StrategyOutputError(what.format(field=fields[int(flags.nonzero()[0]) // 2]))
+        if rule == "kept" and bool(flags.any()):
+            raise StrategyOutputError(what.format(n=int(flags.sum()), first=int(flags.nonzero()[0])))
     if torch.isnan(ctx.logits).any() or torch.isposinf(ctx.logits).any():
         return loss
     for what, value, rule, _ in checks:
+        if rule in ("wrote", "kept"):
+            continue
         value = value.detach()
         bad = ~torch.isfinite(value) if rule == "finite" else torch.isnan(value) | torch.isposinf(value)
         if bool(bad.any()):

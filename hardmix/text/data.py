@@ -7,8 +7,10 @@ Formats (:func:`corpus_format`; by the file's extension, case-insensitive):
 - JSON lines, ``.jsonl`` or ``.json`` (``.jsonl.gz``, ``.json.gz``): one object a line, the sentence under
   the key ``text_field``;
 - CSV, ``.csv``, and TSV, ``.tsv`` (also ``.gz``): a header row names the columns, the sentence is the
-  column ``text_field`` (Python's csv module: fields holding the delimiter, a quote or a line break are
-  quoted as spreadsheets and pandas write them);
+  column ``text_field`` (Python's csv module: fields holding the delimiter or a quote are quoted as
+  spreadsheets and pandas write them); a record is one line: a quoted field that does not close on the
+  line it opens on (a line break in a sentence, or a sentence that starts with an unpaired quote, which
+  would swallow the next records into it) is refused naming both lines, never merged;
 - parquet, ``.parquet``: the column ``text_field``, read by row group (needs ``pyarrow``);
 - a folder written by ``datasets``' ``Dataset.save_to_disk`` (memory-mapped arrow), the column
   ``text_field``; a ``DatasetDict`` folder only when it holds one split (else name the split's folder).
@@ -177,8 +179,12 @@ def _csv_sentences(path: Path, field: str, delimiter: str = ",") -> Iterator[tup
         except StopIteration:
             return
         except csv.Error as e:
+            if rows.line_num > start and "end of data" not in str(e):  # a quote ran over the line
+                _merged(path, start, rows.line_num, kind)
             raise CorpusError(f"{path}:{start}: not valid {kind} ({e}); quote a field holding the delimiter, "
                               "a quote or a line break, and double the quotes inside it") from None
+        if rows.line_num > start:  # a quoted field ran over the line's end: records would merge
+            _merged(path, start, rows.line_num, kind)
         if not row:  # a blank line
             continue
         if header is None:
@@ -191,6 +197,15 @@ def _csv_sentences(path: Path, field: str, delimiter: str = ",") -> Iterator[tup
                               "quote a field holding the delimiter")
         elif row[column].strip():
             yield start, row[column]
+
+
+def _merged(path: Path, start: int, end: int, kind: str) -> None:
+    """Refuse a record running from line ``start`` to ``end`` (a quoted field over a line's end)."""
+    raise CorpusError(
+        f"{path}:{start}: a quoted field opens on this line and runs on to line {end}; a {kind} record is "
+        'one line, so records are never merged: a sentence starting with a quote is quoted whole with its '
+        'quotes doubled ("""Hi"" she said ."), and a line break in a sentence is refused (give such '
+        "sentences as JSON lines)")
 
 
 def _column_sentences(source: Path, batches: Iterator[Any], field: str) -> Iterator[tuple[int, str]]:

@@ -81,7 +81,9 @@ def inspect_model_folder(path: str | os.PathLike[str]) -> dict:
         if (root / BEST / "hardmix.json").is_file():
             raise ValueError(f"{root}: a training run folder; its sentence encoder is {root / BEST}")
         raise ValueError(f"{root}: a training run folder without a text model (best/): is it a vision run? "
-                         "hardmix eval text takes a sentence encoder folder")
+                         "(a vision run encodes images: hardmix encode RUN --images FOLDER); sentences "
+                         "take a sentence encoder folder (a hardmix export RUN/best, a Hugging Face or a "
+                         "sentence-transformers folder)")
     if not (root / "config.json").is_file() and not (root / "modules.json").is_file():
         raise ValueError(f"{root}: not a model folder (no config.json or modules.json): pass a hardmix "
                          "export (RUN/best), a Hugging Face or a sentence-transformers folder")

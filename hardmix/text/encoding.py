@@ -109,7 +109,11 @@ def cli_main(args: argparse.Namespace) -> int:
         raise ValueError("encode: refusing to write a binary .npy array to a terminal; redirect standard "
                          "output (> embeddings.npy) or pass --output")
     listing = None  # the sentences beside a regular --output file, for hardmix neighbours
-    if out_path is not None and (os.path.isfile(out_path) or not os.path.exists(out_path)):
+    regular = out_path is not None and (os.path.isfile(out_path) or not os.path.exists(out_path))
+    if regular and not str(out_path).endswith(".npy"):  # neighbours reads EMB.npy and its listing only
+        raise ValueError(f"--output: {out_path} must end in .npy (the array hardmix neighbours reads, with "
+                         "its listing EMB.sentences.txt beside it)")
+    if regular:
         listing = listing_path(out_path, "sentences")
         check_output_beside(args, listing)
     stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict", newline="\n")
@@ -119,6 +123,10 @@ def cli_main(args: argparse.Namespace) -> int:
         raise ValueError(f"encode: standard input is not UTF-8 text ({e.reason})") from None
     emb = encode(args.model, sentences, batch_size=args.batch_size, pooling=args.pooling,
                  max_length=args.max_length)
+    from hardmix.training.run_folder import unfinished_note
+
+    if (note := unfinished_note(args.model)) is not None:  # as export says it
+        print(f"hardmix: note: {note}", file=sys.stderr)
     check_finite_rows(emb, f"encode: the embeddings of MODEL {args.model}")
     if listing is not None and out_path is not None:  # replaced together (a full disk keeps the old)
         _, note = write_set(out_path, emb, "sentences", sentences)

@@ -119,6 +119,11 @@ def where_it_is(record: dict[str, Any], out: Path) -> dict[str, Any]:
             "task_info": {k: moved(v) for k, v in info.items()} if isinstance(info, dict) else info}
 
 
+#: What ``--resume`` reads of a checkpoint, checked at once (a missing one was a KeyError traceback).
+RESUME_KEYS = ("config", "world_size", "step", "total_steps", "model", "optimizer", "scheduler", "task_state",
+               "processes", "engine")
+
+
 class _Run:
     def __init__(self, task_class: type[Task], cfg: Any, out: Path, resume: bool, runtime: Runtime) -> None:
         self.cfg, self.out, self.resume, self.runtime = cfg, out, resume, runtime
@@ -159,6 +164,12 @@ class _Run:
             self._check_saved_config()
         elif self.resume:
             state = ckpt.load_checkpoint(self.checkpoint_path, task=self.task_class.name)
+            missing = [k for k in RESUME_KEYS if k not in state]
+            if missing or not isinstance(state["config"], dict):
+                what = ", ".join(missing) or "run config"
+                raise RunFolderError(f"--resume: {self.checkpoint_path} is not a complete hardmix checkpoint "
+                                     f"(no {what}); it cannot be resumed: start a new run with another "
+                                     "--output")
             self._check_same_meaning(state["config"], str(self.checkpoint_path))
             changed = resume_differences(state["config"], plain_config(cfg), self.task_class.resumable_keys)
             if changed:
@@ -260,10 +271,14 @@ class _Run:
         task = self.task = self.task_class(self.cfg, self.runtime)
         task.check()
         for key, folder in task.input_folders().items():
-            if os.path.realpath(folder) == os.path.realpath(self.out):
+            src, real = os.path.realpath(folder), os.path.realpath(self.out)
+            if real == src:
                 raise RunFolderError(f"--output: {self.out} is the run's own {key} ({folder}); a run is "
-                                     "never written into what it reads: choose another --output (a new "
-                                     "folder inside it is fine)")
+                                     "never written into what it reads: choose another --output")
+            if real.startswith(src.rstrip(os.sep) + os.sep):
+                raise RunFolderError(f"--output: {real} is inside the run's {key} ({src}); a run is never "
+                                     "written into what it reads (it would change that folder: a model's "
+                                     "fingerprint, an image folder's images): choose another --output")
         lock = RunLock(self.out)
         with PreemptionSignals() as self.signals:  # from here on, a signal stops the run in a resumable state
             if self.runtime.main:

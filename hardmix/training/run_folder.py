@@ -103,18 +103,19 @@ class RunLock:
     over. Released by :meth:`release` (the engine does so in a ``finally``).
     """
 
-    def __init__(self, folder: Path, what: str = "a run") -> None:
+    def __init__(self, folder: Path, what: str = "a run", root: Path | None = None) -> None:
         self.folder = folder
+        self.root = folder if root is None else root  # the named folder the lock is confined to
         self.path = folder / LOCK
         self.held = False
         self.what = what  # what the holder does there, for the refusal ("a run", "a download")
 
     def acquire(self) -> None:
         me = {"pid": os.getpid(), "host": socket.gethostname()}
-        makedirs(self.folder, self.folder)
+        makedirs(self.folder, self.root)
         for _ in range(2):
             try:
-                f = open_for_write(self.path, self.folder, "x", encoding="utf-8")
+                f = open_for_write(self.path, self.root, "x", encoding="utf-8")
             except FileExistsError:
                 self._refuse_or_clear(me)
                 continue
@@ -131,13 +132,42 @@ class RunLock:
         if host != me["host"] or (pid != me["pid"] and process_alive(pid)):
             raise RunError(f"{self.path.parent}: {self.what} is in progress there (process {pid} on {host}); "
                            f"wait for it to end, or remove {self.path} if that process is gone")
-        remove_written(self.path, self.folder)
+        remove_written(self.path, self.root)
 
     def release(self) -> None:
         if self.held:
-            remove_written(self.path, self.folder)
+            remove_written(self.path, self.root)
             self.held = False
 
 
+def unfinished_note(model: str | os.PathLike[str]) -> str | None:
+    """What to say when ``model`` (given to a command that reads an encoder: a run folder, its checkpoint
+    file or its ``best/``) belongs to a run that has not finished (its ``results.json`` is absent or not
+    final): the weights are those of a step part way through. None otherwise (a model of no run).
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp()); _ = (run / CHECKPOINT).write_bytes(b""); (run / BEST).mkdir()
+        >>> unfinished_note(run / BEST)
+        '... is of an unfinished run (... holds no final results.json): its weights are those of a step ...'
+        >>> unfinished_note(tempfile.mkdtemp()) is None
+        True
+    """
+    path = Path(model)
+    run = path.parent if path.name in (BEST, CHECKPOINT) else path
+    if not (run / CHECKPOINT).is_file():
+        return None
+    try:
+        record = json.loads((run / RESULTS).read_text(encoding="utf-8"))
+        finished = isinstance(record, dict) and record.get("finished") is True
+    except (OSError, ValueError):
+        finished = False
+    if finished:
+        return None
+    what = "the best step evaluated so far" if path.name == BEST else "its last checkpoint"
+    return (f"{path} is of an unfinished run ({run} holds no final {RESULTS}): its weights are those of a "
+            f"step part way through ({what}); finish it with hardmix train ... --resume")
+
+
 __all__ = ["BEST", "CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "RUN_FILES", "TENSORBOARD",
-           "RunFolderError", "RunLock", "lock_holder", "process_alive", "run_files"]
+           "RunFolderError", "RunLock", "lock_holder", "process_alive", "run_files", "unfinished_note"]

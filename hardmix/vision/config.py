@@ -43,7 +43,8 @@ class DataSection:
         labels: True: the training split's sub-folders are classes; False: every image below it is used,
             unlabeled (no k-NN; selection on ``val_proxy_top1``, no labelled test scores unless
             ``eval.dataset`` names a labelled dataset); None (auto): unlabeled when the split holds images
-            at its top level, else labelled.
+            at its top level, else labelled; images at the top beside sub-folders of images are refused
+            (which is it?) until ``labels`` says.
         train_split: the training sub-folder.
         class_list: optional file of class folder names, one per line (ImageNet-100: the shared
             ``images/imagenet100-classes.txt`` over an ImageNet ``train`` folder).

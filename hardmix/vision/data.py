@@ -8,6 +8,8 @@ root). ImageNet-100 is a class-list file over an ImageNet folder.
 An unlabeled dataset is any folder of images without class folders, flat or nested: a folder that holds
 images at its top level (or any folder with ``data.labels: false``) is unlabeled, and every image below it
 counts; a folder of sub-folders alone is a labelled one, its sub-folders the classes (:func:`is_labelled`).
+Images at the top beside sub-folders of images, ``data.labels`` unset, are refused (class folders or nested
+photos?), saying how to choose.
 Its :class:`ImageList` has no classes and every label 0, so the class-balanced draws below are plain
 random draws, and the same scan, cache, corrupt-file rules and validation carve-out apply.
 
@@ -38,6 +40,7 @@ from hardmix.vision.folders import (
     FolderScanError,
     class_folders,
     has_top_level_images,
+    image_subfolders,
     list_all_images,
     list_images,
 )
@@ -143,7 +146,11 @@ def scan_image_folder(
         >>> (root / "trip").mkdir()
         >>> for name in ("a.png", "trip/b.png"):
         ...     Image.new("RGB", (4, 4)).save(root / name)
-        >>> flat = scan_image_folder(root)
+        >>> scan_image_folder(root)
+        Traceback (most recent call last):
+        ...
+        hardmix.vision.data.ImageDataError: data.dataset: ... holds both images at its top level and ...
+        >>> flat = scan_image_folder(root, labels=False)
         >>> flat.labelled, len(flat.paths), flat.labels.tolist()
         (False, 2, [0, 0])
         >>> scan_image_folder(root, labels=True)
@@ -154,6 +161,8 @@ def scan_image_folder(
     if not folder.is_dir():
         raise FileNotFoundError(f"{key}: image folder {folder} does not exist")
     top_images = has_top_level_images(folder)
+    if labels is None and classes is None and top_images:
+        _refuse_mixed(folder, key)
     if labels is False or (labels is None and classes is None and top_images):
         if classes is not None:
             raise ImageDataError("data.class_list: selects class folders, but data.labels is false (the "
@@ -196,13 +205,29 @@ def _top_level_images(folder: Path, why: str) -> ImageDataError:
                           "unlabeled")
 
 
-def check_labels(dataset: str, split: str, labels: bool | None) -> None:
+def _refuse_mixed(folder: Path, key: str) -> None:
+    """A folder holding images at its top level and sub-folders of images, ``data.labels`` unset: are the
+    sub-folders classes, or nested unlabeled images? Refused, saying how to choose (never guessed)."""
+    subs = image_subfolders(folder)
+    if subs:
+        raise ImageDataError(
+            f"{key}: {folder} holds both images at its top level and sub-folders of images "
+            f"({', '.join(subs[:3])}{' ...' if len(subs) > 3 else ''}): class folders or nested unlabeled "
+            "images? Set data.labels: false to use every image below it unlabeled, or move the top-level "
+            "images into class folders (data.labels: true)")
+
+
+def check_labels(dataset: str, split: str, labels: bool | None, class_list: bool = False) -> None:
     """Before any work: ``data.labels: true`` over a folder holding images at its top level is refused
-    (those images would belong to no class); nothing else is read."""
-    if labels and dataset not in KNOWN_DATASETS:
+    (those images would belong to no class), and so is a folder holding both images at its top level and
+    sub-folders of images with ``data.labels`` unset (:func:`_refuse_mixed`); nothing else is read."""
+    if labels is not False and dataset not in KNOWN_DATASETS:
         folder = split_folder(dataset_root(dataset), split)
         if has_top_level_images(folder):
-            raise _top_level_images(folder, "data.labels: true")
+            if labels:
+                raise _top_level_images(folder, "data.labels: true")
+            if not class_list:  # a class list is refused by the scan, naming it
+                _refuse_mixed(folder, "data.dataset")
 
 
 def _scan_unlabeled(folder: Path, key: str) -> ImageList:

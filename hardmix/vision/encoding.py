@@ -151,6 +151,11 @@ def load_encoder(
         if not config.is_file():
             raise FileNotFoundError(f"MODEL: {config} does not exist (a run's best/ holds {BEST_WEIGHTS} "
                                     "and config.yaml)")
+    if path.is_dir() and not (path / CHECKPOINT).exists() and \
+            any((path / n).is_file() for n in ("config.json", "modules.json", "hardmix.json")):
+        raise ValueError(f"MODEL: {path} is a text model folder (config.json or modules.json), not a vision "
+                         "run: --images needs a vision run, its checkpoint, its best/ or a backbone file of "
+                         "hardmix export vision; a text model encodes sentences from standard input")
     state = None if path.is_dir() else _read_weights(path)
     if path.is_dir() or (isinstance(state, dict) and state.get("format") == FORMAT):
         if config is not None:
@@ -348,6 +353,10 @@ def cli_main(args: argparse.Namespace) -> int:
         print(f"hardmix: note: {note}", file=sys.stderr)
     for path in result.skipped:
         print(f"hardmix: skipped {path}: it cannot be decoded as an image", file=sys.stderr)
+    from hardmix.training.run_folder import unfinished_note
+
+    if (note := unfinished_note(args.model)) is not None:  # as export says it
+        print(f"hardmix: note: {note}", file=sys.stderr)
     if result.skipped:
         print(f"hardmix: skipped {len(result.skipped)} image(s) that could not be decoded, listed in "
               f"{skipped_path(args.output)}", file=sys.stderr)

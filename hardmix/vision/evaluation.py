@@ -101,7 +101,16 @@ def backbone_from_state(state: dict[str, Any], source: str | os.PathLike[str] = 
                         ) -> tuple[nn.Module, VisionConfig]:
     """Rebuild the query backbone of a checkpoint (plain BatchNorm; split-BN has the same weights), loaded
     key by key (:func:`checked_backbone`); ``source`` names the file in an error."""
-    cfg = build_config(VisionConfig, state["config"])
+    config = state.get("config")
+    if not isinstance(config, dict):
+        held = "no 'config' entry" if "config" not in state else f"a {type(config).__name__} as its 'config'"
+        raise ValueError(f"{source}: holds no run config ({held}), so the "
+                         "backbone it was trained with (model.backbone, width, small_stem) is unknown; not a "
+                         "complete hardmix vision checkpoint")
+    try:
+        cfg = build_config(VisionConfig, config)
+    except ValueError as e:  # ConfigError too: the key, in the file's config
+        raise ValueError(f"{source}: its run config does not validate ({e})") from None
     net = checked_backbone(cfg.model.backbone, cfg.model.width, cfg.model.small_stem,
                            query_weights(state, source), f"{source} ({BACKBONE_PREFIX[:-1]})")
     return net, cfg

@@ -111,6 +111,30 @@ def has_top_level_images(folder: str | os.PathLike[str]) -> bool:
                    and e.name.lower().endswith(IMG_EXTENSIONS) for e in it)
 
 
+def image_subfolders(folder: str | os.PathLike[str]) -> list[str]:
+    """The sub-folders of ``folder`` (sorted, hidden ones skipped) that hold an image at any depth: beside
+    images at the top level, they make the folder ambiguous (class folders, or nested unlabeled images?).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> root = Path(tempfile.mkdtemp())
+        >>> for name in ("a.png", "cat/b.png", "notes/readme.txt"):
+        ...     (root / name).parent.mkdir(exist_ok=True)
+        ...     _ = (root / name).write_bytes(b"")
+        >>> image_subfolders(root)
+        ['cat']
+    """
+    out = []
+    for name in class_folders(folder):
+        for _, dirs, files in os.walk(os.path.join(os.fspath(folder), name)):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            if any(not f.startswith(".") and f.lower().endswith(IMG_EXTENSIONS) for f in files):
+                out.append(name)
+                break
+    return out
+
+
 def list_all_images(folder: str | os.PathLike[str], key: str = "data.dataset") -> list[str]:
     """Every image below ``folder`` (an unlabeled folder: flat or nested, sub-folders are not classes),
     sorted depth first, with the same link rules as :func:`list_images`.
@@ -137,6 +161,6 @@ def list_all_images(folder: str | os.PathLike[str], key: str = "data.dataset") -
 
 
 __all__ = [
-    "IMG_EXTENSIONS", "FolderScanError", "class_folders", "has_top_level_images", "list_all_images",
-    "list_images",
+    "IMG_EXTENSIONS", "FolderScanError", "class_folders", "has_top_level_images", "image_subfolders",
+    "list_all_images", "list_images",
 ]

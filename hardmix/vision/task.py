@@ -95,7 +95,7 @@ class VisionTask(Task):
     def check(self) -> None:
         cfg = self.cfg
         dataset_root(cfg.data.dataset)
-        check_labels(cfg.data.dataset, cfg.data.train_split, cfg.data.labels)
+        check_labels(cfg.data.dataset, cfg.data.train_split, cfg.data.labels, cfg.data.class_list is not None)
         if cfg.eval.at_end or cfg.eval.eval_steps:
             if cfg.data.val_samples is None:
                 raise ConfigError(
@@ -136,7 +136,10 @@ class VisionTask(Task):
         self.evaluation = RunEvaluation(cfg, self.data.split, self.data.val_indices, rt.device)
         self.model_version = 0  # the features of one model version are computed once
         if not self.data.split.labelled:
-            rt.say(f"data.dataset: {self.data.split.folder} is unlabeled (no class folders): selecting on "
+            why = ("data.labels: false: the images of {} are used unlabeled (sub-folders are not classes)"
+                   if cfg.data.labels is False
+                   else "data.dataset: {} holds images at its top level: unlabeled")
+            rt.say(why.format(self.data.split.folder) + ": selecting on "
                    f"{self.selection_metric}" + ("" if self.evaluation.has_test else
                                                  ", no labelled test scores (eval.dataset names none)"))
 

@@ -22,7 +22,8 @@ from hardmix.compare.report import diagnostics_note, verdicts_markdown
 from hardmix.compare.spec import exact_floors, parse_spec
 from hardmix.compare.stats import exact_floor, holm_adjusted, paired_difference
 from hardmix.compare.summary import boundary, edge_mark, evaluations, flags, paired_table, verdict_table
-from hardmix.compare.tuning import grid_edge, inert_knobs
+from hardmix.compare.tuning import _chosen, grid_edge, inert_knobs
+from hardmix.utils.errors import ConfigError
 from tests.compare.markdown_tables import parse_tables
 
 
@@ -356,3 +357,81 @@ def test_a_contrast_names_two_strategies_other_than_the_baseline():
     for bad in ({"mixcse": "none"}, {"mixcse": "mochi"}, {"lam0": "lam0"}):
         with pytest.raises(ConfigError, match=r"contrasts\."):
             parse_spec({**raw, "contrasts": bad})
+
+
+def test_points_that_tie_exactly_make_an_inert_knob_even_without_a_standard_error():
+    """A grid whose points scored alike (one tuning seed, no sampling error) was not judged inert (nothing
+    to compare the spread with), and its choice was reported as a grid edge; a spread of exactly 0 is now
+    inert whatever the noise, and a knob judged inert is no grid edge."""
+    one = [{"point": {"k": v}, "seeds": {"1": 50.0}, "mean": 50.0} for v in (1, 2, 3)]
+    assert inert_knobs({"k": [1, 2, 3]}, one, None)["inert_knob"] == ["k"]
+    flat = [{"point": {"k": v}, "seeds": {"1": 50.0, "2": 50.0}, "mean": 50.0} for v in (1, 2)]
+    r = inert_knobs({"k": [1, 2]}, flat, None)  # a standard error of 0 (seeds alike): still inert
+    assert (r["score_se"], r["inert_knob"]) == (0.0, ["k"])
+
+
+def test_a_tie_goes_to_the_point_tuned_first_whatever_values_are_added():
+    """Ties went to the first point of the grid's order, so adding a smaller value in front switched the
+    choice (and reran every evaluation cell); now the point with the lowest folder (the first tuned, which
+    keeps its folder when the grid grows) wins a tie, and a better score still wins outright."""
+    def cells(order: dict[float, int]) -> list[SimpleNamespace]:
+        return [SimpleNamespace(point={"lam": v}, point_index=i) for v, i in order.items()]
+
+    grid = [{"point": {"lam": v}, "mean": 50.0} for v in (0.1, 0.2)]
+    assert _chosen(grid, cells({0.1: 0, 0.2: 1})) == {"lam": 0.1}
+    grown = [{"point": {"lam": 0.05}, "mean": 50.0}, *grid]  # 0.05 added in front: folder point2
+    assert _chosen(grown, cells({0.05: 2, 0.1: 0, 0.2: 1})) == {"lam": 0.1}
+    better = [{"point": {"lam": 0.05}, "mean": 50.5}, *grid]
+    assert _chosen(better, cells({0.05: 2, 0.1: 0, 0.2: 1})) == {"lam": 0.05}
+
+
+@pytest.mark.parametrize("values, shown", [([0.1, 0.2, 0.1], "0.1"), ([1, 1.0], "1.0"), ([True, 1], None)])
+def test_a_value_listed_twice_in_a_grid_is_refused(values, shown):
+    """``mixcse.lam: [0.1, 0.2, 0.1]`` ran the same point twice under two folders; refused naming the key
+    and the value (True and 1 are different config values)."""
+    grid = {"none": {}, "mixcse": {"mixcse.lam": values}}
+    spec = {"seeds": [1], "strategies": {"none": "none", "mixcse": [{"name": "mixcse"}]},
+            "tasks": {"text": {"config": "configs/text/cpu_simcse.yaml"}},
+            "tune": {"seeds": [9], "grid": grid, "equal_budget": False}}
+    if shown is None:
+        parse_spec(spec)
+        return
+    with pytest.raises(ConfigError, match=rf"^tune\.grid\.mixcse\.mixcse\.lam: the value {shown} is listed "
+                                          r"twice"):
+        parse_spec(spec)
+
+
+class _Tuned(SimpleNamespace):
+    """A finished tuning cell of one score (the parts of a Cell the tuning table reads)."""
+
+    def status(self) -> str:
+        return "finished"
+
+    def record(self) -> dict:
+        return {"finished": True, "final_scores": {"stsb_dev": self.score}, "total_steps": 10}
+
+    def failure(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("lams, folders", [([0.1, 0.2, 0.4], [0, 1, 2]),
+                                           ([0.05, 0.1, 0.2, 0.4], [3, 0, 1, 2])])
+def test_a_tied_grid_is_inert_not_an_edge_and_growing_it_keeps_the_choice(lams, folders, monkeypatch):
+    """Every point of ``mixcse.lam`` scored 50.0 on the one tuning seed: reported as "a grid edge, a better
+    point may lie beyond" (lam low) and, grown by 0.05 put first, its choice switched to 0.05 (and the
+    evaluation cells ran again). Now the knob is inert, no edge is claimed, and the choice stays 0.1."""
+    from hardmix.compare import tuning
+
+    monkeypatch.setattr(tuning, "task_metric", lambda cell: "stsb_dev")
+    grid = {"none": {}, "mixcse": {"mixcse.lam": lams}}
+    spec = parse_spec({"seeds": [1], "strategies": {"none": "none", "mixcse": [{"name": "mixcse"}]},
+                       "tasks": {"text": {"config": "configs/text/cpu_simcse.yaml"}},
+                       "tune": {"seeds": [9], "grid": grid, "equal_budget": False}})
+    task = spec.tasks["text"]
+    cells = [_Tuned(task=task, strategy="none", seed=9, point={}, point_index=0, score=40.0)]
+    cells += [_Tuned(task=task, strategy="mixcse", seed=9, point={"mixcse.lam": v}, point_index=i, score=50.0)
+              for v, i in zip(lams, folders, strict=True)]
+    row = tuning.tuning_table(spec, cells)["text"]["mixcse"]
+    assert row["best"] == {"mixcse.lam": 0.1}
+    assert row["inert_knob"] == ["mixcse.lam"] and row["knob_spread"] == {"mixcse.lam": 0.0}
+    assert row["grid_edge"] == {}

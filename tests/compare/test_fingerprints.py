@@ -98,7 +98,14 @@ def test_an_extension_after_an_evaluation_file_changed_at_the_same_size_is_refus
     assert records[0]["fingerprint"] == records[1]["fingerprint"]
     assert records[0]["fingerprint"]["inputs"] != json.loads((moved / "results.json").read_text())[
         "fingerprint"]["inputs"]
-    assert json.loads((out / "summary.json").read_text())["finished"] == 2
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["finished"] == 2
+    # the cell set aside is listed in the summary (it was in none), with why
+    [row] = summary["superseded"]
+    assert row["score"] is not None
+    assert row == {"cell": "text/none/seed1", "point": None, "score": row["score"],
+                   "why": "made from other inputs (--rerun-mismatched)"}
+    assert "| text/none/seed1 |" in (out / "summary.md").read_text()
 
 
 def test_an_interrupted_cell_s_checkpoint_is_checked_before_any_cell_trains(text_spec, own_senteval,

@@ -591,7 +591,7 @@ def test_values_added_to_a_tuning_grid_run_only_the_new_points_and_choose_again(
     assert {p: v for p, v in _files(out / "tune" / "text").items() if p in first_tune} == first_tune  # kept
     scores = {t: read_results(out / "tune" / "text" / "none" / f"point{i}" / "seed7")["final_scores"]
               ["stsb_dev"] for i, t in ((0, 0.5), (1, 0.05))}
-    best = max(scores, key=scores.get)
+    best = max(scores, key=scores.get)  # a tie: the point tuned first (0.5, point0)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["tuning"]["text"]["none"]["best"] == {"loss.temperature": best}
     assert [g["point"]["loss.temperature"] for g in summary["tuning"]["text"]["none"]["grid"]] == [0.05, 0.5]
@@ -607,7 +607,7 @@ def test_values_added_to_a_tuning_grid_run_only_the_new_points_and_choose_again(
         assert (old / "cell.log").is_file() and "superseded/" in captured.err
         old_score = read_results(old)["final_scores"]["stsb_dev"]
         assert summary["superseded"] == [{"cell": "text/none/seed1", "point": {"loss.temperature": 0.5},
-                                          "score": old_score}]
+                                          "score": old_score, "why": "a tuning point no longer chosen"}]
     # A value removed, or a knob added, is refused.
     for axes in ({"loss.temperature": [0.05]}, {"loss.temperature": [0.05, 0.5], "train.lr": [1e-5]}):
         changed = copy.deepcopy(grown)

@@ -381,3 +381,91 @@ def test_only_strategies_that_are_not_built_in_pass_the_guards(monkeypatch):
     with pytest.raises(StrategyOutputError, match=r"^strategy 'derived_mixcse': extra_logits returned NaN"):
         ContrastiveLoss(TAU, [Derived(lam=0.3)]).in_batch(z1, z2)
     assert calls == ["strategy 'derived_mixcse': extra_logits"]
+
+
+# ------------------------------------------------ writes the version counter misses; empty rows; raises
+@dataclasses.dataclass(frozen=True)
+class DataMeddler(base.Strategy):
+    """Writes through ``.data`` (a tensor sharing the storage with its own version counter), then returns a
+    good column."""
+
+    name = "data_meddler"
+    target: str = "logits"
+
+    def extra_logits(self, ctx):  # noqa: ANN001, ANN201
+        getattr(ctx, self.target).data.mul_(0.5)
+        return ctx.logits[:, :1].detach().clone(), {}
+
+
+@pytest.mark.parametrize("mode, target", [("in_batch", "logits"), ("in_batch", "anchors"),
+                                          ("queue", "positive_logits"), ("queue", "candidates")])
+def test_a_write_through_data_is_refused_naming_the_tensor(mode, target, monkeypatch):
+    """``ctx.logits.data.mul_(0.5)`` bumps no version counter: the wall let it through (a wrong loss,
+    trained silently). The context's contents are now compared too, read once with the loss."""
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    base.register_strategy(DataMeddler)
+    loss_fn = ContrastiveLoss(TAU, [MixCSE(), DataMeddler(target)])
+    g = torch.Generator().manual_seed(2)
+    q, k, queue = (torch.randn(8, 6, generator=g) for _ in range(3))
+    q.requires_grad_(True)
+    field = "(positives|candidates)" if (mode, target) == ("in_batch", "candidates") else target
+    with pytest.raises(StrategyOutputError, match=rf"^strategy 'data_meddler': extra_logits wrote into the "
+                                                  rf"context's {field} in place \(not through its version"):
+        if mode == "in_batch":
+            loss_fn.in_batch(q.clone(), k)
+        else:
+            loss_fn.queue(q.clone(), k, queue)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExcludeAll(base.Strategy):
+    """Excludes every negative of the anchors in ``rows`` (all when None)."""
+
+    name = "exclude_all"
+    rows: int | None = None
+
+    def exclude(self, ctx):  # noqa: ANN001, ANN201
+        mask = ctx.negative_mask.clone()
+        if self.rows is not None:
+            mask[self.rows:] = False
+        return mask, {}
+
+
+@pytest.mark.parametrize("mode", ["in_batch", "queue"])
+@pytest.mark.parametrize("rows, left", [(None, 8), (3, 3)])
+def test_an_exclusion_that_leaves_an_anchor_with_no_negative_is_refused(rows, left, mode, monkeypatch):
+    """Excluding every negative gave a loss of exactly 0 (only the positive in each row's logsumexp), and
+    the run trained nothing and reported success; each anchor left with no negative is now refused, naming
+    the strategy and counting the anchors. Keeping one negative per anchor is fine."""
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    base.register_strategy(ExcludeAll)
+    g = torch.Generator().manual_seed(4)
+    q, k, queue = (torch.randn(8, 6, generator=g) for _ in range(3))
+    loss_fn = ContrastiveLoss(TAU, [ExcludeAll(rows)])
+    run = (lambda fn: fn.in_batch(q, k)) if mode == "in_batch" else (lambda fn: fn.queue(q, k, queue))
+    with pytest.raises(StrategyOutputError, match=rf"^strategy 'exclude_all': exclude left {left} of 8 "
+                                                  r"anchors with no negative \(anchor 0 first\)"):
+        run(loss_fn)
+    assert float(run(ContrastiveLoss(TAU, ["false_negative_filter"])).loss) > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Raiser(base.Strategy):
+    """Raises from inside its hook, as a broken plug-in does."""
+
+    name = "raiser"
+
+    def extra_logits(self, ctx):  # noqa: ANN001, ANN201
+        return {}["missing\nkey"]
+
+
+def test_a_plug_in_s_exception_is_one_error_naming_the_strategy_and_the_hook(monkeypatch):
+    """A plug-in that raised gave its own 20-line traceback through the trainer; it is now one
+    StrategyOutputError naming the strategy, the hook and the exception, on one line."""
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    base.register_strategy(Raiser)
+    q, k = views(5)
+    with pytest.raises(StrategyOutputError) as err:
+        ContrastiveLoss(TAU, ["raiser"]).in_batch(q, k)
+    assert str(err.value) == "strategy 'raiser': extra_logits raised KeyError: 'missing\\nkey'"
+    assert isinstance(err.value.__cause__, KeyError)

@@ -125,3 +125,27 @@ def test_a_figure_goes_through_the_gate_with_the_bytes_savefig_writes(tmp_path: 
     save_figure(fig, tmp_path / "gated.png", tmp_path, dpi=50)
     plt.close(fig)
     assert (tmp_path / "gated.png").read_bytes() == (tmp_path / "direct.png").read_bytes()
+
+
+def test_matplotlib_s_cache_goes_under_hardmix_s_cache_folder_not_home(tmp_path: Path) -> None:
+    """A comparison's plots made matplotlib write its font cache under ``$HOME`` (``~/.cache/matplotlib``),
+    a folder the user never named; it now goes under hardmix's cache folder (``$HARDMIX_CACHE``), unless
+    the user names one (``MPLCONFIGDIR``)."""
+    import subprocess
+    import sys
+
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    unset = ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(HOME=str(home), HARDMIX_CACHE=str(cache), PYTHONPATH=str(ROOT))
+    code = ("import hardmix.compare.plots as p, matplotlib; p.colours(['a', 'b']); "
+            "print(matplotlib.get_cachedir())")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(cache / "matplotlib")
+    assert not list(home.rglob("*")), sorted(home.rglob("*"))  # nothing written under $HOME
+    mine = tmp_path / "mine"
+    done = subprocess.run([sys.executable, "-c", code], env={**env, "MPLCONFIGDIR": str(mine)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == str(mine)

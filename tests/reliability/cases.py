@@ -765,7 +765,7 @@ CASES: list[Case] = [
          ("accepted: files without an image extension are not images of the class; one step trains",),
          accepted=True, check=finished_one_step),
     Case("images-unlabeled", "train vision", "a folder with images at its top level and in nested folders, "
-         "no class folders", lambda c: unlabeled_images(c),
+         "no class folders, `data.labels: false`", lambda c: unlabeled_images(c, labels=False),
          ("accepted: unlabeled, every image below it trains; one step trains",), accepted=True,
          check=finished_one_step),
     Case("images-unlabeled-labels-true", "train vision",
@@ -778,7 +778,7 @@ CASES: list[Case] = [
                     train_vision(c, vision_config(c, c.tmp / "images", data={"labels": False})))[2],
          ("data.dataset", "{images}", "holds no images")),
     Case("images-unlabeled-val-all", "train vision", "`data.val_samples` as large as the unlabeled folder",
-         lambda c: unlabeled_images(c, val_samples=12),
+         lambda c: unlabeled_images(c, val_samples=12, labels=False),
          ("data.val_samples", "12 validation images of the 12 usable images", "{images}")),
     Case("images-gray-rgba", "train vision", "grayscale (L) and RGBA images among RGB ones",
          lambda c: vision_with(c, {"c0": ["gray"] * 4 + ["rgb"] * 4, "c1": ["rgba"] * 4 + ["rgb"] * 4}),
@@ -1512,6 +1512,351 @@ CASES += [
 ]
 
 
+
+# ===================================================================================================
+# Hostile round 2026-12-06 (issue 65, items 5-8; docs/hostile_round_2026-12-06.md): each case below was
+# tried after the fixes of that issue; the refusals marked "(was: ...)" there failed on the code before.
+# Kept together at the end of the table so that other additions merge cleanly.
+# ===================================================================================================
+def tsv_corpus(ctx: Ctx, name: str, rows: list[str], header: str = "id\ttext") -> Path:
+    """A corpus ``name`` of a header and ``rows``, padded with 16 plain rows after them (enough for a
+    batch of 16)."""
+    lines = [header, *rows, *(f"{100 + i}\tsentence number {i} ." for i in range(16))]
+    return ctx.write(name, "".join(line + "\n" for line in lines))
+
+
+def mixed_images(ctx: Ctx, sub: str = "c0", nested_images: int = 4, **data: Any) -> list[str]:
+    """``images/`` with 12 RGB PNGs at its top level and ``nested_images`` in ``images/<sub>/``."""
+    root = ctx.tmp / "images"
+    (root / sub).mkdir(parents=True)
+    for i in range(12):
+        (root / f"{i}.png").write_bytes(image("rgb", i))
+    for i in range(nested_images):
+        (root / sub / f"n{i}.png").write_bytes(image("rgb", 100 + i))
+    ctx.vars["images"] = str(root)
+    ctx.protect(root)
+    return train_vision(ctx, vision_config(ctx, root, data=data))
+
+
+def model_copy(ctx: Ctx) -> Path:
+    model = ctx.tmp / "model"
+    shutil.copytree(ctx.fixture("tiny_bert_dir"), model)
+    ctx.protect(model)
+    ctx.vars["model"] = str(model)
+    return model
+
+
+def vision_run_copy(ctx: Ctx, drop: str | None = None) -> Path:
+    """A copy of the finished one-step vision run, less its file ``drop``."""
+    run = ctx.tmp / "vrun"
+    shutil.copytree(ctx.fixture("vision_run"), run)
+    if drop:
+        (run / drop).unlink()
+    ctx.vars["vrun"] = str(run)
+    return run
+
+
+def checkpoint_without(ctx: Ctx, key: str) -> Path:
+    """The finished vision run's checkpoint, saved again without its entry ``key``."""
+    import torch
+
+    from hardmix.training.checkpoint import save_checkpoint
+
+    state = torch.load(Path(ctx.fixture("vision_run")) / "checkpoint.pt", map_location="cpu",
+                       weights_only=True)
+    del state[key]
+    path = ctx.tmp / "nocfg" / "checkpoint.pt"
+    path.parent.mkdir()
+    save_checkpoint(state, path, task="vision")
+    ctx.vars["ckpt"] = str(path)
+    ctx.protect(path)
+    return path
+
+
+def resume_without_config(ctx: Ctx) -> list[str]:
+    """An unfinished one-of-two-steps vision run, its checkpoint saved again without its config."""
+    import torch
+
+    from hardmix.cli import main
+    from hardmix.training.checkpoint import save_checkpoint
+
+    tree = image_tree(ctx.tmp / "images", rgb_classes(2, 8))
+    cfg = vision_config(ctx, tree, train={"max_steps": 2, "stop_after_steps": 1})
+    assert main(train_vision(ctx, cfg)) != 1
+    path = ctx.tmp / "run" / "checkpoint.pt"
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    del state["config"]
+    save_checkpoint(state, path, task="vision")
+    ctx.protect(ctx.tmp / "run")
+    return train_vision(ctx, vision_config(ctx, tree, train={"max_steps": 2}), "--resume")
+
+
+def encode_images_cmd(ctx: Ctx, model: Path | str, images: Path, out: Path | None = None) -> list[str]:
+    out = out or ctx.tmp / "emb.npy"
+    ctx.vars["emb"] = str(out)
+    return ["encode", str(model), "--images", str(images), "--output", str(out), "--device", "cpu"]
+
+
+def absent(rel: str) -> Callable[[Ctx, str], None]:
+    """A check: nothing was written at ``rel`` in the case's folder."""
+    return lambda ctx, err: _assert_equal((ctx.tmp / rel).exists(), False)
+
+
+def said(part: str) -> Callable[[Ctx, str], None]:
+    """A check: one step trained and the command said ``part``."""
+    return lambda ctx, err: (finished_one_step(ctx, err), _assert_in(part, err))[0]
+
+
+def noted_unfinished(ctx: Ctx, err: str) -> None:
+    _assert_in("hardmix: note: ", err)
+    _assert_in("is of an unfinished run", err)
+    assert (ctx.tmp / "emb.npy").is_file() and (ctx.tmp / "emb.paths.txt").is_file()
+
+
+def grid_spec(ctx: Ctx, values: list[Any]) -> dict[str, Any]:
+    return good_spec(ctx) | {"tune": {"seeds": [101], "grid": {"none": {}, "mixcse": {"mixcse.lam": values}},
+                                      "equal_budget": False}}
+
+
+PLUG_EXCLUDE = """
+    import dataclasses, torch
+    from hardmix.strategies.base import Strategy
+
+    @dataclasses.dataclass(frozen=True)
+    class Plugin(Strategy):
+        \"\"\"A hostile plug-in: excludes every negative but the first {keep} of each anchor.\"\"\"
+        name = "excluder"
+        def exclude(self, ctx):
+            keep = torch.cumsum(ctx.negative_mask.long(), dim=1) <= {keep}
+            return ctx.negative_mask & ~keep, {{}}
+"""
+
+PLUG_RAISES = """
+    import dataclasses
+    from hardmix.strategies.base import Strategy
+
+    @dataclasses.dataclass(frozen=True)
+    class Plugin(Strategy):
+        \"\"\"A hostile plug-in whose hook raises.\"\"\"
+        name = "raiser"
+        def reweight(self, ctx):
+            return {}["weights"]
+"""
+
+
+def plugin_train(ctx: Ctx, module: str, source: str, name: str) -> list[str]:
+    plugin(ctx, module, source, name)
+    return train_text(ctx, text_config(ctx, loss={"strategies": [name]}))
+
+
+def compare_into(ctx: Ctx, spec: dict[str, Any], out: Path) -> list[str]:
+    """``compare SPEC --output OUT`` for real (no ``--print-commands``): the task's data checked."""
+    ctx.vars["out"] = str(out)
+    return ["compare", str(ctx.write("spec.yaml", yaml.safe_dump(spec))), "--output", str(out),
+            "--threads", "1"]
+
+
+def compare_in_images(ctx: Ctx) -> list[str]:
+    """A vision comparison whose ``--output`` lies inside its task's image folder."""
+    images = image_tree(ctx.tmp / "images", rgb_classes(), ("train", "test"))
+    ctx.protect(images)
+    cfg = vision_config(ctx, images, eval={"at_end": True}, data={"num_workers": 0, "val_samples": 4})
+    task = {"task": "vision", "config": str(config_file(ctx, cfg, "v.yaml")), "score": "val_knn_top1",
+            "allow_selection_score": True}
+    spec = {"seeds": [1], "baseline": "none", "strategies": {"none": "none", "hcl": [{"name": "hcl"}]},
+            "tasks": {"img": task}}
+    return compare_into(ctx, spec, images / "cmp")
+
+
+def records_link(ctx: Ctx) -> list[str]:
+    """A data root whose ``.hardmix`` folder is a link to a folder of the user's."""
+    mine = ctx.tmp / "mine"
+    ctx.write("mine/notes.txt", "mine\n")
+    ctx.protect(mine)
+    root = ctx.tmp / "root"
+    root.mkdir()
+    (root / ".hardmix").symlink_to(mine)
+    ctx.vars["root"] = str(root)
+    return ["data", "download", "wiki1m", "--root", str(root), "--base-url", "file:///nonexistent"]
+
+
+CASES += [
+    # ---- corpora
+    Case("corpus-tsv-unpaired-quote", "train text",
+         "a TSV corpus whose line 3 sentence starts with an unpaired quote (`\"Hello there .`): it swallowed "
+         "the next record into it",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(tsv_corpus(
+             c, "notes.tsv", ["1\tfine .", '2\t"Hello there .', '3\tworld ." she said']))})),
+         ("{notes}:3", "a quoted field opens on this line and runs on to line 4",
+          "a TSV record is one line, so records are never merged"), check=no_step),
+    Case("corpus-csv-line-break", "train text", "a CSV corpus whose quoted sentence holds a line break",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
+             "notes.csv", 'id,text\n1,"two\nlines ."\n' + "".join(f"{i},s {i} .\n" for i in range(16))))})),
+         ("{notes}:2", "runs on to line 3", "a CSV record is one line"), check=no_step),
+    Case("corpus-tsv-quoted-tab", "train text",
+         "a TSV corpus with a pandas-quoted sentence holding a tab and doubled quotes, on its line",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(tsv_corpus(
+             c, "notes.tsv", ['1\t"a\ttab and ""quotes"""']))})),
+         ("accepted: one record a line, quoted as pandas writes it (17 sentences); one step trains",),
+         accepted=True, check=said("17 sentences")),
+    Case("corpus-tsv-crlf", "train text", "a TSV corpus with CRLF line ends",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
+             "notes.tsv", "id\ttext\r\n" + "".join(f"{i}\tsentence {i} .\r\n" for i in range(16))))})),
+         ("accepted: CRLF ends a record (16 sentences); one step trains",), accepted=True,
+         check=lambda c, err: (finished_one_step(c, err), _assert_in("16 sentences", err))[0]),
+    Case("corpus-csv-bom-header", "train text", "a CSV corpus whose header starts with a byte-order mark",
+         lambda c: train_text(c, text_config(c, data={"train_file": str(c.write(
+             "notes.csv", "\ufefftext,id\n" + "".join(f"sentence {i} .,{i}\n" for i in range(16))))})),
+         ("accepted: the mark is not part of the column name (16 sentences); one step trains",),
+         accepted=True, check=said("16 sentences")),
+    # ---- image folders
+    Case("images-mixed-top-and-class-folder", "train vision",
+         "12 images at the folder's top and 4 in a sub-folder `c0/`, `data.labels` unset (class folders or "
+         "nested photos? taken as unlabeled without a word)",
+         lambda c: mixed_images(c), ("data.dataset", "{images}", "holds both images at its top level and "
+                                     "sub-folders of images (c0)", "data.labels: false"), check=no_step),
+    Case("images-mixed-labels-false", "train vision", "the same folder with `data.labels: false`",
+         lambda c: mixed_images(c, labels=False),
+         ("accepted: every image below it, unlabeled, the reason stated as data.labels: false; one step "
+          "trains",), accepted=True,
+         check=said("data.labels: false: the images of")),
+    Case("images-top-and-empty-sub-folder", "train vision",
+         "12 images at the folder's top and an empty sub-folder, `data.labels` unset",
+         lambda c: mixed_images(c, sub="thumbs", nested_images=0),
+         ("accepted: no sub-folder holds an image, so nothing is ambiguous: unlabeled; one step trains",),
+         accepted=True, check=lambda c, err: (finished_one_step(c, err), _assert_in(
+             "holds images at its top level: unlabeled", err))[0]),
+    Case("images-labelled-labels-false", "train vision",
+         "class folders with `data.labels: false` (the note said \"unlabeled (no class folders)\")",
+         lambda c: (image_tree(c.tmp / "images", rgb_classes()), train_vision(c, vision_config(
+             c, c.tmp / "images", data={"labels": False})))[1],
+         ("accepted: the note names data.labels: false as the reason; one step trains",), accepted=True,
+         check=lambda c, err: (said("data.labels: false: the images of")(c, err),
+                               _assert_equal("no class folders" in err, False))[0]),
+    Case("images-mixed-class-list", "train vision",
+         "12 images at the top, a class folder, and `data.class_list` naming it",
+         lambda c: (c.write("classes.txt", "c0\n"),
+                    mixed_images(c, class_list=str(c.tmp / "classes.txt")))[1],
+         ("data.class_list selects class folders", "holds images at its top level"), check=no_step),
+    # ---- encode / eval of what is not what it seems
+    Case("encode-output-inside-model", "encode", "`encode MODEL -o MODEL/emb.npy` (the model's runs then "
+         "could not resume: its fingerprint changed)",
+         lambda c: encode(c, str(model_copy(c)), b"one .\n", "--output", str(c.tmp / "model" / "emb.npy")),
+         ("--output", "{model}/emb.npy is inside {model}, a folder this command reads (MODEL)"),
+         check=absent("model/emb.npy")),
+    Case("encode-images-output-inside-images", "encode",
+         "`encode RUN --images F -o F/emb.npy` (the array written among the images)",
+         lambda c: (c.protect(image_tree(c.tmp / "ims", rgb_classes(1, 2), ("test",))), encode_images_cmd(
+             c, c.fixture("vision_run"), c.tmp / "ims" / "test", c.tmp / "ims" / "test" / "emb.npy"))[1],
+         ("--output", "is inside", "this command reads")),
+    Case("encode-text-model-images", "encode", "`encode TEXT_MODEL --images F` (the message asked whether "
+         "it was a run folder)",
+         lambda c: encode_images_cmd(c, c.fixture("tiny_bert_dir"),
+                                     image_tree(c.tmp / "ims", rgb_classes(1, 2), ("test",)) / "test"),
+         ("MODEL", "is a text model folder", "sentences from standard input")),
+    Case("encode-vision-run-sentences", "encode", "`encode VISION_RUN < sentences` (the message named "
+         "`hardmix eval text`)",
+         lambda c: encode(c, str(c.fixture("vision_run")), b"one .\n"),
+         ("a training run folder without a text model", "hardmix encode RUN --images FOLDER")),
+    Case("encode-output-without-npy", "encode", "`encode MODEL -o emb` (no `.npy`: neighbours could not "
+         "read what it wrote)",
+         lambda c: encode(c, str(c.fixture("tiny_bert_dir")), b"one .\n", "--output", str(c.tmp / "emb")),
+         ("--output", "must end in .npy"), check=absent("emb")),
+    Case("encode-unfinished-vision-run", "encode", "`encode RUN --images F`, RUN without its results.json "
+         "(an unfinished run: encoded without a word)",
+         lambda c: encode_images_cmd(c, vision_run_copy(c, "results.json"),
+                                     image_tree(c.tmp / "ims", rgb_classes(1, 2), ("test",)) / "test"),
+         ("accepted: encoded, with a note that the run is unfinished, as export gives",), accepted=True,
+         check=noted_unfinished),
+    Case("encode-checkpoint-without-config", "encode",
+         "`encode CKPT --images F`, a vision checkpoint without its config (a KeyError traceback)",
+         lambda c: encode_images_cmd(c, checkpoint_without(c, "config"),
+                                     image_tree(c.tmp / "ims", rgb_classes(1, 2), ("test",)) / "test"),
+         ("{ckpt}", "holds no run config (no 'config' entry)")),
+    Case("eval-knn-checkpoint-without-config", "eval knn",
+         "`eval knn CKPT`, a vision checkpoint without its config (a KeyError traceback)",
+         lambda c: knn(c, checkpoint_without(c, "config"), eval_images(c)),
+         ("{ckpt}", "holds no run config (no 'config' entry)")),
+    Case("resume-checkpoint-without-config", "train vision",
+         "`--resume` of an unfinished run whose checkpoint lacks its config (a KeyError traceback)",
+         lambda c: resume_without_config(c),
+         ("--resume", "is not a complete hardmix checkpoint (no config)", "another --output")),
+    # ---- config show: the command's own validation
+    Case("config-show-spec-stop-after", "config show",
+         "`config show` of a spec whose task config holds `train.stop_after_steps` (rendered; compare "
+         "refuses it)",
+         lambda c: ["config", "show", compare_spec(c, good_spec(c) | {"tasks": {"text": {"config": str(
+             config_file(c, text_config(c, eval={"at_end": True}, train={"stop_after_steps": 1}),
+                         "stopping.yaml")), "score": "stsb_dev", "allow_selection_score": True}}})[1]],
+         ("train.stop_after_steps: 1", "not a key a comparison can set")),
+    Case("config-show-knn-unlabeled", "config show",
+         "`config show` of a vision config selecting on `val_knn_top1` with `data.labels: false` (rendered; "
+         "train refuses it)",
+         lambda c: ["config", "show", str(config_file(c, vision_config(
+             c, image_tree(c.tmp / "images", rgb_classes()), data={"labels": False},
+             eval={"selection": "val_knn_top1"})))],
+         ("eval.selection: val_knn_top1 needs labelled images",)),
+    Case("config-show-duplicate-grid", "config show", "`config show` of a spec whose grid lists 0.2 twice",
+         lambda c: ["config", "show", compare_spec(c, grid_spec(c, [0.2, 0.1, 0.2]))[1]],
+         ("tune.grid.mixcse.mixcse.lam: the value 0.2 is listed twice",)),
+    # ---- the write gate
+    Case("compare-output-inside-model", "compare", "`compare --output MODEL/cmp`, MODEL the task's model "
+         "folder (its cells would write into what they read)",
+         lambda c: compare_into(c, good_spec(c) | {"tasks": {"text": {"config": str(config_file(
+             c, text_config(c, model={"name_or_path": str(model_copy(c))}, eval={"at_end": True}),
+             "text.yaml")), "score": "stsb_dev", "allow_selection_score": True}}}, c.tmp / "model" / "cmp"),
+         ("--output", "is inside tasks.text's model.name_or_path", "choose another --output"),
+         check=absent("model/cmp")),
+    Case("compare-output-inside-images", "compare", "`compare --output IMAGES/cmp`, IMAGES the task's "
+         "image folder (the plots would have become training images)",
+         lambda c: compare_in_images(c),
+         ("--output", "is inside tasks.img's data.dataset", "choose another --output"),
+         check=absent("images/cmp")),
+    Case("train-output-inside-model", "train text", "`train text --output MODEL/run` (accepted before: the "
+         "run became part of the model folder's fingerprint)",
+         lambda c: ["train", "text", str(config_file(c, text_config(
+             c, model={"name_or_path": str(model_copy(c))}))), "--output", str(c.tmp / "model" / "run")],
+         ("--output", "is inside the run's model.name_or_path", "choose another --output")),
+    Case("eval-knn-json-inside-run", "eval knn", "`eval knn RUN --json RUN/knn.json` (a run folder, not a "
+         "data or model folder: its checkpoint is what is read)",
+         lambda c: knn(c, vision_run_copy(c), eval_images(c), "--json", str(c.tmp / "vrun" / "knn.json")),
+         ("accepted: the scores written beside the run's own files, which are unchanged",), accepted=True,
+         check=lambda c, err: _assert_equal(sorted(json.loads((c.tmp / "vrun" / "knn.json").read_text())),
+                                            ["top1", "top5"])),
+    Case("data-records-folder-link", "data", "`data download --root R`, `R/.hardmix` a link to a folder of "
+         "the user's (the downloads folder and the lock were written through it)",
+         records_link, ("{root}/.hardmix", "is a link", "not written"),
+         check=absent("mine/downloads")),
+    # ---- the plug-in wall
+    Case("plugin-writes-through-data", "train text",
+         "a plug-in strategy that halves `ctx.logits.data` in place (no version counter sees it)",
+         lambda c: plugin_train(c, "case_data_meddler", plugin_strategy(
+             "data_meddler", "(ctx.logits.data.mul_(0.5), ctx.logits[:, :1].detach().clone(), {})[1:]"),
+             "data_meddler"),
+         ("strategy 'data_meddler': extra_logits wrote into the context's logits in place",
+          "not through its version counter"), check=no_step),
+    Case("plugin-excludes-every-negative", "train text",
+         "a plug-in strategy excluding every negative (trained on a loss of 0, reported success)",
+         lambda c: plugin_train(c, "case_excluder0", PLUG_EXCLUDE.format(keep=0), "excluder"),
+         ("strategy 'excluder': exclude left 16 of 16 anchors with no negative",), check=no_step),
+    Case("plugin-keeps-one-negative", "train text",
+         "a plug-in strategy excluding all negatives but one per anchor",
+         lambda c: plugin_train(c, "case_excluder1", PLUG_EXCLUDE.format(keep=1), "excluder"),
+         ("accepted: one negative per anchor is a loss; one step trains",), accepted=True,
+         check=finished_one_step),
+    Case("plugin-raises-in-hook", "train text",
+         "a plug-in strategy whose `reweight` raises KeyError (a 20-line traceback)",
+         lambda c: plugin_train(c, "case_raiser", PLUG_RAISES, "raiser"),
+         ("strategy 'raiser': reweight raised KeyError: 'weights'",), check=no_step),
+    # ---- comparison specs
+    Case("compare-duplicate-grid-value", "compare", "a tuning grid `mixcse.lam: [0.1, 0.2, 0.1]`",
+         lambda c: compare_spec(c, grid_spec(c, [0.1, 0.2, 0.1])),
+         ("tune.grid.mixcse.mixcse.lam: the value 0.1 is listed twice",)),
+    Case("compare-grid-int-and-float", "compare", "a tuning grid `mixcse.lam` listing 0.5 and 5e-1",
+         lambda c: compare_spec(c, grid_spec(c, [0.5, 5e-1])),
+         ("tune.grid.mixcse.mixcse.lam: the value 0.5 is listed twice",)),
+]
+
 # -------------------------------------------------------------------------------------------- the doc
 HEADER = """# Reliability: what bad input gets
 
@@ -1523,6 +1868,9 @@ by hand.
 Held-out hostile rounds, tried from the command line and kept apart from this table: [Hostile round,
 2026-12-05 (held out)](hostile_round_2026-12-05.md), 53 cases across the six invariants: 47 passed and 6
 failed, the 6 fixed since, each with a case or a test.
+[Hostile round, 2026-12-06](hostile_round_2026-12-06.md) (issue 65): 33 cases against corpora, image
+folders, `encode`, `config show`, resume, the write gate, the plug-in wall and comparison specs, kept in
+this table (its last block): 26 failed on the code before the fixes and 7 passed; all 33 pass now.
 """
 
 CASES_INTRO = """## The cases

@@ -109,15 +109,15 @@ def test_every_format_reads_the_ids_of_the_plain_text(tmp_path, tokenizer, wiki_
 
 
 def test_record_numbers(tmp_path, monkeypatch):
-    """Lines (from 1) for JSON lines and CSV, the line a multi-line CSV record starts on; rows (from 0) for
-    parquet and arrow, across batches; nulls and blanks skipped."""
+    """Lines (from 1) for JSON lines and CSV (a record is one line: a quoted field holding a line break is
+    refused, see BAD); rows (from 0) for parquet and arrow, across batches; nulls and blanks skipped."""
     monkeypatch.setattr("hardmix.text.data._BATCH_ROWS", 2)
     values = ["one .", None, "two .", "", "three ."]
     assert list(iter_sentences(write_jsonl(tmp_path / "a.jsonl", values))) == [
         (1, "one ."), (4, "two ."), (6, "three .")]  # line 2 is blank
     csv_path = tmp_path / "a.csv"
-    csv_path.write_text('text,n\n"first\nline",1\n\nsecond,2\n', encoding="utf-8")
-    assert list(iter_sentences(csv_path)) == [(2, "first\nline"), (5, "second")]
+    csv_path.write_text('text,n\n"first, ""quoted""",1\n\nsecond,2\n', encoding="utf-8")
+    assert list(iter_sentences(csv_path)) == [(2, 'first, "quoted"'), (4, "second")]
     expected = [(0, "one ."), (2, "two ."), (4, "three .")]
     assert list(iter_sentences(write_parquet(tmp_path / "a.parquet", values))) == expected
     assert list(iter_sentences(write_saved(tmp_path / "saved", values))) == expected
@@ -153,6 +153,12 @@ BAD = [
     ("bad.csv", b'id,text\n1,fine .\n2,"never closed\n3,x\n', "text", 3, "not valid CSV"),
     ("bad.csv", b"id,text\n1,fine .\n2,caf\xe9\n", "text", 3, "not valid UTF-8"),
     ("bad.tsv", b"id\ttext\n1\tfine .\n2\ttoo\tmany\n", "text", 3, "3 fields where the header row has 2"),
+    # an unpaired quote opening a field swallowed the next record (line 3's id and sentence) into line 2's
+    ("merge.tsv", b'id\ttext\n1\t"Hello there .\n2\tworld ."\n3\tok .\n', "text", 2,
+     "a quoted field opens on this line and runs on to line 3; a TSV record is one line, so records are "
+     "never merged"),
+    ("merge.csv", b'id,text\n1,"Hello there .\n2,world ."\n3,ok .\n', "text", 2, "a CSV record is one line"),
+    ("break.csv", b'text,n\n"first\nline",1\n', "text", 2, "runs on to line 3"),
     ("bad.parquet", lambda p: write_parquet(p, [None, 7, 8]), "text", "row 1", "type int (7)"),
     ("bad.parquet", lambda p: pq.write_table(pa.table({"text": pa.Array.from_buffers(
         pa.string(), 3, pa.array([b"ok", b"fine", b"caf\xe9"], pa.binary()).buffers())}), p), "text", "row 2",

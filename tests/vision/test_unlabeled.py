@@ -48,7 +48,7 @@ def photos(tmp_path_factory) -> Path:
 
 def _config(dataset: Path, cache: Path, **sections: dict) -> dict:
     d = tiny_vision_config_dict(dataset, cache, **sections)
-    d["data"].update({"val_samples": 60, "skip_corrupt": True})
+    d["data"].update({"val_samples": 60, "skip_corrupt": True, "labels": False})
     d["eval"].update({"eval_steps": 4, "at_end": True})
     d["log"]["log_steps"] = 4
     return d
@@ -61,8 +61,15 @@ def _hardmix(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 # ------------------------------------------------------------------------------------------------ the scan
-def test_a_folder_with_images_at_its_top_is_unlabeled_and_every_image_below_counts(photos):
-    images = scan_image_folder(photos)
+def test_a_folder_with_images_at_its_top_and_image_sub_folders_is_refused_unless_labels_says(photos):
+    """Images at the top and sub-folders of images: class folders or nested photos? ``data.labels`` unset,
+    it was taken as unlabeled without a word (the sub-folders' names dropped); it is now refused, saying how
+    to choose. With ``data.labels: false`` every image below it counts."""
+    with pytest.raises(ImageDataError, match=r"^data.dataset: .* holds both images at its top level and "
+                                             r"sub-folders of images \(trip0, trip1, trip2\): .* Set "
+                                             r"data.labels: false .* \(data.labels: true\)$"):
+        scan_image_folder(photos)
+    images = scan_image_folder(photos, labels=False)
     expected = sorted(str(p) for p in photos.rglob("*.jpg"))
     assert not images.labelled and images.classes == []
     assert sorted(images.paths) == expected and len(images.paths) == 301  # the broken file is listed
@@ -101,7 +108,7 @@ def test_bad_unlabeled_folders_are_refused_in_one_line(photos, tmp_path, case):
         shutil.copyfile(next(photos.glob("*.jpg")), folder / "a.jpg")
         (folder / "sub" / "out").symlink_to(photos)
         with pytest.raises(ImageDataError, match="outside the data set") as e:
-            scan_image_folder(folder)
+            scan_image_folder(folder, labels=False)
     assert "\n" not in str(e.value) and str(folder) in str(e.value)
 
 
@@ -134,7 +141,8 @@ def test_an_unlabeled_folder_trains_and_selects_a_step_without_labels(photos, tm
     cfg.write_text(yaml.safe_dump(_config(photos, tmp_path / "cache")))
     done = _hardmix("train", "vision", str(cfg), "--output", "run", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    said = "is unlabeled (no class folders): selecting on val_proxy_top1, no labelled test scores"
+    said = (f"data.labels: false: the images of {photos} are used unlabeled (sub-folders are not classes): "
+            "selecting on val_proxy_top1, no labelled test scores")
     assert said in done.stderr
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["selection_metric"] == "val_proxy_top1"
