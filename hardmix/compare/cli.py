@@ -10,9 +10,18 @@ from typing import Any
 
 import yaml
 
+from hardmix.compare.folder import (
+    GROWTH,
+    LOGS,
+    PLOTS_FOLDER,
+    REPORT,
+    RUNS,
+    SPEC_COPY,
+    SUMMARY_JSON,
+    SUMMARY_MD,
+    TUNE,
+)
 from hardmix.utils.errors import ConfigError, RunError
-
-SPEC_COPY = "spec.yaml"
 
 
 def register(top: argparse._SubParsersAction) -> None:
@@ -104,8 +113,6 @@ def check_extension(saved: Path, raw: dict) -> None:
         )
 
 
-#: The comparison's growths (``OUT/growth.json``): each time ``--resume`` added to its spec.
-GROWTH = "growth.json"
 
 
 def spec_additions(old: Any, new: Any, where: str = "") -> list[str]:
@@ -152,7 +159,7 @@ def record_growth(out: Path, raw: dict) -> dict | None:
     if not added:
         return None
     entry = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-             "added": added, "after_results": (out / "summary.json").is_file()}
+             "added": added, "after_results": (out / SUMMARY_JSON).is_file()}
     path = out / GROWTH
     try:
         before = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
@@ -219,7 +226,7 @@ def print_exact_floors(floors: dict[str, dict]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from hardmix.compare.grid import LOGS, build_grid, print_commands
+    from hardmix.compare.grid import build_grid, print_commands
     from hardmix.compare.spec import exact_floors, load_spec, select_tasks
     from hardmix.compare.tuning import best_points, first_points, point_folders, stale_cells, tuning_cells
     from hardmix.config.loader import load_yaml
@@ -252,7 +259,7 @@ def main(args: argparse.Namespace) -> int:
     # SPEC given as the comparison's own saved copy (OUT/spec.yaml): continuing from it is fine, and the
     # file is never written over (a spec written by hand in that place keeps its comments and layout).
     spec_in_place = saved.is_file() and Path(args.spec).is_file() and saved.samefile(args.spec)
-    started = any((out / part).exists() for part in (LOGS, "runs", "tune"))
+    started = any((out / part).exists() for part in (LOGS, RUNS, TUNE))
     if spec_in_place and not started:
         raise ConfigError(f"SPEC: {saved} is where the comparison keeps its own copy of the spec; keep your "
                           "spec outside the --output folder (or choose another --output)")
@@ -313,7 +320,7 @@ def _remove_stale_temporaries(out: Path) -> None:
     from hardmix.training.run_folder import process_alive
     from hardmix.utils.confine import remove_stale_temporaries, say_removed
 
-    for folder in (out, out / "plots"):
+    for folder in (out, out / PLOTS_FOLDER):
         if folder.is_dir() and not folder.is_symlink():
             note = say_removed(remove_stale_temporaries(folder, out, process_alive, held=True), str(folder))
             if note:
@@ -382,7 +389,6 @@ def _launch(args, spec, cells, out, jobs, keep):  # noqa: ANN001, ANN202
 
 def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=False,  # noqa: ANN001
                     folders=None) -> int:
-    from hardmix.compare.grid import LOGS
     from hardmix.compare.tuning import write_point_order
     from hardmix.utils.confine import write_text
 
@@ -410,7 +416,6 @@ def _forget_unsubmitted(out: Path) -> None:
     """A new comparison whose launcher submitted nothing (``sbatch`` missing, refused): remove the two
     things this run wrote, ``spec.yaml`` and the empty ``logs/``, so the folder is as it was and a rerun
     is not taken for a comparison under way. Nothing else is touched."""
-    from hardmix.compare.grid import LOGS
     from hardmix.compare.launcher import RECORDS
     from hardmix.utils.confine import remove_folder_if_empty, remove_written
 
@@ -481,11 +486,11 @@ def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int: 
         raise RunError(f"{out}: no run of this comparison has finished yet; nothing to report")
     if strict:
         refuse_unlearned(summary)
-    plots = make_plots(cells, summary, out / "plots", out)
-    write_markdown(summary, out / "summary.md", out)
+    plots = make_plots(cells, summary, out / PLOTS_FOLDER, out)
+    write_markdown(summary, out / SUMMARY_MD, out)
     write_csv(summary, out / "summary.csv", out)
-    write_json(summary, spec.raw, out / "summary.json", out)
-    write_html(summary, spec.raw, plots, out / "report.html", out)
+    write_json(summary, spec.raw, out / SUMMARY_JSON, out)
+    write_html(summary, spec.raw, plots, out / REPORT, out)
     print(f"Paired difference from {spec.baseline} (mean [95% CI], paired t-test over seeds):")
     print(text_table(*cross_table(summary)))
     for task in summary["tasks"]:

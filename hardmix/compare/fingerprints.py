@@ -24,13 +24,13 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from hardmix.compare.folder import MISMATCHED, SUPERSEDED
 from hardmix.compare.grid import Cell, task_class
 from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest, data_mismatch, inputs_mismatch
 from hardmix.training.run_folder import CHECKPOINT
 from hardmix.utils.errors import ConfigError
 
 #: Under ``DIR/superseded/<task>/<strategy>/``: the cells moved aside by ``--rerun-mismatched``.
-MISMATCHED = "mismatched"
 
 # What a task's data and inputs are computed from: its config but the strategies and what is free of the
 # result (each strategy's cells, every seed, share one computation).
@@ -180,7 +180,6 @@ def set_aside_mismatched(cell: Cell, output: Path) -> Path:
     (a tuning cell's under ``.../mismatched/point<i>/seed<k>``; ``seed<k>.2``, ... when taken): kept, not
     deleted, and the cell runs again. Returns where it went."""
     from hardmix.compare.runner import set_aside
-    from hardmix.compare.tuning import SUPERSEDED
 
     base = output / SUPERSEDED / cell.task.name / cell.strategy / MISMATCHED
     if cell.point_index is not None:
@@ -199,5 +198,5 @@ def check_cells(cells: list[Cell], spec_path: str, out: Path, rerun: bool,
     return [(c, set_aside_mismatched(c, out)) for c, _ in found]
 
 
-__all__ = ["MISMATCHED", "check_cells", "checkpoint_mismatch", "mismatched_cells", "record_mismatch",
+__all__ = ["check_cells", "checkpoint_mismatch", "mismatched_cells", "record_mismatch",
            "rerun_command", "set_aside_mismatched"]

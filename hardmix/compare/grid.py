@@ -21,7 +21,9 @@ from typing import Any
 
 import yaml
 
+from hardmix.compare.folder import FAILURE, LOGS, RUNS
 from hardmix.compare.spec import CompareSpec, TaskSpec, apply_point, check_cell_config, override_value
+from hardmix.config.loader import build_config
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import config_differences, key_in, plain_config
 from hardmix.training.fingerprint import FREE_OF_RESULT
@@ -30,11 +32,6 @@ from hardmix.training.run_folder import CONFIG, RESULTS, run_files
 from hardmix.training.task import Task
 from hardmix.utils.confine import confined
 from hardmix.utils.errors import ConfigError
-
-# A failed cell's record: why its run failed (its exit status and last log line), written by the runner.
-FAILURE = "failure.json"
-#: The comparison's folder of the cells' logs (:func:`cell_log`).
-LOGS = "logs"
 
 
 @dataclass
@@ -300,7 +297,7 @@ def build_grid(
             point = (points or {}).get((task.name, strategy))
             checked = False  # each strategy's config through the task's own checks (its data, its negatives)
             for seed in task.seeds:
-                run_dir = output / "runs" / task.name / strategy / f"seed{seed}"
+                run_dir = output / RUNS / task.name / strategy / f"seed{seed}"
                 confined(run_dir, output)  # a link planted in the output folder leads nowhere else
                 if score_sets is None:
                     _, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point)
@@ -373,11 +370,8 @@ def check_same_config(cell: Cell) -> None:
 
 def print_commands(cells: list[Cell]) -> list[str]:
     """One shell line per cell that is not finished (``--resume`` for a partial one)."""
-    return [
-        shlex.join(c.command(resume=bool(run_files(c.run_dir))))
-        for c in cells
-        if c.status() != "finished"
-    ]
+    return [shlex.join(c.command(resume=bool(run_files(c.run_dir))))
+            for c in cells if c.status() != "finished"]
 
 
 def cell_log(cell: Cell, output: Path) -> Path:
@@ -390,10 +384,7 @@ def cell_log(cell: Cell, output: Path) -> Path:
 def task_metric(cell: Cell) -> str:
     """The selection metric of a cell (what its evaluation lines carry): its task's for the cell's config
     (:meth:`hardmix.training.Task.selection_metric_for`, e.g. vision's ``eval.selection``)."""
-    key = str(cell.run_dir)
-    if key not in _METRICS:
-        from hardmix.config.loader import build_config
-
+    if (key := str(cell.run_dir)) not in _METRICS:
         cls = task_class(cell.task)
         _METRICS[key] = cls.selection_metric_for(build_config(cls.config_class, cell.config))
     return _METRICS[key]
@@ -403,6 +394,6 @@ _METRICS: dict[str, str] = {}
 
 
 __all__ = [
-    "FAILURE", "LOGS", "Cell", "build_grid", "cell_log", "check_record", "check_same_config", "check_task",
+    "Cell", "build_grid", "cell_log", "check_record", "check_same_config", "check_task",
     "interpreter_command", "is_number", "make_cell", "print_commands", "task_class", "task_metric",
 ]

@@ -43,7 +43,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from hardmix.compare.grid import LOGS, Cell, cell_log, interpreter_command
+from hardmix.compare.folder import LOGS
+from hardmix.compare.grid import Cell, cell_log, interpreter_command
 from hardmix.compare.launcher_spec import LauncherSpec, parse_time
 from hardmix.compare.spec import CompareSpec
 from hardmix.training.run_folder import LOCK, lock_holder, process_alive, run_files

@@ -24,9 +24,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from hardmix.compare.folder import FAILURE, LOGS
 from hardmix.compare.grid import (
-    FAILURE,
-    LOGS,
     Cell,
     cell_log,
     interpreter_command,

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from hardmix.compare.folder import MISMATCHED, POINT_ORDER, SUPERSEDED, TUNE
 from hardmix.compare.grid import (
     Cell,
     check_same_config,
@@ -52,7 +53,6 @@ def tuned_tasks(spec: CompareSpec) -> list[TaskSpec]:
 
 
 #: In ``DIR/tune/``: each tuned task's strategies' grid points in the order of their folders ``point<i>``.
-POINT_ORDER = "points.json"
 
 Folders = dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]
 
@@ -78,7 +78,7 @@ def point_folders(spec: CompareSpec, output: Path, saved: dict[str, Any] | None 
     Raises:
         ConfigError: ``points.json`` unreadable or not a record of points (naming it).
     """
-    record = output / "tune" / POINT_ORDER
+    record = output / TUNE / POINT_ORDER
     if record.is_file():
         try:
             known = json.loads(record.read_text(encoding="utf-8"))
@@ -113,7 +113,7 @@ def write_point_order(folders: Folders, output: Path) -> None:
         for i, p in points:
             order[i] = p
         record.setdefault(task, {})[strategy] = order
-    write_text(json.dumps(record, indent=1) + "\n", output / "tune" / POINT_ORDER, output)
+    write_text(json.dumps(record, indent=1) + "\n", output / TUNE / POINT_ORDER, output)
 
 
 def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
@@ -136,7 +136,7 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
             for i, point in folders[(task.name, strategy)]:
                 checked = False  # each point's config through the task's own checks
                 for seed in spec.tune.seeds:
-                    run_dir = output / "tune" / task.name / strategy / f"point{i}" / f"seed{seed}"
+                    run_dir = output / TUNE / task.name / strategy / f"point{i}" / f"seed{seed}"
                     confined(run_dir, output)
                     cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point, i)
                     if task_cls.selection_metric_for(cfg) not in task_cls.score_names(cfg):
@@ -154,7 +154,6 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
 
 
 #: In the comparison's folder: the evaluation cells run at a point that tuning no longer chooses, kept.
-SUPERSEDED = "superseded"
 
 
 def _made_at(spec: CompareSpec, cell: Cell, folders: Folders) -> int | None:
@@ -201,7 +200,6 @@ def superseded_table(scores: dict[str, str], output: Path, folders: Folders) -> 
     :func:`hardmix.compare.fingerprints.set_aside_mismatched`, tuning cells included): its cell, the point
     it ran (None for an untuned evaluation cell), its compared score (``scores``: task -> the score compared;
     None unless finished) and ``why``, so that every look at the held-out data is disclosed."""
-    from hardmix.compare.fingerprints import MISMATCHED
 
     points = {key: dict(ps) for key, ps in folders.items()}
     rows = []
@@ -413,6 +411,6 @@ def best_points(spec: CompareSpec, cells: list[Cell]) -> dict[tuple[str, str], d
 
 
 __all__ = [
-    "POINT_ORDER", "SUPERSEDED", "best_points", "first_points", "grid_edge", "inert_knobs", "point_folders",
+    "best_points", "first_points", "grid_edge", "inert_knobs", "point_folders",
     "stale_cells", "supersede", "superseded_table", "tuning_cells", "tuning_table", "write_point_order",
 ]

@@ -1,0 +1,35 @@
+"""A comparison's folder, named once (as :mod:`hardmix.training.run_folder` names a run's): every module of
+``hardmix compare`` imports these names instead of typing them.
+
+::
+
+    DIR/spec.yaml            SPEC_COPY     the spec as it was run (and the precision ``auto`` resolved to)
+    DIR/growth.json          GROWTH        each ``--resume`` that added seeds, strategies or grid points
+    DIR/runs/<task>/<strategy>/seed<k>/    RUNS       the evaluation cells' run folders
+    DIR/tune/<task>/<strategy>/point<i>/seed<k>/  TUNE  the tuning cells'; ``tune/points.json`` POINT_ORDER
+    DIR/logs/                LOGS          each cell's output
+    DIR/superseded/<task>/<strategy>/...   SUPERSEDED  cells set aside (a tuning point no longer chosen;
+                                           ``mismatched/``, MISMATCHED: made from other inputs), kept
+    DIR/plots/               PLOTS_FOLDER         the figures
+    DIR/summary.json, summary.md, report.html   SUMMARY_JSON, SUMMARY_MD, REPORT
+    <a cell>/failure.json    FAILURE       why a failed cell's run failed
+"""
+
+from __future__ import annotations
+
+SPEC_COPY = "spec.yaml"
+GROWTH = "growth.json"
+RUNS = "runs"
+TUNE = "tune"
+POINT_ORDER = "points.json"
+LOGS = "logs"
+SUPERSEDED = "superseded"
+MISMATCHED = "mismatched"
+PLOTS_FOLDER = "plots"
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+REPORT = "report.html"
+FAILURE = "failure.json"
+
+__all__ = ["FAILURE", "GROWTH", "LOGS", "MISMATCHED", "PLOTS_FOLDER", "POINT_ORDER", "REPORT", "RUNS", "SPEC_COPY",
+           "SUMMARY_JSON", "SUMMARY_MD", "SUPERSEDED", "TUNE"]
