@@ -31,5 +31,5 @@ SUMMARY_MD = "summary.md"
 REPORT = "report.html"
 FAILURE = "failure.json"
 
-__all__ = ["FAILURE", "GROWTH", "LOGS", "MISMATCHED", "PLOTS_FOLDER", "POINT_ORDER", "REPORT", "RUNS", "SPEC_COPY",
-           "SUMMARY_JSON", "SUMMARY_MD", "SUPERSEDED", "TUNE"]
+__all__ = ["FAILURE", "GROWTH", "LOGS", "MISMATCHED", "PLOTS_FOLDER", "POINT_ORDER", "REPORT", "RUNS",
+           "SPEC_COPY", "SUMMARY_JSON", "SUMMARY_MD", "SUPERSEDED", "TUNE"]
