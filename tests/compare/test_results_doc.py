@@ -54,7 +54,11 @@ def _check_task(summary: dict, task: str, table: dict) -> int:
         expected = ("better" if x["mean"] > 0 else "worse") if x["p_holm"] < 0.05 else "n.s."
         if expected != "n.s." and x["p_exact_holm"] >= 0.05:
             expected += " (t-test only)"
-        assert r["verdict"] == " ".join(v for v in (expected, _edge(summary, task, s)) if v)
+        unlearned = "(baseline did not beat its start)" if t["learned"][base_name]["verdict"] is False else ""
+        differ = (t.get("arm_differences") or {}).get(s)
+        differs = f"(differs: {'; '.join(differ)})" if differ else ""
+        marks = (expected, _edge(summary, task, s), unlearned, differs)
+        assert r["verdict"] == " ".join(v for v in marks if v)
         checked += 3
     return checked
 
@@ -726,7 +730,8 @@ def test_the_docs_read_as_a_reference():
 
 LEARNED = re.compile(r"`(?P<cmp>compare_\w+)` (?P<task>text|vision): (?:`(?P<base>\w+)` (?P<d>[+-]\d+\.\d\d) "
                      r"\[(?P<lo>-?\d+\.\d\d), (?P<hi>-?\d+\.\d\d)\] (?P<score>\w+) over its start "
-                     r"(?P<start>-?\d+\.\d\d), (?P<said>learned|did not learn)|start not measured)")
+                     r"(?P<start>-?\d+\.\d\d)(?: \(mean-pooled (?P<pooled>\d+\.\d\d)\))?, "
+                     r"(?P<said>learned|did not learn)|start not measured)")
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/results.md"])
@@ -735,7 +740,7 @@ def test_the_docs_say_for_every_verdict_whether_its_baseline_learned(doc):
     difference from its start with the 95% interval and whether it learned (or that its start was not
     measured), as the committed summary.json has it (recomputed from its cells and start files by
     test_report_only_rewrites_each_committed_summary_exactly)."""
-    text = (ROOT / doc).read_text(encoding="utf-8")
+    text = " ".join((ROOT / doc).read_text(encoding="utf-8").split())  # lines wrapped anywhere
     said = {(m["cmp"], m["task"]): m for m in LEARNED.finditer(text)}
     for name in COMMITTED:
         summary = json.loads((ROOT / f"results/compare_{name}/summary.json").read_text())
@@ -751,4 +756,8 @@ def test_the_docs_say_for_every_verdict_whether_its_baseline_learned(doc):
             assert (m["d"], m["lo"], m["hi"]) == (f"{lr['mean']:+.2f}", f"{lr['ci_low']:.2f}",
                                                   f"{lr['ci_high']:.2f}"), (name, task)
             assert m["start"] == f"{t['start']['mean']:.2f}", (name, task)
+            pooled = (t["start"].get("other") or {}).get("mean pooling")
+            assert m["pooled"] is None or m["pooled"] == f"{pooled['mean']:.2f}", (name, task)
+            if m["pooled"] is not None:  # "ends near or below the same untrained model mean-pooled"
+                assert t["strategies"][base]["mean"] < pooled["mean"] + 0.5, (name, task)
             assert m["said"] == ("learned" if lr["verdict"] else "did not learn"), (name, task)
