@@ -52,6 +52,9 @@ def register(top: argparse._SubParsersAction) -> None:
         "that is not finished, for any scheduler, and run nothing",
     )
     p.add_argument("--report-only", action="store_true", help="build the report from the finished cells")
+    p.add_argument("--measure-start", action="store_true",
+                   help="measure the starting encoder of the finished cells whose records lack it (per seed "
+                        "where it depends on the seed; into DIR/start/), trained nothing, then report")
     p.add_argument(
         "--launcher",
         choices=("local", "slurm", "submitit-local"),
@@ -239,6 +242,12 @@ def main(args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads: expected a positive number, got {args.threads}")
     keep = parse_keep(args.keep)
+    if getattr(args, "measure_start", False) and (args.resume or args.print_commands or args.status):
+        raise ConfigError("--measure-start: measures the start of a comparison's finished cells and reports; "
+                          "it goes alone (or with --report-only), not with --resume, --print-commands or "
+                          "--status")
+    if getattr(args, "measure_start", False):
+        args.report_only = True  # nothing trains: the comparison's cells as they are
     if getattr(args, "rerun_mismatched", False) and (args.report_only or args.print_commands or args.status):
         raise ConfigError("--rerun-mismatched: runs cells again; it goes with --resume, not with "
                           "--report-only, --print-commands or --status")
@@ -392,6 +401,11 @@ def _run_and_report(args, spec, out, cells, tune, jobs, keep, spec_in_place=Fals
     from hardmix.compare.tuning import write_point_order
     from hardmix.utils.confine import write_text
 
+    if getattr(args, "measure_start", False):
+        from hardmix.compare.start import measure_starts
+
+        measure_starts(cells, out, args.threads)
+        return _report(spec, out, cells, tune, [], folders, strict=getattr(args, "strict", False))
     if args.report_only:
         return _report(spec, out, cells, tune, [], folders, strict=getattr(args, "strict", False))
     fresh = not (out / SPEC_COPY).is_file() and not (out / LOGS).exists()
@@ -472,7 +486,7 @@ def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int: 
         print(f"hardmix: {c.label}: corrupt results.json, left out (rerun with --resume to run it again)",
               file=sys.stderr)
     tuning = tuning_table(spec, tune) if tune else None
-    summary = summarize(spec, [c for c in cells if c not in corrupt], tuning)
+    summary = summarize(spec, [c for c in cells if c not in corrupt], tuning, out=out)
     summary["missing"] += [c.label for c in corrupt]  # a corrupt record counts as a missing cell
     summary["cells"] += len(corrupt)
     growth = read_growth(out)

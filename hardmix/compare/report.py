@@ -183,9 +183,11 @@ def _seeds_line(summary: dict[str, Any]) -> str:
     return f"Baseline: `{summary['baseline']}`; {seeds}; {done}"
 
 
-def verdicts_markdown(summary: dict[str, Any], other_scores: bool = False) -> str:
-    """The answer in Markdown: the verdict table, what to know to read it, and per task its table (with
-    ``other_scores``, each task's other final scores too). What ``docs/`` quotes of a comparison."""
+def verdicts_markdown(summary: dict[str, Any], other_scores: bool = False, learned: bool = True) -> str:
+    """The answer in Markdown: the verdict table, what to know to read it (whether each task's baseline
+    learned among it), and per task its table, its start table (``learned``) and, with ``other_scores``,
+    its other final scores. What ``docs/`` quotes of a comparison (without the start tables: the notes say
+    whether each baseline beat its start, ``summary.md`` has the tables)."""
     lines = [
         _seeds_line(summary),
         "",
@@ -198,7 +200,7 @@ def verdicts_markdown(summary: dict[str, Any], other_scores: bool = False) -> st
     ]
     for task in summary["tasks"]:
         lines += [f"### {task}", "", markdown_table(*per_task_table(summary, task)), ""]
-        if "start" in summary["tasks"][task]:  # a summary of an older hardmix has no start row
+        if learned and "start" in summary["tasks"][task]:  # a summary of an older hardmix has none
             lines += [f"Did they learn? Each against its cells' starting encoder ({task}):", "",
                       markdown_table(*learned_table(summary, task)), ""]
         head, rows = secondary_table(summary, task)

@@ -352,14 +352,26 @@ def code_table(cells: list[Cell], records: dict[tuple[str, str, int], dict[str, 
             "mixed": mixed, **({"cells": by} if mixed else {})}
 
 
-def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | None = None) -> dict[str, Any]:
+def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | None = None,
+              out: Any = None) -> dict[str, Any]:
     """The summary: per task, per strategy (mean, std, n, seeds, training seconds, sampling error, other
     scores, diagnostics) and the paired difference of each strategy from the baseline; the per-cell
     records; the finished and missing cells; and ``tuning`` (:func:`hardmix.compare.tuning.tuning_table`)
-    when given, its diagnostics among each strategy's flags."""
+    when given, its diagnostics among each strategy's flags. With ``out`` (the comparison's folder), a cell
+    whose record holds no ``start_scores`` takes the start measured after the fact for it
+    (:func:`hardmix.compare.start.starts_for`), and its task's start row says so (``source``, ``files``)."""
+    from hardmix.compare.start import HOW, starts_for
     from hardmix.training.api import resolve_task
 
     records, missing = collect(cells)
+    after: dict[str, dict[str, Any]] = {}  # task -> the files of the starts measured after the fact it used
+    for key, entry in starts_for(cells, out).items():
+        r = records.get(key)
+        if r is not None and not isinstance(r.get("start_scores"), dict):
+            records[key] = {**r, "start_scores": entry["scores"],
+                            "start_scores_other": entry.get("other") or {}}
+            used = after.setdefault(key[0], {})
+            used[entry["path"]] = entry.get("date")
     check_fingerprints(cells, records)
     by_cell = cell_records(cells, records)
     failed = {c.label: c.failure() or "failed" for c in cells if c.status() == "failed"}
@@ -422,6 +434,10 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
                             if (task.name, strategy, seed) in records}
             for strategy in task.strategies or spec.strategies}
         start_row, learned = start_and_learned(task.score, arms, str(spec.baseline))
+        if task.name in after and start_row.get("status") == "measured":
+            dates = sorted({str(d) for d in after[task.name].values()})
+            start_row["source"] = f"{HOW} on {', '.join(dates)}"
+            start_row["files"] = sorted(after[task.name])
         differ = arm_differences(arms, str(spec.baseline), (tuning or {}).get(task.name))
         if differ and getattr(spec, "arm_differences", "accept") == "equalize":
             raise ConfigError(f"arm_differences: equalize, but on {task.name} " + "; ".join(
@@ -563,7 +579,8 @@ def learned_table(summary: dict[str, Any], task: str) -> tuple[list[str], list[l
     measured = start.get("status") == "measured"
     other = "; ".join(f"{name} {_fmt(o['mean'])}" for name, o in (start.get("other") or {}).items())
     rows = [["start", f"{_fmt(start.get('mean'))} ± {_fmt(start.get('std'))}" if measured else "n/a",
-             str(start.get("n", 0)), other, "" if measured else start.get("status", "start not measured")]]
+             str(start.get("n", 0)), other,
+             start.get("source", "") if measured else start.get("status", "start not measured")]]
     for strategy, row in t["strategies"].items():
         lr = (t.get("learned") or {}).get(strategy) or {}
         verdict = lr.get("verdict")

@@ -337,3 +337,15 @@ def test_cells_import_the_installed_hardmix_when_run_from_a_clone(tmp_path):
                           text=True)
     assert done.returncode == 0, done.stderr
     assert "mixcse" in done.stdout and "mochi" in done.stdout
+
+
+def test_measure_start_trains_nothing_and_goes_alone(grid_spec, tmp_path, capsys):
+    """``--measure-start`` measures and reports a comparison's finished cells: refused with ``--resume``,
+    ``--print-commands`` or ``--status`` (which would run or list cells), in one line, before anything."""
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(grid_spec))
+    for extra in ("--resume", "--print-commands", "--status"):
+        out = str(tmp_path / "out")
+        assert cli(["compare", str(tmp_path / "spec.yaml"), "--output", out, "--measure-start", extra]) == 2
+        err = capsys.readouterr().err
+        assert "--measure-start: measures the start of a comparison's finished cells" in err, extra
+    assert not (tmp_path / "out").exists()

@@ -71,7 +71,8 @@ def test_the_committed_mixcse_arms_train_two_directions_and_say_so(tmp_path, cap
         said = "(differs: loss direction: two-direction vs one-direction)" in verdict_text(summary, "text", s)
         assert said is (s in two)
     assert "(differs: loss direction: two-direction vs one-direction)" in (out / "summary.md").read_text()
-    assert summary["tasks"]["text"]["start"]["status"] == "start not measured"  # older records
+    start = summary["tasks"]["text"]["start"]  # older records: their start measured after the fact
+    assert start["status"] == "measured" and start["source"].startswith("measured after the fact")
     # equalize: the spec asks for arms equal but for their strategy, so the verdicts are refused
     spec = yaml.safe_load((out / "spec.yaml").read_text())
     spec["arm_differences"] = "equalize"
@@ -109,3 +110,24 @@ def test_a_comparison_grown_with_resume_after_its_results_says_so(tmp_path, tiny
     for seed in (1, 2):
         record = read_results(out / "runs" / "text" / "none" / f"seed{seed}")
         assert start["seeds"][str(seed)] == record["start_scores"]["stsb_dev"]
+
+    # the same records without their start (an older hardmix's): --measure-start scores the pretrained
+    # model once for both seeds (text's start does not depend on the seed, as the cells' own show above)
+    # with the numbers the cells measured before their first step
+    starts = {seed: read_results(out / "runs" / "text" / "none" / f"seed{seed}")["start_scores"]
+              for seed in (1, 2)}
+    for seed in (1, 2):
+        path = out / "runs" / "text" / "none" / f"seed{seed}" / "results.json"
+        record = json.loads(path.read_text())
+        for k in ("start_scores", "start_scores_other", "learned"):
+            record.pop(k, None)
+        path.write_text(json.dumps(record))
+    assert cli(["compare", str(tmp_path / "spec.yaml"), "--output", str(out), "--measure-start"]) == 0
+    (file,) = (out / "start" / "text").glob("start_*.json")
+    entry = json.loads(file.read_text())
+    assert entry["seed"] is None and sorted(entry["cells"]) == ["text/none/seed1", "text/none/seed2"]
+    for seed in (1, 2):
+        assert entry["scores"]["stsb_dev"] == pytest.approx(starts[seed]["stsb_dev"], abs=1e-9)
+    start = json.loads((out / "summary.json").read_text())["tasks"]["text"]["start"]
+    assert start["seeds"] == {"1": entry["scores"]["stsb_dev"], "2": entry["scores"]["stsb_dev"]}
+    assert start["source"].startswith("measured after the fact by --measure-start on ")

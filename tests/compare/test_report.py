@@ -417,3 +417,56 @@ def test_records_without_a_start_are_never_reported_as_learned(comparison, tmp_p
     assert code["cells"]["bbbbbbbbbbbb"] == ["vision/mochi/seed2"]
     assert "The cells were trained by different code: " in markdown
     assert "trained by different code" in capsys.readouterr().out
+
+
+def test_the_start_measured_after_the_fact_equals_the_one_each_cell_measured(comparison, tmp_path, capsys):
+    """``--measure-start`` on a comparison whose records hold no start (an older hardmix's) scores each
+    seed's untrained network from the cells' recorded configs, once per seed for every strategy's cells:
+    the same numbers the cells measured before their first step, and the summary's start row and learned
+    entries are computed from them and say where they came from."""
+    out = tmp_path / "cmp"
+    shutil.copytree(comparison, out)
+    paths = _records(out)
+    measured = {k: json.loads(p.read_text())["start_scores"] for k, p in paths.items()}
+    for path in paths.values():  # a record of an older hardmix: no start
+        _edit(path, lambda r: [r.pop(k, None) for k in ("start_scores", "start_scores_other", "learned")])
+    spec = str(out / "spec.yaml")
+    assert cli(["compare", spec, "--output", str(out), "--measure-start", "--threads", "2"]) == 0
+    err = capsys.readouterr().err
+    files = sorted((out / "start" / "vision").glob("seed*_*.json"))
+    assert len(files) == len(SEEDS) and err.count("hardmix: measuring the start") == len(SEEDS)
+    entries = {e["seed"]: e for e in (json.loads(f.read_text()) for f in files)}
+    assert sorted(entries) == SEEDS
+    for seed, e in entries.items():
+        assert sorted(e["cells"]) == sorted(f"vision/{s}/seed{seed}" for s in STRATEGIES)
+        assert e["code"]["commit"] and e["how"] == "measured after the fact by --measure-start"
+        for s in STRATEGIES:  # every strategy's cell measured this very start before its first step
+            assert set(e["scores"]) == set(measured[(s, seed)])
+            for k, v in measured[(s, seed)].items():
+                assert e["scores"][k] == pytest.approx(v, abs=1e-6), (s, seed, k)
+    summary = _summary(out)
+    t = summary["tasks"]["vision"]
+    assert t["start"]["status"] == "measured" and t["start"]["depends_on_seed"]
+    assert t["start"]["seeds"] == {str(seed): entries[seed]["scores"][SCORE] for seed in SEEDS}
+    assert t["start"]["source"] == f"measured after the fact by --measure-start on {entries[1]['date']}"
+    assert t["start"]["files"] == sorted(str(f.relative_to(out)) for f in files)
+    records = {k: json.loads(p.read_text()) for k, p in paths.items()}
+    for s in STRATEGIES:  # learned: each cell's end against its seed's start measured after the fact
+        d = np.array([records[(s, seed)]["final_scores"][SCORE] - entries[seed]["scores"][SCORE]
+                      for seed in SEEDS])
+        lr = t["learned"][s]
+        assert lr["mean"] == pytest.approx(d.mean()) and lr["n"] == len(SEEDS) and lr["status"] == "measured"
+    markdown = (out / "summary.md").read_text()
+    assert f"| {t['start']['source']} |" in markdown
+    # resumable: measured once; --report-only then writes the same start row again
+    before = [f.read_text() for f in files]
+    assert cli(["compare", spec, "--output", str(out), "--measure-start"]) == 0
+    assert "every finished cell's start is measured already" in capsys.readouterr().err
+    assert [f.read_text() for f in files] == before
+    assert cli(["compare", spec, "--output", str(out), "--report-only"]) == 0
+    assert _summary(out)["tasks"]["vision"]["start"] == t["start"]
+    # a start file of another start (another seed's network) is never used for a cell
+    files[0].rename(files[0].with_name("seed9_" + files[0].name.split("_", 1)[1]))
+    assert cli(["compare", spec, "--output", str(out), "--report-only"]) == 0
+    assert _summary(out)["tasks"]["vision"]["learned"]["none"]["status"] == \
+        f"measured in {len(SEEDS) - 1} of {len(SEEDS)} cells"

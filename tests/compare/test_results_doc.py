@@ -54,7 +54,11 @@ def _check_task(summary: dict, task: str, table: dict) -> int:
         expected = ("better" if x["mean"] > 0 else "worse") if x["p_holm"] < 0.05 else "n.s."
         if expected != "n.s." and x["p_exact_holm"] >= 0.05:
             expected += " (t-test only)"
-        assert r["verdict"] == " ".join(v for v in (expected, _edge(summary, task, s)) if v)
+        unlearned = "(baseline did not beat its start)" if t["learned"][base_name]["verdict"] is False else ""
+        differ = (t.get("arm_differences") or {}).get(s)
+        differs = f"(differs: {'; '.join(differ)})" if differ else ""
+        marks = (expected, _edge(summary, task, s), unlearned, differs)
+        assert r["verdict"] == " ".join(v for v in marks if v)
         checked += 3
     return checked
 
@@ -82,7 +86,8 @@ def test_results_md_quotes_the_comparisons_as_the_tool_wrote_them() -> None:
         count = summary["cells"]
         assert summary["finished"] == count, f"{block['path']}: not every run finished"
         body = block["body"].strip()
-        assert body == verdicts_markdown(summary).strip(), block["path"]  # exactly the tool's Markdown
+        # exactly the tool's Markdown, less the start tables (its notes say whether each baseline learned)
+        assert body == verdicts_markdown(summary, learned=False).strip(), block["path"]
         tables = parse_tables(body)
         checked = 0
         for task in summary["tasks"]:
@@ -659,21 +664,47 @@ def test_report_only_rewrites_each_committed_summary_exactly(name, tmp_path, dat
     written = json.loads((folder / "summary.json").read_text())
     provenance = ("machine", "versions")
     assert {k: written[k] for k in provenance} == {"machine": host(), "versions": versions()}
-    # what a summary holds since the committed one was written: the start (whose cells' records predate
-    # start_scores: "start not measured", never learned), the arms' differences, the code (not recorded)
-    new_top, new_task = ("code", "growth"), ("start", "learned", "arm_differences")
-    for t in written["tasks"].values():
+    # the start: measured by the cells where their records hold it, else by --measure-start into the
+    # comparison's start/ folder (each file: one seed's untrained network, or text's pretrained model),
+    # else "start not measured", never learned
+    for name_, t in written["tasks"].items():
+        _check_start(folder, name_, t, written)
+    assert written["code"]["counts"] == {"not recorded": written["finished"]}
+    assert {k: v for k, v in written.items() if k not in provenance} == \
+        {k: v for k, v in committed.items() if k not in provenance}
+
+
+def _check_start(folder: Path, task: str, t: dict, summary: dict) -> None:
+    """A task's start row and learned entries, recomputed from its start files and the cell records."""
+    files = {}
+    for path in sorted((folder / "start" / task).glob("*.json")):
+        entry = json.loads(path.read_text())
+        for label in entry["cells"]:
+            files[label] = entry
+    if not files:
         assert t["start"]["status"] == "start not measured" and t["start"]["mean"] is None
         assert {lr["verdict"] for lr in t["learned"].values()} == {None}
         assert {lr["status"] for lr in t["learned"].values()} == {"start not measured"}
-    assert written["code"]["counts"] == {"not recorded": written["finished"]}
-
-    def older(summary: dict) -> dict:
-        out = {k: v for k, v in summary.items() if k not in (*provenance, *new_top)}
-        out["tasks"] = {n: {k: v for k, v in t.items() if k not in new_task} for n, t in out["tasks"].items()}
-        return out
-
-    assert older(written) == older(committed)
+        return
+    assert t["start"]["status"] == "measured"
+    assert t["start"]["source"].startswith("measured after the fact by --measure-start on ")
+    cells = [c for c in summary["cell_records"] if c["task"] == task]
+    starts: dict[str, float] = {}  # the baseline's cells' start first, per seed
+    for c in sorted(cells, key=lambda c: c["strategy"] != summary["baseline"]):
+        label = f"{task}/{c['strategy']}/seed{c['seed']}"
+        if label in files:
+            starts.setdefault(str(c["seed"]), files[label]["scores"][t["score"]])
+    assert t["start"]["seeds"] == starts
+    assert t["start"]["mean"] == pytest.approx(np.mean(list(starts.values())))
+    for strategy, lr in t["learned"].items():
+        mine = [c for c in cells
+                if c["strategy"] == strategy and f"{task}/{strategy}/seed{c['seed']}" in files]
+        d = np.array([c["final_scores"][t["score"]]
+                      - files[f"{task}/{strategy}/seed{c['seed']}"]["scores"][t["score"]] for c in mine])
+        assert lr["n"] == d.size and lr["mean"] == pytest.approx(d.mean())
+        if d.size > 1 and np.ptp(d) > 0:
+            lo, _ = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
+            assert lr["ci_low"] == pytest.approx(lo) and lr["verdict"] is bool(lo > 0)
 
 
 # ------------------------------------------------------------------ the reference's form
@@ -695,3 +726,38 @@ def test_the_docs_read_as_a_reference():
     words = {(p.name, w) for p, text in docs.items() for w in re.findall(r"\b[0-9a-f]{7,40}\b", text)}
     named = [(name, w) for name, w in words if any(c.startswith(w) for c in ours)]
     assert not named, named
+
+
+LEARNED = re.compile(r"`(?P<cmp>compare_\w+)` (?P<task>text|vision): (?:`(?P<base>\w+)` (?P<d>[+-]\d+\.\d\d) "
+                     r"\[(?P<lo>-?\d+\.\d\d), (?P<hi>-?\d+\.\d\d)\] (?P<score>\w+) over its start "
+                     r"(?P<start>-?\d+\.\d\d)(?: \(mean-pooled (?P<pooled>\d+\.\d\d)\))?, "
+                     r"(?P<said>learned|did not learn)|start not measured)")
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/results.md"])
+def test_the_docs_say_for_every_verdict_whether_its_baseline_learned(doc):
+    """The README and docs/results.md name, for every task of every committed comparison, its baseline's
+    difference from its start with the 95% interval and whether it learned (or that its start was not
+    measured), as the committed summary.json has it (recomputed from its cells and start files by
+    test_report_only_rewrites_each_committed_summary_exactly)."""
+    text = " ".join((ROOT / doc).read_text(encoding="utf-8").split())  # lines wrapped anywhere
+    said = {(m["cmp"], m["task"]): m for m in LEARNED.finditer(text)}
+    for name in COMMITTED:
+        summary = json.loads((ROOT / f"results/compare_{name}/summary.json").read_text())
+        base = summary["baseline"]
+        for task, t in summary["tasks"].items():
+            m = said.get((f"compare_{name}", task))
+            assert m is not None, f"{doc} does not say whether compare_{name}'s {task} baseline learned"
+            lr = t["learned"][base]
+            if lr["verdict"] is None:
+                assert m["d"] is None and t["start"]["status"] == "start not measured", (name, task)
+                continue
+            assert m["base"] == base and m["score"] == t["score"], (name, task)
+            assert (m["d"], m["lo"], m["hi"]) == (f"{lr['mean']:+.2f}", f"{lr['ci_low']:.2f}",
+                                                  f"{lr['ci_high']:.2f}"), (name, task)
+            assert m["start"] == f"{t['start']['mean']:.2f}", (name, task)
+            pooled = (t["start"].get("other") or {}).get("mean pooling")
+            assert m["pooled"] is None or m["pooled"] == f"{pooled['mean']:.2f}", (name, task)
+            if m["pooled"] is not None:  # "ends near or below the same untrained model mean-pooled"
+                assert t["strategies"][base]["mean"] < pooled["mean"] + 0.5, (name, task)
+            assert m["said"] == ("learned" if lr["verdict"] else "did not learn"), (name, task)
