@@ -5,6 +5,7 @@
 
     DIR/spec.yaml            SPEC_COPY     the spec as it was run (and the precision ``auto`` resolved to)
     DIR/growth.json          GROWTH        each ``--resume`` that added seeds, strategies or grid points
+    DIR/start/<task>/seed<k>_<key>.json   START_DIR  a start measured after the fact (--measure-start)
     DIR/runs/<task>/<strategy>/seed<k>/    RUNS       the evaluation cells' run folders
     DIR/tune/<task>/<strategy>/point<i>/seed<k>/  TUNE  the tuning cells'; ``tune/points.json`` POINT_ORDER
     DIR/logs/                LOGS          each cell's output
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 SPEC_COPY = "spec.yaml"
 GROWTH = "growth.json"
+START_DIR = "start"
 RUNS = "runs"
 TUNE = "tune"
 POINT_ORDER = "points.json"
@@ -32,4 +34,4 @@ REPORT = "report.html"
 FAILURE = "failure.json"
 
 __all__ = ["FAILURE", "GROWTH", "LOGS", "MISMATCHED", "PLOTS_FOLDER", "POINT_ORDER", "REPORT", "RUNS",
-           "SPEC_COPY", "SUMMARY_JSON", "SUMMARY_MD", "SUPERSEDED", "TUNE"]
+           "SPEC_COPY", "START_DIR", "SUMMARY_JSON", "SUMMARY_MD", "SUPERSEDED", "TUNE"]

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hardmix.compare.folder import START_DIR
 from hardmix.compare.grid import Cell
 
-START_DIR = "start"
 #: The config sections (dotted keys for single values) that decide a task's starting encoder and its scoring.
 START_KEYS = ("model", "data", "eval", "train.precision")
 #: The tasks whose starting encoder does not depend on the seed (a pretrained model loaded as it is).
@@ -182,5 +182,5 @@ def starts_for(cells: list[Cell], out: Path | None) -> dict[tuple[str, str, int]
     return found
 
 
-__all__ = ["HOW", "START_DIR", "START_KEYS", "measure", "measure_starts", "start_file", "start_key",
+__all__ = ["HOW", "START_KEYS", "measure", "measure_starts", "start_file", "start_key",
            "starts_for"]
