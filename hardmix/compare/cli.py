@@ -486,7 +486,7 @@ def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int: 
         print(f"hardmix: {c.label}: corrupt results.json, left out (rerun with --resume to run it again)",
               file=sys.stderr)
     tuning = tuning_table(spec, tune) if tune else None
-    summary = summarize(spec, [c for c in cells if c not in corrupt], tuning, out=out)
+    summary = summarize(spec, [c for c in cells if c not in corrupt], tuning, folder=out)
     summary["missing"] += [c.label for c in corrupt]  # a corrupt record counts as a missing cell
     summary["cells"] += len(corrupt)
     growth = read_growth(out)

@@ -353,11 +353,11 @@ def code_table(cells: list[Cell], records: dict[tuple[str, str, int], dict[str, 
 
 
 def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | None = None,
-              out: Any = None) -> dict[str, Any]:
+              folder: Any = None) -> dict[str, Any]:
     """The summary: per task, per strategy (mean, std, n, seeds, training seconds, sampling error, other
     scores, diagnostics) and the paired difference of each strategy from the baseline; the per-cell
     records; the finished and missing cells; and ``tuning`` (:func:`hardmix.compare.tuning.tuning_table`)
-    when given, its diagnostics among each strategy's flags. With ``out`` (the comparison's folder), a cell
+    when given, its diagnostics among each strategy's flags. With ``folder`` (the comparison's), a cell
     whose record holds no ``start_scores`` takes the start measured after the fact for it
     (:func:`hardmix.compare.start.starts_for`), and its task's start row says so (``source``, ``files``)."""
     from hardmix.compare.start import HOW, starts_for
@@ -365,7 +365,7 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, Any] | Non
 
     records, missing = collect(cells)
     after: dict[str, dict[str, Any]] = {}  # task -> the files of the starts measured after the fact it used
-    for key, entry in starts_for(cells, out).items():
+    for key, entry in starts_for(cells, folder).items():
         r = records.get(key)
         if r is not None and not isinstance(r.get("start_scores"), dict):
             records[key] = {**r, "start_scores": entry["scores"],
