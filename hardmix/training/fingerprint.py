@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from hardmix.version import __version__
+
 #: Config keys that do not change a result: where and how it ran, its checkpoints and logs, and the seed
 #: (a result's fingerprint is compared across seeds; a comparison's cells must agree on the rest), and how
 #: much of the starting encoder is scored (``eval.start``: a control beside the result, not the result).
@@ -259,7 +261,18 @@ def inputs_mismatch(recorded: Any, now: str | None) -> str | None:
     return "differ" if recorded["inputs"] != now else None
 
 
+def result_fingerprint(config: dict[str, Any], data: dict[str, Any] | None,
+                       inputs: str | None) -> dict[str, Any]:
+    """What determines a run's result (``results.json``'s ``fingerprint``): its plain ``config`` but where and
+    how it ran (:data:`FREE_OF_RESULT`), its training ``data`` (a task's ``data_fingerprint``), its other
+    ``inputs`` (model files, evaluation sets, as the run started with them) and hardmix's version. Two cells
+    of a comparison pair only when theirs agree but for the seed."""
+    return {"config": config_digest(config, FREE_OF_RESULT), "data": data, "inputs": inputs,
+            "hardmix": __version__}
+
+
 __all__ = [
     "DIGESTS", "FREE_OF_RESULT", "DataMismatch", "cache_folder", "config_digest", "content_digest",
-    "content_digests", "data_mismatch", "file_digest", "files_digest", "inputs_mismatch", "tree_digest",
+    "content_digests", "data_mismatch", "file_digest", "files_digest", "inputs_mismatch",
+    "result_fingerprint", "tree_digest",
 ]

@@ -21,8 +21,14 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+from hardmix.training.metrics import read_metrics
+from hardmix.training.run_folder import METRICS
+from hardmix.utils.rng import preserved_rng
 
 #: The mean loss of the last tenth at or above this fraction of ln(negatives + 1): near chance.
 CHANCE_LOSS_FRACTION = 0.9
@@ -115,7 +121,36 @@ def start_end_lines(record: dict[str, Any]) -> list[str]:
     return [line]
 
 
+def measure_start(task: Any, mode: str, say: Callable[[str], None]) -> dict[str, Any]:
+    """Score the starting encoder (``task.start_scores``, every RNG restored after) as ``eval.start``'s
+    ``mode`` (``all``, ``selection``) asks, say so, and return the entry the engine keeps (``start``)."""
+    t0 = time.perf_counter()
+    with preserved_rng():
+        scores, other = task.start_scores(selection_only=mode == "selection")
+    seconds = round(time.perf_counter() - t0, 3)
+    metric, shown = task.selection_metric, scores.get(task.selection_metric)
+    say(f"the starting encoder: {metric} {shown:.2f} ({mode}, {seconds:.1f}s)"
+        if isinstance(shown, (int, float)) else f"the starting encoder: {metric} not measured ({mode})")
+    return {"scores": dict(scores), "other": {k: dict(v) for k, v in other.items()}, "mode": mode,
+            "seconds": seconds}
+
+
+def learned_of_run(out: Path, metric: str, start: dict[str, Any] | None, final: dict[str, float],
+                   negatives: int | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``learned`` (end against ``start``, the engine's kept start entry, on the selection score ``metric``)
+    and ``chance`` (did the contrastive task leave chance over the last tenth of the logged steps of the run
+    in ``out``) of a finished run."""
+    kept = start or {}
+    learned = learned_entry(metric, kept.get("scores") if start else None, final or None,
+                            kept.get("other") or None)
+    try:
+        lines = read_metrics(out / METRICS) if (out / METRICS).is_file() else []
+    except (OSError, ValueError):
+        lines = []
+    return learned, chance_check(lines, negatives)
+
+
 __all__ = [
     "CHANCE_ACCURACY_TIMES", "CHANCE_LOSS_FRACTION", "NOT_MEASURED", "chance_check", "learned_entry",
-    "start_end_lines", "warnings",
+    "learned_of_run", "measure_start", "start_end_lines", "warnings",
 ]

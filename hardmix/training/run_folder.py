@@ -21,10 +21,17 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
-from hardmix.utils.confine import makedirs, open_for_write, remove_written
-from hardmix.utils.errors import RunError
+from hardmix.utils.confine import (
+    makedirs,
+    open_for_write,
+    remove_stale_temporaries,
+    remove_written,
+    say_removed,
+)
+from hardmix.utils.errors import ConfigError, RunError
 
 CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
@@ -169,5 +176,27 @@ def unfinished_note(model: str | os.PathLike[str]) -> str | None:
             f"step part way through ({what}); finish it with hardmix train ... --resume")
 
 
+def task_write(write: Callable[[], object], what: Path, when: str, hint: Callable[[], str]) -> None:
+    """Run a task's ``write`` of ``what`` into the run folder (the best model's export); any failure of it (a
+    full disk, a library's own I/O error) stops the run with one line naming the folder, ``when`` it failed
+    and ``hint`` (resumable from its last checkpoint), never a library's traceback (the exports are
+    atomic: no half folder is left)."""
+    try:
+        write()
+    except (ConfigError, RunError):
+        raise
+    except Exception as e:  # noqa: BLE001 - e.g. safetensors' SafetensorError on a full disk
+        raise RunError(f"writing {what} failed {when} ({type(e).__name__}: {e}); {hint()}") from None
+
+
+def stale_temporaries_removed(out: Path) -> str | None:
+    """Delete the temporary files a killed run left in the run folder ``out`` (a SIGKILL during a checkpoint's
+    write leaves its whole size in a hidden ``.checkpoint.pt.*.tmp``); returns the line that says so (None:
+    none). Only the holder of the folder's lock calls it, so no other process writes there."""
+    return say_removed(remove_stale_temporaries(out, out, process_alive, held=True), str(out)) or None
+
+
 __all__ = ["BEST", "CHECKPOINT", "CONFIG", "LOCK", "METRICS", "RESULTS", "RUN_FILES", "TENSORBOARD",
-           "RunFolderError", "RunLock", "lock_holder", "process_alive", "run_files", "unfinished_note"]
+           "RunFolderError", "RunLock", "lock_holder", "process_alive", "run_files",
+           "stale_temporaries_removed", "task_write",
+           "unfinished_note"]

@@ -88,6 +88,14 @@ class Runtime:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item() > 0)
 
+    def gather(self, obj: object) -> list[object]:
+        """Every process's ``obj``, by rank (picklable objects)."""
+        if self.world == 1:
+            return [obj]
+        out: list[object] = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
 
 #: The CPU flags (``/proc/cpuinfo``) of a native bfloat16 instruction set: AVX512-BF16, AMX-BF16.
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")

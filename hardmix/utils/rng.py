@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import numpy as np
@@ -43,3 +45,13 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Restore every global RNG (Python, NumPy, torch CPU and CUDA) on exit."""
+    state = rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from hardmix.compare.fingerprints import _data_mismatch, _inputs_mismatch
-from hardmix.training.engine import _Run
 from hardmix.training.fingerprint import data_mismatch, inputs_mismatch
+from hardmix.training.resume_checks import check_same_data, check_same_inputs
 from hardmix.training.run_folder import RunFolderError
 
 BUILT = {"images": 16, "training images": 16, "image content sha256": "a" * 64}
@@ -17,9 +17,7 @@ BEFORE_BUILDING = {"images": 16, "image content sha256": "a" * 64}
 
 
 def _resume(saved, now=BUILT) -> None:
-    run = _Run.__new__(_Run)  # the engine's check alone: nothing built
-    run.data_fingerprint = now
-    run._check_same_data(saved)
+    check_same_data(saved, now)  # the engine's check alone: nothing built
 
 
 def test_the_same_data_pass_both() -> None:
@@ -62,9 +60,7 @@ def test_a_record_with_more_entries_passes_a_comparison_but_not_a_resume() -> No
 
 
 def _resume_inputs(state, now) -> None:
-    run = _Run.__new__(_Run)
-    run.inputs_digest = now
-    run._check_same_inputs(state)
+    check_same_inputs(state, now)
 
 
 def test_inputs_follow_one_rule_in_a_resume_and_a_comparison() -> None:
