@@ -126,7 +126,7 @@ def measure_starts(cells: list[Cell], out: Path, threads: int | None = None) -> 
     """Measure the start of every finished evaluation cell that has none (neither in its record nor in a
     start file of its key), once per start key, printing progress; returns the files written."""
     from hardmix.compare.grid import task_class
-    from hardmix.compare.summary import collect
+    from hardmix.compare.records import collect
     from hardmix.utils.confine import write_text
     from hardmix.utils.provenance import code_provenance
 

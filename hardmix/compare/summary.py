@@ -35,10 +35,10 @@ from dataclasses import asdict
 from typing import Any
 
 from hardmix.compare.grid import Cell, task_metric
+from hardmix.compare.records import collect
 from hardmix.compare.spec import CompareSpec
 from hardmix.compare.stats import ALPHA, SIGNIFICANT, holm_adjusted, mean_std, paired_difference
 from hardmix.training.metrics import read_metrics
-from hardmix.training.results import ResultsError, read_results
 from hardmix.training.run_folder import METRICS
 from hardmix.utils.errors import ConfigError
 
@@ -68,21 +68,6 @@ def check_fingerprints(cells: list[Cell], records: dict[tuple[str, str, int], di
                     "fingerprints differ): they cannot be compared; `hardmix compare SPEC --output DIR "
                     "--resume --rerun-mismatched` runs again the cells not made from what they would be made "
                     "from now, or compare them in separate comparisons")
-
-
-def collect(cells: list[Cell]) -> tuple[dict[tuple[str, str, int], dict[str, Any]], list[str]]:
-    """The finished cells' results records by (task, strategy, seed), and the labels of the others."""
-    records, missing = {}, []
-    for c in cells:
-        try:
-            record = read_results(c.run_dir)
-        except ResultsError:
-            record = None
-        if record is None or not record.get("finished"):
-            missing.append(c.label)
-            continue
-        records[(c.task.name, c.strategy, c.seed)] = record
-    return records, missing
 
 
 def _number(v: Any) -> float | None:
@@ -761,7 +746,6 @@ __all__ = [
     "cell_count",
     "code_table",
     "cell_records",
-    "collect",
     "contrast_table",
     "cross_table",
     "edge_mark",
