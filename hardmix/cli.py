@@ -382,8 +382,9 @@ def check_outputs(args: argparse.Namespace) -> None:
                 raise ConfigError(f"{option}: {path} is this command's own input ({name.upper()} {src}); "
                                   f"write elsewhere")
             # a new file in a data or model folder read changes it (a model's fingerprint, the images); a run
-            # folder (holding its checkpoint) may take one beside its own files (RUN/knn.json)
-            if inside and not os.path.isfile(os.path.join(src, CHECKPOINT)):
+            # folder (holding its checkpoint) may take one beside its own files (RUN/knn.json), and a RUN
+            # without one is the command's to refuse, for what it is (no checkpoint), not for this
+            if inside and not os.path.isfile(os.path.join(src, CHECKPOINT)) and name != "run":
                 raise ConfigError(f"{option}: {real} is inside {src}, a folder this command reads "
                                   f"({name.upper()}): writing there changes what it reads (a model folder's "
                                   "fingerprint, an image folder's images); write elsewhere")

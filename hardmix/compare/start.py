@@ -30,6 +30,7 @@ from typing import Any
 
 from hardmix.compare.folder import START_DIR
 from hardmix.compare.grid import Cell
+from hardmix.training.run_folder import CONFIG
 
 #: The config sections (dotted keys for single values) that decide a task's starting encoder and its scoring.
 START_KEYS = ("model", "data", "eval", "train.precision")
@@ -42,7 +43,7 @@ def recorded_config(cell: Cell) -> dict[str, Any] | None:
     """The config a finished cell ran with (its ``config.yaml``), or None where it has none."""
     import yaml
 
-    path = cell.run_dir / "config.yaml"
+    path = cell.run_dir / CONFIG
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
@@ -152,7 +153,7 @@ def measure_starts(cells: list[Cell], out: Path, threads: int | None = None) -> 
         result = measure(task_class(c.task), config, threads)
         entry = {"task": c.task.name, "seed": None if seed_free(c) else c.seed, "key": key,
                  "key_sections": list(START_KEYS) + ([] if seed_free(c) else ["train.seed"]),
-                 "from_config": str(c.run_dir.relative_to(out) / "config.yaml"),
+                 "from_config": str(c.run_dir.relative_to(out) / CONFIG),
                  "cells": labels, "how": HOW,
                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
                  "code": code_provenance(), **result}

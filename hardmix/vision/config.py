@@ -6,9 +6,9 @@ a cosine schedule over 200 epochs, and its augmentations. Every error names its 
 (``loss.strategies[0].n_hard``), before any data is read.
 
 Example:
-    >>> from hardmix.training.config import build_config
+    >>> from hardmix.config.loader import build_config
     >>> cfg = build_config(VisionConfig, {"loss": {"strategies": "mochi"}},
-    ...                         overrides=["train.epochs=2", "loss.queue_size=4096"])
+    ...                    overrides=["train.epochs=2", "loss.queue_size=4096"])
     >>> cfg.train.epochs, cfg.loss.strategies[0].n_hard
     (2, 1024)
 """
