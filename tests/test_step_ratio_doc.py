@@ -1,4 +1,4 @@
-"""docs/performance.md's step ratios of issue 67 (the mixing step against the plain one, the code before and
+"""docs/performance.md's step ratios (the mixing step against the plain one, the code before and
 after the plug-in guards left the built-in strategies) are recomputed here from their committed records,
 ``results/step_time_2026-12-06/ab/`` (each run's own medians), by ``benchmarks/step_ratio.py``."""
 

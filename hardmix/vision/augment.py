@@ -416,8 +416,8 @@ class TensorAugment:
 @contextmanager
 def cpu_threads(n: int) -> Iterator[None]:
     """Run the block with ``n`` torch CPU threads. The augmentations are many small elementwise kernels:
-    on few (and shared) cores their thread synchronization costs more than it saves (measured: 67 ms in
-    one thread against 1.9 s in two for a 256 x 32 x 32 batch on 2 busy cores)."""
+    on few (and shared) cores their thread synchronization costs more than it saves
+    (``docs/performance.md``, "Data alone")."""
     before = torch.get_num_threads()
     if before == n:
         yield

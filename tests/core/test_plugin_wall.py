@@ -351,8 +351,8 @@ def test_two_entries_of_one_name_keep_their_own_statistics_and_schedules():
 
 # ------------------------------------------------------------------------- the built-ins pass unguarded
 def test_only_strategies_that_are_not_built_in_pass_the_guards(monkeypatch):
-    """Every built-in passed the plug-in guards on every call (issue 67: the MoCHi step cost 1.17x MoCo-v2's
-    against 1.03x before them). A built-in, known by identity, now enters the loss as it is: the guards
+    """Every built-in passed the plug-in guards on every call (the MoCHi step cost 1.17x MoCo-v2's against
+    1.03x without them). A built-in, known by identity, now enters the loss as it is: the guards
     run for the others only, a subclass of a built-in included, which is checked exactly as before."""
     from hardmix.losses import composition
 

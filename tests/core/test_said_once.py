@@ -20,7 +20,7 @@ ONCE = {
     "lock_holder": "hardmix/training/run_folder.py",
     "offline": "hardmix/utils/offline.py",
     "OFFLINE_ENV": "hardmix/utils/offline.py",
-    # issue 67: the names that were defined twice, each merged into one module
+    # names that were defined twice, each merged into one module
     "set_aside": "hardmix/compare/runner.py",  # a cell's folder moved aside: corrupt, superseded, mismatched
     "tuning_table": "hardmix/compare/tuning.py",  # the tuning record; the report renders tuning_grid_table
     "tuning_grid_table": "hardmix/compare/summary.py",
@@ -40,8 +40,8 @@ ONCE = {
 }
 #: Former copies, gone for the one above (``strategy_class``: for ``build.py``'s lookup, ``_build``).
 GONE = ("_alive", "RUN_OWN_FILES", "CHECKPOINT_NAME", "strategy_class",
-        "build_task_config", "load_task_config")  # issue 67: build_config and load_config
-#: Modules merged into another (issue 67: hardmix/utils/checkpoint.py into hardmix/training/checkpoint.py).
+        "build_task_config", "load_task_config")  # now build_config and load_config
+#: Modules merged into another (hardmix/utils/checkpoint.py into hardmix/training/checkpoint.py).
 GONE_MODULES = ("hardmix/utils/checkpoint.py",)
 
 

@@ -24,7 +24,7 @@ PACKAGE = Path(hardmix.__file__).resolve().parent
 ROOT = PACKAGE.parent
 OWN = str(PACKAGE) + "/"
 TEMPERATURE, N_HARD = 0.1234567, 37
-#: The most functions, and files, that may hold each value. Issue 67 asks for 8 functions in 4 files for
+#: The most functions, and files, that may hold each value. The aim is 8 functions in 4 files for
 #: both; this tree measures 13 in 7 (temperature: the loader 4, the loss 5, MoCHi 3, MoCo's forward) and 15
 #: in 7 (n_hard: building the list 5, MoCHi and its draws 6, the loss 2, two argument checks): the ceilings
 #: hold what was reached (21 in 9 and 16 in 8 before: the plug-in guards held the context, the records'

@@ -1,4 +1,4 @@
-"""Outputs written whole (issue 65, item 3) and finite or refused (item 4).
+"""Outputs written whole, and numbers finite or refused.
 
 A full disk is the kernel's own ``ENOSPC``: the temporary file a write goes to is opened on ``/dev/full``
 (every write to it fails with ``ENOSPC`` from the kernel), so torch's and NumPy's own writers meet the

@@ -1276,7 +1276,7 @@ CASES += [
 
 
 
-# ------------------------------------------- issue 65 items 1-4: what is read, meaning, whole, finite -------
+# ----------------------------------------------------------- what is read, meaning, whole, finite -------
 # (one block: fingerprints of every layout read, keys fixing a score's meaning on --resume, outputs written
 # whole and their sets replaced together, non-finite numbers refused)
 def full_disk_for(ctx: Ctx, *names: str) -> None:
@@ -1514,7 +1514,7 @@ CASES += [
 
 
 # ===================================================================================================
-# Hostile round 2026-12-06 (issue 65, items 5-8; docs/hostile_round_2026-12-06.md): each case below was
+# Hostile round 2026-12-06 (docs/hostile_round_2026-12-06.md): each case below was
 # tried after the fixes of that issue; the refusals marked "(was: ...)" there failed on the code before.
 # Kept together at the end of the table so that other additions merge cleanly.
 # ===================================================================================================
@@ -1868,7 +1868,7 @@ by hand.
 Held-out hostile rounds, tried from the command line and kept apart from this table: [Hostile round,
 2026-12-05 (held out)](hostile_round_2026-12-05.md), 53 cases across the six invariants: 47 passed and 6
 failed, the 6 fixed since, each with a case or a test.
-[Hostile round, 2026-12-06](hostile_round_2026-12-06.md) (issue 65): 33 cases against corpora, image
+[Hostile round, 2026-12-06](hostile_round_2026-12-06.md): 33 cases against corpora, image
 folders, `encode`, `config show`, resume, the write gate, the plug-in wall and comparison specs, kept in
 this table (its last block): 26 failed on the code before the fixes and 7 passed; all 33 pass now.
 """

@@ -1,4 +1,4 @@
-"""Meaning fixed at the start (issue 65, item 2): every key that changes what a run's recorded numbers mean
+"""Meaning fixed at the start: every key that changes what a run's recorded numbers mean
 is refused on ``--resume``, naming it, even where its section (``eval.*``) may otherwise change."""
 
 from __future__ import annotations

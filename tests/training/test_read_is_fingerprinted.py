@@ -1,4 +1,4 @@
-"""A fingerprint of what is read (issue 65, item 1): every file a loader opens is one its fingerprint holds,
+"""A fingerprint of what is read: every file a loader opens is one its fingerprint holds,
 for every layout the loader accepts, and changing any of them changes the fingerprint.
 
 What a loader reads is the kernel's record, not the loader's word: every file of the input's folder gets an
