@@ -70,13 +70,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     task = resolve_task(args.task)
     cfg = load_config_for(task, args.config, list(args.overrides or []))
     # missing data is fetched first (one process only: several processes list it instead)
-    ensure_data(task.data_needs(cfg), download_allowed=not args.no_download
+    ensure_data(task.about(cfg).data_needs(), download_allowed=not args.no_download
                 and int(os.environ.get("WORLD_SIZE", "1")) == 1)
     results = run_training(task, cfg, args.output, resume=bool(args.resume))
     if int(os.environ.get("RANK", "0")) == 0:  # the process group is gone by now: torchrun's variable
         from hardmix.training.learned import start_end_lines
 
-        print("\n".join([task.report(results), *start_end_lines(results)]))
+        print("\n".join([task.about(cfg).report(results), *start_end_lines(results)]))
     return exit_status(results["interrupted"]) if results.get("interrupted") else 0
 
 

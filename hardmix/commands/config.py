@@ -97,7 +97,7 @@ def resolved(kind: str, path: str | os.PathLike[str], overrides: list[str]) -> d
     from hardmix.training.registry import load_task
 
     cfg: Any = load_config(config_class(kind), path, overrides)
-    load_task(kind).selection_metric_for(cfg)  # a score the task cannot select on: refused by train too
+    load_task(kind).about(cfg).selection_metric()  # a score the task cannot select on: refused by train too
     return plain_config(cfg)
 
 

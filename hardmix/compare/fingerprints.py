@@ -4,10 +4,11 @@ A finished cell's ``results.json`` records the fingerprint of what made it (``fi
 training data, inputs and hardmix's version); an interrupted one's ``checkpoint.pt`` records its training
 data and inputs. Before ``hardmix compare`` trains anything in a folder that holds cells (a ``--resume``, an
 extended spec, a fresh run over existing cells), :func:`check_cells` computes each task's fingerprint
-parts now, from the cells' configs and the files alone (:meth:`hardmix.training.Task.data_fingerprint_of`,
-:meth:`~hardmix.training.Task.input_digest_of`: no model is built), and compares them with every such
-record. A part that differs, or a record whose fingerprint (or a part of it) is missing or of another form
-(an older hardmix's: the listing of an image folder, not its content), so that its data cannot be
+parts now, from the cells' configs and the files alone
+(:meth:`hardmix.training.task.ConfigFacts.data_fingerprint`,
+:meth:`~hardmix.training.task.ConfigFacts.input_digest`: no model is built), and compares them with every
+such record. A part that differs, or a record whose fingerprint (or a part of it) is missing or of another
+form (an older hardmix's: the listing of an image folder, not its content), so that its data cannot be
 established, is a mismatch; every mismatch is found, and the comparison is refused in one line naming the
 cells, the part and the command that resolves it: ``--rerun-mismatched``, which moves each mismatched
 cell's folder aside (:func:`set_aside_mismatched`: ``DIR/superseded/<task>/<strategy>/mismatched/...``,
@@ -56,7 +57,8 @@ class _Now:
         if key not in self._parts:
             cfg: Any = build_config(task_cls.config_class, cell.config)
             try:
-                self._parts[key] = (task_cls.data_fingerprint_of(cfg), task_cls.input_digest_of(cfg))
+                facts = task_cls.about(cfg)
+                self._parts[key] = (facts.data_fingerprint(), facts.input_digest())
             except (OSError, ValueError) as e:
                 raise ConfigError(f"tasks.{cell.task.name}: its data could not be fingerprinted before any "
                                   f"cell trains ({e})") from None

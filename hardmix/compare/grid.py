@@ -225,28 +225,30 @@ def _resolve_scores(task: TaskSpec, task_cls: type[Task], cfg: Any) -> list[str]
                 f"tasks.{task.name}.score: missing (task {task.task} declares no default score)"
             )
         task.score = task_cls.default_score
-    if task.score == task_cls.selection_metric_for(cfg) and not task.allow_selection_score:
-        held = ", ".join(task_cls.held_out_scores(cfg)) or task_cls.default_score
+    facts = task_cls.about(cfg)
+    if task.score == facts.selection_metric() and not task.allow_selection_score:
+        held = ", ".join(facts.held_out_scores()) or task_cls.default_score
         raise ConfigError(
             f"tasks.{task.name}.score: {task.score!r} is the task's selection score (it picks the "
             f"model), not held out; compare a held-out score{f' ({held})' if held else ''} or set "
             f"tasks.{task.name}.allow_selection_score: true"
         )
-    extra = task_cls.overrides_for_scores(cfg, [task.score, *(task.secondary or [])])
+    extra = facts.overrides_for_scores([task.score, *(task.secondary or [])])
     if not isinstance(extra, list) or any(not isinstance(x, str) or "=" not in x for x in extra):
         raise ConfigError(f"task {task.task}: overrides_for_scores returned {extra!r}, not key=value items")
     return list(extra)
 
 
 def _check_scores(task: TaskSpec, task_cls: type[Task], cfg: Any) -> None:
-    scores = task_cls.score_names(cfg)
+    facts = task_cls.about(cfg)
+    scores = facts.score_names()
     if task.score not in scores:
         raise ConfigError(
             f"tasks.{task.name}.score: {task.score!r} is not a final score of this "
             f"{task.task} config (it has: {', '.join(scores) or 'none'})"
         )
     if task.secondary is None:
-        task.secondary = [s for s in task_cls.held_out_scores(cfg) if s != task.score and s in scores]
+        task.secondary = [s for s in facts.held_out_scores() if s != task.score and s in scores]
     for name in task.secondary:
         if name not in scores:
             raise ConfigError(
@@ -330,7 +332,7 @@ def check_task(task: TaskSpec, task_cls: type[Task], cfg: Any, strategy: str | N
     try:
         checked = task_cls(cfg, Runtime(torch.device("cpu")))
         checked.check()
-        folders = checked.input_folders() if output is not None else {}
+        folders = checked.facts.input_folders() if output is not None else {}
     except (OSError, ValueError) as e:
         raise ConfigError(f"tasks.{task.name}{which}: {e}") from None
     real = os.path.realpath(output) if output is not None else ""
@@ -383,10 +385,10 @@ def cell_log(cell: Cell, output: Path) -> Path:
 
 def task_metric(cell: Cell) -> str:
     """The selection metric of a cell (what its evaluation lines carry): its task's for the cell's config
-    (:meth:`hardmix.training.Task.selection_metric_for`, e.g. vision's ``eval.selection``)."""
+    (:meth:`hardmix.training.task.ConfigFacts.selection_metric`, e.g. vision's ``eval.selection``)."""
     if (key := str(cell.run_dir)) not in _METRICS:
         cls = task_class(cell.task)
-        _METRICS[key] = cls.selection_metric_for(build_config(cls.config_class, cell.config))
+        _METRICS[key] = cls.about(build_config(cls.config_class, cell.config)).selection_metric()
     return _METRICS[key]
 
 

@@ -1,7 +1,7 @@
 """``train.precision: auto`` resolved once for all the cells of a comparison's task.
 
 ``auto`` runs bf16 only where the machine computes it natively and the task's bf16 was shown to give fp32's
-answers for the run's strategies (:meth:`hardmix.training.Task.auto_bf16_for`). Resolved cell by cell,
+answers for the run's strategies (:meth:`hardmix.training.task.ConfigFacts.auto_bf16`). Resolved cell by cell,
 a comparison of a shown strategy against one not shown would pit bf16 against fp32, and its differences
 would measure the precision too. So a task whose config leaves ``auto`` runs every cell, tuning cells
 included, in the one precision that every strategy of the task may use: bf16 only if it holds for each.
@@ -66,9 +66,9 @@ def _shown(spec: CompareSpec, task: TaskSpec, task_cls: type[Task]) -> bool:
                spec.strategy_overrides(s)) for s in task.strategies or spec.strategies]))
     if key not in _SHOWN:
         _SHOWN[key] = all(
-            task_cls.auto_bf16_for(load_config_for(task_cls, task.config, [
+            task_cls.about(load_config_for(task_cls, task.config, [
                 *task.overrides, *spec.strategy_overrides(s),
-                f"loss.strategies={override_value(spec.strategies_for(task, s))}"]))
+                f"loss.strategies={override_value(spec.strategies_for(task, s))}"])).auto_bf16()
             for s in task.strategies or spec.strategies
         )
     return _SHOWN[key]

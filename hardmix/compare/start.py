@@ -102,7 +102,7 @@ def measure(task_class: Any, config: dict[str, Any], threads: int | None = None)
     if threads is not None:
         cfg.train.threads = threads
     runtime = start_runtime(cfg.train.device, cfg.train.precision, cfg.train.threads, cfg.train.seed,
-                            cfg.train.precision, task_class.name, task_class.auto_bf16_for(cfg))
+                            cfg.train.precision, task_class.name, task_class.about(cfg).auto_bf16())
     cfg.train.precision = runtime.precision
     t0 = time.perf_counter()
     try:

@@ -139,9 +139,10 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
                     run_dir = output / TUNE / task.name / strategy / f"point{i}" / f"seed{seed}"
                     confined(run_dir, output)
                     cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point, i)
-                    if task_cls.selection_metric_for(cfg) not in task_cls.score_names(cfg):
+                    facts = task_cls.about(cfg)
+                    if facts.selection_metric() not in facts.score_names():
                         raise ConfigError(
-                            f"tune: tasks.{task.name} scores no {task_cls.selection_metric_for(cfg)} (its "
+                            f"tune: tasks.{task.name} scores no {facts.selection_metric()} (its "
                             "selection "
                             "metric, what tuning compares); turn on eval.at_end or eval.eval_steps"
                         )

@@ -126,7 +126,7 @@ def check_dataset(root: Path, ds: DataSet) -> list[str]:
 
 def content_problems(name: str, path: Path) -> list[str]:
     """What the registered tasks' own loaders refuse in data set ``name`` at ``path``
-    (:meth:`hardmix.training.task.Task.data_problems`): the content check that training and evaluation
+    (:meth:`hardmix.training.task.ConfigFacts.data_problems`): the content check that training and evaluation
     make, made by ``hardmix data check`` too. A task that cannot be loaded here says nothing."""
     from hardmix.training.registry import available_tasks, load_task
 
@@ -136,7 +136,7 @@ def content_problems(name: str, path: Path) -> list[str]:
             cls = load_task(task)
         except Exception:  # noqa: BLE001 (a broken plug-in task: its own commands name the fault)
             continue
-        problems += [p for p in cls.data_problems(name, path) if p not in problems]
+        problems += [p for p in cls.facts_class.data_problems(name, path) if p not in problems]
     return problems
 
 

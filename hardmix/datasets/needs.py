@@ -1,6 +1,6 @@
 """The data a run needs, found before it starts: fetched where there is a network, else listed at once.
 
-A task names the data paths its config reads (:meth:`hardmix.training.task.Task.data_needs`: ``(config
+A task names the data paths its config reads (:meth:`hardmix.training.task.ConfigFacts.data_needs`: ``(config
 key, path)`` pairs). :func:`ensure_data` finds those that are missing and that a registered data set
 provides (``wiki/wiki1m-head-11914.txt`` -> ``wiki1m-head``; ``models/bert-mini-wiki-mlm`` -> its stand-in
 ``bert-mini``), and then either
@@ -135,7 +135,7 @@ def ensure_data(
     """Make sure the registered data that ``needs`` asks for is under the data root.
 
     Args:
-        needs: ``(config key, path)`` pairs (:meth:`~hardmix.training.task.Task.data_needs`).
+        needs: ``(config key, path)`` pairs (:meth:`~hardmix.training.task.ConfigFacts.data_needs`).
         download_allowed: False (``--no-download``, several processes): never fetch; list what is missing.
         base_url: a mirror (default: ``HARDMIX_DATA_BASE_URL``, else the official URLs).
         progress: download progress bars.
@@ -194,7 +194,7 @@ def ensure_for_config(task: str, config: str, overrides: list[str], download_all
         cfg = load_config_for(task_cls, config, overrides)
     except (ConfigError, OSError, ValueError):
         return
-    ensure_data(task_cls.data_needs(cfg), download_allowed=download_allowed)
+    ensure_data(task_cls.about(cfg).data_needs(), download_allowed=download_allowed)
 
 
 def ensure_for_spec(spec: object, download_allowed: bool = True) -> None:
@@ -210,7 +210,7 @@ def ensure_for_spec(spec: object, download_allowed: bool = True) -> None:
             cfg = load_config_for(task_cls, task.config, list(task.overrides))
         except (ConfigError, OSError, ValueError):
             continue  # the grid names the fault
-        needs += [(f"tasks.{task.name}: {key}", path) for key, path in task_cls.data_needs(cfg)]
+        needs += [(f"tasks.{task.name}: {key}", path) for key, path in task_cls.about(cfg).data_needs()]
     ensure_data(needs, download_allowed=download_allowed)
 
 

@@ -288,7 +288,7 @@ def _arrow_sentences(path: Path, field: str) -> Iterator[tuple[int, str]]:
 
 def corpus_files(path: str | os.PathLike[str]) -> list[Path]:
     """The files a corpus is read from, in the order they are read (its fingerprint's files:
-    :meth:`hardmix.text.task.TextTask.data_fingerprint`): a corpus file itself; of a ``save_to_disk``
+    :meth:`hardmix.text.task.TextFacts.data_fingerprint`): a corpus file itself; of a ``save_to_disk``
     folder (of a ``DatasetDict`` folder, its one split's), the arrow files its ``state.json`` lists, which
     are those ``datasets.load_from_disk`` maps, whatever their names (its JSON files only say which files
     and how they are typed; their ``datasets`` fingerprints change at each save).

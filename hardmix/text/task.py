@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ from hardmix.text.model import (
 from hardmix.text.model_source import model_positions, resolve_model
 from hardmix.training import StepResult, Task
 from hardmix.training.run_folder import BEST, CHECKPOINT, CONFIG, METRICS, RESULTS
+from hardmix.training.task import ConfigFacts
 from hardmix.utils.errors import ConfigError
 
 
@@ -126,11 +128,125 @@ def _check_eval_data(cfg: TextConfig) -> None:
         raise ConfigError(f"eval: {e}") from None
 
 
+class TextFacts(ConfigFacts):
+    """What a text config says before anything is built: its scores (``stsb_dev`` selects; the STS suite is
+    held out), the model, corpus and SentEval files it reads and their digests, and its report."""
+
+    cfg: TextConfig
+
+    @cached_property
+    def resolved_model(self) -> tuple[str, bool]:
+        """``model.name_or_path`` resolved from here, as a run started here loads it: ``(path or Hub name,
+        local files only)`` (:func:`hardmix.text.model_source.resolve_model`), resolved once."""
+        return resolve_model(self.cfg.model.name_or_path)
+
+    def corpus_path(self) -> Path:
+        """``data.train_file`` resolved (from here, else under the data root); it must exist."""
+        return resolve_data_path(self.cfg.data.train_file, must_exist=True)
+
+    # ----------------------------------------------------------------------------------- its scores
+    def score_names(self) -> list[str]:
+        """``stsb_dev`` when the run evaluates, and with ``eval.final_sts`` the held-out STS suite (each
+        with ``<score>_se`` besides, when ``eval.sts_bootstrap``)."""
+        e = self.cfg.eval
+        names = ["stsb_dev"] if e.at_end or e.eval_steps else []
+        if e.final_sts:
+            names += self.held_out_scores()
+        return names
+
+    def held_out_scores(self) -> list[str]:
+        """``sts_avg`` and each STS task (``STS12`` .. ``STS16``, ``STS-B``, ``SICK-R``: test pairs, never
+        selected on), or only the tasks of ``eval.sts_tasks`` when it names a subset (no average then);
+        whether this config computes them: :meth:`overrides_for_scores`."""
+        from hardmix.text.evaluation import STS_TASKS
+
+        chosen = self.cfg.eval.sts_tasks
+        if chosen is not None and set(chosen) != set(STS_TASKS):
+            return [t for t in STS_TASKS if t in chosen]
+        return ["sts_avg", *STS_TASKS]
+
+    def overrides_for_scores(self, scores: list[str]) -> list[str]:
+        """``eval.final_sts=true`` when ``scores`` holds an STS score (or its ``_se``) and the config does
+        not run the suite."""
+        held = set(self.held_out_scores())
+        wanted = {s.removesuffix("_se") for s in scores}
+        return ["eval.final_sts=true"] if wanted & held and not self.cfg.eval.final_sts else []
+
+    def negatives(self) -> int:
+        """In-batch: the other sentences of the global batch, and the queued keys."""
+        return self.cfg.train.batch_size - 1 + self.cfg.loss.queue_size
+
+    # ------------------------------------------------------------------------------- what it reads
+    def data_needs(self) -> list[tuple[str, str]]:
+        cfg = self.cfg
+        needs = [("model.name_or_path", cfg.model.name_or_path), ("data.train_file", cfg.data.train_file)]
+        if cfg.eval.eval_steps or cfg.eval.at_end or cfg.eval.final_sts:
+            needs.append(("eval", "senteval"))
+        return needs
+
+    @classmethod
+    def data_problems(cls, name: str, path: Path) -> list[str]:
+        """SentEval's STS sets read by the loaders that training's selection and ``hardmix eval text``
+        read them with: a degenerate one (no pair or one, constant gold scores, a pair with an empty side,
+        a line that does not parse) is one line naming its file."""
+        if name != "senteval":
+            return []
+        from hardmix.text.senteval_data import STS_SUBSETS, load_sickr, load_sts_year, load_stsb
+
+        problems: list[str] = []
+        splits = ("train", "dev", "test")
+        loads = [lambda t=t: load_sts_year(t, path) for t in STS_SUBSETS]
+        loads += [lambda s=s, f=f: f(s, path) for f in (load_stsb, load_sickr) for s in splits]
+        for load in loads:
+            try:
+                load()
+            except (OSError, ValueError) as e:
+                problems.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return problems
+
+    def input_folders(self) -> dict[str, Path]:
+        folders = {"model.name_or_path": Path(str(self.resolved_model[0])),
+                   "data.train_file": self.corpus_path()}
+        return {key: path for key, path in folders.items() if path.is_dir()}
+
+    def data_fingerprint(self) -> dict[str, Any]:
+        """The SHA-256 of the corpus file; of a ``save_to_disk`` folder, of its data files' contents
+        (``data-*.arrow``: not its JSON files, whose ``datasets`` fingerprints change at each save, nor the
+        ``cache-*.arrow`` that ``datasets`` may add beside them). The sentence count needs the tokenizer:
+        the run adds it (:meth:`TextTask.data_counts`)."""
+        return {"corpus sha256": _corpus_digest(self.corpus_path())}
+
+    def input_digest(self) -> str:
+        """The contents of the model's files (the folder :attr:`resolved_model` names) and of the STS files
+        the run scores on."""
+        return _inputs_digest(self.resolved_model[0], self.cfg)
+
+    # ---------------------------------------------------------------------------------- its report
+    def report(self, results: dict[str, Any]) -> str:
+        info = results["task_info"]
+        dev = results["best_score"]
+        best = info["best_dir"]
+        if best is None:
+            model = "(not exported: the run stopped early)"
+        else:
+            model = best if Path(best).is_dir() else f"not kept ({best} is not there)"
+        lines = [f"model: {model}",
+                 f"best STS-B dev: {dev:.2f} at step {results['best_step']}" if dev is not None
+                 else "best STS-B dev: (not evaluated)"]
+        if "sts_avg" in results["final_scores"]:
+            lines.append(f"STS average of the selected model: {results['final_scores']['sts_avg']:.2f}")
+        held = [name for name in (CONFIG, METRICS, RESULTS, CHECKPOINT, f"{BEST}/")
+                if (Path(results["run_dir"]) / name).exists()]
+        lines.append(f"run folder: {results['run_dir']} ({', '.join(held)})")
+        return "\n".join(lines)
+
+
 class TextTask(Task):
     """Sentence encoders: SimCSE's two dropout views, any strategy of the core, STS-B dev selection."""
 
     name = "text"
     config_class = TextConfig
+    facts_class = TextFacts
     selection_metric = "stsb_dev"
     default_score = "sts_avg"
     progress_label = "dev"
@@ -146,26 +262,23 @@ class TextTask(Task):
     bf16_shown_for = ("none",)
 
     cfg: TextConfig
+    facts: TextFacts
 
     def check(self) -> None:
         cfg = self.cfg
-        self.model_source, self.local_only = resolve_model(cfg.model.name_or_path)
+        self.model_source, self.local_only = self.facts.resolved_model
         positions = model_positions(self.model_source, self.local_only)
         if positions is not None and cfg.data.max_length > positions:
             raise ConfigError(f"data.max_length: {cfg.data.max_length} is beyond the {positions} token "
                               f"positions of the model {cfg.model.name_or_path} (max_position_embeddings); "
                               "lower it")
         try:
-            self.corpus_path = resolve_data_path(cfg.data.train_file, must_exist=True)
+            self.corpus_path = self.facts.corpus_path()
         except FileNotFoundError as e:
             raise FileNotFoundError(f"data.train_file: {e}") from None
         corpus_format(self.corpus_path, cfg.data.text_field)  # a folder, a text_field, a library: refused now
         _check_eval_data(cfg)
         self.loss_fn = build_loss(cfg.loss)
-
-    def input_folders(self) -> dict[str, Path]:
-        folders = {"model.name_or_path": Path(str(self.model_source)), "data.train_file": self.corpus_path}
-        return {key: path for key, path in folders.items() if path.is_dir()}
 
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
@@ -192,28 +305,9 @@ class TextTask(Task):
     def model(self) -> nn.Module:
         return self.net
 
-    def data_fingerprint(self) -> dict[str, Any]:
-        """The sentence count and the corpus's content digest (:meth:`data_fingerprint_of`)."""
-        return {"corpus sentences": len(self.corpus), "corpus sha256": _corpus_digest(self.corpus_path)}
-
-    @classmethod
-    def data_fingerprint_of(cls, cfg: TextConfig) -> dict[str, Any]:
-        """The SHA-256 of the corpus file; of a ``save_to_disk`` folder, of its data files' contents
-        (``data-*.arrow``: not its JSON files, whose ``datasets`` fingerprints change at each save, nor the
-        ``cache-*.arrow`` that ``datasets`` may add beside them). The sentence count needs the tokenizer:
-        the run's own fingerprint adds it."""
-        return {"corpus sha256": _corpus_digest(resolve_data_path(cfg.data.train_file, must_exist=True))}
-
-    def input_digest(self) -> str:
-        """The contents of the model's files (the local folder it was loaded from) and of the STS files the
-        run scores on."""
-        return _inputs_digest(self.model_source, self.cfg)
-
-    @classmethod
-    def input_digest_of(cls, cfg: TextConfig) -> str:
-        """:meth:`input_digest` of ``cfg``: ``model.name_or_path`` resolved from here, as a run started here
-        would load it."""
-        return _inputs_digest(resolve_model(cfg.model.name_or_path)[0], cfg)
+    def data_counts(self) -> dict[str, Any]:
+        """The corpus's sentences (the tokenizer's count, beside :meth:`TextFacts.data_fingerprint`)."""
+        return {"corpus sentences": len(self.corpus)}
 
     def steps_for(self, epochs: int) -> int:
         schedule = self.order.schedule(epochs)
@@ -318,7 +412,7 @@ class TextTask(Task):
 
         e = self.cfg.eval
         details: dict[str, Any] = {}
-        names = set(self.held_out_scores(self.cfg))
+        names = set(self.facts.held_out_scores())
         sts = evaluate_sts(encoder, tasks=e.sts_tasks or STS_TASKS, show_progress=self.cfg.log.progress,
                            details=details)
         scores = {k: v for k, v in _sts_names(sts).items() if k in names}
@@ -352,10 +446,6 @@ class TextTask(Task):
             self.net.eval_pooling = run_pooling
         return views[run_pooling], ({"mean pooling": views["avg"]} if run_pooling != "avg" else {})
 
-    def negatives(self) -> int:
-        """In-batch: the other sentences of the global batch, and the queued keys."""
-        return self.cfg.train.batch_size - 1 + self.cfg.loss.queue_size
-
     # ------------------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
         return {"queue": self.queue.state_dict() if self.queue is not None else None}
@@ -370,62 +460,6 @@ class TextTask(Task):
     def load_process_state(self, state: dict[str, Any]) -> None:
         self.generator.set_state(state["generator"])
 
-    @classmethod
-    def data_needs(cls, cfg: TextConfig) -> list[tuple[str, str]]:
-        needs = [("model.name_or_path", cfg.model.name_or_path), ("data.train_file", cfg.data.train_file)]
-        if cfg.eval.eval_steps or cfg.eval.at_end or cfg.eval.final_sts:
-            needs.append(("eval", "senteval"))
-        return needs
-
-    @classmethod
-    def data_problems(cls, name: str, path: Path) -> list[str]:
-        """SentEval's STS sets read by the loaders that training's selection and ``hardmix eval text``
-        read them with: a degenerate one (no pair or one, constant gold scores, a pair with an empty side,
-        a line that does not parse) is one line naming its file."""
-        if name != "senteval":
-            return []
-        from hardmix.text.senteval_data import STS_SUBSETS, load_sickr, load_sts_year, load_stsb
-
-        problems: list[str] = []
-        splits = ("train", "dev", "test")
-        loads = [lambda t=t: load_sts_year(t, path) for t in STS_SUBSETS]
-        loads += [lambda s=s, f=f: f(s, path) for f in (load_stsb, load_sickr) for s in splits]
-        for load in loads:
-            try:
-                load()
-            except (OSError, ValueError) as e:
-                problems.append(str(e).splitlines()[0] if str(e) else type(e).__name__)
-        return problems
-
-    @classmethod
-    def score_names(cls, cfg: TextConfig) -> list[str]:
-        """``stsb_dev`` when the run evaluates, and with ``eval.final_sts`` the held-out STS suite (each
-        with ``<score>_se`` besides, when ``eval.sts_bootstrap``)."""
-        names = ["stsb_dev"] if cfg.eval.at_end or cfg.eval.eval_steps else []
-        if cfg.eval.final_sts:
-            names += cls.held_out_scores(cfg)
-        return names
-
-    @classmethod
-    def held_out_scores(cls, cfg: TextConfig) -> list[str]:
-        """``sts_avg`` and each STS task (``STS12`` .. ``STS16``, ``STS-B``, ``SICK-R``: test pairs, never
-        selected on), or only the tasks of ``eval.sts_tasks`` when it names a subset (no average then);
-        whether this config computes them: :meth:`overrides_for_scores`."""
-        from hardmix.text.evaluation import STS_TASKS
-
-        chosen = cfg.eval.sts_tasks
-        if chosen is not None and set(chosen) != set(STS_TASKS):
-            return [t for t in STS_TASKS if t in chosen]
-        return ["sts_avg", *STS_TASKS]
-
-    @classmethod
-    def overrides_for_scores(cls, cfg: TextConfig, scores: list[str]) -> list[str]:
-        """``eval.final_sts=true`` when ``scores`` holds an STS score (or its ``_se``) and the config does
-        not run the suite."""
-        held = set(cls.held_out_scores(cfg))
-        wanted = {s.removesuffix("_se") for s in scores}
-        return ["eval.final_sts=true"] if wanted & held and not cfg.eval.final_sts else []
-
     def describe(self) -> str:
         cfg = self.cfg
         return f"training {cfg.model.name_or_path} ({cfg.model.pooling}) with {self.loss_fn.extra_repr()}"
@@ -439,25 +473,6 @@ class TextTask(Task):
                 "eval_pooling": self.net.eval_pooling,
                 "best_dir": str(best) if best is not None and best.is_dir() else None,
                 "both_directions": self.loss_fn.both_directions}
-
-    @classmethod
-    def report(cls, results: dict[str, Any]) -> str:
-        info = results["task_info"]
-        dev = results["best_score"]
-        best = info["best_dir"]
-        if best is None:
-            model = "(not exported: the run stopped early)"
-        else:
-            model = best if Path(best).is_dir() else f"not kept ({best} is not there)"
-        lines = [f"model: {model}",
-                 f"best STS-B dev: {dev:.2f} at step {results['best_step']}" if dev is not None
-                 else "best STS-B dev: (not evaluated)"]
-        if "sts_avg" in results["final_scores"]:
-            lines.append(f"STS average of the selected model: {results['final_scores']['sts_avg']:.2f}")
-        held = [name for name in (CONFIG, METRICS, RESULTS, CHECKPOINT, f"{BEST}/")
-                if (Path(results["run_dir"]) / name).exists()]
-        lines.append(f"run folder: {results['run_dir']} ({', '.join(held)})")
-        return "\n".join(lines)
 
 
 def _corpus_digest(path: Path) -> str:
@@ -526,4 +541,4 @@ def _sts_names(scores: dict[str, float]) -> dict[str, float]:
     return {("sts_avg" if k == "avg" else k): v for k, v in scores.items()}
 
 
-__all__ = ["TextTask", "loss_from_views"]
+__all__ = ["TextFacts", "TextTask", "loss_from_views"]

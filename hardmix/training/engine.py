@@ -61,7 +61,7 @@ def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = N
     out = Path(output or cfg.output)
     runtime = start_runtime(cfg.train.device, cfg.train.precision, cfg.train.threads, cfg.train.seed,
                             saved_precision(out) if resume else None, task_class.name,
-                            task_class.auto_bf16_for(cfg))
+                            task_class.about(cfg).auto_bf16())
     cfg.train.precision = runtime.precision  # config.yaml and results.json record the precision used
     try:
         with libraries_offline():  # HARDMIX_OFFLINE / --no-download reach transformers and the Hub client
@@ -91,7 +91,7 @@ class _Run:
             return done
         task = self.task = self.task_class(self.cfg, self.runtime)
         task.check()
-        checks.check_not_inside_inputs(task.input_folders(), self.out)
+        checks.check_not_inside_inputs(task.facts.input_folders(), self.out)
         lock = folder.RunLock(self.out)
         with PreemptionSignals() as self.signals:  # from here on, a signal stops the run in a resumable state
             if self.runtime.main:
@@ -111,8 +111,9 @@ class _Run:
         task.build()
         if task.loss_fn is not None:  # the strategies' schedules given in epochs, now in steps
             task.loss_fn.resolve_epochs(task.steps_for(1))
-        self.data_fingerprint = task.data_fingerprint()
-        self.inputs_digest = task.input_digest()  # at the start: what the model was loaded from
+        data = task.facts.data_fingerprint()  # and what the build counted of the data
+        self.data_fingerprint = None if data is None else {**task.data_counts(), **data}
+        self.inputs_digest = task.facts.input_digest()  # at the start: what the model was loaded from
         total = task.steps_for(cfg.train.epochs)
         self.total_steps = min(total, cfg.train.max_steps) if cfg.train.max_steps else total
         if saved is not None:
@@ -305,7 +306,8 @@ class _Run:
             finished, interrupted = False, late
         if interrupted is None or late is not None:
             self._save(task)
-        learned, chance = learned_of_run(self.out, task.selection_metric, s.start, final, task.negatives()) \
+        negatives = task.facts.negatives()
+        learned, chance = learned_of_run(self.out, task.selection_metric, s.start, final, negatives) \
             if finished and runtime.main else (None, None)
         record = results_record(
             task=task.name, selection_metric=task.selection_metric, best_score=s.best_score,

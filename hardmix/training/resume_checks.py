@@ -124,7 +124,7 @@ def check_same_meaning(task_class: type[Task], cfg: Any, saved: dict[str, Any], 
     :data:`~hardmix.training.config.MEANING` and the task's ``meaning_keys``), naming it, though its
     section may otherwise change."""
     changed = meaning_differences(saved, plain_config(cfg), {**MEANING, **task_class.meaning_keys},
-                                  lambda k, a, b: task_class.same_meaning(k, a, b, cfg))
+                                  task_class.about(cfg).same_meaning)
     if changed:
         key, before, now, what = changed[0]
         more = f" (and {', '.join(c[0] for c in changed[1:])})" if changed[1:] else ""
@@ -185,7 +185,7 @@ def check_same_run(state: dict[str, Any], data: dict[str, Any] | None, inputs: s
 
 
 def check_not_inside_inputs(input_folders: Mapping[str, str | os.PathLike[str]], out: Path) -> None:
-    """Refuse a run folder that is, or is inside, a folder the run reads (``Task.input_folders``)."""
+    """Refuse a run folder that is, or is inside, a folder the run reads (``ConfigFacts.input_folders``)."""
     for key, folder in input_folders.items():
         src, real = os.path.realpath(folder), os.path.realpath(out)
         if real == src:

@@ -11,6 +11,11 @@ run that starts at step 0), then each step ``train_step`` -> backward ->
 ``before_optimizer_step`` -> optimizer and scheduler step -> ``after_optimizer_step``; ``diagnostics`` on
 logging steps; ``evaluate`` every ``eval.eval_steps`` (``on_new_best`` when the selection score improves);
 ``final_scores`` at the end.
+
+What a task says about a config without building anything (its scores, the data it reads, what identifies
+its data and inputs, ...) is one object, its :class:`ConfigFacts` (``Task.about(cfg)``), which the engine,
+``hardmix compare`` and ``hardmix data`` ask; a modality subclasses it once and names it in
+:attr:`Task.facts_class`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from torch import Tensor, nn
 
 from hardmix.losses.contrastive import ContrastiveLoss
 from hardmix.training.runtime import Runtime
+from hardmix.utils.errors import ConfigError
 
 
 @dataclass
@@ -46,6 +52,138 @@ class StepResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class ConfigFacts:
+    """What a task says about one of its configs, from the config and the files alone: nothing is built,
+    loaded, tokenized or decoded. The engine, ``hardmix compare``, ``hardmix data`` and ``hardmix train`` ask
+    it (``Task.about(cfg)``); a modality subclasses it once and names its subclass in
+    :attr:`Task.facts_class`. Every method has a default, and a modality overrides those its config changes.
+
+    Args:
+        task: the task class whose config ``cfg`` is (its class attributes: :attr:`Task.selection_metric`,
+            :attr:`Task.bf16_shown_for`).
+        cfg: the validated config.
+
+    >>> class Points(Task):
+    ...     selection_metric = "alignment"
+    >>> cfg = type("Cfg", (), {"eval": type("Eval", (), {"at_end": True, "eval_steps": 0})})
+    >>> Points.about(cfg).score_names(), Points.about(cfg).held_out_scores()
+    (['alignment'], [])
+    """
+
+    def __init__(self, task: type[Task], cfg: Any) -> None:
+        self.task = task
+        self.cfg = cfg
+
+    # ----------------------------------------------------------------------------------- its scores
+    def selection_metric(self) -> str:
+        """The score that selects the model of a run of this config (:attr:`Task.selection_metric` unless
+        the config chooses one, as vision's ``eval.selection``): never a held-out score."""
+        return self.task.selection_metric
+
+    def score_names(self) -> list[str]:
+        """The keys ``final_scores`` will hold for this config (what ``hardmix compare`` may compare)."""
+        cfg = self.cfg
+        return [self.selection_metric()] if cfg.eval.at_end or cfg.eval.eval_steps else []
+
+    def held_out_scores(self) -> list[str]:
+        """The keys of ``final_scores`` for this config that no selection or tuning ever sees (test
+        scores): the scores a comparison may report without labelling them as selection scores."""
+        return []
+
+    def overrides_for_scores(self, scores: list[str]) -> list[str]:
+        """``key=value`` overrides that make ``final_scores`` hold ``scores`` for this config (e.g. an
+        evaluation a held-out score needs); empty when it holds them already."""
+        return []
+
+    def same_meaning(self, key: str, saved: Any, now: Any) -> bool:
+        """Whether a meaning key's two values (the run's, now's; this config now's) mean the same (an
+        ``auto`` and what it resolves to); by default only equal values do."""
+        return bool(saved == now)
+
+    def negatives(self) -> int | None:
+        """How many negatives each anchor's contrastive task has (chance: a loss of ln(negatives + 1), a
+        proxy accuracy of 1 / (negatives + 1)), for the warning of a run that stayed at chance. None: not
+        checked."""
+        return None
+
+    def auto_bf16(self) -> bool:
+        """Whether ``train.precision: auto`` may run this config in bf16: every strategy of its
+        ``loss.strategies`` is one of :attr:`Task.bf16_shown_for`, known by its class (a plug-in that
+        reports a shown name is not one).
+
+        >>> from hardmix.strategies import MixCSE, NoMixing
+        >>> class Shown(Task):
+        ...     bf16_shown_for = ("none",)
+        >>> cfg = type("Cfg", (), {"loss": type("Loss", (), {"strategies": [NoMixing()]})})
+        >>> Shown.about(cfg).auto_bf16()
+        True
+        >>> cfg.loss.strategies = [MixCSE()]
+        >>> Shown.about(cfg).auto_bf16()
+        False
+        """
+        from hardmix.strategies.base import lookup
+
+        shown = {lookup(name) for name in self.task.bf16_shown_for} - {None}  # a built-in name: no plug-in
+        strategies = list(self.cfg.loss.strategies)
+        return bool(strategies) and all(type(s) in shown for s in strategies)
+
+    # ------------------------------------------------------------------------------- what it reads
+    def data_needs(self) -> list[tuple[str, str]]:
+        """``(config key, path)`` of the data this config reads (paths as the config names them: relative
+        to the data root, or absolute). ``hardmix train`` and ``hardmix compare`` fetch the missing ones
+        that ``hardmix data download`` provides before anything runs (:mod:`hardmix.datasets.needs`)."""
+        return []
+
+    @classmethod
+    def data_problems(cls, name: str, path: Path) -> list[str]:
+        """Problems (one line each, naming the file) that this task's own loaders find in the content of
+        the registered data set ``name`` at ``path`` (a degenerate evaluation set, ...): what evaluation
+        and training refuse, ``hardmix data check`` refuses too. Empty: nothing to say (the default)."""
+        return []
+
+    def input_folders(self) -> dict[str, Path]:
+        """The folders a run of this config reads, by the config key naming each (asked after
+        :meth:`Task.check`): the run's ``--output`` may be none of them (a run written into its own model
+        or image folder)."""
+        return {}
+
+    def data_fingerprint(self) -> dict[str, Any] | None:
+        """What identifies the training data of this config (content digests:
+        :func:`hardmix.training.fingerprint.content_digest`, which reads each file once per machine).
+        ``hardmix compare`` compares it with every finished cell's record before any new cell trains; a
+        run keeps it, with what its build counted (:meth:`Task.data_counts`), in its checkpoint and its
+        result's fingerprint, and ``--resume`` refuses other data, naming the entries that differ. None:
+        not known before building (not compared then)."""
+        return None
+
+    def input_digest(self) -> str | None:
+        """A SHA-256 of what a run of this config reads beyond its training data (model files, evaluation
+        sets), kept in the checkpoint (``--resume`` refuses other inputs) and the result's fingerprint: a
+        result made from other inputs is another result. None: not recorded."""
+        return None
+
+    # ---------------------------------------------------------------------------------- its report
+    def report(self, results: dict[str, Any]) -> str:
+        """What ``hardmix train`` prints (stdout) at the end of a run of this config (``results``: its
+        ``results.json``): the lines a user reads first."""
+        best = results["best_score"]
+        score = f"{best:.2f} at step {results['best_step']}" if best is not None else "(not evaluated)"
+        return f"best {results['selection_metric']}: {score}\nrun folder: {results['run_dir']}"
+
+
+#: The hooks of an older hardmix's Task that are methods of its :class:`ConfigFacts` now (or, for the
+#: build's counts of its data, :meth:`Task.data_counts`), with the method each became: a task that still
+#: defines one is refused when its class is made, since hardmix would no longer call it.
+MOVED_HOOKS: dict[str, str] = {
+    "same_meaning": "same_meaning", "selection_metric_for": "selection_metric", "auto_bf16_for": "auto_bf16",
+    "score_names": "score_names", "held_out_scores": "held_out_scores",
+    "overrides_for_scores": "overrides_for_scores", "negatives": "negatives", "data_needs": "data_needs",
+    "data_problems": "data_problems", "input_folders": "input_folders",
+    "data_fingerprint_of": "data_fingerprint", "data_fingerprint": "data_fingerprint",
+    "input_digest_of": "input_digest", "input_digest": "input_digest", "report": "report",
+}
+
+
 class Task(ABC):
     """One modality: its model, data, step and evaluation.
 
@@ -53,16 +191,18 @@ class Task(ABC):
         name: the task's name on the command line (``hardmix train NAME``) and in ``results.json``.
         config_class: the task's config dataclass (sections ``model``, ``data``, ``train``, ``loss``,
             ``eval``, ``log``, ``output``; see :mod:`hardmix.training.config`).
+        facts_class: the task's :class:`ConfigFacts` subclass: what it says about a config without
+            building anything (its scores, the data it reads, its data fingerprint, its report, ...).
         selection_metric: the score that selects the model and tunes it (``stsb_dev``; vision's
             validation score): never a held-out score. A task whose config chooses it overrides
-            :meth:`selection_metric_for`; an instance holds its config's.
+            :meth:`ConfigFacts.selection_metric`; an instance holds its config's.
         default_score: the held-out score ``hardmix compare`` compares when a spec names none.
         resumable_keys: config keys beyond the engine's that may change on ``--resume``.
         meaning_keys: keys that may otherwise change on ``--resume`` (the ``eval`` section's) but fix what
             the run's recorded numbers mean (the selection score, the evaluation protocol), each with what it
             fixes: refused on ``--resume`` naming the key, beside the engine's
-            (:data:`hardmix.training.config.MEANING`); :meth:`same_meaning` may accept two spellings of one
-            meaning.
+            (:data:`hardmix.training.config.MEANING`); :meth:`ConfigFacts.same_meaning` may accept two
+            spellings of one meaning.
         keeps_best: the task keeps the model of the best evaluation (text exports it), so the final
             scores are that model's; otherwise the final model is the result.
         progress_label: the selection metric's short name on the progress bar.
@@ -72,9 +212,10 @@ class Task(ABC):
         bf16_shown_for: the strategies (registered names) whose held-out scores on this task a committed
             comparison showed in bf16 within a point of fp32's (``configs/compare/precision.yaml``; text:
             ``none``; vision: none yet): ``train.precision: auto`` runs bf16, where the hardware computes it
-            natively, only for a list of these (:meth:`auto_bf16_for`).
+            natively, only for a list of these (:meth:`ConfigFacts.auto_bf16`).
 
     Attributes:
+        facts: what the task says about its config (``Task.about(cfg)``).
         loss_fn: the core's loss, set by :meth:`build` (the engine resolves its schedules in epochs).
 
     Args:
@@ -84,6 +225,7 @@ class Task(ABC):
 
     name: ClassVar[str] = ""
     config_class: ClassVar[type] = object
+    facts_class: ClassVar[type[ConfigFacts]] = ConfigFacts
     selection_metric: ClassVar[str] = ""
     default_score: ClassVar[str] = ""
     resumable_keys: ClassVar[tuple[str, ...]] = ()
@@ -97,51 +239,30 @@ class Task(ABC):
     def __init__(self, cfg: Any, runtime: Runtime) -> None:
         self.cfg = cfg
         self.runtime = runtime
-        self.selection_metric = type(self).selection_metric_for(cfg)  # type: ignore[misc]
+        self.facts = type(self).about(cfg)
+        self.selection_metric = self.facts.selection_metric()  # type: ignore[misc]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse a task that defines a hook hardmix no longer calls on a task (:data:`MOVED_HOOKS`): its
+        answer would be ignored without a word."""
+        super().__init_subclass__(**kwargs)
+        moved = [name for name in MOVED_HOOKS if name in vars(cls)]
+        if moved:
+            where = ", ".join(f"{name} -> {MOVED_HOOKS[name]}" for name in moved)
+            raise ConfigError(f"task {cls.__module__}.{cls.__qualname__}: {', '.join(moved)} are no longer "
+                              f"methods of a Task but of its ConfigFacts ({where}): move them to a "
+                              "ConfigFacts subclass named by the task's facts_class (docs/architecture.md, "
+                              "'Add a modality')")
 
     @classmethod
-    def same_meaning(cls, key: str, saved: Any, now: Any, cfg: Any) -> bool:
-        """Whether a meaning key's two values (the run's, now's; ``cfg`` now's config) mean the same (an
-        ``auto`` and what it resolves to); by default only equal values do."""
-        return saved == now
-
-    @classmethod
-    def selection_metric_for(cls, cfg: Any) -> str:
-        """The selection metric of a run of this config (:attr:`selection_metric` unless the config
-        chooses one, as vision's ``eval.selection``)."""
-        return cls.selection_metric
-
-    @classmethod
-    def auto_bf16_for(cls, cfg: Any) -> bool:
-        """Whether ``train.precision: auto`` may run this config in bf16: every strategy of its
-        ``loss.strategies`` is one of :attr:`bf16_shown_for`, known by its class (a plug-in that reports a
-        shown name is not one).
-
-        >>> from hardmix.strategies import MixCSE, NoMixing
-        >>> class Shown(Task):
-        ...     bf16_shown_for = ("none",)
-        >>> cfg = type("Cfg", (), {"loss": type("Loss", (), {"strategies": [NoMixing()]})})
-        >>> Shown.auto_bf16_for(cfg)
-        True
-        >>> cfg.loss.strategies = [MixCSE()]
-        >>> Shown.auto_bf16_for(cfg)
-        False
-        """
-        from hardmix.strategies.base import lookup
-
-        shown = {lookup(name) for name in cls.bf16_shown_for} - {None}  # a built-in name imports no plug-in
-        strategies = list(cfg.loss.strategies)
-        return bool(strategies) and all(type(s) in shown for s in strategies)
+    def about(cls, cfg: Any) -> ConfigFacts:
+        """What this task says about ``cfg`` (its :attr:`facts_class`), before anything is built."""
+        return cls.facts_class(cls, cfg)
 
     # --------------------------------------------------------------------------------- before work
 
     def check(self) -> None:  # noqa: B027 (optional hook)
         """Fail fast (missing files, models, evaluation data), before anything is built or written."""
-
-    def input_folders(self) -> dict[str, Path]:
-        """The folders the run reads (after :meth:`check`), by the config key naming each: the run's
-        ``--output`` may be none of them (a run written into its own model or image folder)."""
-        return {}
 
     @abstractmethod
     def build(self) -> None:
@@ -151,31 +272,11 @@ class Task(ABC):
     def model(self) -> nn.Module:
         """The module whose state dict is the checkpoint's ``model`` (queue buffers included)."""
 
-    def data_fingerprint(self) -> dict[str, Any] | None:
-        """What identifies the training data (after :meth:`build`), kept in the checkpoint and the result's
-        fingerprint: ``--resume`` refuses other data, naming the entries that differ. Every entry of
-        :meth:`data_fingerprint_of` and any the build adds (a count of what it read). None: not checked."""
-        return type(self).data_fingerprint_of(self.cfg)
-
-    @classmethod
-    def data_fingerprint_of(cls, cfg: Any) -> dict[str, Any] | None:
-        """What identifies the training data of ``cfg``, from the config and the files alone: nothing built,
-        loaded, tokenized or decoded (content digests: :func:`hardmix.training.fingerprint.content_digest`,
-        which reads each file once per machine). ``hardmix compare`` compares it with every finished cell's
-        record before any new cell trains. None: not known before building (not compared then)."""
-        return None
-
-    def input_digest(self) -> str | None:
-        """A SHA-256 of what the run reads beyond its training data (model files, evaluation sets; after
-        :meth:`build`), kept in the checkpoint (``--resume`` refuses other inputs) and the result's
-        fingerprint: a result made from other inputs is another result. None: not recorded."""
-        return type(self).input_digest_of(self.cfg)
-
-    @classmethod
-    def input_digest_of(cls, cfg: Any) -> str | None:
-        """:meth:`input_digest` of ``cfg`` from the config and the files alone, as
-        :meth:`data_fingerprint_of`. None: not recorded."""
-        return None
+    def data_counts(self) -> dict[str, Any]:
+        """What the build counted of the training data (after :meth:`build`; text: the corpus's sentences),
+        put before the entries of :meth:`ConfigFacts.data_fingerprint` in the run's data fingerprint (the
+        checkpoint's, which ``--resume`` compares whole, and the result's); empty by default."""
+        return {}
 
     @abstractmethod
     def steps_for(self, epochs: int) -> int:
@@ -225,12 +326,6 @@ class Task(ABC):
         The default: :meth:`evaluate` (the selection scores) and no other view."""
         return self.evaluate(), {}
 
-    def negatives(self) -> int | None:
-        """How many negatives each anchor's contrastive task has (chance: a loss of ln(negatives + 1), a
-        proxy accuracy of 1 / (negatives + 1)), for the warning of a run that stayed at chance. None: not
-        checked."""
-        return None
-
     def on_new_best(self, run_dir: Path, step: int, scores: dict[str, float]) -> None:  # noqa: B027
         """The selection score improved (text: export the model to ``run_dir/best``)."""
 
@@ -258,37 +353,6 @@ class Task(ABC):
     def load_process_state(self, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
         """Restore :meth:`process_state`."""
 
-    @classmethod
-    def data_needs(cls, cfg: Any) -> list[tuple[str, str]]:
-        """``(config key, path)`` of the data this config reads (paths as the config names them: relative
-        to the data root, or absolute). ``hardmix train`` and ``hardmix compare`` fetch the missing ones
-        that ``hardmix data download`` provides before anything runs (:mod:`hardmix.datasets.needs`)."""
-        return []
-
-    @classmethod
-    def data_problems(cls, name: str, path: Path) -> list[str]:
-        """Problems (one line each, naming the file) that this task's own loaders find in the content of
-        the registered data set ``name`` at ``path`` (a degenerate evaluation set, ...): what evaluation
-        and training refuse, ``hardmix data check`` refuses too. Empty: nothing to say (the default)."""
-        return []
-
-    @classmethod
-    def score_names(cls, cfg: Any) -> list[str]:
-        """The keys ``final_scores`` will hold for this config (what ``hardmix compare`` may compare)."""
-        return [cls.selection_metric_for(cfg)] if cfg.eval.at_end or cfg.eval.eval_steps else []
-
-    @classmethod
-    def held_out_scores(cls, cfg: Any) -> list[str]:
-        """The keys of ``final_scores`` for this config that no selection or tuning ever sees (test
-        scores): the scores a comparison may report without labelling them as selection scores."""
-        return []
-
-    @classmethod
-    def overrides_for_scores(cls, cfg: Any, scores: list[str]) -> list[str]:
-        """``key=value`` overrides that make ``final_scores`` hold ``scores`` for this config (e.g. an
-        evaluation a held-out score needs); empty when it holds them already."""
-        return []
-
     def describe(self) -> str:
         """One line that says what is trained, for the start of the run."""
         return self.name
@@ -297,12 +361,5 @@ class Task(ABC):
         """The task's own facts for ``results.json`` ``task_info``."""
         return {}
 
-    @classmethod
-    def report(cls, results: dict[str, Any]) -> str:
-        """What ``hardmix train`` prints (stdout) at the end: the lines a user reads first."""
-        best = results["best_score"]
-        score = f"{best:.2f} at step {results['best_step']}" if best is not None else "(not evaluated)"
-        return f"best {results['selection_metric']}: {score}\nrun folder: {results['run_dir']}"
 
-
-__all__ = ["StepResult", "Task"]
+__all__ = ["MOVED_HOOKS", "ConfigFacts", "StepResult", "Task"]

@@ -31,6 +31,7 @@ from hardmix.ops.diagnostics import anchor_gradient_norm, embedding_diagnostics
 from hardmix.ops.distributed import average_running_statistics
 from hardmix.training import StepResult, Task
 from hardmix.training.run_folder import BEST, CONFIG
+from hardmix.training.task import ConfigFacts
 from hardmix.utils.errors import ConfigError
 from hardmix.vision.backbones import build_backbone
 from hardmix.vision.config import TEST_SCORES, VisionConfig, check_negatives, selection_score
@@ -50,11 +51,136 @@ from hardmix.vision.moco import MoCo, lr_at, momentum_at, queue_diagnostics
 from hardmix.vision.pipeline import build_train_data
 
 
+class VisionFacts(ConfigFacts):
+    """What a vision config says before anything is built: its selection score (``eval.selection``,
+    ``auto`` resolved by whether the images are labelled), its scores and held-out test scores, the image
+    folders it reads and their digests, and its report."""
+
+    cfg: VisionConfig
+
+    def selection_metric(self) -> str:
+        """``eval.selection``, ``auto`` resolved by whether ``data.dataset`` is labelled."""
+        return selection_score(self.cfg.eval.selection, _labelled(self.cfg))
+
+    def same_meaning(self, key: str, saved: Any, now: Any) -> bool:
+        """``eval.selection``: ``auto`` means what it resolves to on the run's data (which a resume keeps)."""
+        if key != "eval.selection" or saved == now:
+            return saved == now
+        labelled = _labelled(self.cfg)
+        try:
+            return selection_score(saved, labelled) == selection_score(now, labelled)
+        except ConfigError:
+            return False
+
+    def score_names(self) -> list[str]:
+        """With ``eval.at_end``: ``val_knn_top1`` and ``val_knn_top5`` (labelled images), the label-free
+        scores (where computed) and ``eval.final_scores`` (where there are labelled test images); else none
+        (the ``<score>_se`` of each test score besides)."""
+        cfg = self.cfg
+        if not cfg.eval.at_end:
+            return []
+        labelled = _labelled(cfg)
+        names = ["val_knn_top1", "val_knn_top5"] if labelled else []
+        if not labelled or self.selection_metric() == "val_proxy_top1" or cfg.eval.label_free_scores:
+            names += list(LABEL_FREE_SCORES)
+        if _has_test(cfg):
+            names += [s for s in TEST_SCORES if s in cfg.eval.final_scores]
+        return names
+
+    def held_out_scores(self) -> list[str]:
+        """The test scores of the final model, ``knn_top1``, ``knn_top5``, ``linear_top1``: never selected or
+        tuned on (whether this config computes them: :meth:`overrides_for_scores`)."""
+        return list(TEST_SCORES)
+
+    def overrides_for_scores(self, scores: list[str]) -> list[str]:
+        """``eval.at_end=true`` and the ``eval.final_scores`` list when ``scores`` asks for test scores the
+        config does not compute (besides those it does)."""
+        cfg = self.cfg
+        wanted = {s.removesuffix("_se") for s in scores}
+        out = []
+        if wanted & {*TEST_SCORES, "val_knn_top1", "val_knn_top5", *LABEL_FREE_SCORES}:
+            if not cfg.eval.at_end:
+                out.append("eval.at_end=true")
+        if wanted & set(LABEL_FREE_SCORES) and not cfg.eval.label_free_scores:
+            out.append("eval.label_free_scores=true")
+        missing = [s for s in TEST_SCORES if s in wanted and s not in cfg.eval.final_scores]
+        if missing:
+            have = [s for s in TEST_SCORES if s in cfg.eval.final_scores or s in missing]
+            out.append(f"eval.final_scores=[{', '.join(have)}]")
+        return out
+
+    def negatives(self) -> int:
+        """The queue's keys (MoCo: each query's negatives)."""
+        return self.cfg.loss.queue_size
+
+    def data_needs(self) -> list[tuple[str, str]]:
+        from hardmix.vision.data import KNOWN_DATASETS
+
+        cfg = self.cfg
+        needs = [("data.dataset", KNOWN_DATASETS.get(cfg.data.dataset, cfg.data.dataset))]
+        if cfg.eval.at_end or cfg.eval.eval_steps:
+            dataset = cfg.eval.dataset or cfg.data.dataset
+            needs.append(("eval.dataset", KNOWN_DATASETS.get(dataset, dataset)))
+        if cfg.data.class_list:
+            needs.append(("data.class_list", cfg.data.class_list))
+        return needs
+
+    def input_folders(self) -> dict[str, Path]:
+        cfg = self.cfg
+        folders = {"data.dataset": dataset_root(cfg.data.dataset)}
+        if cfg.eval.dataset:
+            folders["eval.dataset"] = dataset_root(cfg.eval.dataset, key="eval.dataset")
+        return folders
+
+    def data_fingerprint(self) -> dict[str, Any]:
+        """The training split's image count, the images the run trains on, and the digest of every image of
+        the split by its path in the split and its content (:func:`hardmix.training.fingerprint.tree_digest`:
+        an image rewritten at the same size changes it; the folder may move)."""
+        from hardmix.training.fingerprint import tree_digest
+        from hardmix.vision.pipeline import train_image_list
+
+        images, idx = train_image_list(self.cfg)
+        return {"images": len(images.paths), "training images": int(idx.numel()),
+                "image content sha256": tree_digest(images.paths, images.folder)}
+
+    def input_digest(self) -> str | None:
+        """The evaluation's images, each by its path and its content: the k-NN bank's split and the test
+        split of ``eval.dataset``; None when the run scores no test images."""
+        from hardmix.training.fingerprint import tree_digest
+        from hardmix.vision.data import eval_splits
+
+        cfg = self.cfg
+        if not (cfg.eval.at_end and cfg.eval.final_scores and _has_test(cfg)):
+            return None
+        train, test = eval_splits(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
+        return tree_digest([*train.paths, *test.paths], train.folder.parent)
+
+    def report(self, results: dict[str, Any]) -> str:
+        final, info = results["final_scores"], results["task_info"]
+        lines = []
+        if results.get("best_score") is not None:
+            name = {"val_knn_top1": "k-NN top-1", "val_proxy_top1": "proxy-task top-1 (label-free)"}.get(
+                results["selection_metric"], results["selection_metric"])
+            lines.append(f"best validation {name}: {results['best_score']:.2f}% at step "
+                         f"{results['best_step']}")
+        test = [f"{name} {final[key]:.2f} ± {final[key + '_se']:.2f}" for key, name in
+                (("knn_top1", "k-NN top-1"), ("knn_top5", "k-NN top-5"), ("linear_top1", "linear top-1"))
+                if key in final]
+        if test:
+            lines.append(f"test scores of the final model on {info['eval_dataset']} (%, ± binomial SE): "
+                         + ", ".join(test))
+        if results.get("best_step") is not None:
+            lines.append(f"the encoder of step {results['best_step']}: {results['run_dir']}/best")
+        lines.append(f"trained {results['steps']} steps; run in {results['run_dir']}")
+        return "\n".join(lines)
+
+
 class VisionTask(Task):
     """Image encoders: MoCo-v2 (momentum encoder, queue, shuffle-BN) with the core's strategies."""
 
     name = "vision"
     config_class = VisionConfig
+    facts_class = VisionFacts
     selection_metric = "val_knn_top1"
     default_score = "knn_top1"
     progress_label = "val knn"
@@ -76,22 +202,6 @@ class VisionTask(Task):
         super().__init__(cfg, runtime)
         self.progress_label = "val knn" if self.selection_metric == "val_knn_top1" else "val proxy"
 
-    @classmethod
-    def same_meaning(cls, key: str, saved: Any, now: Any, cfg: VisionConfig) -> bool:
-        """``eval.selection``: ``auto`` means what it resolves to on the run's data (which a resume keeps)."""
-        if key != "eval.selection" or saved == now:
-            return saved == now
-        labelled = _labelled(cfg)
-        try:
-            return selection_score(saved, labelled) == selection_score(now, labelled)
-        except ConfigError:
-            return False
-
-    @classmethod
-    def selection_metric_for(cls, cfg: VisionConfig) -> str:
-        """``eval.selection``, ``auto`` resolved by whether ``data.dataset`` is labelled."""
-        return selection_score(cfg.eval.selection, _labelled(cfg))
-
     def check(self) -> None:
         cfg = self.cfg
         dataset_root(cfg.data.dataset)
@@ -106,13 +216,6 @@ class VisionTask(Task):
             if cfg.eval.at_end and cfg.eval.final_scores and _has_test(cfg):  # the test scores' images
                 for splits in (["train"], list(EVAL_SPLITS)):
                     split_folder(root, splits, key="eval.dataset")
-
-    def input_folders(self) -> dict[str, Path]:
-        cfg = self.cfg
-        folders = {"data.dataset": dataset_root(cfg.data.dataset)}
-        if cfg.eval.dataset:
-            folders["eval.dataset"] = dataset_root(cfg.eval.dataset, key="eval.dataset")
-        return folders
 
     def build(self) -> None:
         cfg, rt = self.cfg, self.runtime
@@ -145,30 +248,6 @@ class VisionTask(Task):
 
     def model(self) -> nn.Module:
         return self.moco
-
-    @classmethod
-    def data_fingerprint_of(cls, cfg: VisionConfig) -> dict[str, Any]:
-        """The training split's image count, the images the run trains on, and the digest of every image of
-        the split by its path in the split and its content (:func:`hardmix.training.fingerprint.tree_digest`:
-        an image rewritten at the same size changes it; the folder may move)."""
-        from hardmix.training.fingerprint import tree_digest
-        from hardmix.vision.pipeline import train_image_list
-
-        images, idx = train_image_list(cfg)
-        return {"images": len(images.paths), "training images": int(idx.numel()),
-                "image content sha256": tree_digest(images.paths, images.folder)}
-
-    @classmethod
-    def input_digest_of(cls, cfg: VisionConfig) -> str | None:
-        """The evaluation's images, each by its path and its content: the k-NN bank's split and the test
-        split of ``eval.dataset``; None when the run scores no test images."""
-        from hardmix.training.fingerprint import tree_digest
-        from hardmix.vision.data import eval_splits
-
-        if not (cfg.eval.at_end and cfg.eval.final_scores and _has_test(cfg)):
-            return None
-        train, test = eval_splits(cfg.eval.dataset or cfg.data.dataset, key="eval.dataset")
-        return tree_digest([*train.paths, *test.paths], train.folder.parent)
 
     def steps_for(self, epochs: int) -> int:
         return self.spe * epochs
@@ -267,60 +346,6 @@ class VisionTask(Task):
             scores.update(self.evaluation.test(self.moco.backbone, tag))
         return scores, {}
 
-    def negatives(self) -> int:
-        """The queue's keys (MoCo: each query's negatives)."""
-        return self.cfg.loss.queue_size
-
-    @classmethod
-    def data_needs(cls, cfg: VisionConfig) -> list[tuple[str, str]]:
-        from hardmix.vision.data import KNOWN_DATASETS
-
-        needs = [("data.dataset", KNOWN_DATASETS.get(cfg.data.dataset, cfg.data.dataset))]
-        if cfg.eval.at_end or cfg.eval.eval_steps:
-            dataset = cfg.eval.dataset or cfg.data.dataset
-            needs.append(("eval.dataset", KNOWN_DATASETS.get(dataset, dataset)))
-        if cfg.data.class_list:
-            needs.append(("data.class_list", cfg.data.class_list))
-        return needs
-
-    @classmethod
-    def score_names(cls, cfg: VisionConfig) -> list[str]:
-        """With ``eval.at_end``: ``val_knn_top1`` and ``val_knn_top5`` (labelled images), the label-free
-        scores (where computed) and ``eval.final_scores`` (where there are labelled test images); else none
-        (the ``<score>_se`` of each test score besides)."""
-        if not cfg.eval.at_end:
-            return []
-        labelled = _labelled(cfg)
-        names = ["val_knn_top1", "val_knn_top5"] if labelled else []
-        if not labelled or cls.selection_metric_for(cfg) == "val_proxy_top1" or cfg.eval.label_free_scores:
-            names += list(LABEL_FREE_SCORES)
-        if _has_test(cfg):
-            names += [s for s in TEST_SCORES if s in cfg.eval.final_scores]
-        return names
-
-    @classmethod
-    def held_out_scores(cls, cfg: VisionConfig) -> list[str]:
-        """The test scores of the final model, ``knn_top1``, ``knn_top5``, ``linear_top1``: never selected or
-        tuned on (whether this config computes them: :meth:`overrides_for_scores`)."""
-        return list(TEST_SCORES)
-
-    @classmethod
-    def overrides_for_scores(cls, cfg: VisionConfig, scores: list[str]) -> list[str]:
-        """``eval.at_end=true`` and the ``eval.final_scores`` list when ``scores`` asks for test scores the
-        config does not compute (besides those it does)."""
-        wanted = {s.removesuffix("_se") for s in scores}
-        out = []
-        if wanted & {*TEST_SCORES, "val_knn_top1", "val_knn_top5", *LABEL_FREE_SCORES}:
-            if not cfg.eval.at_end:
-                out.append("eval.at_end=true")
-        if wanted & set(LABEL_FREE_SCORES) and not cfg.eval.label_free_scores:
-            out.append("eval.label_free_scores=true")
-        missing = [s for s in TEST_SCORES if s in wanted and s not in cfg.eval.final_scores]
-        if missing:
-            have = [s for s in TEST_SCORES if s in cfg.eval.final_scores or s in missing]
-            out.append(f"eval.final_scores=[{', '.join(have)}]")
-        return out
-
     def describe(self) -> str:
         d, cfg = self.data, self.cfg
         skipped = f", {len(d.skipped)} undecodable skipped" if d.skipped else ""
@@ -337,26 +362,6 @@ class VisionTask(Task):
                 "pipeline": d.pipeline,
                 "skipped_images": len(d.skipped), "eval_dataset": cfg.eval.dataset or cfg.data.dataset}
 
-    @classmethod
-    def report(cls, results: dict[str, Any]) -> str:
-        final, info = results["final_scores"], results["task_info"]
-        lines = []
-        if results.get("best_score") is not None:
-            name = {"val_knn_top1": "k-NN top-1", "val_proxy_top1": "proxy-task top-1 (label-free)"}.get(
-                results["selection_metric"], results["selection_metric"])
-            lines.append(f"best validation {name}: {results['best_score']:.2f}% at step "
-                         f"{results['best_step']}")
-        test = [f"{name} {final[key]:.2f} ± {final[key + '_se']:.2f}" for key, name in
-                (("knn_top1", "k-NN top-1"), ("knn_top5", "k-NN top-5"), ("linear_top1", "linear top-1"))
-                if key in final]
-        if test:
-            lines.append(f"test scores of the final model on {info['eval_dataset']} (%, ± binomial SE): "
-                         + ", ".join(test))
-        if results.get("best_step") is not None:
-            lines.append(f"the encoder of step {results['best_step']}: {results['run_dir']}/best")
-        lines.append(f"trained {results['steps']} steps; run in {results['run_dir']}")
-        return "\n".join(lines)
-
 
 def _labelled(cfg: VisionConfig) -> bool:
     return is_labelled(cfg.data.dataset, cfg.data.train_split, cfg.data.labels)
@@ -367,4 +372,4 @@ def _has_test(cfg: VisionConfig) -> bool:
     return _labelled(cfg) or (cfg.eval.dataset is not None and cfg.eval.dataset != cfg.data.dataset)
 
 
-__all__ = ["VisionTask"]
+__all__ = ["VisionFacts", "VisionTask"]

@@ -639,7 +639,7 @@ def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch
         for strategies, shown in (([NoMixing()], ok), ([NoMixing(), MixCSE()], False), ([MixCSE()], False)):
             cfg = SimpleNamespace(loss=SimpleNamespace(strategies=strategies))
             chosen = choose_precision("auto", torch.device("cpu"), task=task,
-                                      auto_bf16=cls.auto_bf16_for(cfg))[0]
+                                      auto_bf16=cls.about(cfg).auto_bf16())[0]
             assert chosen == ("bf16" if shown else "fp32"), (task, strategies)
 
 

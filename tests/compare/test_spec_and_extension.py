@@ -82,8 +82,8 @@ def test_the_compared_score_defaults_to_the_task_s_held_out_score(text_spec, tmp
 
     for cell in cells:  # the evaluation the score needs is on in the cell's own command
         cfg = load_config_for(task_cls, cell.task.config, cell.overrides)
-        assert task_cls.default_score in task_cls.score_names(cfg)
-        assert set(parsed.tasks["text"].secondary) <= set(task_cls.score_names(cfg))
+        assert task_cls.default_score in task_cls.about(cfg).score_names()
+        assert set(parsed.tasks["text"].secondary) <= set(task_cls.about(cfg).score_names())
 
 
 def test_secondary_scores_are_checked(text_spec, tmp_path):

@@ -125,7 +125,7 @@ def test_building_built_in_strategies_imports_no_plug_in(tmp_path, monkeypatch, 
     build_strategies(["none", {"name": "mixcse", "lam": 0.3}, {"name": "mochi", "warmup_steps": 2}])
     ContrastiveLoss(TAU, "mixcse").in_batch(*views())
     cfg = build_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": ["mixcse"]}})
-    TextTask.auto_bf16_for(cfg)
+    TextTask.about(cfg).auto_bf16()
     (tmp_path / "c.yaml").write_text("{}\n")
     parse_spec({"seeds": [1], "strategies": {"none": ["none"], "m": [{"name": "mixcse"}]},
                 "tasks": {"text": {"config": str(tmp_path / "c.yaml")}},

@@ -8,7 +8,6 @@ import csv
 import gzip
 import json
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -240,7 +239,7 @@ def test_fingerprint_of_a_folder_is_its_data(tmp_path):
     from hardmix.text.task import TextTask
 
     def fingerprint(path: Path) -> dict:
-        return TextTask.data_fingerprint(types.SimpleNamespace(corpus=[0, 0], corpus_path=path))
+        return TextTask.about(build_text_config({"data": {"train_file": str(path)}})).data_fingerprint()
 
     a = write_saved(tmp_path / "a", ["one .", "two ."])
     b = write_saved(tmp_path / "b", ["one .", "two ."])
@@ -309,7 +308,7 @@ def test_train_two_steps_from_the_command_line(tmp_path, tiny_text_config_module
                  "--output", str(out)]) == 0
     assert _losses(out) == plain_losses and len(plain_losses) == 2
     data = json.loads((out / "results.json").read_text())["fingerprint"]["data"]
-    assert data["corpus sentences"] == 400
+    assert data["corpus sentences"] == 400 and list(data) == ["corpus sentences", "corpus sha256"]
     if corpus.is_dir():
         assert data["corpus sha256"] == files_digest(sorted(corpus.glob("data-*.arrow")))
 

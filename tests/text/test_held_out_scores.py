@@ -74,21 +74,21 @@ def test_bootstrap_se_is_the_sampling_error_of_spearman():
 def test_task_contract(tiny_text_config):
     cfg = build_text_config(copy.deepcopy(tiny_text_config))
     assert TextTask.selection_metric == "stsb_dev" and TextTask.default_score == "sts_avg"
-    held = TextTask.held_out_scores(cfg)
+    held = TextTask.about(cfg).held_out_scores()
     assert held == ["sts_avg", *STS_TASKS] and "stsb_dev" not in held
-    assert TextTask.score_names(cfg) == []  # no evaluation at all in the tiny config
-    assert TextTask.overrides_for_scores(cfg, ["sts_avg", "STS-B"]) == ["eval.final_sts=true"]
-    assert TextTask.overrides_for_scores(cfg, ["stsb_dev"]) == []
+    assert TextTask.about(cfg).score_names() == []  # no evaluation at all in the tiny config
+    assert TextTask.about(cfg).overrides_for_scores(["sts_avg", "STS-B"]) == ["eval.final_sts=true"]
+    assert TextTask.about(cfg).overrides_for_scores(["stsb_dev"]) == []
     on = build_text_config(copy.deepcopy(tiny_text_config), ["eval.final_sts=true", "eval.eval_steps=5"])
-    assert TextTask.overrides_for_scores(on, ["sts_avg_se"]) == []
-    assert TextTask.score_names(on) == ["stsb_dev", *held]
+    assert TextTask.about(on).overrides_for_scores(["sts_avg_se"]) == []
+    assert TextTask.about(on).score_names() == ["stsb_dev", *held]
     with pytest.raises(ConfigError, match="eval.sts_bootstrap"):
         build_text_config(copy.deepcopy(tiny_text_config), ["eval.sts_bootstrap=1"])
     # A subset of the suite: its tasks only, no average; all seven named is the whole suite.
     part = build_text_config(copy.deepcopy(tiny_text_config), ["eval.sts_tasks=[SICK-R, STS-B]"])
-    assert TextTask.held_out_scores(part) == ["STS-B", "SICK-R"]
+    assert TextTask.about(part).held_out_scores() == ["STS-B", "SICK-R"]
     every = build_text_config(copy.deepcopy(tiny_text_config), [f"eval.sts_tasks=[{', '.join(STS_TASKS)}]"])
-    assert TextTask.held_out_scores(every) == held
+    assert TextTask.about(every).held_out_scores() == held
     for bad in ("[STS17]", "[]", "[STS-B, STS-B]"):
         with pytest.raises(ConfigError, match="eval.sts_tasks"):
             build_text_config(copy.deepcopy(tiny_text_config), [f"eval.sts_tasks={bad}"])

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from hardmix.losses import ContrastiveLoss
 from hardmix.training import EvalSection, LogSection, LossSection, StepResult, Task, TrainSection
+from hardmix.training.task import ConfigFacts
 
 @dataclass
 class TinyConfig:
@@ -28,9 +29,14 @@ class TinyConfig:
     log: LogSection = field(default_factory=LogSection)
     output: str = "runs/tiny"
 
+class TinyFacts(ConfigFacts):
+    """What a tiny config says: its report (the rest, the defaults)."""
+    def report(self, results):
+        return f"tiny: best {results['selection_metric']} {results['best_score']:.3f}"
+
 class TinyTask(Task):
     """Two noisy views of Gaussian points, a linear encoder, the core's InfoNCE."""
-    name, config_class, selection_metric = "tiny", TinyConfig, "alignment_score"
+    name, config_class, facts_class, selection_metric = "tiny", TinyConfig, TinyFacts, "alignment_score"
 
     def build(self):
         self.points = torch.randn(256, 8, generator=torch.Generator().manual_seed(0))
@@ -57,18 +63,38 @@ class TinyTask(Task):
 '''
 
 
-@pytest.fixture
-def tiny_task_package(tmp_path, monkeypatch):
-    """A package ``tinytask`` whose metadata registers ``tiny = tinytask:TinyTask`` in ``hardmix.tasks``."""
+#: A task of an older hardmix's shape: its scores as a Task class method, which hardmix no longer calls.
+OLD_SHAPED_TASK = TINY_TASK.replace("class TinyTask(Task):", """class TinyTask(Task):
+    @classmethod
+    def score_names(cls, cfg):
+        return ["alignment_score"]
+""")
+
+
+def _install(tmp_path, monkeypatch, source: str) -> None:
+    """A package ``tinytask`` of ``source`` whose metadata registers ``tiny = tinytask:TinyTask`` in
+    ``hardmix.tasks``."""
     site = tmp_path / "site"
     (site / "tinytask").mkdir(parents=True)
-    (site / "tinytask" / "__init__.py").write_text(TINY_TASK)
+    (site / "tinytask" / "__init__.py").write_text(source)
     info = site / "tinytask-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tinytask\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[hardmix.tasks]\ntiny = tinytask:TinyTask\n")
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
+
+
+@pytest.fixture
+def tiny_task_package(tmp_path, monkeypatch):
+    _install(tmp_path, monkeypatch, TINY_TASK)
+    yield
+    sys.modules.pop("tinytask", None)
+
+
+@pytest.fixture
+def old_shaped_task_package(tmp_path, monkeypatch):
+    _install(tmp_path, monkeypatch, OLD_SHAPED_TASK)
     yield
     sys.modules.pop("tinytask", None)
 
@@ -80,7 +106,7 @@ def test_a_third_task_trains_through_the_engine_and_the_cli(tiny_task_package, t
                       "eval: {eval_steps: 4}\nlog: {log_steps: 1, progress: false}\n")
     out = tmp_path / "run"
     assert cli(["train", "tiny", str(config), "--output", str(out)]) == 0
-    assert "best alignment_score" in capsys.readouterr().out
+    assert "tiny: best alignment_score" in capsys.readouterr().out  # its ConfigFacts' report
     record = read_results(out)
     assert record["task"] == "tiny" and record["steps"] == 16 and record["finished"]
     losses = [r["loss"] for r in read_metrics(out) if "loss" in r]
@@ -88,6 +114,17 @@ def test_a_third_task_trains_through_the_engine_and_the_cli(tiny_task_package, t
     assert [r["step"] for r in read_metrics(out) if "alignment_score" in r] == [4, 8, 12, 16]
     assert set(record["final_scores"]) == {"alignment_score"}
     assert cli(["train", "tiny", str(config), "--output", str(out), "--resume"]) == 0  # finished: no work
+
+
+def test_a_task_of_the_older_shape_is_refused_in_one_line(old_shaped_task_package, tmp_path, capsys):
+    """A plug-in that still defines a hook now asked of its ConfigFacts (``score_names``) would be silently
+    ignored: it is refused when loaded, in one line naming the hook and where it goes, before any work."""
+    config = tmp_path / "tiny.yaml"
+    config.write_text("train: {batch_size: 32, epochs: 1, device: cpu}\n")
+    assert cli(["train", "tiny", str(config), "--output", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "score_names -> score_names" in err and "ConfigFacts" in err, err
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_core_imports_no_task():

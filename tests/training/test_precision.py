@@ -273,7 +273,7 @@ def test_a_resume_across_the_choice_of_auto_keeps_the_runs_precision(
         d["train"].update(train)
         return build(d)
 
-    expected = "bf16" if task.auto_bf16_for(cfg()) else "fp32"  # the tiny configs run `none`
+    expected = "bf16" if task.about(cfg()).auto_bf16() else "fp32"  # the tiny configs run `none`
     assert expected == {"text": "bf16", "vision": "fp32"}[modality]
     run_training(task, cfg(precision=expected), tmp_path / "whole")
     monkeypatch.setattr(runtime_module, "cpu_bf16_flags", lambda: ("avx512_bf16",))

@@ -137,7 +137,7 @@ def test_every_file_a_corpus_is_read_from_is_in_its_fingerprint_and_changes_it(k
 
     def fingerprint() -> str:
         cfg = build_config(TextConfig, {"data": {"train_file": str(path)}})
-        return TextTask.data_fingerprint_of(cfg)
+        return TextTask.about(cfg).data_fingerprint()
 
     before = fingerprint()
     for f in sorted(held):  # every file it is read from changes it, at the same size too
@@ -153,7 +153,7 @@ def test_a_datasets_folder_of_other_arrow_names_is_fingerprinted_by_them(tmp_pat
     fingerprint of no data at all; any change of its rows went unseen by ``--resume`` and ``compare``."""
     path, _ = _corpus("arrow renamed", tmp_path / "data")
     cfg = build_config(TextConfig, {"data": {"train_file": str(path)}})
-    before = TextTask.data_fingerprint_of(cfg)
+    before = TextTask.about(cfg).data_fingerprint()
     shutil.rmtree(path)
     import datasets
 
@@ -163,7 +163,7 @@ def test_a_datasets_folder_of_other_arrow_names_is_fingerprinted_by_them(tmp_pat
     state["_data_files"][0]["filename"] = "part-0.arrow"
     (path / "state.json").write_text(json.dumps(state))
     assert [s for _, s in iter_sentences(path)] == SENTENCES[::-1]
-    assert TextTask.data_fingerprint_of(cfg) != before
+    assert TextTask.about(cfg).data_fingerprint() != before
 
 
 # ------------------------------------------------------------------------------ model and evaluation sets
@@ -315,11 +315,11 @@ def test_every_image_training_reads_is_in_its_fingerprint_and_changes_it(kind, t
     held = {Path(p).resolve() for p in images.paths}
     assert len(loaded[0].images) == len(held) == (8 if kind == "class list" else 12)
     assert {p for p in read - held if p.name not in IMAGE_METADATA} == set(), sorted(read - held)
-    before = VisionTask.data_fingerprint_of(cfg)
+    before = VisionTask.about(cfg).data_fingerprint()
     for f in sorted(held):  # any image read, rewritten at its size, changes it
         data_bytes = f.read_bytes()
         f.write_bytes(_png(1000))
         assert len(data_bytes) == f.stat().st_size
-        assert VisionTask.data_fingerprint_of(cfg) != before, f
+        assert VisionTask.about(cfg).data_fingerprint() != before, f
         f.write_bytes(data_bytes)
-    assert VisionTask.data_fingerprint_of(cfg) == before
+    assert VisionTask.about(cfg).data_fingerprint() == before

@@ -191,7 +191,7 @@ def test_the_label_free_scores_repeat_for_the_same_model(photos, tmp_path):
     from hardmix.vision.pipeline import train_val_image_list
 
     cfg = build_config(VisionConfig, _config(photos, tmp_path / "cache"))
-    assert VisionTask.selection_metric_for(cfg) == "val_proxy_top1"
+    assert VisionTask.about(cfg).selection_metric() == "val_proxy_top1"
     split, _, val = train_val_image_list(cfg)
     net, _ = build_backbone("resnet10", 8, True)
     ev = RunEvaluation(cfg, split, val, torch.device("cpu"))
@@ -216,7 +216,7 @@ def test_a_corrupt_image_in_an_unlabeled_folder_is_one_line_without_skip_corrupt
 def test_the_knn_asked_on_unlabeled_images_is_refused_before_work(photos, tmp_path):
     d = _config(photos, tmp_path / "cache", eval={"selection": "val_knn_top1"})
     with pytest.raises(ConfigError, match="eval.selection: val_knn_top1 needs labelled images"):
-        VisionTask.selection_metric_for(build_config(VisionConfig, d))
+        VisionTask.about(build_config(VisionConfig, d)).selection_metric()
 
 
 def test_labelled_images_can_select_on_the_label_free_score(tiny_vision_config, tmp_path):

@@ -101,16 +101,16 @@ def test_a_k_nn_with_more_neighbours_than_its_bank_is_refused_before_training(ti
 def test_task_contract():
     cfg = _cfg({"data": {"val_samples": 100}, "eval": {"final_scores": ["knn_top1"]}})
     assert VisionTask.selection_metric == "val_knn_top1" and VisionTask.default_score == "knn_top1"
-    held = VisionTask.held_out_scores(cfg)
+    held = VisionTask.about(cfg).held_out_scores()
     assert held == ["knn_top1", "knn_top5", "linear_top1"] and VisionTask.selection_metric not in held
-    assert VisionTask.score_names(cfg) == ["val_knn_top1", "val_knn_top5", "knn_top1"]
-    assert VisionTask.overrides_for_scores(cfg, ["knn_top1"]) == []
-    overrides = VisionTask.overrides_for_scores(cfg, ["knn_top1", "linear_top1_se"])
+    assert VisionTask.about(cfg).score_names() == ["val_knn_top1", "val_knn_top5", "knn_top1"]
+    assert VisionTask.about(cfg).overrides_for_scores(["knn_top1"]) == []
+    overrides = VisionTask.about(cfg).overrides_for_scores(["knn_top1", "linear_top1_se"])
     assert overrides == ["eval.final_scores=[knn_top1, linear_top1]"]
+    off = VisionTask.about(_cfg({"eval": {"at_end": False}}))
     with_them = build_config(VisionConfig, {"data": {"val_samples": 100}, "eval": {"at_end": False}},
-                                  VisionTask.overrides_for_scores(_cfg({"eval": {"at_end": False}}),
-                                                                  ["knn_top5"]))
-    assert with_them.eval.at_end and "knn_top5" in VisionTask.score_names(with_them)
+                             off.overrides_for_scores(["knn_top5"]))
+    assert with_them.eval.at_end and "knn_top5" in VisionTask.about(with_them).score_names()
 
 
 # ------------------------------------------------------------------------------ independent recomputation
