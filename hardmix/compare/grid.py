@@ -225,30 +225,28 @@ def _resolve_scores(task: TaskSpec, task_cls: type[Task], cfg: Any) -> list[str]
                 f"tasks.{task.name}.score: missing (task {task.task} declares no default score)"
             )
         task.score = task_cls.default_score
-    facts = task_cls.about(cfg)
-    if task.score == facts.selection_metric() and not task.allow_selection_score:
-        held = ", ".join(facts.held_out_scores()) or task_cls.default_score
+    if task.score == task_cls.about(cfg).selection_metric() and not task.allow_selection_score:
+        held = ", ".join(task_cls.about(cfg).held_out_scores()) or task_cls.default_score
         raise ConfigError(
             f"tasks.{task.name}.score: {task.score!r} is the task's selection score (it picks the "
             f"model), not held out; compare a held-out score{f' ({held})' if held else ''} or set "
             f"tasks.{task.name}.allow_selection_score: true"
         )
-    extra = facts.overrides_for_scores([task.score, *(task.secondary or [])])
+    extra = task_cls.about(cfg).overrides_for_scores([task.score, *(task.secondary or [])])
     if not isinstance(extra, list) or any(not isinstance(x, str) or "=" not in x for x in extra):
         raise ConfigError(f"task {task.task}: overrides_for_scores returned {extra!r}, not key=value items")
     return list(extra)
 
 
 def _check_scores(task: TaskSpec, task_cls: type[Task], cfg: Any) -> None:
-    facts = task_cls.about(cfg)
-    scores = facts.score_names()
+    scores = task_cls.about(cfg).score_names()
     if task.score not in scores:
         raise ConfigError(
             f"tasks.{task.name}.score: {task.score!r} is not a final score of this "
             f"{task.task} config (it has: {', '.join(scores) or 'none'})"
         )
     if task.secondary is None:
-        task.secondary = [s for s in facts.held_out_scores() if s != task.score and s in scores]
+        task.secondary = [s for s in task_cls.about(cfg).held_out_scores() if s != task.score and s in scores]
     for name in task.secondary:
         if name not in scores:
             raise ConfigError(
