@@ -447,18 +447,11 @@ class TextTask(Task):
         return views[run_pooling], ({"mean pooling": views["avg"]} if run_pooling != "avg" else {})
 
     # ------------------------------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, Any]:
-        return {"queue": self.queue.state_dict() if self.queue is not None else None}
+    def checkpointed(self) -> dict[str, Any]:
+        return {"queue": self.queue}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if self.queue is not None:
-            self.queue.load_state_dict(state["queue"])
-
-    def process_state(self) -> dict[str, Any]:
-        return {"generator": self.generator.get_state()}
-
-    def load_process_state(self, state: dict[str, Any]) -> None:
-        self.generator.set_state(state["generator"])
+    def random_streams(self) -> dict[str, torch.Generator]:
+        return {"generator": self.generator}
 
     def describe(self) -> str:
         cfg = self.cfg

@@ -262,12 +262,15 @@ class _Run:
     # ---------------------------------------------------------------------------------- checkpoint
     def _save(self, task: Task) -> None:
         runtime = self.runtime
-        processes = runtime.gather({"rng": rng_state(), "task": task.process_state()})
+        streams = {key: stream.get_state() for key, stream in task.random_streams().items()}
+        processes = runtime.gather({"rng": rng_state(), "task": streams})
         if runtime.main:
+            own = {key: None if part is None else part.state_dict()
+                   for key, part in task.checkpointed().items()}
             ckpt.save_checkpoint({
                 "step": self.step, "total_steps": self.total_steps, "world_size": runtime.world,
                 "config": plain_config(self.cfg), "model": task.model().state_dict(),
-                **self.opt.state_dict(), "task_state": task.state_dict(), "processes": processes,
+                **self.opt.state_dict(), "task_state": own, "processes": processes,
                 "data": self.data_fingerprint, "inputs": self.inputs_digest,
                 "engine": self.state.to_checkpoint(wall_seconds=self._training_seconds()),
             }, self.checkpoint_path, task=task.name, root=self.out)
@@ -280,10 +283,13 @@ class _Run:
         except ValueError as e:
             raise folder.RunFolderError(f"--resume: {e}") from None
         self.opt.load_state_dict(saved)
-        task.load_state_dict(saved["task_state"])
+        for key, part in task.checkpointed().items():
+            if part is not None:
+                part.load_state_dict(saved["task_state"][key])
         mine = saved["processes"][self.runtime.rank]
         set_rng_state(mine["rng"])
-        task.load_process_state(mine["task"])
+        for key, stream in task.random_streams().items():
+            stream.set_state(mine["task"][key])
         self.step = int(saved["step"])
         self.state = EngineState.from_checkpoint(saved["engine"])
 

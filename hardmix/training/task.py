@@ -171,16 +171,18 @@ class ConfigFacts:
         return f"best {results['selection_metric']}: {score}\nrun folder: {results['run_dir']}"
 
 
-#: The hooks of an older hardmix's Task that are methods of its :class:`ConfigFacts` now (or, for the
-#: build's counts of its data, :meth:`Task.data_counts`), with the method each became: a task that still
-#: defines one is refused when its class is made, since hardmix would no longer call it.
+#: The hooks of an older hardmix's Task that hardmix no longer calls, with what each became: most are
+#: methods of its :class:`ConfigFacts` now; its state is the objects :meth:`Task.checkpointed` and
+#: :meth:`Task.random_streams` name. A task that still defines one is refused when its class is made, since
+#: its answer would be ignored without a word.
 MOVED_HOOKS: dict[str, str] = {
-    "same_meaning": "same_meaning", "selection_metric_for": "selection_metric", "auto_bf16_for": "auto_bf16",
-    "score_names": "score_names", "held_out_scores": "held_out_scores",
-    "overrides_for_scores": "overrides_for_scores", "negatives": "negatives", "data_needs": "data_needs",
-    "data_problems": "data_problems", "input_folders": "input_folders",
-    "data_fingerprint_of": "data_fingerprint", "data_fingerprint": "data_fingerprint",
-    "input_digest_of": "input_digest", "input_digest": "input_digest", "report": "report",
+    **{name: f"ConfigFacts.{name}" for name in (
+        "same_meaning", "score_names", "held_out_scores", "overrides_for_scores", "negatives", "data_needs",
+        "data_problems", "input_folders", "data_fingerprint", "input_digest", "report")},
+    "selection_metric_for": "ConfigFacts.selection_metric", "auto_bf16_for": "ConfigFacts.auto_bf16",
+    "data_fingerprint_of": "ConfigFacts.data_fingerprint", "input_digest_of": "ConfigFacts.input_digest",
+    "state_dict": "Task.checkpointed", "load_state_dict": "Task.checkpointed",
+    "process_state": "Task.random_streams", "load_process_state": "Task.random_streams",
 }
 
 
@@ -249,10 +251,10 @@ class Task(ABC):
         moved = [name for name in MOVED_HOOKS if name in vars(cls)]
         if moved:
             where = ", ".join(f"{name} -> {MOVED_HOOKS[name]}" for name in moved)
-            raise ConfigError(f"task {cls.__module__}.{cls.__qualname__}: {', '.join(moved)} are no longer "
-                              f"methods of a Task but of its ConfigFacts ({where}): move them to a "
-                              "ConfigFacts subclass named by the task's facts_class (docs/architecture.md, "
-                              "'Add a modality')")
+            raise ConfigError(f"task {cls.__module__}.{cls.__qualname__}: {', '.join(moved)}: hooks of an "
+                              f"older hardmix, which it no longer calls; move each ({where}; a ConfigFacts "
+                              "subclass is named by the task's facts_class; docs/architecture.md, 'Add a "
+                              "modality')")
 
     @classmethod
     def about(cls, cfg: Any) -> ConfigFacts:
@@ -339,19 +341,17 @@ class Task(ABC):
         last model when none was)."""
 
     # ----------------------------------------------------------------------------------- its state
-    def state_dict(self) -> dict[str, Any]:
-        """Rank 0's extra state for the checkpoint (beyond the model, optimizer and RNGs)."""
+    def checkpointed(self) -> dict[str, Any]:
+        """Rank 0's own state beyond the model, optimizer and RNGs, by name (after :meth:`build`): objects
+        with ``state_dict()`` and ``load_state_dict()`` (text: its key queue), None for one this run does
+        not have. The engine keeps their state dicts in the checkpoint and restores them on ``--resume``."""
         return {}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
-        """Restore :meth:`state_dict`."""
-
-    def process_state(self) -> dict[str, Any]:
-        """This process's own random streams (gathered from every process into the checkpoint)."""
+    def random_streams(self) -> dict[str, torch.Generator]:
+        """This process's own random generators by name (after :meth:`build`; text: its strategies'
+        draws): the engine gathers their states from every process into the checkpoint and gives each
+        process its own back on ``--resume``."""
         return {}
-
-    def load_process_state(self, state: dict[str, Any]) -> None:  # noqa: B027 (optional hook)
-        """Restore :meth:`process_state`."""
 
     def describe(self) -> str:
         """One line that says what is trained, for the start of the run."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import sys
 from pathlib import Path
 
@@ -123,7 +124,7 @@ def test_a_task_of_the_older_shape_is_refused_in_one_line(old_shaped_task_packag
     config.write_text("train: {batch_size: 32, epochs: 1, device: cpu}\n")
     assert cli(["train", "tiny", str(config), "--output", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "score_names -> score_names" in err and "ConfigFacts" in err, err
+    assert len(err.splitlines()) == 1 and "score_names -> ConfigFacts.score_names" in err, err
     assert not (tmp_path / "run").exists()
 
 
@@ -146,3 +147,30 @@ def test_the_core_imports_no_task():
             offenders += [f"{path.relative_to(core)}: {n}" for n in names
                           if n.startswith(("hardmix.text", "hardmix.vision"))]
     assert not offenders, offenders
+
+
+def _methods(cls: type) -> set[str]:
+    """The public methods ``cls`` defines itself (functions, class and static methods)."""
+    return {n for n, v in vars(cls).items() if not n.startswith("_")
+            and (inspect.isfunction(v) or isinstance(v, (classmethod, staticmethod)))}
+
+
+def test_the_hooks_a_modality_implements_are_those_the_architecture_counts():
+    """docs/architecture.md counts the task's hooks that text and vision implement and the facts they
+    override; the counts are recomputed here from the classes."""
+    from hardmix.text.task import TextFacts, TextTask
+    from hardmix.training.task import ConfigFacts, Task
+    from hardmix.vision.task import VisionFacts, VisionTask
+
+    hooks, abstract = _methods(Task) - {"about"}, set(Task.__abstractmethods__)
+    text, vision = (_methods(TextTask) & hooks) | abstract, (_methods(VisionTask) & hooks) | abstract
+    facts = _methods(ConfigFacts)
+    text_facts, vision_facts = _methods(TextFacts) & facts, _methods(VisionFacts) & facts
+    counted = (f"A modality implements {len(text | vision)} hooks of the task ({len(abstract)} of them "
+               f"abstract; text implements all {len(text)}, vision {len(vision)}) and overrides the facts "
+               f"its config changes ({len(text_facts | vision_facts)} of the {len(facts)}: text "
+               f"{len(text_facts)}, vision {len(vision_facts)}).")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert counted in " ".join(doc.split()), counted
+    assert text == text | vision  # "text implements all"
+    assert not hooks & {"state_dict", "score_names", "data_fingerprint_of", "input_digest", "report"}
