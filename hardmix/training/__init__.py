@@ -1,7 +1,8 @@
 """The training engine every task (modality) shares: one run folder, one resume rule, one vocabulary.
 
-A task (:class:`Task`) says how to build its model and data, one step's loss and how to evaluate; the
-engine (:func:`run_training`) owns the rest. :func:`train` runs a registered task from Python.
+A task (:class:`Task`) says how to build its model and data, one step's loss and how to evaluate, and its
+:class:`ConfigFacts` what a config means before anything is built; the engine (:func:`run_training`) owns
+the rest. :func:`train` runs a registered task from Python.
 """
 
 from hardmix.training.api import load_config_for, train
@@ -11,9 +12,10 @@ from hardmix.training.registry import available_tasks, load_task
 from hardmix.training.results import read_results
 from hardmix.training.run_folder import RunFolderError
 from hardmix.training.runtime import Runtime
-from hardmix.training.task import StepResult, Task
+from hardmix.training.task import ConfigFacts, StepResult, Task
 
 __all__ = [
+    "ConfigFacts",
     "EvalSection",
     "LogSection",
     "LossSection",

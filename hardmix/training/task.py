@@ -196,8 +196,8 @@ class Task(ABC):
         facts_class: the task's :class:`ConfigFacts` subclass: what it says about a config without
             building anything (its scores, the data it reads, its data fingerprint, its report, ...).
         selection_metric: the score that selects the model and tunes it (``stsb_dev``; vision's
-            validation score): never a held-out score. A task whose config chooses it overrides
-            :meth:`ConfigFacts.selection_metric`; an instance holds its config's.
+            validation score): never a held-out score. A task whose config chooses it says so in its
+            facts (:meth:`ConfigFacts.selection_metric`); an instance holds its config's.
         default_score: the held-out score ``hardmix compare`` compares when a spec names none.
         resumable_keys: config keys beyond the engine's that may change on ``--resume``.
         meaning_keys: keys that may otherwise change on ``--resume`` (the ``eval`` section's) but fix what

@@ -19,8 +19,7 @@ TINY_TASK = '''
 from dataclasses import dataclass, field
 import torch
 from hardmix.losses import ContrastiveLoss
-from hardmix.training import EvalSection, LogSection, LossSection, StepResult, Task, TrainSection
-from hardmix.training.task import ConfigFacts
+from hardmix.training import ConfigFacts, EvalSection, LogSection, LossSection, StepResult, Task, TrainSection
 
 @dataclass
 class TinyConfig:
