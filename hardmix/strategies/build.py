@@ -30,6 +30,7 @@ from hardmix.strategies.base import (
     Strategy,
     available_strategies,
     broken_plugins,
+    check_hook_shapes,
     strategy_classes,
 )
 from hardmix.strategies.schedule import Scheduled, check_warmup, parse_ramp
@@ -129,7 +130,16 @@ def _build(entry: dict[str, Any], classes: dict[str, type[Strategy]]) -> Strateg
 
 
 def check_composition(strategies: Sequence[Strategy]) -> None:
-    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting."""
+    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting; and a
+    strategy that is not built in whose hooks have the shape of an older hardmix
+    (:func:`~hardmix.strategies.base.check_hook_shapes`: the loss would take its numbers wrongly)."""
+    for s in strategies:
+        cls = type(s.final if isinstance(s, Scheduled) else s)
+        if not cls.builtin():
+            try:
+                check_hook_shapes(cls)
+            except ValueError as e:
+                raise StrategyArgumentError("name", str(e)) from None
     estimators = [s.name for s in strategies if "estimator" in s.kinds()]
     if len(estimators) > 1:
         raise StrategyArgumentError(
