@@ -25,7 +25,7 @@ from hardmix.losses.composition import composed_direction
 from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.ops.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews
-from hardmix.strategies.build import BuiltStrategies, build_strategies, check_composition
+from hardmix.strategies.build import BuiltStrategies, build_strategies
 from hardmix.strategies.schedule import Scheduled
 from hardmix.utils.errors import ConfigError, StrategyArgumentError
 
@@ -139,9 +139,9 @@ class ContrastiveLoss(nn.Module):
         elif isinstance(strategies, BuiltStrategies):
             given = list(strategies)  # a config's list, built and checked once: taken as it is
         elif isinstance(strategies, (list, tuple)) and all(isinstance(s, Strategy) for s in strategies):
-            given = list(strategies)  # made by hand: checked to compose, as build_strategies would
+            given = BuiltStrategies(strategies)  # made by hand: checked to compose, as build_strategies would
             try:
-                check_composition(given)  # cheap; a list made by hand has met no build_strategies
+                given.check_composition()  # cheap; a list made by hand has met no build_strategies
             except StrategyArgumentError as e:
                 raise ConfigError(f"strategies: {e.message}") from None
         else:

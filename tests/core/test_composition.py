@@ -24,7 +24,7 @@ import hardmix.strategies.base as strategy_base
 from hardmix.config.loader import ConfigError, build_config
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import ContrastContext, FalseNegativeFilter, MixCSE, Strategy, build_strategies
-from hardmix.strategies.build import check_composition
+from hardmix.strategies.build import BuiltStrategies
 from hardmix.strategies.mochi import MoCHi
 from hardmix.text.config import build_text_config
 from hardmix.utils.errors import StrategyArgumentError
@@ -370,10 +370,11 @@ def test_two_estimators_or_an_estimator_with_a_weight_are_refused() -> None:
         ContrastiveLoss(0.1, [NegativesOnlyEstimator(), OtherEstimator()])
     for weight in (ConstantLogWeight(), SimilarityLogWeight()):
         with pytest.raises(StrategyArgumentError, match=f"compose with the reweighting of {weight.name}"):
-            check_composition([FalseNegativeFilter(), weight, NegativesOnlyEstimator()])
+            BuiltStrategies([FalseNegativeFilter(), weight, NegativesOnlyEstimator()]).check_composition()
     # what does compose: an estimator with exclusions and extra columns; weights with anything else
-    check_composition([NegativesOnlyEstimator(), FalseNegativeFilter(), MixCSE()])
-    check_composition([ConstantLogWeight(), SimilarityLogWeight(), FalseNegativeFilter(), MixCSE()])
+    BuiltStrategies([NegativesOnlyEstimator(), FalseNegativeFilter(), MixCSE()]).check_composition()
+    BuiltStrategies([ConstantLogWeight(), SimilarityLogWeight(), FalseNegativeFilter(),
+                     MixCSE()]).check_composition()
 
 
 @pytest.mark.parametrize("strategies, message", [

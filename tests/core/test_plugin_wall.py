@@ -21,7 +21,7 @@ import torch
 
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import MixCSE, base
-from hardmix.strategies.build import build_strategies, check_setup
+from hardmix.strategies.build import build_strategies
 from hardmix.utils.errors import ConfigError, StrategyArgumentError, StrategyOutputError
 
 from ._reference import mixcse_loss_np
@@ -275,14 +275,14 @@ def test_a_ramp_is_checked_against_the_setup_at_its_start_not_only_its_end(tiny_
 
     ramp = {"name": "mochi", "n_hard": {"start": 64, "end": 4, "steps": 10}, "n_pair": 4, "n_query": 2}
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.n_hard: 64 negatives needed per anchor"):
-        check_setup(build_strategies([ramp]), 15, "15 in-batch negatives")
+        build_strategies([ramp]).check_setup(15, "15 in-batch negatives")
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 64 negatives needed per anchor"):
         build_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": [ramp]}})
     ramped_filter = [{"name": "false_negative_filter", "top_k": {"start": 6, "end": 1, "steps": 5}},
                      {"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2}]
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[1\]\.n_hard: 14 negatives needed per anchor "
                                           r"\(8 plus the 6 the other strategies exclude first\)"):
-        check_setup(build_strategies(ramped_filter), 12, "12 in-batch negatives")
+        build_strategies(ramped_filter).check_setup(12, "12 in-batch negatives")
 
 
 def test_two_ramps_are_checked_together_at_every_corner():
