@@ -45,16 +45,16 @@ def composed_direction(
     """One direction's mean loss, composed in the order of this module's docstring (exclude, reweight, add
     columns, one cross-entropy), and each strategy's statistics of this call.
 
-    A strategy that is not built in (a plug-in) is checked where each of its outputs enters the loss,
-    naming the strategy and the hook (:class:`~hardmix.utils.errors.StrategyOutputError`): its type, shape,
-    dtype and device (an exclusion (B, N) bool, a reweighting (B, N) and extra cosines (B, M) floating, an
-    estimate (B,) floating, statistics scalars), its values (no NaN or +inf in logits, a finite estimate and
-    finite statistics: read once, with the loss's own finiteness), and that it changed nothing the core or
-    another strategy computed (the context's tensors' version counters, unchanged by the call: a write in
-    place is refused). hardmix's own strategies are sealed by identity
-    (:meth:`~hardmix.strategies.Strategy.builtin`) and tested: their outputs enter as they are. A hook a
-    strategy does not override is not called (it would return None). A loss made non-finite by the encoder
-    itself (NaN or +inf similarities) is left to the trainer, whose message is about the learning rate.
+    A strategy that is not built in (a plug-in) is checked where each of its outputs enters the loss, naming
+    the strategy and the hook (:class:`~hardmix.utils.errors.StrategyOutputError`): its type, shape, dtype and
+    device (an exclusion (B, N) bool, a reweighting (B, N) and extra cosines (B, M) floating, an estimate (B,)
+    floating, statistics scalars), its values (no NaN or +inf in its columns, a finite estimate and finite
+    statistics: read once, with the loss's own finiteness), and that it changed nothing the core or another
+    strategy computed (the context's tensors' version counters, unchanged by the call: a write in place is
+    refused). hardmix's own strategies are sealed by identity (:meth:`~hardmix.strategies.Strategy.builtin`)
+    and tested: their outputs enter as they are. A hook a strategy does not override is not called (it would
+    return None). A loss made non-finite by the encoder itself (NaN or +inf similarities) is left to the
+    trainer, whose message is about the learning rate.
 
     Args:
         ctx: the direction; ``ctx.cosines`` (B, N) over the candidates (in-batch: the positive's column
