@@ -98,108 +98,113 @@ def config_hints(cls: type) -> dict[str, Any]:
     return get_type_hints(cls, localns=nested, include_extras=True)
 
 
-def _coerce(value: Any, tp: Any, key: str) -> Any:
-    """Check ``value`` against the annotation ``tp`` and convert where lossless (int -> float)."""
+def _coerce(value: Any, tp: Any, key: str, meta: Mapping[str, Any] | None = None) -> Any:
+    """``value`` checked against the annotation ``tp`` and converted where lossless (int -> float, YAML
+    1.1's exponent strings -> float, a string -> Path), then against the range checks of ``tp``'s
+    ``Annotated`` and of ``meta`` (a field's metadata; see :func:`check_range`): the one function a config
+    value passes through, else a ConfigError naming ``key``."""
     base, checks, parsed = unwrap(tp)
     if parsed is not None:
         return parsed.parse(value, key)
-    out = _coerce_type(value, base, key, checks)
-    check_range(out, checks, key)
-    return out
-
-
-def _coerce_type(value: Any, tp: Any, key: str, checks: Mapping[str, Any]) -> Any:
-    origin = get_origin(tp)
-    if tp is Any:
-        return value
-    if origin in (Union, types.UnionType):
-        args = get_args(tp)
-        if value is None:
-            if type(None) in args:
-                return None
+    origin, out = get_origin(base), value
+    if base is Any:
+        pass
+    elif origin in (Union, types.UnionType):
+        if value is None and type(None) not in get_args(base):
             raise ConfigError(f"{key}: must not be null")
-        errors = []
-        for arg in args:
+        errors: list[str] = []
+        for arg in get_args(base) if value is not None else ():
             if arg is type(None):
                 continue
             try:
-                return _coerce(value, arg, key)
+                out = _coerce(value, arg, key)
+                break
             except ConfigError as e:
                 errors.append(str(e))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {value!r} matches none of {tp}")
-    if origin is typing.Literal:
-        choices = get_args(tp)
-        if value not in choices:
-            raise ConfigError(f"{key}: {value!r} is not one of {list(choices)}")
-        return value
-    if origin in (list, tuple):
+        else:
+            if errors:
+                raise ConfigError(errors[0] if len(errors) == 1 else
+                                  f"{key}: {value!r} matches none of {base}")
+    elif origin is typing.Literal:
+        if value not in get_args(base):
+            raise ConfigError(f"{key}: {value!r} is not one of {list(get_args(base))}")
+    elif origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             what = "a non-empty list" if checks.get("min_items") else "a list"
             raise ConfigError(f"{key}: expected {what}, got {type(value).__name__} {value!r}")
-        (item_tp, *rest) = get_args(tp) or (Any,)
+        (item_tp, *rest) = get_args(base) or (Any,)
         if origin is tuple and rest and rest[0] is not Ellipsis:
             item_tps = [item_tp, *rest]
             if len(value) != len(item_tps):
                 raise ConfigError(f"{key}: expected {len(item_tps)} items, got {len(value)}")
-            return tuple(_coerce(v, t, f"{key}[{i}]") for i, (v, t) in enumerate(zip(value, item_tps)))
-        items = [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
+            out = tuple(_coerce(v, t, f"{key}[{i}]") for i, (v, t) in enumerate(zip(value, item_tps)))
+        else:
+            items = [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+            out = tuple(items) if origin is tuple else items
+    elif origin is dict:
         if not isinstance(value, dict):
             what = "a non-empty mapping" if checks.get("min_items") else "a mapping"
             raise ConfigError(f"{key}: expected {what}, got {type(value).__name__} {value!r}")
-        _, val_tp = get_args(tp) or (Any, Any)
-        return {k: _coerce(v, val_tp, f"{key}.{k}") for k, v in value.items()}
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        _, val_tp = get_args(base) or (Any, Any)
+        out = {k: _coerce(v, val_tp, f"{key}.{k}") for k, v in value.items()}
+    elif isinstance(base, type) and dataclasses.is_dataclass(base):
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
-        return _from_dict(tp, value, key)
-    if tp is float:
+        out = _from_dict(base, value, key)
+    elif base is float:
         if isinstance(value, str) and YAML11_FLOAT.match(value.strip()):
             # YAML 1.1 (PyYAML) reads 3e-5 (an exponent without a dot) as a string; YAML 1.2 reads a number.
-            return float(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            out = float(value)
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {type(value).__name__} {value!r}")
-        if not math.isfinite(value):
+        elif not math.isfinite(value):
             raise ConfigError(f"{key}: expected a finite number, got {value!r}")
-        return float(value)
-    if tp is int:
+        else:
+            out = float(value)
+    elif base is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key}: expected an integer, got {type(value).__name__} {value!r}")
-        return value
-    if tp is bool:
+    elif base is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true or false, got {type(value).__name__} {value!r}")
-        return value
-    if tp is str or tp is Path:
+    elif base is str or base is Path:
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
-        return Path(value) if tp is Path else value
-    if isinstance(tp, type) and not isinstance(value, tp):
-        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {type(value).__name__} {value!r}")
-    return value
+        out = Path(value) if base is Path else value
+    elif isinstance(base, type) and not isinstance(value, base):
+        raise ConfigError(f"{key}: expected {_type_name(base)}, got {type(value).__name__} {value!r}")
+    for rules in (checks, meta or {}):  # the ranges: None passes
+        if out is None:
+            break
+        if rules.get("min_items") and len(out) < rules["min_items"]:
+            what = "mapping" if isinstance(out, dict) else "list"
+            raise ConfigError(f"{key}: expected a non-empty {what}, got {out!r}")
+        if rules.get("min_length") and len(out) < rules["min_length"]:
+            raise ConfigError(f"{key}: expected a non-empty string, got {out!r}")
+        if "choices" in rules and out not in rules["choices"]:
+            raise ConfigError(f"{key}: {out!r} is not one of {list(rules['choices'])}")
+        if "min" in rules and out < rules["min"]:
+            raise ConfigError(f"{key}: {out!r} is below the minimum {rules['min']}")
+        if "max" in rules and out > rules["max"]:
+            raise ConfigError(f"{key}: {out!r} is above the maximum {rules['max']}")
+        if "gt" in rules and not out > rules["gt"]:
+            raise ConfigError(f"{key}: {out!r} must be greater than {rules['gt']}")
+        if "lt" in rules and not out < rules["lt"]:
+            raise ConfigError(f"{key}: {out!r} must be less than {rules['lt']}")
+    return out
 
 
 def check_range(value: Any, meta: typing.Mapping[str, Any], key: str) -> None:
     """Check a read value against the checks of ``meta`` (a field's metadata, or ``Annotated``'s mapping):
-    ``choices``, ``min``, ``max``, ``gt``, ``lt``, ``min_items``, ``min_length``; None passes."""
-    if value is None:
-        return
-    if meta.get("min_items") and len(value) < meta["min_items"]:
-        what = "mapping" if isinstance(value, dict) else "list"
-        raise ConfigError(f"{key}: expected a non-empty {what}, got {value!r}")
-    if meta.get("min_length") and len(value) < meta["min_length"]:
-        raise ConfigError(f"{key}: expected a non-empty string, got {value!r}")
-    if "choices" in meta and value not in meta["choices"]:
-        raise ConfigError(f"{key}: {value!r} is not one of {list(meta['choices'])}")
-    if "min" in meta and value < meta["min"]:
-        raise ConfigError(f"{key}: {value!r} is below the minimum {meta['min']}")
-    if "max" in meta and value > meta["max"]:
-        raise ConfigError(f"{key}: {value!r} is above the maximum {meta['max']}")
-    if "gt" in meta and not value > meta["gt"]:
-        raise ConfigError(f"{key}: {value!r} must be greater than {meta['gt']}")
-    if "lt" in meta and not value < meta["lt"]:
-        raise ConfigError(f"{key}: {value!r} must be less than {meta['lt']}")
+    ``choices``, ``min``, ``max``, ``gt``, ``lt``, ``min_items``, ``min_length``; None passes (the ranges
+    of :func:`_coerce`, for a value read already).
+
+    >>> check_range(0.0, {"gt": 0.0}, "loss.temperature")
+    Traceback (most recent call last):
+    ...
+    hardmix.utils.errors.ConfigError: loss.temperature: 0.0 must be greater than 0.0
+    """
+    _coerce(value, Any, key, meta)
 
 
 def _from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
@@ -222,9 +227,7 @@ def _from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
         if parsed is not None:  # read here, not through _coerce: the value passes through no other function
             kwargs[name] = parsed.parse(value, key)
             continue
-        coerced = _coerce(value, hints[name], key)
-        check_range(coerced, fields[name].metadata, key)
-        kwargs[name] = coerced
+        kwargs[name] = _coerce(value, hints[name], key, fields[name].metadata)
     try:
         obj = cls(**kwargs)
     except ConfigError:

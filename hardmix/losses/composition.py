@@ -1,15 +1,17 @@
 """How the strategies of one loss compose: exclusions, then weights, then extra columns, then the estimator.
 
-For one direction with anchors (B, D), the existing negatives' logits l (B, N) (``-inf`` where not a
-valid negative) and the positive logits p (B,):
+For one direction with anchors (B, D), the existing negatives' cosines c (B, N) (``-inf`` where not a
+valid negative), the positive cosines c+ (B,) and the temperature tau:
 
 1. every strategy's exclusions are united: ``valid <- valid & ~(E_1 | E_2 | ...)``, and the excluded
-   entries of l become ``-inf``; the extra-column strategies of step 3 see this ``valid`` and these l
+   entries of c become ``-inf``; the extra-column strategies of step 3 see this ``valid`` and these c
    (MoCHi then never mixes an excluded negative, MixCSE never mixes with one);
-2. the log-weights are summed and added to the valid entries of l: ``l <- l + sum_s log w_s``;
-3. every strategy's extra columns X_s (B, M_s) are appended: ``C = [l | X_1 | X_2 | ...]``;
-4. the per-anchor loss is the estimator's ``estimator(p, C)`` if a strategy defines one, else InfoNCE's
-   ``logsumexp([p | C]) - p``; the loss is its mean over the anchors
+2. the log-weights are summed: ``log w = sum_s log w_s``, 0 where not a valid negative;
+3. every strategy's extra cosines X_s (B, M_s) are appended, and every column is divided by tau, here and
+   nowhere else: ``[p | l] = [c+ | c | X_1 | X_2 | ...] / tau``, then ``l <- l + log w`` on the existing
+   negatives;
+4. the per-anchor loss is the estimator's ``estimator(p, l, tau)`` if a strategy defines one, else
+   InfoNCE's ``logsumexp([p | l]) - p``; the loss is its mean over the anchors
    (:func:`~hardmix.losses.info_nce.info_nce`).
 
 The order of the strategies in ``loss.strategies`` does not change the result (exclusions unite, weights
@@ -27,6 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from hardmix.losses.info_nce import info_nce
@@ -36,27 +39,29 @@ from hardmix.utils.errors import ConfigError, StrategyArgumentError, StrategyOut
 
 
 def composed_direction(
-    ctx: ContrastContext, strategies: Sequence[Strategy], labels: Sequence[str] | None = None
+    ctx: ContrastContext, strategies: Sequence[Strategy], temperature: float,
+    labels: Sequence[str] | None = None,
 ) -> tuple[Tensor, dict[str, Stats]]:
     """One direction's mean loss, composed in the order of this module's docstring (exclude, reweight, add
     columns, one cross-entropy), and each strategy's statistics of this call.
 
-    A strategy that is not built in (a plug-in) is checked where each of its outputs enters the loss,
-    naming the strategy and the hook (:class:`~hardmix.utils.errors.StrategyOutputError`): its type, shape,
-    dtype and device (an exclusion (B, N) bool, a reweighting (B, N) and extra columns (B, M) floating, an
-    estimate (B,) floating, statistics scalars), its values (no NaN or +inf in logits, a finite estimate and
-    finite statistics: read once, with the loss's own finiteness), and that it changed nothing the core or
-    another strategy computed (the context's tensors' version counters, unchanged by the call: a write in
-    place is refused). hardmix's own strategies are sealed by identity
-    (:meth:`~hardmix.strategies.Strategy.builtin`) and tested: their outputs enter as they are. A hook a
-    strategy does not override is not called (it would return None). A loss made non-finite by the encoder
-    itself (NaN or +inf similarities) is left to the trainer, whose message is about the learning rate.
+    A strategy that is not built in (a plug-in) is checked where each of its outputs enters the loss, naming
+    the strategy and the hook (:class:`~hardmix.utils.errors.StrategyOutputError`): its type, shape, dtype and
+    device (an exclusion (B, N) bool, a reweighting (B, N) and extra cosines (B, M) floating, an estimate (B,)
+    floating, statistics scalars), its values (no NaN or +inf in its columns, a finite estimate and finite
+    statistics: read once, with the loss's own finiteness), and that it changed nothing the core or another
+    strategy computed (the context's tensors' version counters, unchanged by the call: a write in place is
+    refused). hardmix's own strategies are sealed by identity (:meth:`~hardmix.strategies.Strategy.builtin`)
+    and tested: their outputs enter as they are. A hook a strategy does not override is not called (it would
+    return None). A loss made non-finite by the encoder itself (NaN or +inf similarities) is left to the
+    trainer, whose message is about the learning rate.
 
     Args:
-        ctx: the direction; ``ctx.logits`` (B, N) over the candidates (in-batch: the positive's column
+        ctx: the direction; ``ctx.cosines`` (B, N) over the candidates (in-batch: the positive's column
             ``ctx.positive_index[i]`` included; queue: -inf at the excluded entries),
-            ``ctx.negative_mask`` (B, N) which of them are negatives, ``ctx.positive_logits`` (B,).
+            ``ctx.negative_mask`` (B, N) which of them are negatives, ``ctx.positive_cosines`` (B,).
         strategies: the strategies acting on this step.
+        temperature: tau, which divides every column (step 3), once.
         labels: each strategy's name in the statistics and the errors (default: its name; two entries of
             one name are told apart by :class:`~hardmix.losses.ContrastiveLoss`: ``mixcse[0]``,
             ``mixcse[1]``).
@@ -67,14 +72,14 @@ def composed_direction(
     """
     acting = [(label, s, s.kinds()) for label, s in
               zip([s.name for s in strategies] if labels is None else labels, strategies, strict=True)]
-    b, n = ctx.logits.shape
+    b, n = ctx.cosines.shape
     stats: dict[str, Stats] = {}
     checks: list[Check] = []  # what the loss's one finiteness read also covers (_check_finite)
     guarded = not all(type(s).builtin() for s in strategies)
     versions = _versions(ctx) if guarded else ()
 
     def outputs(kind: str, expected: tuple[int | None, ...], hidden: bool = False,
-                more: tuple[Tensor, ...] = ()) -> list[Tensor]:
+                more: tuple[Tensor | float, ...] = ()) -> list[Tensor]:
         """The blocks of ``kind`` (:data:`~hardmix.strategies.base.KINDS`) the strategies hand the loss on
         this call (``ctx`` and ``more`` their arguments; None: not acting), their statistics kept; a
         plug-in's checked where it enters (``expected``: the block's shape; ``hidden``: it may not reach the
@@ -110,29 +115,31 @@ def composed_direction(
                        "{first} first): its loss would be 0 and train nothing; an exclusion must keep at "
                        "least one negative per anchor", lost, "kept", True))
         ctx = replace(ctx, negative_mask=ctx.negative_mask & ~gone,
-                      logits=ctx.logits.masked_fill(gone, NEG_INF))
+                      cosines=ctx.cosines.masked_fill(gone, NEG_INF))
         versions = _versions(ctx) if guarded else ()
-    # 2. reweight: the log-weights added to the negatives' logits (a masked entry never reaches the loss)
-    logits = ctx.logits  # (B, N), the excluded negatives -inf
-    for weights in outputs("reweight", (b, n), hidden=True):
-        logits = logits + weights.masked_fill(~ctx.negative_mask, 0.0)
-    # 3. add columns: the extra negatives (B, M_s)
+    # 2. reweight: the log-weights, summed (a masked entry never reaches the loss)
+    weights = [w.masked_fill(~ctx.negative_mask, 0.0) for w in outputs("reweight", (b, n), hidden=True)]
+    # 3. add columns: the extra negatives' cosines (B, M_s); every column divided by tau, here only
     estimated = any("estimator" in kinds for _, _, kinds in acting)
     extras = outputs("extra", (b, None), hidden=estimated)
+    dtype = torch.promote_types(ctx.cosines.dtype, torch.float32)
+    cosines = ctx.cosines.masked_fill(~ctx.negative_mask, NEG_INF) if estimated else ctx.cosines
+    in_batch = ctx.mode == "in_batch" and not estimated  # each anchor's positive is one of the candidates
+    positive_index = ctx.positive_index
+    if in_batch and positive_index is None:
+        raise ValueError("positive_index: an in-batch context names each anchor's positive column")
+    first = [] if in_batch else [ctx.positive_cosines.unsqueeze(1)]
+    logits = torch.cat([c.to(dtype) for c in [*first, cosines, *extras]], dim=1) / temperature
+    if weights:  # added to the existing negatives' columns: [p | l + log w | X / tau]
+        logits = logits + F.pad(sum(weights[1:], weights[0]).to(dtype),
+                                (len(first), logits.shape[1] - len(first) - n))
     # 4. one cross-entropy over [positive | negatives | extra columns], or the estimator's loss
-    dtype = torch.promote_types(logits.dtype, torch.float32)
     if estimated:
-        negatives = logits.masked_fill(~ctx.negative_mask, NEG_INF)  # (B, N)
-        all_negatives = torch.cat([c.to(dtype) for c in [negatives, *extras]], dim=1)  # (B, N + sum M_s)
-        loss = outputs("estimator", (b,), more=(ctx.positive_logits.to(dtype), all_negatives))[0].mean()
-    elif ctx.mode == "in_batch":  # each anchor's positive is one of the candidates
-        if ctx.positive_index is None:
-            raise ValueError("positive_index: an in-batch context names each anchor's positive column")
-        loss = info_nce(torch.cat([c.to(dtype) for c in [logits, *extras]], dim=1), ctx.positive_index)
+        loss = outputs("estimator", (b,), more=(logits[:, 0], logits[:, 1:], temperature))[0].mean()
+    elif positive_index is not None and in_batch:
+        loss = info_nce(logits, positive_index)
     else:
-        blocks = [ctx.positive_logits.unsqueeze(1), logits, *extras]
-        targets = torch.zeros(b, dtype=torch.long, device=logits.device)
-        loss = info_nce(torch.cat([c.to(dtype) for c in blocks], dim=1), targets)
+        loss = info_nce(logits, torch.zeros(b, dtype=torch.long, device=logits.device))
     return (_check_finite(loss, ctx, checks) if checks else loss), stats
 
 
@@ -142,7 +149,7 @@ Check = tuple[str, Tensor, str, bool]
 
 
 # The context's tensors a strategy reads and must leave as they are, by field.
-_FIELDS = ("anchors", "positives", "candidates", "logits", "positive_logits", "negative_mask",
+_FIELDS = ("anchors", "positives", "candidates", "cosines", "positive_cosines", "negative_mask",
            "positive_index")
 _VIEWS = ("anchors", "all_anchors", "candidates")
 
@@ -153,8 +160,8 @@ def _versions(ctx: ContrastContext) -> tuple[int, ...]:
     ``torch.inference_mode`` (whose tensors keep no counter, and have no gradient to corrupt)."""
     views, index = ctx.unnormalized, ctx.positive_index
     try:
-        return (ctx.anchors._version, ctx.positives._version, ctx.candidates._version, ctx.logits._version,
-                ctx.positive_logits._version, ctx.negative_mask._version,
+        return (ctx.anchors._version, ctx.positives._version, ctx.candidates._version, ctx.cosines._version,
+                ctx.positive_cosines._version, ctx.negative_mask._version,
                 -1 if index is None else index._version,
                 *((-1, -1, -1) if views is None else (views.anchors._version, views.all_anchors._version,
                                                       views.candidates._version)))
@@ -176,11 +183,11 @@ def _digest(ctx: ContrastContext) -> Tensor:
     parts = []
     for t in tensors:
         if t is None:
-            parts.append(torch.zeros(2, dtype=torch.float64, device=ctx.logits.device))
+            parts.append(torch.zeros(2, dtype=torch.float64, device=ctx.cosines.device))
             continue
         x = t.detach().reshape(-1).to(torch.float64).nan_to_num(nan=3.0e6, posinf=2.0e6, neginf=-2.0e6)
         w = torch.arange(1, x.numel() + 1, dtype=torch.float64, device=x.device)
-        parts.append(torch.stack([x.sum(), (x * w).sum()]).to(ctx.logits.device))
+        parts.append(torch.stack([x.sum(), (x * w).sum()]).to(ctx.cosines.device))
     return torch.cat(parts)
 
 
@@ -238,8 +245,8 @@ def _checked(out: Any, hook: str, ctx: ContrastContext, expected: tuple[int | No
     if exclusion != (block.dtype == torch.bool) or not (exclusion or block.dtype.is_floating_point):
         raise StrategyOutputError(f"{hook} returned a block of dtype {block.dtype}, expected "
                                   + ("torch.bool" if exclusion else "a floating dtype"))
-    if block.device != ctx.logits.device:
-        raise StrategyOutputError(f"{hook} returned a block on {block.device}, expected {ctx.logits.device}")
+    if block.device != ctx.cosines.device:
+        raise StrategyOutputError(f"{hook} returned a block on {block.device}, expected {ctx.cosines.device}")
     if not exclusion:
         rule = "finite" if estimate else "logits"
         checks.append((f"{hook} returned NaN or +inf values", block, rule, hidden))
@@ -262,7 +269,7 @@ def _checked(out: Any, hook: str, ctx: ContrastContext, expected: tuple[int | No
 
 def _check_shape(hook: str, block: Tensor, expected: tuple[int | None, ...]) -> None:
     """A hook's block has the shape the loss needs (None: any size), else a StrategyOutputError naming
-    the hook (``strategy 'mochi': extra_logits``): never a bare torch error from inside the loss."""
+    the hook (``strategy 'mochi': extra_cosines``): never a bare torch error from inside the loss."""
     shape = tuple(getattr(block, "shape", ()))
     if len(shape) != len(expected) or any(e is not None and s != e for s, e in zip(shape, expected)):
         want = ", ".join("M" if e is None else str(e) for e in expected)
@@ -293,7 +300,7 @@ def _check_finite(loss: Tensor, ctx: ContrastContext, checks: list[Check]) -> Te
             raise StrategyOutputError(what.format(field=fields[int(flags.nonzero()[0]) // 2]))
         if rule == "kept" and bool(flags.any()):
             raise StrategyOutputError(what.format(n=int(flags.sum()), first=int(flags.nonzero()[0])))
-    if torch.isnan(ctx.logits).any() or torch.isposinf(ctx.logits).any():
+    if torch.isnan(ctx.cosines).any() or torch.isposinf(ctx.cosines).any():
         return loss
     for what, value, rule, _ in checks:
         if rule in ("wrote", "kept"):

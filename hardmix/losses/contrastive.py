@@ -6,8 +6,9 @@ direction (z2 as anchor against z1) is added and the two are averaged.
 
 Queue layout (MoCo): query q (B, D), key k (B, D) and a queue (K, D); logits [q.k | q.queue] / tau.
 
-Both build one :class:`~hardmix.strategies.ContrastContext` per direction and compose it with the
-strategies of the step (:func:`~hardmix.losses.composition.composed_direction`).
+Both build one :class:`~hardmix.strategies.ContrastContext` of cosine similarities per direction and
+compose it with the strategies of the step (:func:`~hardmix.losses.composition.composed_direction`, which
+divides every column by tau: the one place the temperature enters).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from hardmix.losses.composition import composed_direction
-from hardmix.losses.info_nce import check_temperature, cosine_logits, paired_logits
+from hardmix.losses.info_nce import MIN_TEMPERATURE
 from hardmix.ops.mixing import NEG_INF
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, UnnormalizedViews
-from hardmix.strategies.build import BuiltStrategies, build_strategies, check_composition
+from hardmix.strategies.build import BuiltStrategies, build_strategies
 from hardmix.strategies.schedule import Scheduled
 from hardmix.utils.errors import ConfigError, StrategyArgumentError
 
@@ -128,16 +129,19 @@ class ContrastiveLoss(nn.Module):
         self, temperature: float, strategies: Any = None, both_directions: bool | None = None
     ) -> None:
         super().__init__()
-        check_temperature(temperature)
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+                or not temperature >= MIN_TEMPERATURE:
+            raise ValueError(f"temperature: must be a number of at least {MIN_TEMPERATURE}, got "
+                             f"{temperature!r}")
         self.temperature = float(temperature)
         if strategies is None or strategies == []:
             given: list[Strategy] = []
         elif isinstance(strategies, BuiltStrategies):
             given = list(strategies)  # a config's list, built and checked once: taken as it is
         elif isinstance(strategies, (list, tuple)) and all(isinstance(s, Strategy) for s in strategies):
-            given = list(strategies)  # made by hand: checked to compose, as build_strategies would
+            given = BuiltStrategies(strategies)  # made by hand: checked to compose, as build_strategies would
             try:
-                check_composition(given)  # cheap; a list made by hand has met no build_strategies
+                given.check_composition()  # cheap; a list made by hand has met no build_strategies
             except StrategyArgumentError as e:
                 raise ConfigError(f"strategies: {e.message}") from None
         else:
@@ -261,15 +265,14 @@ class ContrastiveLoss(nn.Module):
         def direction(
             anchors: Tensor, positives: Tensor, candidates: Tensor, views: UnnormalizedViews, index: int
         ) -> tuple[Tensor, dict[str, Stats], Tensor]:
-            logits = cosine_logits(anchors, candidates, tau)  # (B, N)
+            cosines = anchors @ candidates.T  # (B, N)
             ctx = ContrastContext(
                 anchors=anchors,
                 positives=positives,
                 candidates=candidates,
-                logits=logits,
-                positive_logits=logits[rows, pos_index],
+                cosines=cosines,
+                positive_cosines=cosines[rows, pos_index],
                 negative_mask=valid,
-                temperature=tau,
                 mode="in_batch",
                 step=step,
                 positive_index=pos_index,
@@ -277,14 +280,14 @@ class ContrastiveLoss(nn.Module):
                 generator=generator,
                 unnormalized=views,
             )
-            return (*composed_direction(ctx, strategies, labels), logits)
+            return (*composed_direction(ctx, strategies, tau, labels), cosines)
 
-        loss, stats, logits = direction(h1, h2, h2_all, UnnormalizedViews(z1, z1_all, z2_all), 0)
+        loss, stats, cosines = direction(h1, h2, h2_all, UnnormalizedViews(z1, z1_all, z2_all), 0)
         if self.both_directions:
             loss2, _, _ = direction(h2, h1, h1_all, UnnormalizedViews(z2, z2_all, z1_all), 1)
             loss = 0.5 * (loss + loss2)
         with torch.no_grad():
-            cosines = logits.detach() * tau
+            cosines = cosines.detach()
             neg_sim = torch.where(valid, cosines, 0.0).sum() / (b * (n - 1))
         return LossOutput(loss, cosines[rows, pos_index], neg_sim, _merge(stats, schedules))
 
@@ -351,26 +354,25 @@ class ContrastiveLoss(nn.Module):
                 raise ValueError(
                     "queue_ids: every queue entry is excluded for some query (empty slots or its own id)"
                 )
-        logits = cosine_logits(h, negatives, tau)  # (B, K), gradient to q only
+        cosines = h @ negatives.T  # (B, K), gradient to q only
         if queue_ids is not None:
-            logits = logits.masked_fill(~valid, NEG_INF)
-        pos = paired_logits(h, key, tau)  # (B,)
+            cosines = cosines.masked_fill(~valid, NEG_INF)
+        pos = (h * key).sum(dim=1)  # (B,) q . k
         ctx = ContrastContext(
             anchors=h,
             positives=key,
             candidates=negatives,
-            logits=logits,
-            positive_logits=pos,
+            cosines=cosines,
+            positive_cosines=pos,
             negative_mask=valid,
-            temperature=tau,
             mode="queue",
             step=step,
             generator=generator,
         )
-        loss, stats = composed_direction(ctx, strategies, labels)
+        loss, stats = composed_direction(ctx, strategies, tau, labels)
         with torch.no_grad():
-            neg_sim = torch.where(valid, logits.detach(), 0.0).sum() * tau / valid.sum()
-        return LossOutput(loss, pos.detach() * tau, neg_sim, _merge(stats, schedules))
+            neg_sim = torch.where(valid, cosines.detach(), 0.0).sum() / valid.sum()
+        return LossOutput(loss, pos.detach(), neg_sim, _merge(stats, schedules))
 
 
 def _merge(stats: dict[str, Stats], schedules: dict[str, Stats]) -> dict[str, Stats]:

@@ -4,8 +4,8 @@ A strategy file imports these and :mod:`hardmix.strategies.base`, never another 
 imports no strategy (nothing of hardmix but its errors).
 
 - mixtures of unit vectors: :func:`mix_normalize` (``normalize(w a + (1 - w) b)``, the mixture both papers
-  use), :func:`mixture_logits` (``h . normalize(w a + (1 - w) b)`` from the inner products alone),
-  :func:`mixed_negative_logits` (MixCSE's positive-negative mixtures, masked), :func:`synthetic_stats`
+  use), :func:`mixture_cosines` (``h . normalize(w a + (1 - w) b)`` from the inner products alone),
+  :func:`mixed_negative_cosines` (MixCSE's positive-negative mixtures, masked), :func:`synthetic_stats`
   (what the diagnostics report of synthetic negatives);
 - each anchor's hardest negatives: :func:`hardest`, :func:`check_enough_negatives`;
 - distinct random pairs of n items: :func:`sample_distinct_pairs`.
@@ -15,13 +15,13 @@ A method's own selection, draws and points live in its strategy's file (MoCHi's 
 
 For unit a, b: ``||w a + (1 - w) b||^2 = w^2 + (1 - w)^2 + 2 w (1 - w) a.b``, so
 ``h . normalize(w a + (1 - w) b) = (w h.a + (1 - w) h.b) / sqrt(w^2 + (1 - w)^2 + 2 w (1 - w) a.b)``:
-the logits of a mixture need h.a, h.b (logits the loss has) and a.b, never the (B, N, D) mixtures.
+the cosine of a mixture needs h.a, h.b (cosines the loss has) and a.b, never the (B, N, D) mixtures.
 
 Example:
     >>> a, b = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
     >>> mix_normalize(a, b, 0.5)
     tensor([0.7071, 0.7071])
-    >>> mixture_logits(a @ a, a @ b, a @ b, 0.5)  # a . normalize(a / 2 + b / 2)
+    >>> mixture_cosines(a @ a, a @ b, a @ b, 0.5)  # a . normalize(a / 2 + b / 2)
     tensor(0.7071)
 """
 
@@ -43,72 +43,71 @@ def mix_normalize(a: Tensor, b: Tensor, weight_a: Tensor | float) -> Tensor:
     return F.normalize(weight_a * a + (1.0 - weight_a) * b, dim=-1)
 
 
-def mixture_logits(anchor_pos: Tensor, anchor_neg: Tensor, pos_neg: Tensor, lam: Tensor | float) -> Tensor:
+def mixture_cosines(anchor_pos: Tensor, anchor_neg: Tensor, pos_neg: Tensor, lam: Tensor | float) -> Tensor:
     """``h . normalize(lam p + (1 - lam) n)`` for unit h, p, n from ``h.p``, ``h.n`` and ``p.n`` (they
-    broadcast; h.p and h.n may be scaled alike, e.g. divided by tau, and the result is scaled so).
+    broadcast; h.p and h.n may be scaled alike, and the result is scaled so).
 
     Example:
         >>> one, zero = torch.tensor(1.0), torch.tensor(0.0)
-        >>> mixture_logits(one, zero, zero, 0.5)  # h = p orthogonal to n: cos 45 degrees
+        >>> mixture_cosines(one, zero, zero, 0.5)  # h = p orthogonal to n: cos 45 degrees
         tensor(0.7071)
     """
     squared_norm = lam * lam + (1.0 - lam) ** 2 + 2.0 * lam * (1.0 - lam) * pos_neg
     return (lam * anchor_pos + (1.0 - lam) * anchor_neg) * squared_norm.clamp_min(1e-12).rsqrt()
 
 
-def mixed_negative_logits(
+def mixed_negative_cosines(
     anchor_pos: Tensor, anchor_neg: Tensor, pos_neg: Tensor, valid: Tensor, lam: Tensor | float
 ) -> Tensor:
-    """(B, N) ``h_i . normalize(lam p_i + (1 - lam) n_j) / tau``, -inf where j is not a valid negative of i
+    """(B, N) ``h_i . normalize(lam p_i + (1 - lam) n_j)``, -inf where j is not a valid negative of i
     (MixCSE's mixtures of each anchor's positive with its negatives).
 
     Args:
-        anchor_pos: (B, 1) h_i . p_i / tau.
-        anchor_neg: (B, N) h_i . n_j / tau (any value where not valid, -inf included).
+        anchor_pos: (B, 1) h_i . p_i.
+        anchor_neg: (B, N) h_i . n_j (any value where not valid, -inf included).
         pos_neg: (B, N) p_i . n_j.
         valid: (B, N) bool, the valid negatives.
         lam: the positive's weight, a number or a (B, 1) tensor (one per anchor).
 
     Example:
         >>> valid = torch.tensor([[True, False]])
-        >>> mixed_negative_logits(torch.ones(1, 1), torch.zeros(1, 2), torch.zeros(1, 2), valid, 0.5)
+        >>> mixed_negative_cosines(torch.ones(1, 1), torch.zeros(1, 2), torch.zeros(1, 2), valid, 0.5)
         tensor([[0.7071,   -inf]])
     """
     anchor_neg = anchor_neg.masked_fill(~valid, 0.0)  # finite everywhere: no inf reaches a product
-    return mixture_logits(anchor_pos, anchor_neg, pos_neg.to(anchor_neg.dtype), lam).masked_fill(
+    return mixture_cosines(anchor_pos, anchor_neg, pos_neg.to(anchor_neg.dtype), lam).masked_fill(
         ~valid, NEG_INF
     )
 
 
 def synthetic_stats(
-    logits: Tensor, positive_logits: Tensor, temperature: float, valid: Tensor | None = None
+    cosines: Tensor, positive_cosines: Tensor, valid: Tensor | None = None
 ) -> dict[str, Tensor]:
     """Mean cosine of the anchors to their synthetic negatives and the fraction of those more similar to
     the anchor than its positive (MixCSE's bound on lam, Sec. 4.3), detached.
 
     Args:
-        logits: (B, M) the synthetic negatives' logits h . s / tau.
-        positive_logits: (B,) h . p / tau.
-        temperature: tau.
+        cosines: (B, M) the anchors' cosines h . s to their synthetic negatives.
+        positive_cosines: (B,) h . p.
         valid: optional (B, M) bool, the entries to count (None: all).
 
     Example:
-        >>> stats = synthetic_stats(torch.tensor([[1.0, 3.0]]), torch.tensor([2.0]), 0.5)
-        >>> float(stats["synthetic_sim"]), float(stats["synthetic_harder_than_positive"])
-        (1.0, 0.5)
+        >>> stats = synthetic_stats(torch.tensor([[0.2, 0.6]]), torch.tensor([0.4]))
+        >>> round(float(stats["synthetic_sim"]), 4), float(stats["synthetic_harder_than_positive"])
+        (0.4, 0.5)
     """
     with torch.no_grad():
-        logits = logits.detach().float()
-        positive = positive_logits.detach().float().unsqueeze(1)
+        cosines = cosines.detach().float()
+        positive = positive_cosines.detach().float().unsqueeze(1)
         if valid is None:
             return {
-                "synthetic_sim": logits.mean() * temperature,
-                "synthetic_harder_than_positive": (logits > positive).float().mean(),
+                "synthetic_sim": cosines.mean(),
+                "synthetic_harder_than_positive": (cosines > positive).float().mean(),
             }
         n = valid.sum().clamp_min(1)
         return {
-            "synthetic_sim": torch.where(valid, logits, 0.0).sum() / n * temperature,
-            "synthetic_harder_than_positive": ((logits > positive) & valid).sum() / n,
+            "synthetic_sim": torch.where(valid, cosines, 0.0).sum() / n,
+            "synthetic_harder_than_positive": ((cosines > positive) & valid).sum() / n,
         }
 
 
@@ -212,8 +211,8 @@ __all__ = [
     "check_enough_negatives",
     "hardest",
     "mix_normalize",
-    "mixed_negative_logits",
-    "mixture_logits",
+    "mixed_negative_cosines",
+    "mixture_cosines",
     "sample_distinct_pairs",
     "synthetic_stats",
 ]

@@ -16,7 +16,7 @@ from hardmix.strategies.base import (
     describe_strategies,
     register_strategy,
 )
-from hardmix.strategies.build import build_strategies, check_setup
+from hardmix.strategies.build import BuiltStrategies, build_strategies
 from hardmix.strategies.dcl import DCL
 from hardmix.strategies.false_negative_filter import FalseNegativeFilter
 from hardmix.strategies.hard_copies import HardCopies
@@ -31,6 +31,7 @@ from hardmix.strategies.synco import SynCo
 _base._seal_builtins()  # the classes registered above are hardmix's own: known by identity from here on
 
 __all__ = [
+    "BuiltStrategies",
     "ContrastContext",
     "DCL",
     "HCL",
@@ -47,7 +48,6 @@ __all__ = [
     "UnnormalizedViews",
     "available_strategies",
     "build_strategies",
-    "check_setup",
     "describe_strategies",
     "register_strategy",
 ]

@@ -1,18 +1,19 @@
 """What a strategy is: a frozen dataclass of its arguments whose methods change one direction's InfoNCE
 denominator, each returning its result and its statistics.
 
-A strategy never sees an encoder. It receives a :class:`ContrastContext` (unit-norm anchors, their
-positives, the candidate set with the logits already computed, and which candidates are valid negatives)
-and acts on the denominator in up to four ways, which the loss composes in this order
-(:mod:`hardmix.losses.composition`):
+A strategy never sees an encoder, nor the temperature. It receives a :class:`ContrastContext` (unit-norm
+anchors, their positives, the candidate set with the cosine similarities already computed, and which
+candidates are valid negatives) and acts on the denominator in up to four ways, which the loss composes in
+this order (:mod:`hardmix.losses.composition`):
 
 1. **exclude** (:meth:`Strategy.exclude`): (B, N) bool, existing negatives to drop (suspected false
    negatives); they leave the denominator and the pool every later step draws from;
 2. **reweight** (:meth:`Strategy.reweight`): (B, N) log-weights added to the existing negatives' logits;
-3. **extra logits** (:meth:`Strategy.extra_logits`): synthetic negative logits (B, M), already divided by
-   the temperature, ``-inf`` where an entry is excluded (MixCSE, MoCHi);
+3. **extra cosines** (:meth:`Strategy.extra_cosines`): the cosine similarities (B, M) of each anchor to its
+   synthetic negatives, ``-inf`` where an entry is excluded (MixCSE, MoCHi); the loss divides them by the
+   temperature with every other column;
 4. **estimator** (:meth:`Strategy.estimator`): the per-anchor loss from the positive and all the negative
-   logits, replacing InfoNCE's log-sum-exp (the debiased family: DCL, HCL).
+   logits and the temperature, replacing InfoNCE's log-sum-exp (the debiased family: DCL, HCL).
 
 Each method returns ``None`` (it does not act on this call) or ``(result, stats)``: ``stats`` maps names to
 detached scalars (0-dim tensors or floats) describing this call. Nothing is kept between calls.
@@ -45,7 +46,7 @@ from torch import Tensor
 Mode = Literal["in_batch", "queue"]
 Stats = dict[str, Any]
 KINDS = ("exclude", "reweight", "extra", "estimator")  # the ways a strategy acts, in composition order
-METHODS = {"exclude": "exclude", "reweight": "reweight", "extra": "extra_logits", "estimator": "estimator"}
+METHODS = {"exclude": "exclude", "reweight": "reweight", "extra": "extra_cosines", "estimator": "estimator"}
 ENTRY_POINT_GROUP = "hardmix.strategies"
 
 
@@ -73,14 +74,13 @@ class ContrastContext:
         anchors: (B, D) unit-norm anchors (carry the gradient).
         positives: (B, D) unit-norm positive of each anchor (in-batch: the other view, with gradient;
             queue: the momentum key, detached).
-        candidates: (N, D) unit-norm columns of ``logits``. In-batch: the positives of the whole (possibly
+        candidates: (N, D) unit-norm columns of ``cosines``. In-batch: the positives of the whole (possibly
             gathered) batch, column ``positive_index[i]`` being anchor i's positive. Queue: the queue keys
             (detached).
-        logits: (B, N) ``anchors @ candidates.T / temperature``, -inf at the entries that are not valid
-            negatives in queue mode and at every excluded one.
-        positive_logits: (B,) ``anchor . positive / temperature``.
+        cosines: (B, N) ``anchors @ candidates.T``, -inf at the entries that are not valid negatives in
+            queue mode and at every excluded one.
+        positive_cosines: (B,) ``anchor . positive``.
         negative_mask: (B, N) bool, True where candidate j is a valid negative of anchor i.
-        temperature: tau.
         mode: ``"in_batch"`` or ``"queue"``.
         step: the optimizer step.
         positive_index: (B,) column of each anchor's positive (in-batch only).
@@ -92,10 +92,9 @@ class ContrastContext:
     anchors: Tensor
     positives: Tensor
     candidates: Tensor
-    logits: Tensor
-    positive_logits: Tensor
+    cosines: Tensor
+    positive_cosines: Tensor
     negative_mask: Tensor
-    temperature: float
     mode: Mode
     step: int = 0
     positive_index: Tensor | None = None
@@ -103,35 +102,35 @@ class ContrastContext:
     generator: torch.Generator | None = None
     unnormalized: UnnormalizedViews | None = None
 
-    def anchor_logits(self) -> Tensor:
-        """(B, N) ``anchors @ SG(candidates).T / tau``: the logits with their gradient to the anchors only
-        (the logits themselves when the candidates carry no gradient, as a queue; else one more product).
+    def anchor_cosines(self) -> Tensor:
+        """(B, N) ``anchors @ SG(candidates).T``: the cosines with their gradient to the anchors only (the
+        cosines themselves when the candidates carry no gradient, as a queue; else one more product).
         Invalid entries are arbitrary."""
         if not self.candidates.requires_grad:
-            return self.logits
-        return self.anchors @ self.candidates.detach().T / self.temperature
+            return self.cosines
+        return self.anchors @ self.candidates.detach().T
 
     def mixing_products(self, stop_grad: bool) -> tuple[Tensor, Tensor, Tensor]:
         """The inner products a mixture of each anchor's positive with its candidates is computed from
-        (:func:`hardmix.ops.mixing.mixed_negative_logits`): (B, 1) ``h_i . p_i / tau``, (B, N) ``h_i . n_j /
-        tau`` and (B, N) ``p_i . n_j``. With ``stop_grad`` their gradient reaches the anchors only (as through
-        SG on the mixtures); without, the loss's own logits (invalid entries arbitrary)."""
+        (:func:`hardmix.ops.mixing.mixed_negative_cosines`): (B, 1) ``h_i . p_i``, (B, N) ``h_i . n_j`` and
+        (B, N) ``p_i . n_j``. With ``stop_grad`` their gradient reaches the anchors only (as through SG on
+        the mixtures); without, the loss's own cosines (invalid entries arbitrary)."""
         if stop_grad:
             with torch.no_grad():
                 pos_neg = self.positives @ self.candidates.T  # (B, N) p_i . n_j
-            anchor_neg = self.anchor_logits()  # (B, N) h_i . SG(n_j) / tau
-            anchor_pos = (self.anchors * self.positives.detach()).sum(1, keepdim=True) / self.temperature
+            anchor_neg = self.anchor_cosines()  # (B, N) h_i . SG(n_j)
+            anchor_pos = (self.anchors * self.positives.detach()).sum(1, keepdim=True)
         else:
             pos_neg = self.positives @ self.candidates.T
-            anchor_neg, anchor_pos = self.logits, self.positive_logits.unsqueeze(1)
+            anchor_neg, anchor_pos = self.cosines, self.positive_cosines.unsqueeze(1)
         return anchor_pos, anchor_neg, pos_neg
 
     def selection_similarities(self) -> Tensor:
-        """(B, N) values that rank each anchor's negatives, without gradient: the logits when they are
+        """(B, N) cosines that rank each anchor's negatives, without gradient: the cosines when they are
         fp32 or fp64, else ``anchors . candidates`` recomputed in fp32 (bf16 ties would change a choice)."""
         with torch.no_grad():
-            if self.logits.dtype in (torch.float32, torch.float64):
-                return self.logits.detach()
+            if self.cosines.dtype in (torch.float32, torch.float64):
+                return self.cosines.detach()
             with torch.autocast(self.anchors.device.type, enabled=False):
                 return self.anchors.detach().float() @ self.candidates.detach().float().T
 
@@ -166,15 +165,17 @@ class Strategy:
         """(B, N) log-weights added to the logits of the existing negatives (0 leaves an entry as is)."""
         return None
 
-    def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
-        """Extra negative logits (B, M), divided by tau, -inf where excluded."""
+    def extra_cosines(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
+        """The cosines (B, M) of each anchor to its extra negatives, -inf where excluded (the loss divides
+        them by tau, as every other column)."""
         return None
 
     def estimator(
-        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor
+        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor, temperature: float
     ) -> tuple[Tensor, Stats] | None:
         """The (B,) per-anchor loss from the (B,) positive logits and the (B, C) negative logits (the
-        existing negatives, then every extra column; -inf where excluded). At most one per loss."""
+        existing negatives, then every extra column, all divided by ``temperature``; -inf where excluded).
+        At most one per loss."""
         return None
 
     @property
@@ -274,8 +275,9 @@ def register_strategy(cls: type[Strategy]) -> type[Strategy]:
     class is refused."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
+    check_hook_shapes(cls)
     if not cls.kinds() and cls.name != "none":
-        raise ValueError(f"{cls.__name__} overrides none of exclude, reweight, extra_logits, estimator")
+        raise ValueError(f"{cls.__name__} overrides none of exclude, reweight, extra_cosines, estimator")
     builtin = _BUILTINS.get(cls.name)
     if builtin is not None and cls is not builtin:
         raise BuiltinNameError(f"{cls.name!r} is a built-in strategy of hardmix ({builtin.__module__}); "
@@ -285,6 +287,34 @@ def register_strategy(cls: type[Strategy]) -> type[Strategy]:
         raise ValueError(f"a strategy named {cls.name!r} is already registered ({held.__module__})")
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def check_hook_shapes(cls: type[Strategy]) -> None:
+    """Refuse, with one line naming the class and the hook, a strategy written for the hooks of an older
+    hardmix, whose numbers the loss would take wrongly: ``extra_logits`` (logits divided by tau; the loss
+    now takes cosines from ``extra_cosines`` and divides every column itself) and an ``estimator`` without
+    the ``temperature`` argument.
+
+    >>> check_hook_shapes(type("Old", (Strategy,), {"name": "old", "extra_logits": lambda s, ctx: None}))
+    Traceback (most recent call last):
+    ...
+    ValueError: Old defines extra_logits, a hook hardmix no longer calls: return the extra negatives' ...
+    """
+    if callable(getattr(cls, "extra_logits", None)):
+        raise ValueError(f"{cls.__name__} defines extra_logits, a hook hardmix no longer calls: return the "
+                         "extra negatives' cosines (not divided by the temperature) from extra_cosines(self, "
+                         "ctx); the loss divides every column by tau itself")
+    estimator = cls.estimator
+    if estimator is not Strategy.estimator:
+        try:
+            params = list(inspect.signature(estimator).parameters.values())
+        except (TypeError, ValueError):  # a callable without a signature: left to the call's own error
+            return
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(positional) == 4 and not any(p.kind == p.VAR_POSITIONAL for p in params):
+            raise ValueError(f"{cls.__name__}.estimator takes (ctx, positive_logits, negative_logits): "
+                             "hardmix calls estimator(ctx, positive_logits, negative_logits, temperature); "
+                             "add the temperature argument (ctx no longer holds it)")
 
 
 def _seal_builtins() -> None:
@@ -438,6 +468,7 @@ __all__ = [
     "UnnormalizedViews",
     "arg",
     "available_strategies",
+    "check_hook_shapes",
     "describe_strategies",
     "lookup",
     "strategy_classes",

@@ -4,9 +4,9 @@ A spec is a strategy name, a mapping ``{name: ..., **arguments}`` or a list of t
 a mapping is a ramp and ``warmup_steps`` / ``warmup_epochs`` a warm-up (:mod:`hardmix.strategies.schedule`):
 such a strategy is wrapped in :class:`~hardmix.strategies.schedule.Scheduled`, itself a Strategy. The
 trainers validate their config with :func:`build_strategies` and hand the list to
-:class:`~hardmix.losses.ContrastiveLoss` as it is; :func:`check_setup` says, where a task knows its
-negatives, whether they suffice. Errors are :class:`~hardmix.utils.errors.ConfigError` naming the key path
-(``loss.strategies[0].n_hard``), built from the strategies'
+:class:`~hardmix.losses.ContrastiveLoss` as it is; :meth:`BuiltStrategies.check_setup` says, where a task
+knows its negatives, whether they suffice. Errors are :class:`~hardmix.utils.errors.ConfigError` naming
+the key path (``loss.strategies[0].n_hard``), built from the strategies'
 :class:`~hardmix.utils.errors.StrategyArgumentError`.
 
 Example:
@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from hardmix.config.loader import YAML11_FLOAT
@@ -30,6 +29,7 @@ from hardmix.strategies.base import (
     Strategy,
     available_strategies,
     broken_plugins,
+    check_hook_shapes,
     strategy_classes,
 )
 from hardmix.strategies.schedule import Scheduled, check_warmup, parse_ramp
@@ -69,12 +69,72 @@ def strategy_entries(spec: Any, key: str = "loss.strategies") -> list[dict[str, 
 
 class BuiltStrategies(list):
     """A list :func:`build_strategies` built and checked to compose: handed down as it is (a config's
-    section, the loss) and never checked again."""
+    section, the loss) and never checked again. The list checks itself: how its strategies compose
+    (:meth:`check_composition`) and, where a task knows its negatives, whether they suffice
+    (:meth:`check_setup`)."""
+
+    def check_composition(self) -> None:
+        """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting;
+        and a strategy that is not built in whose hooks have the shape of an older hardmix
+        (:func:`~hardmix.strategies.base.check_hook_shapes`: the loss would take its numbers wrongly)."""
+        for s in self:
+            cls = type(s.final if isinstance(s, Scheduled) else s)
+            if not cls.builtin():
+                try:
+                    check_hook_shapes(cls)
+                except ValueError as e:
+                    raise StrategyArgumentError("name", str(e)) from None
+        estimators = [s.name for s in self if "estimator" in s.kinds()]
+        if len(estimators) > 1:
+            raise StrategyArgumentError(
+                "name", f"{' and '.join(estimators)} both replace the negative term of the loss; keep one"
+            )
+        weighting = [s.name for s in self if "reweight" in s.kinds()]
+        if estimators and weighting:
+            raise StrategyArgumentError(
+                "name",
+                f"{estimators[0]} is an estimator that weights the negatives itself; it does not compose "
+                f"with the reweighting of {', '.join(weighting)}",
+            )
+
+    def check_setup(self, negatives: int, where: str, key: str = "loss.strategies", queue_size: int = 0,
+                    keys_per_step: int = 0) -> None:
+        """Refuse, before training, a strategy that needs more valid negatives per anchor than the task
+        gives.
+
+        Args:
+            negatives: the fewest valid negatives an anchor has (``where`` says what gives them).
+            where: what gives them, for the message ("the 63 in-batch negatives of ...").
+            key: the strategies' key path.
+            queue_size, keys_per_step: a queue beside the in-batch negatives and the keys it gains a step: a
+                strategy that starts after a warm-up finds what the queue holds by then.
+
+        A strategy's pool is smaller by what the others may exclude first (a top-k filter's k), so those
+        count on top of what it needs.
+
+        Example:
+            >>> strategies = build_strategies([{"name": "mochi", "n_hard": 64}])
+            >>> try:
+            ...     strategies.check_setup(63, "63 in-batch negatives")
+            ... except ConfigError as e:
+            ...     print(e)  # doctest: +ELLIPSIS
+            loss.strategies[0].n_hard: 64 negatives needed per anchor; the setup gives only 63 in-batch ...
+        """
+        for i, s in enumerate(self):
+            need = s.required_negatives
+            excluded = sum(o.excludes_at_most for j, o in enumerate(self) if j != i) if need else 0
+            queued = min(queue_size, (getattr(s, "warmup_steps", 0) or 0) * keys_per_step)
+            if need + excluded > negatives + queued:
+                also = f" ({need} plus the {excluded} the other strategies exclude first)" if excluded else ""
+                gives = where + (f" plus the {queued} queued by step warmup_steps" if queue_size else "")
+                raise ConfigError(f"{key}[{i}].{s.negatives_argument or 'name'}: {need + excluded} negatives "
+                                  f"needed per anchor{also}; the setup gives only {gives}")
 
 
-def build_strategies(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
+def build_strategies(spec: Any, key: str = "loss.strategies") -> BuiltStrategies:
     """Every strategy of ``spec`` built (``none`` included; a strategy built already passes through), and
-    checked to compose (:func:`check_composition`), as a :class:`BuiltStrategies`; one given as it is.
+    checked to compose (:meth:`BuiltStrategies.check_composition`), as a :class:`BuiltStrategies`; one
+    given as it is.
 
     Raises:
         ConfigError: ``<key>[i].<argument>: <message>`` for a bad name or argument, ``<key>: <message>``
@@ -94,11 +154,12 @@ def build_strategies(spec: Any, key: str = "loss.strategies") -> list[Strategy]:
                               f"{key}[{i}]: {e.message}") from None
         except (TypeError, ValueError) as e:
             raise ConfigError(f"{key}[{i}]: {e}") from None
+    checked = BuiltStrategies(built)
     try:
-        check_composition(built)
+        checked.check_composition()
     except StrategyArgumentError as e:
         raise ConfigError(f"{key}: {e.message}") from None
-    return BuiltStrategies(built)
+    return checked
 
 
 def _build(entry: dict[str, Any], classes: dict[str, type[Strategy]]) -> Strategy:
@@ -128,53 +189,4 @@ def _build(entry: dict[str, Any], classes: dict[str, type[Strategy]]) -> Strateg
     return Scheduled(final, ramps, *warmup) if ramps or warmup != (0, None) else final
 
 
-def check_composition(strategies: Sequence[Strategy]) -> None:
-    """Refuse the combinations that are not defined: two estimators; an estimator with a reweighting."""
-    estimators = [s.name for s in strategies if "estimator" in s.kinds()]
-    if len(estimators) > 1:
-        raise StrategyArgumentError(
-            "name", f"{' and '.join(estimators)} both replace the negative term of the loss; keep one"
-        )
-    weighting = [s.name for s in strategies if "reweight" in s.kinds()]
-    if estimators and weighting:
-        raise StrategyArgumentError(
-            "name",
-            f"{estimators[0]} is an estimator that weights the negatives itself; it does not compose with "
-            f"the reweighting of {', '.join(weighting)}",
-        )
-
-
-def check_setup(strategies: Sequence[Strategy], negatives: int, where: str, key: str = "loss.strategies",
-                queue_size: int = 0, keys_per_step: int = 0) -> None:
-    """Refuse, before training, a strategy that needs more valid negatives per anchor than the task gives.
-
-    Args:
-        strategies: as :func:`build_strategies` built them.
-        negatives: the fewest valid negatives an anchor has (``where`` says what gives them).
-        where: what gives them, for the message ("the 63 in-batch negatives of ...").
-        key: the strategies' key path.
-        queue_size, keys_per_step: a queue beside the in-batch negatives and the keys it gains a step: a
-            strategy that starts after a warm-up finds what the queue holds by then.
-
-    A strategy's pool is smaller by what the others may exclude first (a top-k filter's k), so those count
-    on top of what it needs.
-
-    Example:
-        >>> try:
-        ...     check_setup(build_strategies([{"name": "mochi", "n_hard": 64}]), 63, "63 in-batch negatives")
-        ... except ConfigError as e:
-        ...     print(e)
-        loss.strategies[0].n_hard: 64 negatives needed per anchor; the setup gives only 63 in-batch negatives
-    """
-    for i, s in enumerate(strategies):
-        need = s.required_negatives
-        excluded = sum(o.excludes_at_most for j, o in enumerate(strategies) if j != i) if need else 0
-        queued = min(queue_size, (getattr(s, "warmup_steps", 0) or 0) * keys_per_step)
-        if need + excluded > negatives + queued:
-            also = f" ({need} plus the {excluded} the other strategies exclude first)" if excluded else ""
-            gives = where + (f" plus the {queued} queued by step warmup_steps" if queue_size else "")
-            raise ConfigError(f"{key}[{i}].{s.negatives_argument or 'name'}: {need + excluded} negatives "
-                              f"needed per anchor{also}; the setup gives only {gives}")
-
-
-__all__ = ["BuiltStrategies", "build_strategies", "check_composition", "check_setup", "strategy_entries"]
+__all__ = ["BuiltStrategies", "build_strategies", "strategy_entries"]

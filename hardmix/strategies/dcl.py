@@ -51,10 +51,10 @@ class DCL(Strategy):
         set_field(self, "tau_plus", check_number("tau_plus", self.tau_plus, 0.0, 1.0, "[)"))
 
     def estimator(
-        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor
+        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor, temperature: float
     ) -> tuple[Tensor, Stats]:
         """The per-anchor loss (B,): HCL's debiased term with uniform weights (beta = 0)."""
-        term = debiased_negative_term(positive_logits, negative_logits, ctx.temperature, 0.0, self.tau_plus)
+        term = debiased_negative_term(positive_logits, negative_logits, temperature, 0.0, self.tau_plus)
         stats = debiased_stats(term)
         stats.pop("hardest_weight", None)
         return term.loss, stats

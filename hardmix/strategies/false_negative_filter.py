@@ -142,8 +142,6 @@ class FalseNegativeFilter(Strategy):
         fraction of the valid negatives dropped and, when any were, their mean cosine to the anchor."""
         with torch.no_grad():
             cosines = ctx.selection_similarities()
-            if ctx.logits.dtype in (torch.float32, torch.float64):
-                cosines = cosines * ctx.temperature  # the logits: back to cosines
             valid = ctx.negative_mask
             if self.top_k or self.threshold is None:  # one of them is given (__post_init__)
                 dropped = top_k_false_negatives(cosines, valid, self.top_k)

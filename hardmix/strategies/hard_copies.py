@@ -20,7 +20,8 @@ copy's term equals its negative's, so the copies re-weight the hardest negatives
 times weighs 1 + m). If MoCHi helps only by weighting its hard negatives more, this control does as well.
 The copies are detached (as MoCHi's points): their gradient reaches the anchor only.
 
-The copies' logits q . SG(n) / tau are entries of the logits with their gradient to the anchors only.
+The copies' cosines q . SG(n) are entries of the cosines with their gradient to the anchors only (the loss
+divides them by tau with every other column).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def copy_positions(
     dtype: torch.dtype,
 ) -> Tensor:
     """(B, s + s') positions among each query's N hardest negatives of the copies: the first of each of s
-    distinct pairs, then s' uniform picks. Drawn as MoCHi draws (:func:`hardmix.strategies.mochi.mochi_draws`,
+    distinct pairs, then s' uniform picks. Drawn as MoCHi draws (:meth:`hardmix.strategies.mochi.MoCHi.draws`,
     the same generator calls in the same order, the weights in ``dtype``), so that for one seed the copies
     are the sources of MoCHi's points and the generator is left where MoCHi leaves it.
 
@@ -97,8 +98,8 @@ class HardCopies(Strategy):
     def required_negatives(self) -> int:
         return self.n_hard
 
-    def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
-        """(B, s + s') q . SG(n) / tau for each copied negative n, pair copies first."""
+    def extra_cosines(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
+        """(B, s + s') q . SG(n) for each copied negative n, pair copies first."""
         if self.n_pair + self.n_query == 0:
             return None
         check_enough_negatives(self.n_hard, ctx.fewest_negatives(), ctx.mode)
@@ -108,9 +109,10 @@ class HardCopies(Strategy):
             positions = copy_positions(hard.shape[0], self.n_hard, self.n_pair, self.n_query, ctx.generator,
                                        similarities.device, ctx.anchors.dtype)
             copies = hard.gather(1, positions)  # (B, s + s') candidate index of each copy
-        logits = ctx.anchor_logits().gather(1, copies)
+        cosines = ctx.anchor_cosines().gather(1, copies)
         with torch.no_grad():
-            values, positive = logits.detach().double(), ctx.positive_logits.detach().double().unsqueeze(1)
-            stats = {"copy_sim": values.mean() * ctx.temperature,
+            values = cosines.detach().double()
+            positive = ctx.positive_cosines.detach().double().unsqueeze(1)
+            stats = {"copy_sim": values.mean(),
                      "copy_harder_than_positive": (values > positive).float().mean()}
-        return logits, stats
+        return cosines, stats

@@ -70,10 +70,10 @@ class HCL(Strategy):
         set_field(self, "tau_plus", check_number("tau_plus", self.tau_plus, 0.0, 1.0, "[)"))
 
     def estimator(
-        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor
+        self, ctx: ContrastContext, positive_logits: Tensor, negative_logits: Tensor, temperature: float
     ) -> tuple[Tensor, Stats]:
         """The per-anchor loss (B,) of :func:`debiased_negative_term` over every negative column."""
-        term = debiased_negative_term(positive_logits, negative_logits, ctx.temperature, self.beta,
+        term = debiased_negative_term(positive_logits, negative_logits, temperature, self.beta,
                                       self.tau_plus)
         stats = debiased_stats(term)
         stats.pop("negative_scale", None)

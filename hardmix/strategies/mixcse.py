@@ -5,7 +5,8 @@ Clean mode, the paper's Eq. 4 and 5. Anchor h_i, its positive h'_i, negatives h'
     m'_ij = (lam h'_i + (1 - lam) h'_j) / ||lam h'_i + (1 - lam) h'_j||
     L_i = -log exp(h_i.h'_i / tau) / (sum_j exp(h_i.h'_j / tau) + sum_{j != i} exp(h_i.SG(m'_ij) / tau))
 
-The strategy returns the second sum's logits h_i.SG(m'_ij) / tau; the loss holds the first. With the
+The strategy returns the second sum's cosines h_i.SG(m'_ij); the loss holds the first and divides every
+column by tau. With the
 loss's second direction (``second_direction``, the paper's loss) h'_i is also an anchor against h_j: the same
 function with the views swapped. Against a queue (MoCo layout) the positive is the key k_i and the
 negatives are the queue entries n_j.
@@ -16,11 +17,11 @@ The (B, N, D) mixtures are not built: for unit vectors ||lam p + (1 - lam) n||^2
     h . normalize(lam p + (1 - lam) n)
         = (lam h.p + (1 - lam) h.n) / sqrt(lam^2 + (1 - lam)^2 + 2 lam (1 - lam) p.n)
 
-needs only h.p, h.n (the logits the loss has) and p.n (:func:`hardmix.ops.mixing.mixture_logits`); SG(m'_ij)
+needs only h.p, h.n (the cosines the loss has) and p.n (:func:`hardmix.ops.mixing.mixture_cosines`); SG(m'_ij)
 is the same expression with p and n detached. Its gradient is the mixtures', since p and n are unit (the
 normalization upstream removes the radial part).
 
-Reference mode: the logits of the official MixCSE code (BDBC-KG-NLP/MixCSE_AAAI2022, ``cl_forward``),
+Reference mode: the columns of the official MixCSE code (BDBC-KG-NLP/MixCSE_AAAI2022, ``cl_forward``),
 described in ``docs/mixcse_modes.md``: un-normalized pooled features mixed with their roll-by-one neighbour,
 two shared B x B blocks, the false-negative entry zeroed (not masked), one direction.
 """
@@ -34,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmix.ops.mixing import mixed_negative_logits, synthetic_stats
+from hardmix.ops.mixing import mixed_negative_cosines, synthetic_stats
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 from hardmix.utils.errors import StrategyArgumentError, check_bool, check_number
 
@@ -101,14 +102,14 @@ class MixCSE(Strategy):
     def in_batch_only(self) -> str | None:
         return "mode" if self.mode == "reference" else None
 
-    def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats]:
-        """(B, N) h_i . SG(m'_ij) / tau (clean), or the official code's two blocks (reference)."""
+    def extra_cosines(self, ctx: ContrastContext) -> tuple[Tensor, Stats]:
+        """(B, N) h_i . SG(m'_ij) (clean), or the official code's two blocks (reference)."""
         if self.mode == "reference":
-            return self.reference_logits(ctx), {}
-        mixed = mixed_negative_logits(*ctx.mixing_products(self.stop_grad), ctx.negative_mask, self.lam)
-        return mixed, synthetic_stats(mixed, ctx.positive_logits, ctx.temperature, ctx.negative_mask)
+            return self.reference_cosines(ctx), {}
+        mixed = mixed_negative_cosines(*ctx.mixing_products(self.stop_grad), ctx.negative_mask, self.lam)
+        return mixed, synthetic_stats(mixed, ctx.positive_cosines, ctx.negative_mask)
 
-    def reference_logits(self, ctx: ContrastContext) -> Tensor:
+    def reference_cosines(self, ctx: ContrastContext) -> Tensor:
         """(B, 2N) the official code's blocks S2 and S3 (``docs/mixcse_modes.md``)."""
         if ctx.mode != "in_batch" or ctx.unnormalized is None:
             raise StrategyArgumentError(
@@ -116,7 +117,7 @@ class MixCSE(Strategy):
             )
         if ctx.direction != 0:
             raise StrategyArgumentError("second_direction", "the reference mode is one-directional")
-        lam, tau = self.lam, ctx.temperature
+        lam = self.lam
         z1_all, z2_all, z1 = (
             ctx.unnormalized.all_anchors,
             ctx.unnormalized.candidates,
@@ -125,14 +126,14 @@ class MixCSE(Strategy):
         n_all = z2_all.shape[0]
         rows = torch.arange(z1.shape[0], device=z1.device)
         global_rows = ctx.positive_index if ctx.positive_index is not None else rows
-        # Block 2: z3_j = SG(lam z2_j + (1 - lam) z2_{j+1}); S2[i, j] = cos(z1_i, z3_j) / tau; S2[i, i-1] = 0.
+        # Block 2: z3_j = SG(lam z2_j + (1 - lam) z2_{j+1}); S2[i, j] = cos(z1_i, z3_j); S2[i, i-1] = 0.
         z3 = (lam * z2_all + (1 - lam) * torch.roll(z2_all, shifts=-1, dims=0)).detach()
-        s2 = _cosine_matrix(z1, z3) / tau
+        s2 = _cosine_matrix(z1, z3)
         keep2 = torch.ones_like(s2)
         keep2[rows, (global_rows - 1) % n_all] = 0.0
-        # Block 3: z4_i = SG(lam z1_i + (1 - lam) z1_{i+1}); S3[i, j] = cos(z4_i, z2_j) / tau; S3[i, i+1] = 0.
+        # Block 3: z4_i = SG(lam z1_i + (1 - lam) z1_{i+1}); S3[i, j] = cos(z4_i, z2_j); S3[i, i+1] = 0.
         z4 = (lam * z1_all + (1 - lam) * torch.roll(z1_all, shifts=-1, dims=0)).detach()[global_rows]
-        s3 = _cosine_matrix(z4, z2_all) / tau
+        s3 = _cosine_matrix(z4, z2_all)
         keep3 = torch.ones_like(s3)
         keep3[rows, (global_rows + 1) % n_all] = 0.0
         return torch.cat([s2 * keep2, s3 * keep3], dim=1)

@@ -32,8 +32,8 @@ as MixCSE's second direction); against a queue the positive is the key and the n
 With ``lam_max`` = 0.2, the paper's constant, lam_i is 0.2 wherever the bound does not bite, and lower only
 where the paper's constant would make a mixture harder than the anchor's positive (less the margin).
 
-:meth:`MixCSEAdaptive.extra_logits` takes MixCSE's mixed logits at the per-row lam_i
-(:func:`~hardmix.ops.mixing.mixed_negative_logits`, from the inner products), lam_i from
+:meth:`MixCSEAdaptive.extra_cosines` takes MixCSE's mixed cosines at the per-row lam_i
+(:func:`~hardmix.ops.mixing.mixed_negative_cosines`, from the inner products), lam_i from
 :func:`adaptive_lam`.
 """
 
@@ -45,7 +45,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmix.ops.mixing import mixed_negative_logits, mixture_logits
+from hardmix.ops.mixing import mixed_negative_cosines, mixture_cosines
 from hardmix.strategies.base import ContrastContext, Stats, Strategy, arg, register_strategy, set_field
 from hardmix.utils.errors import StrategyArgumentError, check_bool, check_number
 
@@ -87,7 +87,7 @@ def adaptive_lam(
         >>> out = adaptive_lam(h, p, n, torch.ones(1, 2, dtype=torch.bool), margin=0.1, lam_max=0.5)
         >>> out.lam, out.bites
         (tensor([0.1980]), tensor([True]))
-        >>> cos = mixture_logits(torch.tensor(0.8), torch.tensor(0.6), torch.tensor(0.48), out.lam)
+        >>> cos = mixture_cosines(torch.tensor(0.8), torch.tensor(0.6), torch.tensor(0.48), out.lam)
         >>> round(float(cos), 6)  # the binding mixture sits on the threshold
         0.7
     """
@@ -100,7 +100,7 @@ def adaptive_lam(
     t = (a - margin).unsqueeze(1)  # (B, 1)
     constrained = negative_mask & (b <= t)  # j in J_i
     # lam*_ij < lam_max exactly where lam_max itself is infeasible; bisect only those pairs.
-    binding = constrained & (mixture_logits(a.unsqueeze(1), b, c, lam_max) > t)
+    binding = constrained & (mixture_cosines(a.unsqueeze(1), b, c, lam_max) > t)
     lam = torch.full_like(a, lam_max)
     rows, cols = binding.nonzero(as_tuple=True)
     if rows.numel():
@@ -109,7 +109,7 @@ def adaptive_lam(
         hi = torch.full_like(b_r, lam_max)  # infeasible
         for _ in range(64 if dtype == torch.float64 else 32):  # to the dtype's resolution
             mid = 0.5 * (lo + hi)
-            ok = mixture_logits(a_r, b_r, c_r, mid) <= t_r
+            ok = mixture_cosines(a_r, b_r, c_r, mid) <= t_r
             lo = torch.where(ok, mid, lo)
             hi = torch.where(ok, hi, mid)
         lam.scatter_reduce_(0, rows, lo, reduce="amin")  # lam_i = min_j lam*_ij
@@ -171,12 +171,12 @@ class MixCSEAdaptive(Strategy):
     def both_directions(self) -> bool | None:
         return True if self.second_direction is None else self.second_direction
 
-    def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats]:
-        """(B, N) h_i . SG(m'_ij(lam_i)) / tau for every candidate j, -inf where j is not a valid negative of
+    def extra_cosines(self, ctx: ContrastContext) -> tuple[Tensor, Stats]:
+        """(B, N) h_i . SG(m'_ij(lam_i)) for every candidate j, -inf where j is not a valid negative of
         i; stats: the mean and smallest lam_i and the fraction of anchors where the bound bites."""
         out = adaptive_lam(ctx.anchors, ctx.positives, ctx.candidates, ctx.negative_mask, self.margin,
                            self.lam_max, self.lam_min)
-        lam = out.lam.to(ctx.logits.dtype).unsqueeze(1)  # (B, 1) lam_i, detached
+        lam = out.lam.to(ctx.cosines.dtype).unsqueeze(1)  # (B, 1) lam_i, detached
         stats = {"lam_mean": out.lam.mean(), "lam_smallest": out.lam.min(),
                  "bound_bites": out.bites.float().mean()}
-        return mixed_negative_logits(*ctx.mixing_products(self.stop_grad), ctx.negative_mask, lam), stats
+        return mixed_negative_cosines(*ctx.mixing_products(self.stop_grad), ctx.negative_mask, lam), stats

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 from hardmix.config.loader import Parsed, unwrap
 from hardmix.config.schema import jsonable, type_schema
 from hardmix.strategies.base import Strategy, registry
-from hardmix.strategies.build import build_strategies
+from hardmix.strategies.build import BuiltStrategies, build_strategies
 from hardmix.strategies.schedule import RAMP_KEYS, SHAPES
 
 #: An argument given as a ramp (:func:`hardmix.strategies.schedule.parse_ramp`).
@@ -84,6 +84,6 @@ def strategy_spec_schema(complete: bool = True) -> dict[str, Any]:
 
 #: ``loss.strategies``: the list the loss uses, built from its spec once, when the config is read
 #: (:func:`hardmix.strategies.build.build_strategies`; errors name ``loss.strategies[i].<argument>``).
-Strategies = Annotated[list[Strategy], Parsed(build_strategies, strategy_spec_schema)]
+Strategies = Annotated[BuiltStrategies, Parsed(build_strategies, strategy_spec_schema)]
 
 __all__ = ["RAMP_SCHEMA", "Strategies", "entry_schema", "strategy_spec_schema"]

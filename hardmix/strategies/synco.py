@@ -15,13 +15,13 @@ in this fixed order of columns:
     perturbed     s = normalize(n + delta grad_n(q~ . n)) = normalize(n + delta q~)
     adversarial   s = normalize(n + eta sign(grad_n(q~ . n))) = normalize(n + eta sign(q~))
 
-Every point is L2-normalized and detached; its logit q . s / tau joins the denominator of q's InfoNCE
-term, like MoCHi's. The extrapolated point lies on the line from q through n, past n, away from q (the
-"extrapolation past a hard negative away from the query"). The perturbed point moves n along the gradient
-of its similarity to the query, the direction of q; the adversarial point takes a signed (FGSM) step of
-size eta per coordinate that increases that similarity, and so the anchor's loss: the gradient of the
-anchor's InfoNCE loss with respect to a negative n is p_n q / tau (p_n its softmax weight), of the same
-direction and the same signs as q.
+Every point is L2-normalized and detached; its cosine q . s joins q's negatives and, divided by tau by the
+loss, the denominator of q's InfoNCE term, like MoCHi's. The extrapolated point lies on the line from q
+through n, past n, away from q (the "extrapolation past a hard negative away from the query"). The perturbed
+point moves n along the gradient of its similarity to the query, the direction of q; the adversarial point
+takes a signed (FGSM) step of size eta per coordinate that increases that similarity, and so the anchor's
+loss: the gradient of the anchor's InfoNCE loss with respect to a negative n is p_n q / tau (p_n its softmax
+weight), of the same direction and the same signs as q.
 
 Where the equations and defaults come from (read, not copied):
 
@@ -228,8 +228,8 @@ class SynCo(Strategy):
         """The points per query of each kind, in the order of :data:`SYNTHETIC_KINDS`."""
         return (self.n_extrapolated, self.n_noise, self.n_perturbed, self.n_adversarial)
 
-    def extra_logits(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
-        """Select, draw, build the (B, M, D) points, take their logits q . SG(s) / tau: (B, M), the kinds
+    def extra_cosines(self, ctx: ContrastContext) -> tuple[Tensor, Stats] | None:
+        """Select, draw, build the (B, M, D) points, take their cosines q . SG(s): (B, M), the kinds
         in the order of :data:`SYNTHETIC_KINDS`."""
         if sum(self.counts) == 0:
             return None
@@ -239,5 +239,5 @@ class SynCo(Strategy):
         draws = synco_draws(batch, dim, self.n_hard, self.counts, self.extrapolation_max, ctx.generator,
                             ctx.anchors.device, ctx.anchors.dtype)
         points = synco_synthesize(ctx.anchors, ctx.candidates, hard, draws, self.sigma, self.delta, self.eta)
-        logits = (points @ ctx.anchors.unsqueeze(2)).squeeze(2) / ctx.temperature  # (B, M)
-        return logits, synthetic_stats(logits, ctx.positive_logits, ctx.temperature)
+        cosines = (points @ ctx.anchors.unsqueeze(2)).squeeze(2)  # (B, M)
+        return cosines, synthetic_stats(cosines, ctx.positive_cosines)

@@ -25,7 +25,6 @@ from typing import Any
 
 from hardmix.config.loader import build_config, load_config
 from hardmix.losses.info_nce import MIN_TEMPERATURE
-from hardmix.strategies.build import check_setup
 from hardmix.text.pooling import POOLINGS
 from hardmix.training.config import EvalSection as BaseEvalSection
 from hardmix.training.config import LossSection as BaseLossSection
@@ -196,9 +195,9 @@ class TextConfig(TaskConfig):
         # The needed negatives exist when a strategy starts: the batch's B - 1, plus what the queue holds by
         # then (a warm-up in steps).
         in_batch = self.train.batch_size - 1
-        check_setup(self.loss.strategies, in_batch,
-                    f"the {in_batch} in-batch negatives of train.batch_size={self.train.batch_size}",
-                    queue_size=self.loss.queue_size, keys_per_step=self.train.batch_size)
+        self.loss.strategies.check_setup(
+            in_batch, f"the {in_batch} in-batch negatives of train.batch_size={self.train.batch_size}",
+            queue_size=self.loss.queue_size, keys_per_step=self.train.batch_size)
 
 
 def _both_directions(loss: LossSection) -> bool:

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from hardmix.losses.info_nce import MIN_TEMPERATURE
-from hardmix.strategies.build import check_setup
 from hardmix.strategies.spec_type import Strategies
 from hardmix.training.config import EvalSection as BaseEvalSection
 from hardmix.training.config import LossSection as BaseLossSection
@@ -304,13 +303,13 @@ def check_negatives(cfg: VisionConfig, images: int | None) -> None:
     excluded from it (``images``: how many images the run draws from; None: not known, the queue itself)."""
     k = cfg.loss.queue_size
     if images is None:
-        check_setup(cfg.loss.strategies, k, f"loss.queue_size={k}")
+        cfg.loss.strategies.check_setup(k, f"loss.queue_size={k}")
         return
     views = 2 if cfg.loss.two_queries else 1
     own = views * (math.ceil(k / (views * images)) + 1) if cfg.loss.mask_same_sample else 0
     available = k - min(own, k)
-    check_setup(cfg.loss.strategies, available, f"the {available} negatives left when a queue of {k} over "
-                f"{images} images excludes each query's own keys (up to {own})")
+    cfg.loss.strategies.check_setup(available, f"the {available} negatives left when a queue of {k} over "
+                                    f"{images} images excludes each query's own keys (up to {own})")
 
 
 @dataclass

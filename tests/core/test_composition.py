@@ -24,8 +24,8 @@ import hardmix.strategies.base as strategy_base
 from hardmix.config.loader import ConfigError, build_config
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import ContrastContext, FalseNegativeFilter, MixCSE, Strategy, build_strategies
-from hardmix.strategies.build import check_composition
-from hardmix.strategies.mochi import mochi_draws
+from hardmix.strategies.build import BuiltStrategies
+from hardmix.strategies.mochi import MoCHi
 from hardmix.text.config import build_text_config
 from hardmix.utils.errors import StrategyArgumentError
 from hardmix.vision.config import VisionConfig
@@ -57,7 +57,7 @@ class ConstantLogWeight(Strategy):
     c: float = 0.7
 
     def reweight(self, ctx: ContrastContext) -> tuple[torch.Tensor, dict]:
-        return torch.full_like(ctx.logits, self.c), {}
+        return torch.full_like(ctx.cosines, self.c), {}
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class NegativesOnlyEstimator(Strategy):
 
     name = "test_estimator"
 
-    def estimator(self, ctx, positive_logits, negative_logits):
+    def estimator(self, ctx, positive_logits, negative_logits, temperature):
         return torch.logsumexp(negative_logits, dim=1) - positive_logits, {}
 
 
@@ -216,14 +216,14 @@ def test_an_excluded_negative_is_never_mixed_by_mixcse() -> None:
     mask = torch.from_numpy(valid)
     ctx = ContrastContext(
         anchors=hq, positives=hkey, candidates=hn,
-        logits=(hq @ hn.T / TAU_Q).masked_fill(~mask, float("-inf")),
-        positive_logits=(hq * hkey).sum(1) / TAU_Q, negative_mask=mask, temperature=TAU_Q, mode="queue",
+        cosines=(hq @ hn.T).masked_fill(~mask, float("-inf")),
+        positive_cosines=(hq * hkey).sum(1), negative_mask=mask, mode="queue",
     )
     drop, _ = filt.exclude(ctx)
     np.testing.assert_array_equal(drop.numpy(), dropped)
     excluded = dataclasses.replace(ctx, negative_mask=ctx.negative_mask & ~drop,
-                                   logits=ctx.logits.masked_fill(drop, float("-inf")))
-    mixed = mixcse.extra_logits(excluded)[0].numpy()
+                                   cosines=ctx.cosines.masked_fill(drop, float("-inf")))
+    mixed = mixcse.extra_cosines(excluded)[0].numpy()
     assert np.all(np.isneginf(mixed[dropped])) and np.all(np.isfinite(mixed[valid & ~dropped]))
 
     loss, _ = _queue([{"name": "false_negative_filter", "top_k": 4}, {"name": "mixcse", "lam": 0.3,
@@ -257,8 +257,8 @@ def test_an_excluded_negative_is_never_among_mochis_hardest() -> None:
     spec = [{"name": "mochi", "n_hard": n_hard, "n_pair": n_pair, "n_query": n_query, "beta_max": beta_max},
             {"name": "false_negative_filter", "top_k": 3}]
     loss, _ = _queue(spec, q, key, queue, query_ids, queue_ids, seed=4)
-    draws = mochi_draws(5, n_hard, n_pair, n_query, beta_max, torch.Generator().manual_seed(4),
-                        torch.device("cpu"), torch.float64)
+    draws = MoCHi(n_hard, n_pair, n_query, beta_max).draws(5, torch.Generator().manual_seed(4),
+                                                           torch.device("cpu"), torch.float64)
     first, second, alpha, pick, beta = (x.numpy() for x in draws)
     extra = []
     for i in range(5):
@@ -370,10 +370,11 @@ def test_two_estimators_or_an_estimator_with_a_weight_are_refused() -> None:
         ContrastiveLoss(0.1, [NegativesOnlyEstimator(), OtherEstimator()])
     for weight in (ConstantLogWeight(), SimilarityLogWeight()):
         with pytest.raises(StrategyArgumentError, match=f"compose with the reweighting of {weight.name}"):
-            check_composition([FalseNegativeFilter(), weight, NegativesOnlyEstimator()])
+            BuiltStrategies([FalseNegativeFilter(), weight, NegativesOnlyEstimator()]).check_composition()
     # what does compose: an estimator with exclusions and extra columns; weights with anything else
-    check_composition([NegativesOnlyEstimator(), FalseNegativeFilter(), MixCSE()])
-    check_composition([ConstantLogWeight(), SimilarityLogWeight(), FalseNegativeFilter(), MixCSE()])
+    BuiltStrategies([NegativesOnlyEstimator(), FalseNegativeFilter(), MixCSE()]).check_composition()
+    BuiltStrategies([ConstantLogWeight(), SimilarityLogWeight(), FalseNegativeFilter(),
+                     MixCSE()]).check_composition()
 
 
 @pytest.mark.parametrize("strategies, message", [

@@ -35,12 +35,12 @@ def _unit(*shape: int, seed: int, dtype=torch.float64) -> torch.Tensor:
     return torch.nn.functional.normalize(x, dim=-1).to(dtype)
 
 
-def _context(anchors, candidates, valid, tau: float = 0.1, mode: str = "queue", **kwargs) -> ContrastContext:
-    logits = (anchors @ candidates.T / tau).masked_fill(~valid, float("-inf"))
+def _context(anchors, candidates, valid, mode: str = "queue", **kwargs) -> ContrastContext:
+    cosines = (anchors @ candidates.T).masked_fill(~valid, float("-inf"))
     return ContrastContext(
-        anchors=anchors, positives=anchors, candidates=candidates, logits=logits,
-        positive_logits=torch.zeros(len(anchors), dtype=anchors.dtype), negative_mask=valid, temperature=tau,
-        mode=mode, **kwargs,
+        anchors=anchors, positives=anchors, candidates=candidates, cosines=cosines,
+        positive_cosines=torch.zeros(len(anchors), dtype=anchors.dtype), negative_mask=valid, mode=mode,
+        **kwargs,
     )
 
 
@@ -105,7 +105,7 @@ def test_selection_is_float32_when_the_logits_are_bfloat16() -> None:
     c = torch.nn.functional.normalize(base + 1e-3 * _unit(12, 16, seed=9, dtype=torch.float32), dim=-1)
     valid = torch.ones(4, 12, dtype=torch.bool)
     ctx = _context(a, c, valid)
-    ctx = dataclasses.replace(ctx, logits=ctx.logits.bfloat16())
+    ctx = dataclasses.replace(ctx, cosines=ctx.cosines.bfloat16())
     got = FalseNegativeFilter(top_k=3).exclude(ctx)[0]
     want = false_negatives_np(a.double().numpy() @ c.double().numpy().T, valid.numpy(), 3, None)
     np.testing.assert_array_equal(got.numpy(), want)

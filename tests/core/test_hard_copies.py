@@ -20,7 +20,7 @@ from hardmix.config.loader import ConfigError, build_config
 from hardmix.losses import ContrastiveLoss
 from hardmix.ops.mixing import hardest
 from hardmix.strategies import ContrastContext, HardCopies, MoCHi, build_strategies
-from hardmix.strategies.mochi import mochi_draws, mochi_synthesize
+from hardmix.strategies.mochi import mochi_synthesize
 from hardmix.text.config import build_text_config
 from hardmix.text.task import TextTask
 from hardmix.training import read_results, run_training
@@ -52,11 +52,11 @@ def _unit(*shape: int, seed: int, dtype=torch.float64) -> torch.Tensor:
     return torch.nn.functional.normalize(_randn(*shape, seed=seed), dim=-1).to(dtype)
 
 
-def _context(anchors, candidates, valid, tau: float = 0.2, seed: int = 0, step: int = 0) -> ContrastContext:
-    logits = (anchors @ candidates.T / tau).masked_fill(~valid, float("-inf"))
+def _context(anchors, candidates, valid, seed: int = 0, step: int = 0) -> ContrastContext:
+    cosines = (anchors @ candidates.T).masked_fill(~valid, float("-inf"))
     return ContrastContext(
-        anchors=anchors, positives=anchors.detach(), candidates=candidates, logits=logits,
-        positive_logits=(anchors * anchors).sum(1) / tau, negative_mask=valid, temperature=tau, mode="queue",
+        anchors=anchors, positives=anchors.detach(), candidates=candidates, cosines=cosines,
+        positive_cosines=(anchors * anchors).sum(1), negative_mask=valid, mode="queue",
         step=step, generator=torch.Generator().manual_seed(seed),
     )
 
@@ -65,24 +65,23 @@ def _context(anchors, candidates, valid, tau: float = 0.2, seed: int = 0, step: 
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_columns_are_exactly_the_logits_of_the_negatives_mochis_draws_pick(dtype) -> None:
+def test_columns_are_exactly_the_cosines_of_the_negatives_mochis_draws_pick(dtype) -> None:
     a, c = _unit(5, 8, seed=1, dtype=dtype), _unit(30, 8, seed=2, dtype=dtype)
     valid = torch.rand(5, 30, generator=torch.Generator().manual_seed(3)) > 0.25
     ctx = _context(a, c, valid, seed=11)
-    got, _ = HardCopies(**SPEC).extra_logits(ctx)
+    got, _ = HardCopies(**SPEC).extra_cosines(ctx)
     assert got.shape == (5, SPEC["n_pair"] + SPEC["n_query"])
     # MoCHi's selection and draws, for the same seed
-    hard = hardest(ctx.logits, SPEC["n_hard"], valid)
-    draws = mochi_draws(5, SPEC["n_hard"], SPEC["n_pair"], SPEC["n_query"], SPEC["beta_max"],
-                        torch.Generator().manual_seed(11), a.device, a.dtype)
+    hard = hardest(ctx.cosines, SPEC["n_hard"], valid)
+    draws = MoCHi(**SPEC).draws(5, torch.Generator().manual_seed(11), a.device, a.dtype)
     picked = hard.gather(1, torch.cat([draws.first, draws.pick], dim=1).long())
-    assert torch.equal(got, ctx.logits.gather(1, picked))  # exactly, bit for bit
+    assert torch.equal(got, ctx.cosines.gather(1, picked))  # exactly, bit for bit
     # and independently: the NumPy full sort of each row, the draws' positions into it
     cos = a.double().numpy() @ c.double().numpy().T
     first, pick = draws.first.numpy(), draws.pick.numpy()
     for i in range(5):
         top = hardest_row_np(cos[i], valid[i].numpy(), SPEC["n_hard"])
-        want = [cos[i, top[p]] / 0.2 for p in (*first[i], *pick[i])]
+        want = [cos[i, top[p]] for p in (*first[i], *pick[i])]
         rtol = 1e-12 if dtype == torch.float64 else 1e-5
         np.testing.assert_allclose(got[i].double().numpy(), want, rtol=rtol)
 
@@ -99,8 +98,8 @@ def test_copies_are_the_first_sources_of_mochis_own_points() -> None:
     negatives = torch.eye(k + b, dtype=torch.float64)[:k]
     valid = torch.ones(b, k, dtype=torch.bool)
     points = mochi_synthesize(q, negatives, n_hard, n_pair, n_query, 0.5, torch.Generator().manual_seed(5))
-    copies, _ = HardCopies(n_hard=n_hard, n_pair=n_pair, n_query=n_query).extra_logits(
-        _context(q, negatives, valid, tau=1.0, seed=5))
+    copies, _ = HardCopies(n_hard=n_hard, n_pair=n_pair, n_query=n_query).extra_cosines(
+        _context(q, negatives, valid, seed=5))
     x = points.numpy()
     for i in range(b):
         for m in range(n_pair + n_query):
@@ -116,8 +115,8 @@ def test_copies_are_the_first_sources_of_mochis_own_points() -> None:
 def test_beta_max_changes_no_copy_and_one_spec_builds_both() -> None:
     a, c = _unit(4, 6, seed=20), _unit(20, 6, seed=21)
     valid = torch.ones(4, 20, dtype=torch.bool)
-    base, _ = HardCopies(**SPEC).extra_logits(_context(a, c, valid, seed=2))
-    other, _ = HardCopies(**{**SPEC, "beta_max": 0.1}).extra_logits(_context(a, c, valid, seed=2))
+    base, _ = HardCopies(**SPEC).extra_cosines(_context(a, c, valid, seed=2))
+    other, _ = HardCopies(**{**SPEC, "beta_max": 0.1}).extra_cosines(_context(a, c, valid, seed=2))
     assert torch.equal(base, other)
     assert isinstance(build_one({"name": "mochi", **SPEC}), MoCHi)
     copies = build_one({"name": "hard_copies", **SPEC})
@@ -146,8 +145,7 @@ def _with_copies(anchors, positives, candidates, tau, valid, copies) -> float:
 
 
 def _draws(batch: int, generator: torch.Generator):
-    return mochi_draws(batch, SPEC["n_hard"], SPEC["n_pair"], SPEC["n_query"], SPEC["beta_max"], generator,
-                       torch.device("cpu"), torch.float64)
+    return MoCHi(**SPEC).draws(batch, generator, torch.device("cpu"), torch.float64)
 
 
 @pytest.mark.parametrize("both_directions", [False, True], ids=["one-direction", "both_directions"])
@@ -222,7 +220,7 @@ def test_the_gradient_reaches_the_anchors_only() -> None:
     a = _unit(4, 6, seed=50).requires_grad_(True)
     c = _unit(20, 6, seed=51).requires_grad_(True)
     ctx = _context(a, c, torch.ones(4, 20, dtype=torch.bool))
-    HardCopies(**SPEC).extra_logits(ctx)[0].sum().backward()
+    HardCopies(**SPEC).extra_cosines(ctx)[0].sum().backward()
     assert c.grad is None and a.grad.abs().sum() > 0
 
 
@@ -232,16 +230,16 @@ def test_the_gradient_reaches_the_anchors_only() -> None:
 def test_no_copies_give_no_columns() -> None:
     a, c = _unit(4, 6, seed=60), _unit(20, 6, seed=61)
     valid = torch.ones(4, 20, dtype=torch.bool)
-    assert HardCopies(n_hard=4, n_pair=0, n_query=0).extra_logits(_context(a, c, valid)) is None
+    assert HardCopies(n_hard=4, n_pair=0, n_query=0).extra_cosines(_context(a, c, valid)) is None
 
 
 def test_diagnostics_are_the_copies_mean_cosine_and_how_many_beat_the_positive() -> None:
     a, c = _unit(4, 6, seed=62), _unit(20, 6, seed=63)
     ctx = _context(a, c, torch.ones(4, 20, dtype=torch.bool), seed=1)
     s = HardCopies(**SPEC)
-    logits, stats = s.extra_logits(ctx)
-    assert stats["copy_sim"] == pytest.approx(float(logits.mean()) * 0.2, rel=1e-12)
-    harder = (logits > ctx.positive_logits.unsqueeze(1)).double().mean()
+    cosines, stats = s.extra_cosines(ctx)
+    assert stats["copy_sim"] == pytest.approx(float(cosines.mean()), rel=1e-12)
+    harder = (cosines > ctx.positive_cosines.unsqueeze(1)).double().mean()
     assert stats["copy_harder_than_positive"] == pytest.approx(float(harder))
     assert stats["copy_sim"] > float((a @ c.T).mean())  # the hardest negatives are closer than the average
 
@@ -278,7 +276,7 @@ def test_negatives_are_checked_before_training_and_at_call_time() -> None:
     valid = torch.ones(3, 8, dtype=torch.bool)
     valid[1, :4] = False  # row 1 has 4 valid negatives, fewer than n_hard = 6
     with pytest.raises(StrategyArgumentError, match="n_hard: 6 hardest negatives requested but only 4") as e:
-        HardCopies(**SPEC).extra_logits(_context(a, c, valid))[0]
+        HardCopies(**SPEC).extra_cosines(_context(a, c, valid))[0]
     assert e.value.argument == "n_hard"
 
 

@@ -1,6 +1,6 @@
-"""InfoNCE's logits and cross-entropy (the functions ContrastiveLoss computes them with) and ContrastiveLoss
-without mixing, in both layouts, against hand-written NumPy; the loss's refusals of inputs that have no
-defined value."""
+"""InfoNCE's cross-entropy (the function ContrastiveLoss computes it with) and ContrastiveLoss without
+mixing, in both layouts, against hand-written NumPy; the loss's refusals of inputs that have no defined
+value."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardmix.losses import ContrastiveLoss, cosine_logits, info_nce, paired_logits
+from hardmix.losses import ContrastiveLoss, info_nce
 from hardmix.strategies import ContrastContext, Strategy
 
 from ._reference import cross_entropy, info_nce_in_batch, logsumexp, normalize
@@ -28,26 +28,14 @@ def test_info_nce_is_cross_entropy() -> None:
     assert abs(float(info_nce(logits, targets)) - cross_entropy(logits.numpy(), targets.numpy())) < 1e-12
 
 
-def test_cosine_and_paired_logits() -> None:
-    a, c, p = (F.normalize(_randn(n, 6, seed=s), dim=1) for n, s in ((4, 2), (7, 3), (4, 4)))
-    an, cn, pn = a.numpy(), c.numpy(), p.numpy()
-    got = cosine_logits(a, c, 0.1).numpy()
-    for i in range(4):
-        for j in range(7):
-            assert abs(got[i, j] - sum(an[i, d] * cn[j, d] for d in range(6)) / 0.1) < 1e-12
-    got = paired_logits(a, p, 0.2).numpy()
-    for i in range(4):
-        assert abs(got[i] - sum(an[i, d] * pn[i, d] for d in range(6)) / 0.2) < 1e-12
-
-
-def test_the_loss_is_info_nce_of_its_logits() -> None:
-    """ContrastiveLoss's queue loss is info_nce of [paired_logits | cosine_logits] with target 0, and its
-    in-batch loss info_nce of cosine_logits with the diagonal as targets: bit for bit, the same functions."""
+def test_the_loss_is_info_nce_of_its_cosines_divided_by_tau() -> None:
+    """ContrastiveLoss's queue loss is info_nce of [q.k | q.queue] / tau with target 0, and its in-batch
+    loss info_nce of the cosines / tau with the diagonal as targets: bit for bit."""
     q, k, queue = (F.normalize(_randn(n, 6, seed=s), dim=1) for n, s in ((4, 5), (4, 6), (9, 7)))
-    logits = torch.cat([paired_logits(q, k, 0.2).unsqueeze(1), cosine_logits(q, queue, 0.2)], dim=1)
+    logits = torch.cat([(q * k).sum(1, keepdim=True), q @ queue.T], dim=1) / 0.2
     want = info_nce(logits, torch.zeros(4, dtype=torch.long))
     assert torch.equal(ContrastiveLoss(0.2).queue(q, k, queue).loss, want)
-    want = info_nce(cosine_logits(q, k, 0.05), torch.arange(4))
+    want = info_nce(q @ k.T / 0.05, torch.arange(4))
     assert torch.equal(ContrastiveLoss(0.05).in_batch(q, k).loss, want)
 
 
@@ -134,30 +122,30 @@ def test_queue_layout_gradient_reaches_the_query_only() -> None:
 
 @dataclass(frozen=True)
 class _FixedColumns(Strategy):
-    """A strategy that appends given logit columns (the plug-in interface, not a stand-in for one)."""
+    """A strategy that appends given cosine columns (the plug-in interface, not a stand-in for one)."""
 
     name = "fixed-columns-test"
     columns: torch.Tensor | None = None
     seen: list = field(default_factory=list)
 
-    def extra_logits(self, ctx: ContrastContext) -> tuple[torch.Tensor, dict]:
+    def extra_cosines(self, ctx: ContrastContext) -> tuple[torch.Tensor, dict]:
         self.seen.append(ctx)
         return self.columns, {}
 
 
-def test_extra_negative_logits_are_appended_as_columns() -> None:
+def test_extra_negative_cosines_are_appended_as_columns_divided_by_tau() -> None:
     z1, z2 = _randn(5, 4, seed=22), _randn(5, 4, seed=23)
-    extra = _randn(5, 3, seed=24) * 4
+    extra = torch.tanh(_randn(5, 3, seed=24))
     extra[0, 1] = float("-inf")  # an excluded extra entry
     strategy = _FixedColumns(extra)
     got = ContrastiveLoss(0.1, strategy).in_batch(z1, z2).loss
-    logits = normalize(z1.numpy()) @ normalize(z2.numpy()).T / 0.1
-    want = cross_entropy(np.concatenate([logits, extra.numpy()], 1), np.arange(5))
+    cosines = normalize(z1.numpy()) @ normalize(z2.numpy()).T
+    want = cross_entropy(np.concatenate([cosines, extra.numpy()], 1) / 0.1, np.arange(5))
     assert abs(float(got) - want) < 1e-12
     (ctx,) = strategy.seen
     assert ctx.mode == "in_batch" and ctx.direction == 0
     assert not ctx.negative_mask.diagonal().any() and ctx.negative_mask.sum() == 20
-    torch.testing.assert_close(ctx.logits, torch.from_numpy(logits))
+    torch.testing.assert_close(ctx.cosines, torch.from_numpy(cosines))
 
 
 @pytest.mark.parametrize(
@@ -218,11 +206,11 @@ def test_the_smallest_temperature_keeps_loss_and_gradient_finite(dtype) -> None:
 
     z = F.normalize(torch.randn(8, 16, generator=torch.Generator().manual_seed(0)), dim=1)
     a = torch.cat([z[:1], z[:1], z[2:]]).to(dtype).requires_grad_(True)  # a repeated row: a tie at 1 / tau
-    logits = cosine_logits(a, z.to(dtype), MIN_TEMPERATURE)
+    logits = a @ z.to(dtype).T / MIN_TEMPERATURE
     loss = info_nce(logits.float(), torch.arange(8))
     loss.backward()
     assert torch.isfinite(logits).all() and torch.isfinite(loss) and torch.isfinite(a.grad).all()
-    assert not torch.isfinite(cosine_logits(z, z, 1e-300)).all()
+    assert not torch.isfinite(z @ z.T / 1e-300).all()
     ContrastiveLoss(MIN_TEMPERATURE)  # accepted
 
 

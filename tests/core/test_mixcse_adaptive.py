@@ -113,18 +113,18 @@ def test_every_mixture_at_its_lambda_satisfies_the_bound() -> None:
 
     @dataclasses.dataclass(frozen=True)
     class Recording(MixCSEAdaptive):
-        def extra_logits(self, ctx):
-            out = super().extra_logits(ctx)
+        def extra_cosines(self, ctx):
+            out = super().extra_cosines(ctx)
             seen.append((ctx, out[0]))
             return out
 
     strategy = Recording(margin=0.1, lam_max=0.5)
     ContrastiveLoss(TAU, strategy).in_batch(z1, z2)
     assert [ctx.direction for ctx, _ in seen] == [0, 1]
-    for ctx, logits in seen:
-        cos = logits.detach() * TAU
+    for ctx, cosines in seen:
+        cos = cosines.detach()
         t = (ctx.anchors * ctx.positives).sum(1, keepdim=True).detach() - 0.1
-        constrained = ctx.negative_mask & (ctx.logits.detach() * TAU <= t)
+        constrained = ctx.negative_mask & (ctx.cosines.detach() <= t)
         assert constrained.any()
         assert bool((cos[constrained] <= (t.expand_as(cos))[constrained] + 1e-12).all())
         assert bool(torch.isinf(cos[~ctx.negative_mask]).all())

@@ -10,7 +10,7 @@ from torch.autograd.gradcheck import GradcheckError
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from hardmix.losses import ContrastiveLoss, mixcse_loss
-from hardmix.ops.mixing import mix_normalize, mixture_logits
+from hardmix.ops.mixing import mix_normalize, mixture_cosines
 from hardmix.strategies import MixCSE
 
 from ._reference import (
@@ -62,7 +62,7 @@ def test_closed_form_mixed_logits_equal_explicit_mixtures() -> None:
     p = F.normalize(torch.randn(6, 9, generator=g, dtype=torch.float64), dim=1)  # positives
     n = F.normalize(torch.randn(11, 9, generator=g, dtype=torch.float64), dim=1)  # negatives
     tau, lam = 0.07, 0.3
-    got = mixture_logits((h * p).sum(1, keepdim=True) / tau, h @ n.T / tau, p @ n.T, lam)
+    got = mixture_cosines((h * p).sum(1, keepdim=True) / tau, h @ n.T / tau, p @ n.T, lam)
     hn, pn, nn_ = h.numpy(), p.numpy(), n.numpy()
     want = np.array([[hn[i] @ mix(pn[i], nn_[j], lam) / tau for j in range(11)] for i in range(6)])
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-12)

@@ -10,14 +10,14 @@ import torch
 
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies.hard_copies import copy_positions
-from hardmix.strategies.mochi import mochi_draws
+from hardmix.strategies.mochi import MoCHi
 
 CPU = torch.device("cpu")
 
 
 def test_the_draws_of_a_seed_are_those_of_before() -> None:
     """Literal draws of the code before the move (the exact path of the pairs, N = 5, in float64)."""
-    d = mochi_draws(2, 5, 3, 2, 0.5, torch.Generator().manual_seed(0), CPU, torch.float64)
+    d = MoCHi(5, 3, 2, 0.5).draws(2, torch.Generator().manual_seed(0), CPU, torch.float64)
     assert d.first.tolist() == [[2, 0, 1], [2, 1, 1]] and d.second.tolist() == [[3, 2, 3], [3, 4, 3]]
     assert d.pick.tolist() == [[3, 0], [0, 0]]
     assert d.alpha.tolist() == [[0.4528688488811142, 0.17679952620371409, 0.35526675833930643],
@@ -28,7 +28,7 @@ def test_the_draws_of_a_seed_are_those_of_before() -> None:
 
 def test_the_rejection_path_s_draws_are_those_of_before() -> None:
     """N = 64, s = 6: the pairs by rejection of repeats, alpha and beta in float32."""
-    d = mochi_draws(1, 64, 6, 2, 0.5, torch.Generator().manual_seed(1), CPU, torch.float32)
+    d = MoCHi(64, 6, 2, 0.5).draws(1, torch.Generator().manual_seed(1), CPU, torch.float32)
     assert d.first.tolist() == [[34, 43, 12, 8, 44, 9]] and d.second.tolist() == [[37, 52, 55, 62, 63, 18]]
     assert d.pick.tolist() == [[8, 24]]
     alpha = [0.23458993434906006, 0.6470523476600647, 0.3556213974952698, 0.44518280029296875,
@@ -41,7 +41,7 @@ def test_the_rejection_path_s_draws_are_those_of_before() -> None:
 @pytest.mark.parametrize("n_hard, n_pair, n_query", [(5, 3, 2), (64, 40, 16), (6, 15, 0), (6, 0, 4)])
 def test_hard_copies_draws_what_mochi_draws(dtype, n_hard: int, n_pair: int, n_query: int) -> None:
     mochi_gen, copy_gen = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
-    d = mochi_draws(3, n_hard, n_pair, n_query, 0.5, mochi_gen, CPU, dtype)
+    d = MoCHi(n_hard, n_pair, n_query, 0.5).draws(3, mochi_gen, CPU, dtype)
     positions = copy_positions(3, n_hard, n_pair, n_query, copy_gen, CPU, dtype)
     assert torch.equal(positions, torch.cat([d.first, d.pick], dim=1))
     assert torch.equal(torch.rand(4, generator=mochi_gen), torch.rand(4, generator=copy_gen))  # same state

@@ -21,7 +21,7 @@ import torch
 
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import MixCSE, base
-from hardmix.strategies.build import build_strategies, check_setup
+from hardmix.strategies.build import build_strategies
 from hardmix.utils.errors import ConfigError, StrategyArgumentError, StrategyOutputError
 
 from ._reference import mixcse_loss_np
@@ -60,8 +60,8 @@ from hardmix.strategies.base import Strategy, register_strategy
 class Impostor(Strategy):
     """Copies MixCSE's module and class names, then registers itself under ``mixcse``."""
     name = "mixcse"
-    def extra_logits(self, ctx):
-        return torch.full((ctx.logits.shape[0], 4), 3.0 / ctx.temperature, dtype=ctx.logits.dtype), {}
+    def extra_cosines(self, ctx):
+        return torch.full((ctx.cosines.shape[0], 4), 0.3, dtype=ctx.cosines.dtype), {}
 
 Impostor.__module__ = "hardmix.strategies.mixcse"
 Impostor.__qualname__ = Impostor.__name__ = "MixCSE"
@@ -107,8 +107,8 @@ pathlib.Path({marker!r}).write_text("imported")
 class Lazy(Strategy):
     """A plug-in whose import leaves a mark."""
     name = "lazy_plugin"
-    def extra_logits(self, ctx):
-        return ctx.logits[:, :1].detach().clone(), {{}}
+    def extra_cosines(self, ctx):
+        return ctx.cosines[:, :1].detach().clone(), {{}}
 '''
 
 
@@ -143,8 +143,8 @@ def _defect(kind: str) -> type[base.Strategy]:
     inf, nan = math.inf, math.nan
 
     def hook(ctx):  # noqa: ANN001, ANN202
-        b, n = ctx.logits.shape
-        ok = ctx.logits[:, :2].detach().clone()
+        b, n = ctx.cosines.shape
+        ok = ctx.cosines[:, :2].detach().clone()
         return {
             "int_logits": (torch.full((b, 2), 50), {}),
             "list": [ok, {}],
@@ -156,29 +156,29 @@ def _defect(kind: str) -> type[base.Strategy]:
             "stat_float_nan": (ok, {"sim": nan}),
             "stat_text": (ok, {"sim": "high"}),
             "float_mask": (torch.zeros(b, n), {}),
-            "nan_weights": (torch.zeros(b, n, dtype=ctx.logits.dtype).index_put((torch.tensor([0]),) * 2,
+            "nan_weights": (torch.zeros(b, n, dtype=ctx.cosines.dtype).index_put((torch.tensor([0]),) * 2,
                                                                                  torch.tensor(nan)), {}),
-            "estimate_shape": (torch.zeros(b - 1, dtype=ctx.logits.dtype), {}),
-            "estimate_inf": (torch.full((b,), inf, dtype=ctx.logits.dtype), {}),
+            "estimate_shape": (torch.zeros(b - 1, dtype=ctx.cosines.dtype), {}),
+            "estimate_inf": (torch.full((b,), inf, dtype=ctx.cosines.dtype), {}),
         }[kind]
 
     method = {"float_mask": "exclude", "nan_weights": "reweight", "estimate_shape": "estimator",
-              "estimate_inf": "estimator"}.get(kind, "extra_logits")
+              "estimate_inf": "estimator"}.get(kind, "extra_cosines")
     body = {method: (lambda self, ctx, *a: hook(ctx)), "__doc__": "A defect.", "name": f"defect_{kind}",
             "__annotations__": {}}
     return dataclasses.dataclass(frozen=True)(type(f"Defect_{kind}", (base.Strategy,), body))
 
 
 DEFECTS = [
-    ("int_logits", r"extra_logits returned a block of dtype torch\.int64, expected a floating dtype"),
-    ("list", r"extra_logits returned list, expected None or \(tensor, statistics mapping\)"),
-    ("shape", r"extra_logits returned a block of shape \(7, 2\), expected \(8, M\)"),
-    ("meta_device", r"extra_logits returned a block on meta, expected cpu"),
-    ("posinf_logits", r"extra_logits returned NaN or \+inf values from finite similarities"),
-    ("stat_vector", r"extra_logits: statistic 'sim' is a tensor of shape \(8,\)"),
-    ("stat_nan", r"extra_logits: statistic 'sim' is NaN or infinite from finite similarities"),
-    ("stat_float_nan", r"extra_logits: statistic 'sim' is NaN or infinite"),
-    ("stat_text", r"extra_logits: statistic 'sim' is a str, expected a real scalar"),
+    ("int_logits", r"extra_cosines returned a block of dtype torch\.int64, expected a floating dtype"),
+    ("list", r"extra_cosines returned list, expected None or \(tensor, statistics mapping\)"),
+    ("shape", r"extra_cosines returned a block of shape \(7, 2\), expected \(8, M\)"),
+    ("meta_device", r"extra_cosines returned a block on meta, expected cpu"),
+    ("posinf_logits", r"extra_cosines returned NaN or \+inf values from finite similarities"),
+    ("stat_vector", r"extra_cosines: statistic 'sim' is a tensor of shape \(8,\)"),
+    ("stat_nan", r"extra_cosines: statistic 'sim' is NaN or infinite from finite similarities"),
+    ("stat_float_nan", r"extra_cosines: statistic 'sim' is NaN or infinite"),
+    ("stat_text", r"extra_cosines: statistic 'sim' is a str, expected a real scalar"),
     ("float_mask", r"exclude returned a block of dtype torch\.float32, expected torch\.bool"),
     ("nan_weights", r"reweight returned NaN or \+inf values from finite similarities"),
     ("estimate_shape", r"estimator returned a block of shape \(7,\), expected \(8,\)"),
@@ -211,9 +211,9 @@ class Meddler(base.Strategy):
     """Writes into one of the context's tensors (``target``), then returns a good column."""
 
     name = "meddler"
-    target: str = "logits"
+    target: str = "cosines"
 
-    def extra_logits(self, ctx):  # noqa: ANN001, ANN201
+    def extra_cosines(self, ctx):  # noqa: ANN001, ANN201
         with torch.no_grad():
             if self.target == "unnormalized.anchors":
                 ctx.unnormalized.anchors.mul_(2.0)
@@ -223,16 +223,16 @@ class Meddler(base.Strategy):
                 ctx.negative_mask.fill_(True)
             else:
                 getattr(ctx, self.target).mul_(0.5)
-        return ctx.logits[:, :1].detach().clone(), {}
+        return ctx.cosines[:, :1].detach().clone(), {}
 
 
 @pytest.mark.parametrize("mode, target", [
-    ("in_batch", "logits"), ("in_batch", "anchors (a view)"), ("in_batch", "positives"),
+    ("in_batch", "cosines"), ("in_batch", "anchors (a view)"), ("in_batch", "positives"),
     ("in_batch", "candidates"), ("in_batch", "negative_mask"), ("in_batch", "unnormalized.anchors"),
-    ("queue", "logits"), ("queue", "positive_logits"), ("queue", "candidates"),
+    ("queue", "cosines"), ("queue", "positive_cosines"), ("queue", "candidates"),
 ])
 def test_a_strategy_that_writes_into_what_the_core_computed_is_refused(mode, target, monkeypatch):
-    """A strategy that scaled ``ctx.logits`` in place changed the core's InfoNCE term (and every later
+    """A strategy that scaled ``ctx.cosines`` in place changed the core's InfoNCE term (and every later
     strategy's input) without a word: the loss of ``[mixcse, meddler]`` was not MixCSE's plus a column. The
     context's tensors' version counters are compared around every call, so such a write is refused naming
     the strategy, its hook and the tensor."""
@@ -244,7 +244,7 @@ def test_a_strategy_that_writes_into_what_the_core_computed_is_refused(mode, tar
     g = torch.Generator().manual_seed(2)
     q, k, queue = (torch.randn(8, 6, generator=g) for _ in range(3))
     q.requires_grad_(True)
-    wrote = rf"^strategy 'meddler': extra_logits wrote into the context's {field} in place"
+    wrote = rf"^strategy 'meddler': extra_cosines wrote into the context's {field} in place"
     with pytest.raises(StrategyOutputError, match=wrote):
         if mode == "in_batch":
             loss_fn.in_batch(q.clone(), k)
@@ -275,14 +275,14 @@ def test_a_ramp_is_checked_against_the_setup_at_its_start_not_only_its_end(tiny_
 
     ramp = {"name": "mochi", "n_hard": {"start": 64, "end": 4, "steps": 10}, "n_pair": 4, "n_query": 2}
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[0\]\.n_hard: 64 negatives needed per anchor"):
-        check_setup(build_strategies([ramp]), 15, "15 in-batch negatives")
+        build_strategies([ramp]).check_setup(15, "15 in-batch negatives")
     with pytest.raises(ConfigError, match=r"loss\.strategies\[0\]\.n_hard: 64 negatives needed per anchor"):
         build_config(TextTask.config_class, {**tiny_text_config, "loss": {"strategies": [ramp]}})
     ramped_filter = [{"name": "false_negative_filter", "top_k": {"start": 6, "end": 1, "steps": 5}},
                      {"name": "mochi", "n_hard": 8, "n_pair": 4, "n_query": 2}]
     with pytest.raises(ConfigError, match=r"^loss\.strategies\[1\]\.n_hard: 14 negatives needed per anchor "
                                           r"\(8 plus the 6 the other strategies exclude first\)"):
-        check_setup(build_strategies(ramped_filter), 12, "12 in-batch negatives")
+        build_strategies(ramped_filter).check_setup(12, "12 in-batch negatives")
 
 
 def test_two_ramps_are_checked_together_at_every_corner():
@@ -308,8 +308,8 @@ class PowerOfTwo(base.Strategy):
         if self.width < 1 or self.width & (self.width - 1):
             raise StrategyArgumentError("width", f"must be a power of two, got {self.width}")
 
-    def extra_logits(self, ctx):  # noqa: ANN001, ANN201
-        return ctx.logits[:, : self.width].detach().clone(), {}
+    def extra_cosines(self, ctx):  # noqa: ANN001, ANN201
+        return ctx.cosines[:, : self.width].detach().clone(), {}
 
 
 def test_every_value_a_ramp_takes_during_the_run_is_checked_before_the_first_step(monkeypatch):
@@ -372,15 +372,15 @@ def test_only_strategies_that_are_not_built_in_pass_the_guards(monkeypatch):
     class Derived(MixCSE):
         name = "derived_mixcse"
 
-        def extra_logits(self, ctx):  # noqa: ANN001, ANN201
-            block, stats = super().extra_logits(ctx)
+        def extra_cosines(self, ctx):  # noqa: ANN001, ANN201
+            block, stats = super().extra_cosines(ctx)
             return block.masked_fill(torch.ones_like(block, dtype=torch.bool), math.nan), stats
 
     base.register_strategy(Derived)
     assert not Derived.builtin()
-    with pytest.raises(StrategyOutputError, match=r"^strategy 'derived_mixcse': extra_logits returned NaN"):
+    with pytest.raises(StrategyOutputError, match=r"^strategy 'derived_mixcse': extra_cosines returned NaN"):
         ContrastiveLoss(TAU, [Derived(lam=0.3)]).in_batch(z1, z2)
-    assert calls == ["strategy 'derived_mixcse': extra_logits"]
+    assert calls == ["strategy 'derived_mixcse': extra_cosines"]
 
 
 # ------------------------------------------------ writes the version counter misses; empty rows; raises
@@ -390,17 +390,17 @@ class DataMeddler(base.Strategy):
     good column."""
 
     name = "data_meddler"
-    target: str = "logits"
+    target: str = "cosines"
 
-    def extra_logits(self, ctx):  # noqa: ANN001, ANN201
+    def extra_cosines(self, ctx):  # noqa: ANN001, ANN201
         getattr(ctx, self.target).data.mul_(0.5)
-        return ctx.logits[:, :1].detach().clone(), {}
+        return ctx.cosines[:, :1].detach().clone(), {}
 
 
-@pytest.mark.parametrize("mode, target", [("in_batch", "logits"), ("in_batch", "anchors"),
-                                          ("queue", "positive_logits"), ("queue", "candidates")])
+@pytest.mark.parametrize("mode, target", [("in_batch", "cosines"), ("in_batch", "anchors"),
+                                          ("queue", "positive_cosines"), ("queue", "candidates")])
 def test_a_write_through_data_is_refused_naming_the_tensor(mode, target, monkeypatch):
-    """``ctx.logits.data.mul_(0.5)`` bumps no version counter: the wall let it through (a wrong loss,
+    """``ctx.cosines.data.mul_(0.5)`` bumps no version counter: the wall let it through (a wrong loss,
     trained silently). The context's contents are now compared too, read once with the loss."""
     monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
     base.register_strategy(DataMeddler)
@@ -409,7 +409,7 @@ def test_a_write_through_data_is_refused_naming_the_tensor(mode, target, monkeyp
     q, k, queue = (torch.randn(8, 6, generator=g) for _ in range(3))
     q.requires_grad_(True)
     field = "(positives|candidates)" if (mode, target) == ("in_batch", "candidates") else target
-    with pytest.raises(StrategyOutputError, match=rf"^strategy 'data_meddler': extra_logits wrote into the "
+    with pytest.raises(StrategyOutputError, match=rf"^strategy 'data_meddler': extra_cosines wrote into the "
                                                   rf"context's {field} in place \(not through its version"):
         if mode == "in_batch":
             loss_fn.in_batch(q.clone(), k)
@@ -455,7 +455,7 @@ class Raiser(base.Strategy):
 
     name = "raiser"
 
-    def extra_logits(self, ctx):  # noqa: ANN001, ANN201
+    def extra_cosines(self, ctx):  # noqa: ANN001, ANN201
         return {}["missing\nkey"]
 
 
@@ -467,5 +467,46 @@ def test_a_plug_in_s_exception_is_one_error_naming_the_strategy_and_the_hook(mon
     q, k = views(5)
     with pytest.raises(StrategyOutputError) as err:
         ContrastiveLoss(TAU, ["raiser"]).in_batch(q, k)
-    assert str(err.value) == "strategy 'raiser': extra_logits raised KeyError: 'missing\\nkey'"
+    assert str(err.value) == "strategy 'raiser': extra_cosines raised KeyError: 'missing\\nkey'"
     assert isinstance(err.value.__cause__, KeyError)
+
+
+# ---- the hooks of an older hardmix ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _OldColumns(base.Strategy):
+    """Extra columns as an older hardmix took them: logits, already divided by tau."""
+
+    name = "old_columns_test"
+
+    def extra_logits(self, ctx):  # noqa: ANN001, ANN201
+        return ctx.anchors[:, :1].detach() / 0.1, {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _OldEstimator(base.Strategy):
+    """An estimator as an older hardmix called it: without the temperature."""
+
+    name = "old_estimator_test"
+
+    def estimator(self, ctx, positive_logits, negative_logits):  # noqa: ANN001, ANN201
+        return torch.logsumexp(negative_logits, dim=1) - positive_logits, {}
+
+
+def test_a_strategy_with_the_hooks_of_an_older_hardmix_is_refused_in_one_line() -> None:
+    """The loss now takes cosines from ``extra_cosines`` and divides every column by tau itself, and calls
+    ``estimator`` with the temperature: a strategy written for the older hooks would have been silently
+    left out (``extra_logits`` is no hook now) or failed inside the loss. It is refused where it is built or
+    handed to the loss, naming the class and the hook, and cannot be registered."""
+    with pytest.raises(ConfigError, match=r"^strategies: _OldColumns defines extra_logits, a hook hardmix no "
+                                          r"longer calls: return the extra negatives' cosines"):
+        ContrastiveLoss(0.1, [_OldColumns()])
+    with pytest.raises(ConfigError, match=r"^strategies: _OldEstimator\.estimator takes \(ctx, "
+                                          r"positive_logits, negative_logits\)"):
+        ContrastiveLoss(0.1, [_OldEstimator()])
+    for cls in (_OldColumns, _OldEstimator):
+        with pytest.raises(ValueError, match=cls.__name__) as caught:
+            base.register_strategy(cls)
+        assert "\n" not in str(caught.value)
+    assert "old_columns_test" not in base.registry() and "old_estimator_test" not in base.registry()

@@ -129,10 +129,10 @@ PLUGIN = textwrap.dedent('''
         def __post_init__(self):
             check_number("weight", self.weight, 0.0, 1.0)
 
-        def extra_logits(self, ctx):
+        def extra_cosines(self, ctx):
             mixed = F.normalize(self.weight * ctx.anchors + (1 - self.weight) * ctx.positives, dim=-1)
-            logits = (ctx.anchors * mixed.detach()).sum(1, keepdim=True) / ctx.temperature
-            return logits, {"synthetic_sim": logits.detach().mean() * ctx.temperature}
+            cosines = (ctx.anchors * mixed.detach()).sum(1, keepdim=True)
+            return cosines, {"synthetic_sim": cosines.detach().mean()}
 ''')
 
 
@@ -206,7 +206,7 @@ class MixCSE(Strategy):
     name = "mixcse"
     paper = "none"
 
-    def extra_logits(self, ctx):
+    def extra_cosines(self, ctx):
         raise AssertionError("the built-in was replaced")
 '''
 
@@ -265,7 +265,7 @@ def _faulty(kind: str):
         name = f"faulty_{kind}"
         paper = "a test"
 
-        def extra_logits(self, ctx):
+        def extra_cosines(self, ctx):
             b = ctx.anchors.shape[0]
             if kind == "shape":
                 return ctx.anchors[: b - 1] @ ctx.anchors.T, {}
@@ -275,8 +275,9 @@ def _faulty(kind: str):
 
 
 @pytest.mark.parametrize("kind, message", [
-    ("shape", r"strategy 'faulty_shape': extra_logits returned a block of shape \(5, 6\), expected \(6, M\)"),
-    ("nan", r"strategy 'faulty_nan': extra_logits returned NaN or \+inf values from finite similarities"),
+    ("shape",
+     r"strategy 'faulty_shape': extra_cosines returned a block of shape \(5, 6\), expected \(6, M\)"),
+    ("nan", r"strategy 'faulty_nan': extra_cosines returned NaN or \+inf values from finite similarities"),
 ])
 def test_a_strategy_s_faulty_logits_are_stopped_where_they_enter_the_loss_naming_it(
     kind, message, monkeypatch, tmp_path, tiny_text_config, capsys

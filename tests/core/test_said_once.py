@@ -122,21 +122,19 @@ def test_the_grid_is_apart_from_the_runner() -> None:
 def test_a_config_s_strategy_list_is_built_and_checked_once(monkeypatch) -> None:
     """The strategy list is built and checked to compose once, when the config is read; the config's
     section and the loss take it as it is (a list made by hand is still checked by the loss)."""
-    import hardmix.losses.contrastive as contrastive
     import hardmix.strategies.build as build
     from hardmix.losses.contrastive import ContrastiveLoss
     from hardmix.strategies import MixCSE, NoMixing
     from hardmix.training.api import load_config_for
 
     calls: list[int] = []
-    real = build.check_composition
+    real = build.BuiltStrategies.check_composition
 
     def counted(strategies):  # noqa: ANN001, ANN202
         calls.append(len(strategies))
         return real(strategies)
 
-    monkeypatch.setattr(build, "check_composition", counted)
-    monkeypatch.setattr(contrastive, "check_composition", counted)
+    monkeypatch.setattr(build.BuiltStrategies, "check_composition", counted)
     cfg = load_config_for("text", REPO / "configs/text/cpu_mixcse.yaml", ["loss.strategies=[{name: mixcse}]"])
     loss = ContrastiveLoss(cfg.loss.temperature, cfg.loss.strategies)
     assert calls == [1] and [type(s) for s in loss.strategies] == [MixCSE]

@@ -62,7 +62,7 @@ def test_unknown_strategy_and_arguments_raise_naming_them() -> None:
 
 def test_register_strategy_refuses_nameless_and_duplicate_names() -> None:
     class Nameless(Strategy):
-        def extra_logits(self, ctx):
+        def extra_cosines(self, ctx):
             return None
 
     with pytest.raises(ValueError):
@@ -71,7 +71,7 @@ def test_register_strategy_refuses_nameless_and_duplicate_names() -> None:
     class Impostor(Strategy):
         name = "mixcse"
 
-        def extra_logits(self, ctx):
+        def extra_cosines(self, ctx):
             return None
 
     with pytest.raises(ValueError, match="'mixcse' is a built-in strategy of hardmix"):

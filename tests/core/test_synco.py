@@ -19,7 +19,6 @@ import torch.nn.functional as F
 from hardmix.losses import ContrastiveLoss
 from hardmix.strategies import SynCo, build_strategies, describe_strategies
 from hardmix.strategies.base import ContrastContext
-from hardmix.strategies.mochi import mochi_draws
 from hardmix.strategies.synco import SYNTHETIC_KINDS, synco_draws, synco_synthesize
 from hardmix.utils.errors import ConfigError, StrategyArgumentError
 
@@ -60,8 +59,7 @@ def _np_points(specs, anchors, candidates, valid, gen) -> list[list[np.ndarray]]
         n = strategy.n_hard
         hard = [hardest_np(sims[i], valid[i], n) for i in range(b)]
         if spec["name"] == "mochi":
-            draws = mochi_draws(b, n, strategy.n_pair, strategy.n_query, strategy.beta_max, gen,
-                                torch.device("cpu"), torch.float64)
+            draws = strategy.draws(b, gen, torch.device("cpu"), torch.float64)
             draws = [x.numpy() for x in draws]
             for i in range(b):
                 rows[i] += mochi_points_np(anchors[i], candidates, hard[i], *(x[i] for x in draws))
@@ -204,9 +202,9 @@ def test_the_numpy_gradient_matches_a_finite_difference() -> None:
 def _context(q: torch.Tensor, negatives: torch.Tensor, valid: torch.Tensor, seed: int = 0) -> ContrastContext:
     h, n = F.normalize(q, dim=1), F.normalize(negatives, dim=1)
     return ContrastContext(
-        anchors=h, positives=h, candidates=n, logits=(h @ n.T / 0.2).masked_fill(~valid, float("-inf")),
-        positive_logits=torch.ones(len(h), dtype=h.dtype), negative_mask=valid, temperature=0.2,
-        mode="queue", generator=torch.Generator().manual_seed(seed),
+        anchors=h, positives=h, candidates=n, cosines=(h @ n.T).masked_fill(~valid, float("-inf")),
+        positive_cosines=torch.ones(len(h), dtype=h.dtype), negative_mask=valid, mode="queue",
+        generator=torch.Generator().manual_seed(seed),
     )
 
 
@@ -214,10 +212,10 @@ def test_kinds_have_their_own_counts_in_a_fixed_order_and_zero_disables() -> Non
     q, _, queue, _, _ = _queue_inputs(seed=40)
     valid = torch.ones(5, 30, dtype=torch.bool)
     s = SynCo(n_hard=6, n_extrapolated=3, n_noise=0, n_perturbed=2, n_adversarial=1)
-    assert s.extra_logits(_context(q, queue, valid))[0].shape == (5, 6)
+    assert s.extra_cosines(_context(q, queue, valid))[0].shape == (5, 6)
     assert SYNTHETIC_KINDS == ("extrapolated", "noise", "perturbed", "adversarial")
     off = SynCo(n_hard=6, n_extrapolated=0, n_noise=0, n_perturbed=0, n_adversarial=0)
-    assert off.extra_logits(_context(q, queue, valid)) is None
+    assert off.extra_cosines(_context(q, queue, valid)) is None
 
 
 def test_draws_come_from_the_generator_in_the_documented_order() -> None:
@@ -244,16 +242,16 @@ def test_points_are_unit_detached_and_built_from_the_querys_own_valid_hardest() 
     valid = torch.rand(b, k, generator=g) > 0.3
     s = SynCo(n_hard=n, n_extrapolated=8, n_noise=8, sigma=0.01, n_perturbed=8, n_adversarial=8)
     ctx = _context(q.requires_grad_(True), negatives, valid, seed=9)
-    logits, _ = s.extra_logits(ctx)
-    assert logits.shape == (b, 32) and logits.requires_grad
+    cosines, _ = s.extra_cosines(ctx)
+    assert cosines.shape == (b, 32) and cosines.requires_grad
 
-    hard = torch.tensor([hardest_np(ctx.logits[i].detach().numpy(), valid[i].numpy(), n) for i in range(b)])
+    hard = torch.tensor([hardest_np(ctx.cosines[i].detach().numpy(), valid[i].numpy(), n) for i in range(b)])
     draws = synco_draws(b, k + b, n, s.counts, 0.5, torch.Generator().manual_seed(9), torch.device("cpu"),
                         torch.float64)
     points = synco_synthesize(ctx.anchors, negatives, hard, draws, 0.01, 0.01, 0.01)
     assert not points.requires_grad
     torch.testing.assert_close(points.norm(dim=-1), torch.ones(b, 32, dtype=torch.float64))
-    torch.testing.assert_close(logits, (points @ ctx.anchors.unsqueeze(2)).squeeze(2) / 0.2, **F64)
+    torch.testing.assert_close(cosines, (points @ ctx.anchors.unsqueeze(2)).squeeze(2), **F64)
     nearest = points[..., :k].argmax(dim=-1)  # (B, 32)
     for i in range(b):
         assert set(nearest[i].tolist()) <= set(hard[i].tolist())
@@ -265,18 +263,17 @@ def test_extrapolated_points_lie_past_their_negative_away_from_the_query() -> No
     q, _, queue, _, _ = _queue_inputs(seed=50, d=12)
     s = SynCo(n_hard=6, n_extrapolated=20, n_noise=0, n_perturbed=0, n_adversarial=0, extrapolation_max=0.5)
     ctx = _context(q, queue, torch.ones(5, 30, dtype=torch.bool), seed=2)
-    logits, _ = s.extra_logits(ctx)
+    cosines, _ = s.extra_cosines(ctx)
     everything = np.ones(30, bool)
-    hard = torch.stack([torch.tensor(hardest_np(ctx.logits[i].numpy(), everything, 6)) for i in range(5)])
+    hard = torch.stack([torch.tensor(hardest_np(ctx.cosines[i].numpy(), everything, 6)) for i in range(5)])
     draws = synco_draws(5, 12, 6, s.counts, 0.5, torch.Generator().manual_seed(2), torch.device("cpu"),
                         torch.float64)
-    source_logits = ctx.logits.gather(1, hard.gather(1, draws.extrapolated))
-    assert bool((logits < source_logits).all())  # past n on the great circle from q through n
+    cos = ctx.cosines.gather(1, hard.gather(1, draws.extrapolated))
+    assert bool((cosines < cos).all())  # past n on the great circle from q through n
     # And exactly: q . s = ((1 + b) q.n - b) / ||(1 + b) n - b q||.
     b_ = draws.extrapolation
-    cos = source_logits * 0.2
     norm = torch.sqrt((1 + b_) ** 2 + b_**2 - 2 * b_ * (1 + b_) * cos)
-    torch.testing.assert_close(logits * 0.2, ((1 + b_) * cos - b_) / norm, **F64)
+    torch.testing.assert_close(cosines, ((1 + b_) * cos - b_) / norm, **F64)
 
 
 # ---- arguments, registry, configs -------------------------------------------------------------------
@@ -301,7 +298,7 @@ def test_too_few_negatives_names_n_hard() -> None:
     valid = torch.ones(5, 30, dtype=torch.bool)
     valid[2, 4:] = False
     with pytest.raises(StrategyArgumentError, match="^n_hard: 6 hardest negatives requested but only 4"):
-        SynCo(n_hard=6).extra_logits(_context(q, queue, valid))
+        SynCo(n_hard=6).extra_cosines(_context(q, queue, valid))
     assert SynCo(n_hard=6).required_negatives == 6 and SynCo.negatives_argument == "n_hard"
 
 

@@ -1171,8 +1171,9 @@ def plugin(ctx: Ctx, module: str, source: str, entry: str, target: str = "Plugin
     ctx.mp.setattr(base, "_ENTRY_POINTS_LOADED", False)
 
 
-def plugin_strategy(name: str, extra_logits: str) -> str:
-    """A plug-in module whose strategy ``name`` returns ``extra_logits`` (an expression of ``ctx``)."""
+def plugin_strategy(name: str, extra_cosines: str, hook: str = "extra_cosines") -> str:
+    """A plug-in module whose strategy ``name`` returns ``extra_cosines`` (an expression of ``ctx``) from
+    the method ``hook``."""
     return f"""
         import dataclasses, math, torch
         from hardmix.strategies.base import Strategy
@@ -1181,8 +1182,8 @@ def plugin_strategy(name: str, extra_logits: str) -> str:
         class Plugin(Strategy):
             \"\"\"A hostile plug-in.\"\"\"
             name = {name!r}
-            def extra_logits(self, ctx):
-                return {extra_logits}
+            def {hook}(self, ctx):
+                return {extra_cosines}
     """
 
 
@@ -1196,8 +1197,8 @@ IMPOSTOR = """
     class Plugin(Strategy):
         \"\"\"Copies MixCSE's module and class names, and registers itself as mixcse.\"\"\"
         name = "mixcse"
-        def extra_logits(self, ctx):
-            return torch.full((ctx.logits.shape[0], 4), 3.0 / ctx.temperature), {}
+        def extra_cosines(self, ctx):
+            return torch.full((ctx.cosines.shape[0], 4), 0.3), {}
 
     Plugin.__module__ = "hardmix.strategies.mixcse"
     Plugin.__qualname__ = Plugin.__name__ = "MixCSE"
@@ -1232,25 +1233,32 @@ CASES += [
          ("accepted: trains the built-in MixCSE; the plug-in is not even imported",), accepted=True,
          check=trained_the_built_in_mixcse),
     Case("plugin-writes-into-the-context", "train text",
-         "a plug-in strategy that scales the core's logits in place before returning its column (a wrong "
+         "a plug-in strategy that scales the core's cosines in place before returning its column (a wrong "
          "loss, trained silently)",
          lambda c: (plugin(c, "case_meddler", plugin_strategy(
-             "meddler", "(ctx.logits.mul_(0.5), ctx.logits[:, :1].detach().clone(), {})[1:]"), "meddler"),
+             "meddler", "(ctx.cosines.mul_(0.5), ctx.cosines[:, :1].detach().clone(), {})[1:]"), "meddler"),
                     train_text(c, text_config(c, loss={"strategies": ["meddler"]})))[1],
-         ("strategy 'meddler': extra_logits wrote into the context's logits in place",)),
-    Case("plugin-integer-logits", "train text", "a plug-in strategy whose extra logits are integers",
+         ("strategy 'meddler': extra_cosines wrote into the context's cosines in place",)),
+    Case("plugin-integer-logits", "train text", "a plug-in strategy whose extra cosines are integers",
          lambda c: (plugin(c, "case_ints", plugin_strategy(
-             "int_logits", "torch.full((ctx.logits.shape[0], 2), 50), {}"), "int_logits"),
+             "int_logits", "torch.full((ctx.cosines.shape[0], 2), 50), {}"), "int_logits"),
                     train_text(c, text_config(c, loss={"strategies": ["int_logits"]})))[1],
-         ("strategy 'int_logits': extra_logits", "dtype torch.int64", "a floating dtype")),
+         ("strategy 'int_logits': extra_cosines", "dtype torch.int64", "a floating dtype")),
     Case("plugin-vector-statistic", "train text",
          "a plug-in strategy whose statistic is a vector (a traceback when the step was logged)",
          lambda c: (plugin(c, "case_vector_stat", plugin_strategy(
-             "vector_stat", "ctx.logits[:, :1].detach().clone(), {'sim': ctx.logits[:, 0].detach()}"),
+             "vector_stat", "ctx.cosines[:, :1].detach().clone(), {'sim': ctx.cosines[:, 0].detach()}"),
                            "vector_stat"),
                     train_text(c, text_config(c, loss={"strategies": ["vector_stat"]})))[1],
-         ("strategy 'vector_stat': extra_logits: statistic 'sim' is a tensor of shape (16,)",
+         ("strategy 'vector_stat': extra_cosines: statistic 'sim' is a tensor of shape (16,)",
           "expected a real scalar")),
+    Case("plugin-old-extra-logits", "train text",
+         "a plug-in strategy written for an older hardmix: `extra_logits` returning its columns divided by "
+         "tau (the loss takes cosines from `extra_cosines` and divides every column itself)",
+         lambda c: plugin_train(c, "case_old_hook", plugin_strategy(
+             "old_logits", "ctx.anchors[:, :1].detach() * 0.0, {}", hook="extra_logits"), "old_logits"),
+         ("strategy 'old_logits' is a broken plug-in", "defines extra_logits, a hook hardmix no longer calls",
+          "extra_cosines(self, ctx)")),
     Case("ramp-start-beyond-the-batch", "train text",
          "MoCHi's `n_hard` ramping from 64 down to 4 on a batch of 16 (refused at step 0, mid-run)",
          lambda c: train_text(c, text_config(c, loss={"strategies": [
@@ -1829,11 +1837,11 @@ CASES += [
          check=absent("mine/downloads")),
     # ---- the plug-in wall
     Case("plugin-writes-through-data", "train text",
-         "a plug-in strategy that halves `ctx.logits.data` in place (no version counter sees it)",
+         "a plug-in strategy that halves `ctx.cosines.data` in place (no version counter sees it)",
          lambda c: plugin_train(c, "case_data_meddler", plugin_strategy(
-             "data_meddler", "(ctx.logits.data.mul_(0.5), ctx.logits[:, :1].detach().clone(), {})[1:]"),
+             "data_meddler", "(ctx.cosines.data.mul_(0.5), ctx.cosines[:, :1].detach().clone(), {})[1:]"),
              "data_meddler"),
-         ("strategy 'data_meddler': extra_logits wrote into the context's logits in place",
+         ("strategy 'data_meddler': extra_cosines wrote into the context's cosines in place",
           "not through its version counter"), check=no_step),
     Case("plugin-excludes-every-negative", "train text",
          "a plug-in strategy excluding every negative (trained on a loss of 0, reported success)",

@@ -286,7 +286,7 @@ def test_any_set_of_plug_ins_leaves_the_built_ins_and_every_other_name_as_they_w
     for i, kind in enumerate(kinds):
         module, entry = f"plugin_{tag}_{i}", f"plug_{tag}_{i}"
         name = builtin if kind == "built-in name" else entry
-        hook = "" if kind == "no hook" else "    def extra_logits(self, ctx):\n        return None, {}\n"
+        hook = "" if kind == "no hook" else "    def extra_cosines(self, ctx):\n        return None, {}\n"
         body = {"fails to import": "import a_module_that_does_not_exist\n",
                 "not a strategy": "class Plugin:\n    name = 'x'\n"}.get(kind, (
                     "import dataclasses\nfrom hardmix.strategies.base import Strategy\n\n"

@@ -102,17 +102,18 @@ def _recorded(monkeypatch, mode: str, spec: dict, z1, z2, queue, autocast: bool)
     seen: list[torch.Tensor] = []
     real = contrastive.composed_direction
 
-    def recording(ctx, strategies, *labels):
+    def recording(ctx, strategies, tau, *labels):
         for s in strategies:
             hooked = _with_generator(ctx, torch.Generator().manual_seed(7))
-            for hook in (s.reweight, s.extra_logits):
-                if (out := hook(hooked)) is not None:
-                    seen.append(out[0].detach())
-            negatives = ctx.logits.masked_fill(~ctx.negative_mask, float("-inf"))
-            if (out := s.estimator(ctx, ctx.positive_logits, negatives)) is not None:
+            if (out := s.reweight(hooked)) is not None:
                 seen.append(out[0].detach())
-        seen.append(ctx.logits.detach())
-        return real(ctx, strategies, *labels)
+            if (out := s.extra_cosines(hooked)) is not None:
+                seen.append(out[0].detach() / tau)  # the logits the loss makes of them
+            negatives = ctx.cosines.masked_fill(~ctx.negative_mask, float("-inf")) / tau
+            if (out := s.estimator(ctx, ctx.positive_cosines / tau, negatives, tau)) is not None:
+                seen.append(out[0].detach())
+        seen.append(ctx.cosines.detach() / tau)
+        return real(ctx, strategies, tau, *labels)
 
     monkeypatch.setattr(contrastive, "composed_direction", recording)
     loss_fn = ContrastiveLoss(TAU, [spec])
