@@ -286,8 +286,8 @@ def _arm(records: list[dict[str, Any]], tuned: TuningRow | None) -> dict[str, st
         vals = sorted({str(v) for v in values if v is not None})
         return ", ".join(vals) if vals else "n/a"
 
-    direction = [{True: "two-direction", False: "one-direction"}.get((r.get("task_info") or {}).get(
-        "both_directions")) for r in records]
+    words: dict[Any, str] = {True: "two-direction", False: "one-direction"}
+    direction = [words.get((r.get("task_info") or {}).get("both_directions")) for r in records]
     return {"loss direction": one(direction),
             "precision": one([r.get("precision", "fp32") for r in records]),  # older records: CPU fp32
             "steps": one([r.get("steps") for r in records]),

@@ -3,11 +3,9 @@
 (:meth:`ComparisonSummary.from_json`), so every table (:mod:`hardmix.compare.tables`) reads attributes,
 never nested dicts.
 
-``to_json`` writes each object's keys in the order ``summary.json`` has always had them, a key that a
-summary leaves out (a task without contrasts, a start not measured) left out again, and seeds (integers
-here) as JSON's string keys. ``from_json`` reads a ``null`` number of a paired difference back as NaN
-(what the statistics computed) and a ``null`` elsewhere as None, so ``from_json(to_json(x))`` holds the
-same values as ``x``.
+``to_json`` writes the keys in ``summary.json``'s order, leaves out what a summary leaves out (a task's
+contrasts, a start not measured) and writes seeds (integers here) as string keys; ``from_json`` reads a
+paired difference's ``null`` back as NaN (what was computed), any other ``null`` as None.
 
 >>> row = StrategyRow(mean=1.0, std=0.5, n=2, seeds={1: 0.5, 2: 1.5}, nan_seeds=[], wall_seconds_mean=3.0,
 ...                   wall_seconds_total=6.0, sampling_se=None, secondary={},
@@ -22,12 +20,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from hardmix.compare.stats import PairedDifference
 from hardmix.training.learned import NOT_MEASURED
 
 Json = dict[str, Any]
+_T = TypeVar("_T")
 
 
 def _seeded(values: dict[str, Any]) -> dict[int, Any]:
@@ -54,6 +53,17 @@ def _difference_fields(data: Json) -> Json:
     if "ci_simultaneous" in out:
         out["ci_simultaneous"] = tuple(_nan(v) for v in out["ci_simultaneous"])
     return out
+
+
+class _Plain:
+    """A part of the summary written as its fields, in their order, and read back from them."""
+
+    def to_json(self) -> Json:
+        return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
+
+    @classmethod
+    def from_json(cls: type[_T], data: Json) -> _T:
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -88,14 +98,11 @@ class Boundary:
 
 
 @dataclass(frozen=True)
-class Diagnostics:
+class Diagnostics(_Plain):
     """What a strategy's verdict can rest on: its :class:`Boundary` and its ``flags`` in words."""
 
     boundary: Boundary
     flags: list[str]
-
-    def to_json(self) -> Json:
-        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Json) -> Diagnostics:
@@ -281,7 +288,7 @@ class TaskSummary:
 
 
 @dataclass(frozen=True)
-class CellRecord:
+class CellRecord(_Plain):
     """One finished cell (``summary.json``'s ``cell_records``): every final score, the best step, the
     training seconds (pauses and evaluations excluded), the selection score and each evaluation: its step,
     its scores and the diagnostics logged at that step (:func:`hardmix.compare.summary.evaluations`)."""
@@ -295,16 +302,9 @@ class CellRecord:
     selection_metric: str
     evaluations: list[dict[str, float]]
 
-    def to_json(self) -> Json:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Json) -> CellRecord:
-        return cls(**data)
-
 
 @dataclass(frozen=True)
-class CodeTable:
+class CodeTable(_Plain):
     """Which code trained the finished cells: how many by commit label (``counts``), the full
     ``commits``, whether more than one recorded code did (``mixed``) and then the cells of each."""
 
@@ -316,10 +316,6 @@ class CodeTable:
     def to_json(self) -> Json:
         out = asdict(self)
         return out if self.cells is not None else {k: v for k, v in out.items() if k != "cells"}
-
-    @classmethod
-    def from_json(cls, data: Json) -> CodeTable:
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -370,7 +366,7 @@ class TuningRow:
 
 
 @dataclass(frozen=True)
-class Growth:
+class Growth(_Plain):
     """One growth of the comparison (``growth.json``): when, what was added, whether after its results
     had been seen, and how it was ``recorded`` where that was written afterwards."""
 
@@ -383,13 +379,9 @@ class Growth:
         out = asdict(self)
         return out if self.recorded is not None else {k: v for k, v in out.items() if k != "recorded"}
 
-    @classmethod
-    def from_json(cls, data: Json) -> Growth:
-        return cls(**data)
-
 
 @dataclass(frozen=True)
-class SetAside:
+class SetAside(_Plain):
     """A run set aside under ``superseded/``: its cell, the point it ran (None: an untuned cell), its
     compared score (None unless finished) and why (:func:`hardmix.compare.tuning.superseded_table`)."""
 
@@ -397,13 +389,6 @@ class SetAside:
     point: dict[str, Any] | None
     score: float | None
     why: str
-
-    def to_json(self) -> Json:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Json) -> SetAside:
-        return cls(**data)
 
 
 @dataclass(frozen=True)

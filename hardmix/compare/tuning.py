@@ -53,6 +53,11 @@ def tuned_tasks(spec: CompareSpec) -> list[TaskSpec]:
     return [t for t in spec.tasks.values() if spec.tune.tasks is None or t.name in spec.tune.tasks]
 
 
+def _axes(spec: CompareSpec, strategy: str) -> dict[str, list[Any]]:
+    """``strategy``'s tuning grid (knob -> values; ``{}``: its own arguments), as validation left it."""
+    return (spec.tune.grid[strategy] if spec.tune is not None else None) or {}
+
+
 #: In ``DIR/tune/``: each tuned task's strategies' grid points in the order of their folders ``point<i>``.
 
 Folders = dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]
@@ -98,7 +103,7 @@ def point_folders(spec: CompareSpec, output: Path, saved: dict[str, Any] | None 
     out: Folders = {}
     for task in tuned_tasks(spec):
         for strategy in task.strategies or spec.strategies:
-            current = grid_points(spec.tune.grid[strategy])
+            current = grid_points(_axes(spec, strategy))
             made = list((known.get(task.name) or {}).get(strategy) or [])
             order = made + [p for p in current if p not in made]
             out[(task.name, strategy)] = [(order.index(p), p) for p in current]
@@ -136,7 +141,7 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
         for strategy in task.strategies or spec.strategies:
             for i, point in folders[(task.name, strategy)]:
                 checked = False  # each point's config through the task's own checks
-                for seed in spec.tune.seeds:
+                for seed in spec.tune.seeds if spec.tune is not None else []:
                     run_dir = output / TUNE / task.name / strategy / f"point{i}" / f"seed{seed}"
                     confined(run_dir, output)
                     cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point, i)
@@ -235,7 +240,7 @@ def first_points(spec: CompareSpec) -> dict[tuple[str, str], dict[str, Any]]:
     """Each tuned (task, strategy)'s first grid point: what the evaluation cells are validated with before
     tuning has chosen."""
     return {
-        (t.name, s): grid_points(spec.tune.grid[s])[0]
+        (t.name, s): grid_points(_axes(spec, s))[0]
         for t in tuned_tasks(spec)
         for s in t.strategies or spec.strategies
     }
@@ -282,7 +287,7 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, dict[str, Tu
             grid: list[GridScore] = []
             steps: set[int] = set()
             runs, pending, ses = 0, False, []
-            for point in grid_points(spec.tune.grid[strategy]):
+            for point in grid_points(_axes(spec, strategy)):
                 seeds: dict[int, float] = {}
                 failed: dict[int, str] = {}
                 for c in (c for c in mine if c.point == point):
@@ -301,9 +306,9 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, dict[str, Tu
             scored = [g for g in grid if g.mean is not None]
             best = _chosen(scored, mine) if scored and not pending else None
             se = [v for v in ses if v is not None]
-            inert = inert_knobs(spec.tune.grid[strategy], grid, sum(se) / len(se) if se else None,
+            inert = inert_knobs(_axes(spec, strategy), grid, sum(se) / len(se) if se else None,
                                 f"{metric}_se")
-            edge = grid_edge(spec.tune.grid[strategy], best)
+            edge = grid_edge(_axes(spec, strategy), best)
             out[task.name][strategy] = TuningRow(
                 score=metric, steps_per_run=max(steps) if steps else None, runs=runs, grid=grid, best=best,
                 all_failed=not pending and not scored,
