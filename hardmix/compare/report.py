@@ -272,11 +272,17 @@ def _strict(value: Any) -> Any:
     return value
 
 
+def summary_json(summary: ComparisonSummary, spec_raw: dict[str, Any], machine: dict[str, Any],
+                 used: dict[str, Any]) -> str:
+    """The text of ``summary.json``: the summary, the spec, the ``machine`` and the versions ``used`` (NaN
+    written as null)."""
+    record = {**summary.to_json(), "spec": spec_raw, "machine": machine, "versions": used}
+    return json.dumps(_strict(record), indent=2, default=str, allow_nan=False) + "\n"
+
+
 def write_json(summary: ComparisonSummary, spec_raw: dict[str, Any], path: Path, root: Path) -> Path:
-    """``summary.json``: the summary, the spec, the machine and the versions (NaN written as null)."""
-    record = {**summary.to_json(), "spec": spec_raw, "machine": host(), "versions": versions()}
-    text = json.dumps(_strict(record), indent=2, default=str, allow_nan=False)
-    return write_text(text + "\n", path, root)
+    """``summary.json``, written here (:func:`summary_json`)."""
+    return write_text(summary_json(summary, spec_raw, host(), versions()), path, root)
 
 
 def _image(path: Path, caption: str) -> str:
@@ -358,6 +364,6 @@ def write_html(summary: ComparisonSummary, spec_raw: dict[str, Any], plots: list
 
 
 __all__ = [
-    "diagnostics_note", "notes", "summary_markdown", "verdicts_markdown", "write_csv",
+    "diagnostics_note", "notes", "summary_json", "summary_markdown", "verdicts_markdown", "write_csv",
     "write_html", "write_json", "write_markdown",
 ]
