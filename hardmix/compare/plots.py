@@ -155,7 +155,7 @@ def plot_forest(summary: ComparisonSummary, path: Path, root: Path) -> Path:
     t-interval (thin line; uncorrected) and the family's simultaneous interval (thick line: Bonferroni over
     the task's comparisons, ``ci_simultaneous``), a zero line, filled points where the simultaneous
     interval excludes 0 (so the filled points agree with the thick lines); on the right each row's p_holm
-    and verdict, Holm's (:func:`~hardmix.compare.summary.verdict_label`, its edge mark under it): Holm is more
+    and verdict, Holm's (:func:`~hardmix.compare.tables.verdict_label`, its edge mark under it): Holm is more
     powerful than Bonferroni, so rarely a significant verdict sits beside a thick line touching 0.
     Comparisons without an interval (too few seeds, no spread) are drawn as a cross at their mean; NaN ones
     are named on the right only. The legend says all of this."""

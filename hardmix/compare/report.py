@@ -142,7 +142,7 @@ def learned_notes(summary: ComparisonSummary) -> list[str]:
 
 def diagnostics_note(summary: ComparisonSummary) -> str | None:
     """What the verdicts' marks and the tuning's diagnostics say, in one paragraph (None when nothing is
-    flagged): the legend of :func:`~hardmix.compare.summary.edge_mark`, the chosen points at their grid's
+    flagged): the legend of :func:`~hardmix.compare.tables.edge_mark`, the chosen points at their grid's
     edge and the knobs that made no measurable difference."""
     parts = []
     if any(edge_mark(summary, task, s) for task, t in summary.tasks.items() for s in t.paired):

@@ -59,10 +59,12 @@ from hardmix.compare.summary_types import (
     TuningRow,
     ViewStart,
 )
+from hardmix.training.api import resolve_task
 from hardmix.training.learned import NOT_MEASURED
 from hardmix.training.metrics import read_metrics
 from hardmix.training.run_folder import METRICS
 from hardmix.utils.errors import ConfigError
+from hardmix.utils.provenance import code_label
 
 SE_SUFFIX = "_se"  # final_scores["<score>_se"]: the evaluation's sampling standard error of <score>
 
@@ -323,8 +325,6 @@ def code_table(cells: list[Cell], records: dict[tuple[str, str, int], dict[str, 
     """Which code trained the finished cells (``results.json`` ``code``): how many by commit label
     (:func:`hardmix.utils.provenance.code_label`: ``not recorded`` for older records), the full commits,
     ``mixed`` when more than one recorded code trained them, and then the cells of each (``cells``)."""
-    from hardmix.utils.provenance import code_label
-
     by: dict[str, list[str]] = {}
     for c in cells:
         r = records.get((c.task.name, c.strategy, c.seed))
@@ -367,8 +367,6 @@ def summarize(spec: CompareSpec, cells: list[Cell], tuning: dict[str, dict[str, 
     when given, its diagnostics among each strategy's flags. With ``folder`` (the comparison's), a cell
     whose record holds no ``start_scores`` takes the start measured after the fact for it
     (:func:`hardmix.compare.start.starts_for`), and its task's start row says so (``source``, ``files``)."""
-    from hardmix.training.api import resolve_task
-
     records, missing = collect(cells)
     after: dict[str, dict[str, Any]] = {}  # task -> the files of the starts measured after the fact it used
     for key, entry in starts_for(cells, folder).items():
