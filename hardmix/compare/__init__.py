@@ -7,6 +7,8 @@ the paired differences from a baseline with confidence intervals, plots and a se
   :mod:`~hardmix.compare.launcher`: as SLURM jobs through submitit, and ``--status``;
 - :mod:`~hardmix.compare.stats`: paired differences, confidence intervals, the paired t-test, Holm's
   correction, effect sizes and minimum detectable differences;
-- :mod:`~hardmix.compare.summary`, :mod:`~hardmix.compare.plots`, :mod:`~hardmix.compare.report`: the
-  tables, the plots and ``report.html``.
+- :mod:`~hardmix.compare.summary`: the summary, built as the dataclasses of
+  :mod:`~hardmix.compare.summary_types` (what ``summary.json`` holds and is read back into);
+- :mod:`~hardmix.compare.tables`, :mod:`~hardmix.compare.plots`, :mod:`~hardmix.compare.report`: every
+  table, rendered from them, the plots and the files (``summary.md``, ``report.html``, ...).
 """

@@ -336,18 +336,18 @@ def _remove_stale_temporaries(out: Path) -> None:
                 print(f"hardmix: {note}", file=sys.stderr)
 
 
-def refuse_unlearned(summary: dict) -> None:
+def refuse_unlearned(summary) -> None:  # noqa: ANN001
     """``--strict``: a ConfigError naming each task whose baseline did not beat its starting encoder (its
     ``learned`` verdict is false), before any of the comparison's files is written."""
-    from hardmix.compare.summary import baselines_that_did_not_learn
+    from hardmix.compare.tables import baselines_that_did_not_learn
 
-    base = summary["baseline"]
+    base = summary.baseline
     unlearned = baselines_that_did_not_learn(summary)
     if unlearned:
         raise ConfigError(
             f"--strict: the baseline {base} did not beat its starting encoder on "
-            + ", ".join(f"{t} ({summary['tasks'][t]['learned'][base]['mean']:+.2f} "
-                        f"{summary['tasks'][t]['score']})" for t in unlearned)
+            + ", ".join(f"{t} ({summary.tasks[t].learned[base].mean:+.2f} "
+                        f"{summary.tasks[t].score})" for t in unlearned)
             + ": a verdict against a baseline that did not learn is refused (without --strict it is "
               "reported, marked)")
 
@@ -469,16 +469,13 @@ def _launch_and_report(args, spec, out, cells, tune, jobs, keep, folders) -> int
 
 
 def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int:  # noqa: ANN001
+    from dataclasses import replace
+
     from hardmix.compare.plots import make_plots
     from hardmix.compare.report import diagnostics_note, write_csv, write_html, write_json, write_markdown
-    from hardmix.compare.summary import (
-        contrast_table,
-        cross_table,
-        learned_table,
-        per_task_table,
-        summarize,
-        text_table,
-    )
+    from hardmix.compare.summary import summarize
+    from hardmix.compare.summary_types import Growth
+    from hardmix.compare.tables import contrast_table, cross_table, learned_table, per_task_table, text_table
     from hardmix.compare.tuning import superseded_table, tuning_table
 
     corrupt = [c for c in cells if c.status() == "corrupt"]
@@ -487,16 +484,14 @@ def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int: 
               file=sys.stderr)
     tuning = tuning_table(spec, tune) if tune else None
     summary = summarize(spec, [c for c in cells if c not in corrupt], tuning, folder=out)
-    summary["missing"] += [c.label for c in corrupt]  # a corrupt record counts as a missing cell
-    summary["cells"] += len(corrupt)
-    growth = read_growth(out)
-    if growth:  # every look disclosed: each --resume that added seeds, strategies or grid values
-        summary["growth"] = growth
-    superseded = superseded_table({t: r["score"] for t, r in summary["tasks"].items()}, out,
-                                  folders or {})
-    if superseded:  # every look at the held-out data disclosed
-        summary["superseded"] = superseded
-    if summary["finished"] == 0:
+    superseded = superseded_table({t: r.score for t, r in summary.tasks.items()}, out, folders or {})
+    summary = replace(
+        summary, missing=summary.missing + [c.label for c in corrupt],  # a corrupt record counts as missing
+        cells=summary.cells + len(corrupt),
+        # every look disclosed: each --resume that added seeds, strategies or grid values
+        growth=[Growth.from_json(g) for g in read_growth(out)] or None,
+        superseded=superseded or None)  # every look at the held-out data disclosed
+    if summary.finished == 0:
         raise RunError(f"{out}: no run of this comparison has finished yet; nothing to report")
     if strict:
         refuse_unlearned(summary)
@@ -507,30 +502,30 @@ def _report(spec, out, cells, tune, failed, folders=None, strict=False) -> int: 
     write_html(summary, spec.raw, plots, out / REPORT, out)
     print(f"Paired difference from {spec.baseline} (mean [95% CI], paired t-test over seeds):")
     print(text_table(*cross_table(summary)))
-    for task in summary["tasks"]:
+    for task, t in summary.tasks.items():
         print(f"\n{task}:")
         print(text_table(*per_task_table(summary, task)))
-        if "start" in summary["tasks"][task]:
+        if t.start is not None:
             print(f"\n{task}, each against its cells' starting encoder (did they learn?):")
             print(text_table(*learned_table(summary, task)))
-        if summary["tasks"][task].get("contrasts"):
+        if t.contrasts:
             print(f"\n{task}, each strategy against its control (Holm over these contrasts):")
             print(text_table(*contrast_table(summary, task)))
     note = diagnostics_note(summary)
     if note:
         print(f"\n{note}")
-    if summary["failed"]:
-        print(f"\nfailed ({len(summary['failed'])}, recorded; --resume --retry-failed runs them again): "
-              + "; ".join(f"{label}: {why}" for label, why in summary["failed"].items()))
+    if summary.failed:
+        print(f"\nfailed ({len(summary.failed)}, recorded; --resume --retry-failed runs them again): "
+              + "; ".join(f"{label}: {why}" for label, why in summary.failed.items()))
     if superseded:
         print(f"\nsuperseded ({len(superseded)}: set aside, kept in {out / 'superseded'}): "
-              + "; ".join(f"{r['cell']}" + (f" at {r['point']}" if r["point"] is not None else "")
-                          + f": {r['score']} ({r['why']})" for r in superseded))
-    if summary["code"]["mixed"]:
+              + "; ".join(f"{r.cell}" + (f" at {r.point}" if r.point is not None else "")
+                          + f": {r.score} ({r.why})" for r in superseded))
+    if summary.code.mixed:
         print("\ntrained by different code: " + "; ".join(
-            f"{label}: {n} cells" for label, n in summary["code"]["counts"].items()))
-    if summary["missing"]:
-        print(f"\nmissing ({len(summary['missing'])}): {', '.join(summary['missing'])}")
+            f"{label}: {n} cells" for label, n in summary.code.counts.items()))
+    if summary.missing:
+        print(f"\nmissing ({len(summary.missing)}): {', '.join(summary.missing)}")
     print(f"\nreport: {out / 'report.html'} (summary.md, summary.csv, summary.json, plots/)")
     return 1 if failed else 0
 

@@ -27,7 +27,8 @@ os.environ.setdefault("MPLCONFIGDIR", str(cache_folder() / "matplotlib"))
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from hardmix.compare.grid import Cell
-from hardmix.compare.summary import edge_mark, learned_mark, verdict_label
+from hardmix.compare.summary_types import ComparisonSummary
+from hardmix.compare.tables import edge_mark, learned_mark, verdict_label
 from hardmix.training.metrics import read_metrics
 from hardmix.training.run_folder import METRICS
 from hardmix.utils.confine import makedirs, save_figure
@@ -100,9 +101,9 @@ def _band(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.nda
     return np.asarray(common), table.mean(0), table.min(0), table.max(0)
 
 
-def _strategies(summary: dict[str, Any]) -> list[str]:
+def _strategies(summary: ComparisonSummary) -> list[str]:
     """Every strategy of any task, in the spec's order (their colours)."""
-    return list(dict.fromkeys(s for t in summary["tasks"].values() for s in t["strategies"]))
+    return list(dict.fromkeys(s for t in summary.tasks.values() for s in t.strategies))
 
 
 def score_unit(score: str, difference: bool = False) -> str:
@@ -134,58 +135,58 @@ def _save(fig: Any, path: Path, root: Path, dpi: int = 110) -> Path:
     return path
 
 
-def _start_row(summary: dict[str, Any], task: str) -> dict[str, Any] | None:
+def _start_row(summary: ComparisonSummary, task: str) -> dict[str, Any] | None:
     """The forest plot's ``start`` row of a task: the starting encoder minus the baseline (the baseline's
     ``learned`` difference, negated, with its interval) and its label; None for a summary without start
     rows (an older hardmix's)."""
-    t = summary["tasks"][task]
-    if "start" not in t:
+    t = summary.tasks[task]
+    if t.start is None:
         return None
-    lr = (t.get("learned") or {}).get(summary["baseline"]) or {}
-    if lr.get("verdict") is None:
+    lr = t.learned.get(summary.baseline)
+    if lr is None or lr.verdict is None:
         return {"mean": None, "ci_low": None, "ci_high": None, "label": "start not measured"}
-    neg = {k: -lr[k] if _finite(lr.get(k)) else None for k in ("mean", "ci_low", "ci_high")}
+    neg = {k: -v if _finite(v := getattr(lr, k)) else None for k in ("mean", "ci_low", "ci_high")}
     return {"mean": neg["mean"], "ci_low": neg["ci_high"], "ci_high": neg["ci_low"],
-            "label": "baseline beat its start" if lr["verdict"] else "baseline did not beat its start"}
+            "label": "baseline beat its start" if lr.verdict else "baseline did not beat its start"}
 
 
-def plot_forest(summary: dict[str, Any], path: Path, root: Path) -> Path:
+def plot_forest(summary: ComparisonSummary, path: Path, root: Path) -> Path:
     """The answer: per task, each strategy's paired difference from the baseline (point) with its 95%
     t-interval (thin line; uncorrected) and the family's simultaneous interval (thick line: Bonferroni over
     the task's comparisons, ``ci_simultaneous``), a zero line, filled points where the simultaneous
     interval excludes 0 (so the filled points agree with the thick lines); on the right each row's p_holm
-    and verdict, Holm's (:func:`~hardmix.compare.summary.verdict_label`, its edge mark under it): Holm is more
+    and verdict, Holm's (:func:`~hardmix.compare.tables.verdict_label`, its edge mark under it): Holm is more
     powerful than Bonferroni, so rarely a significant verdict sits beside a thick line touching 0.
     Comparisons without an interval (too few seeds, no spread) are drawn as a cross at their mean; NaN ones
     are named on the right only. The legend says all of this."""
     plt = _pyplot()
-    tasks = list(summary["tasks"])
+    tasks = list(summary.tasks)
     col = colours(_strategies(summary))
-    sizes = [max(1, len(summary["tasks"][t]["paired"]) + ("start" in summary["tasks"][t])) for t in tasks]
+    sizes = [max(1, len(summary.tasks[t].paired) + (summary.tasks[t].start is not None)) for t in tasks]
     fig, axes = plt.subplots(
         len(tasks), 1, figsize=(8.5, 1.3 * len(tasks) + 0.38 * sum(sizes)), squeeze=False,
         gridspec_kw={"height_ratios": sizes},
     )
     for ax, task in zip(axes[:, 0], tasks):
-        t = summary["tasks"][task]
-        names = list(t["paired"])
+        t = summary.tasks[task]
+        names = list(t.paired)
         for i, s in enumerate(names):
-            p = t["paired"][s]
+            p = t.paired[s]
             y = len(names) - 1 - i
-            lo, hi = p.get("ci_simultaneous") or (None, None)
+            lo, hi = p.ci_simultaneous
             excludes = _finite(lo) and _finite(hi) and (lo > 0 or hi < 0)
-            if _finite(p.get("ci_low")):
-                ax.plot([p["ci_low"], p["ci_high"]], [y, y], color=col[s], lw=1.2)
+            if _finite(p.ci_low):
+                ax.plot([p.ci_low, p.ci_high], [y, y], color=col[s], lw=1.2)
                 if _finite(lo) and _finite(hi):
                     ax.plot([lo, hi], [y, y], color=col[s], lw=4, alpha=0.45, solid_capstyle="butt")
-                ax.plot(p["mean"], y, "o", ms=8, color=col[s], mfc=col[s] if excludes else "white", mew=2)
-            elif _finite(p.get("mean")):
-                ax.plot(p["mean"], y, "x", ms=8, color=col[s], mew=2)
-            holm = p.get("p_holm")
+                ax.plot(p.mean, y, "o", ms=8, color=col[s], mfc=col[s] if excludes else "white", mew=2)
+            elif _finite(p.mean):
+                ax.plot(p.mean, y, "x", ms=8, color=col[s], mew=2)
+            holm = p.p_holm
             label = verdict_label(p) if not _finite(holm) else f"p_holm {holm:.3f}  {verdict_label(p)}"
             mark = " ".join(x for x in (edge_mark(summary, task, s), learned_mark(summary, task)) if x)
             ax.text(1.02, y, label, transform=ax.get_yaxis_transform(), va="bottom" if mark else "center",
-                    fontsize=9, fontweight="bold" if p["verdict"] in ("better", "worse") else "normal")
+                    fontsize=9, fontweight="bold" if p.verdict in ("better", "worse") else "normal")
             if mark:
                 ax.text(1.02, y, mark, transform=ax.get_yaxis_transform(), va="top", fontsize=8)
         start = _start_row(summary, task)
@@ -201,9 +202,9 @@ def plot_forest(summary: dict[str, Any], path: Path, root: Path) -> Path:
         ax.set_yticks(range(low, len(names)), ([] if start is None else ["start"]) + names[::-1], fontsize=9)
         ax.set_ylim(low - 0.7, len(names) - 0.3)
         ax.grid(axis="x", alpha=0.3)
-        unit = score_unit(t["score"], difference=True)
-        ax.set_xlabel(f"{t['score']} − {summary['baseline']} ({unit}); higher is better")
-        ax.set_title(f"{task}: paired difference from {summary['baseline']}, 95% interval (thin) and "
+        unit = score_unit(t.score, difference=True)
+        ax.set_xlabel(f"{t.score} − {summary.baseline} ({unit}); higher is better")
+        ax.set_title(f"{task}: paired difference from {summary.baseline}, 95% interval (thin) and "
                      "simultaneous (thick)", fontsize=10)
     handles = [
         plt.Line2D([], [], marker="o", color="grey", mfc="grey", ls="-",
@@ -219,23 +220,23 @@ def plot_forest(summary: dict[str, Any], path: Path, root: Path) -> Path:
     return _save(fig, path, root)
 
 
-def plot_scores(summary: dict[str, Any], path: Path, root: Path) -> Path:
+def plot_scores(summary: ComparisonSummary, path: Path, root: Path) -> Path:
     """The compared score per strategy: each seed a small point, the mean a large point with its 95%
     t-interval over seeds; strategies on the vertical axis (readable at any number)."""
     from scipy import stats
 
     plt = _pyplot()
-    tasks = list(summary["tasks"])
+    tasks = list(summary.tasks)
     strategies = _strategies(summary)
     col = colours(strategies)
-    n = max(len(summary["tasks"][t]["strategies"]) for t in tasks)
+    n = max(len(summary.tasks[t].strategies) for t in tasks)
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 1.2 + 0.38 * n), squeeze=False)
     for ax, task in zip(axes[0], tasks):
-        t = summary["tasks"][task]
-        names = [s for s in strategies if s in t["strategies"]]
+        t = summary.tasks[task]
+        names = [s for s in strategies if s in t.strategies]
         for i, s in enumerate(names):
             y = len(names) - 1 - i
-            values = np.asarray([v for v in t["strategies"][s]["seeds"].values() if _finite(v)], dtype=float)
+            values = np.asarray([v for v in t.strategies[s].seeds.values() if _finite(v)], dtype=float)
             if not values.size:
                 continue
             ax.scatter(values, np.full(values.size, y + 0.18), color=col[s], s=14, alpha=0.7, zorder=3)
@@ -247,21 +248,21 @@ def plot_scores(summary: dict[str, Any], path: Path, root: Path) -> Path:
         ax.set_yticks(range(len(names)), names[::-1], fontsize=9)
         ax.set_ylim(-0.7, len(names) - 0.3)
         ax.grid(axis="x", alpha=0.3)
-        ax.set_xlabel(f"{t['score']} ({score_unit(t['score'])}); higher is better")
-        ax.set_title(f"{task}: {t['score']} per seed (small) and mean with 95% interval", fontsize=10)
+        ax.set_xlabel(f"{t.score} ({score_unit(t.score)}); higher is better")
+        ax.set_title(f"{task}: {t.score} per seed (small) and mean with 95% interval", fontsize=10)
     fig.tight_layout()
     return _save(fig, path, root)
 
 
 def _panels(
-    cells: list[Cell], summary: dict[str, Any], keys: list[tuple[str, str]], per_task_key: bool
+    cells: list[Cell], summary: ComparisonSummary, keys: list[tuple[str, str]], per_task_key: bool
 ) -> tuple[list[tuple[str, str, str, dict]], list[str]]:
     """The (task, key, label, series) panels that hold data, and a note for each one left out."""
     panels, empty = [], []
-    for task in summary["tasks"]:
+    for task, t in summary.tasks.items():
         mine = [c for c in cells if c.task.name == task]
         for key, label in keys:
-            key = summary["tasks"][task]["selection_metric"] if per_task_key else key
+            key = t.selection_metric if per_task_key else key
             series = _series(mine, key)
             if series:
                 panels.append((task, key, label, series))
@@ -272,7 +273,7 @@ def _panels(
 
 def _lines(
     cells: list[Cell],
-    summary: dict[str, Any],
+    summary: ComparisonSummary,
     keys: list[tuple[str, str]],
     path: Path,
     root: Path,
@@ -315,7 +316,7 @@ def _lines(
     return _save(fig, path, root, dpi=100)
 
 
-def plot_alignment_uniformity(cells: list[Cell], summary: dict[str, Any], path: Path,
+def plot_alignment_uniformity(cells: list[Cell], summary: ComparisonSummary, path: Path,
                               root: Path) -> Path | None:
     """Each strategy's path in the alignment-uniformity plane over training (the dot its end); tasks that
     logged neither are left out; None when none did."""
@@ -323,7 +324,7 @@ def plot_alignment_uniformity(cells: list[Cell], summary: dict[str, Any], path: 
     strategies = _strategies(summary)
     col = colours(strategies)
     tasks = []
-    for task in summary["tasks"]:
+    for task in summary.tasks:
         mine = [c for c in cells if c.task.name == task]
         align, unif = _series(mine, "alignment"), _series(mine, "uniformity")
         if any(align.get((task, s)) and unif.get((task, s)) for s in strategies):
@@ -354,7 +355,7 @@ def plot_alignment_uniformity(cells: list[Cell], summary: dict[str, Any], path: 
 PLOTS = ("forest", "scores", "selection_curves", "dynamics", "alignment_uniformity")
 
 
-def make_plots(cells: list[Cell], summary: dict[str, Any], folder: Path, root: Path) -> list[Path]:
+def make_plots(cells: list[Cell], summary: ComparisonSummary, folder: Path, root: Path) -> list[Path]:
     """Write every plot that has data into ``folder`` (``DIR/plots``, inside the comparison's folder
     ``root``), the forest plot first; returns their paths (a plot nothing was logged for is not drawn:
     :data:`PLOTS` names them all)."""

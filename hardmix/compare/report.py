@@ -10,23 +10,26 @@ import html
 import io
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hardmix.compare.stats import ALPHA, FEW_SEEDS, NAN_SCORE, NO_SPREAD, TOO_FEW
-from hardmix.compare.summary import (
+from hardmix.compare.summary_types import ComparisonSummary, TuningRow
+from hardmix.compare.tables import (
     BASELINE_DID_NOT_LEARN,
     T_TEST_ONLY,
-    cell_count,
     contrast_table,
     edge_mark,
+    html_table,
     interval_text,
     learned_table,
     markdown_table,
     per_task_table,
     secondary_table,
+    set_aside_table,
     tuning_budget_table,
     tuning_grid_table,
     verdict_table,
@@ -36,17 +39,17 @@ from hardmix.utils.confine import write_text
 from hardmix.utils.machine import host
 
 
-def notes(summary: dict[str, Any]) -> list[str]:
+def notes(summary: ComparisonSummary) -> list[str]:
     """What the reader must know to read the verdicts, in words: the correction, few seeds, degenerate
     comparisons, a compared score that is the selection score, missing runs."""
     out = [
-        f"Verdicts: each strategy against `{summary['baseline']}`, paired by seed (paired t-test); p_holm is "
+        f"Verdicts: each strategy against `{summary.baseline}`, paired by seed (paired t-test); p_holm is "
         "Holm-adjusted over the comparisons of each task, and a difference is called better or worse only "
         f"when p_holm < {ALPHA}, else n.s. (not significant)."
     ]
-    exact_min = sorted({(p["n"], p["p_exact_min"]) for t in summary["tasks"].values()
-                        for p in t["paired"].values() if p.get("p_exact_min") is not None
-                        and math.isfinite(p["p_exact_min"])})
+    exact_min = sorted({(p.n, p.p_exact_min) for t in summary.tasks.values()
+                        for p in t.paired.values() if p.p_exact_min is not None
+                        and math.isfinite(p.p_exact_min)})
     if exact_min:
         reach = ", ".join(f"{m:.4g} at n = {n}" for n, m in exact_min)
         out.append(
@@ -55,7 +58,7 @@ def notes(summary: dict[str, Any]) -> list[str]:
             f"differences ({reach}). A verdict marked {T_TEST_ONLY} holds under the t-test, which assumes "
             "normal differences, but not under the exact test."
         )
-    ns = sorted({p["n"] for t in summary["tasks"].values() for p in t["paired"].values() if p["n"] >= 2})
+    ns = sorted({p.n for t in summary.tasks.values() for p in t.paired.values() if p.n >= 2})
     few = [n for n in ns if n < FEW_SEEDS]
     if few:
         out.append(
@@ -75,84 +78,83 @@ def notes(summary: dict[str, Any]) -> list[str]:
         "not tested)",
     }
     for verdict, what in meaning.items():
-        hit = [f"{s} on {task}" for task, t in summary["tasks"].items() for s, p in t["paired"].items()
-               if p["verdict"] == verdict]
+        hit = [f"{s} on {task}" for task, t in summary.tasks.items() for s, p in t.paired.items()
+               if p.verdict == verdict]
         if hit:
             out.append(f"{verdict} ({what}): " + ", ".join(hit) + ".")
     note = diagnostics_note(summary)
     if note:
         out.append(note)
-    for task, t in summary["tasks"].items():
-        if t["score"] == t.get("selection_metric"):
+    for task, t in summary.tasks.items():
+        if t.score == t.selection_metric:
             out.append(
-                f"{task}: the compared score {t['score']} is the selection score (the best step is chosen on "
-                "it), not held out" + (" (allowed by the spec)." if t.get("allow_selection_score") else ".")
+                f"{task}: the compared score {t.score} is the selection score (the best step is chosen on "
+                "it), not held out" + (" (allowed by the spec)." if t.allow_selection_score else ".")
             )
-        elif t.get("selection_metric"):
+        elif t.selection_metric:
             out.append(
-                f"{task}: {t['score']} is held out; the best step is selected on {t['selection_metric']}."
+                f"{task}: {t.score} is held out; the best step is selected on {t.selection_metric}."
             )
-    if summary.get("failed"):
+    if summary.failed:
         out.append(
-            f"{len(summary['failed'])} of {cell_count(summary)} runs failed, each a recorded result left out "
+            f"{len(summary.failed)} of {summary.cells} runs failed, each a recorded result left out "
             "of the tests (rerun them with --resume --retry-failed): "
-            + "; ".join(f"{label} ({why})" for label, why in summary["failed"].items())
+            + "; ".join(f"{label} ({why})" for label, why in summary.failed.items())
             + "."
         )
     out += learned_notes(summary)
-    if summary["missing"]:
+    if summary.missing:
         out.append(
-            f"{len(summary['missing'])} of {cell_count(summary)} runs are missing: "
-            + ", ".join(summary["missing"])
+            f"{len(summary.missing)} of {summary.cells} runs are missing: "
+            + ", ".join(summary.missing)
             + "."
         )
     return out
 
 
-def learned_notes(summary: dict[str, Any]) -> list[str]:
+def learned_notes(summary: ComparisonSummary) -> list[str]:
     """Whether each task's baseline learned (beat its starting encoder), and which code trained the cells
     when more than one did; nothing for a summary of an older hardmix (no start rows)."""
     out = []
-    base = summary["baseline"]
-    for task, t in summary["tasks"].items():
-        if "start" not in t:
+    base = summary.baseline
+    for task, t in summary.tasks.items():
+        if t.start is None:
             continue
-        lr = (t.get("learned") or {}).get(base) or {}
-        if lr.get("verdict") is None:
+        lr = t.learned.get(base)
+        if lr is None or lr.verdict is None:
             out.append(f"{task}: the start was not measured (the cells' records hold no start_scores), so "
                        f"whether `{base}` learned is not known; no verdict here says it did.")
-        elif lr["verdict"]:
-            out.append(f"{task}: `{base}` beat its starting encoder ({interval_text(lr)} {t['score']}).")
+        elif lr.verdict:
+            out.append(f"{task}: `{base}` beat its starting encoder ({interval_text(lr)} {t.score}).")
         else:
             out.append(f"{task}: `{base}` did not beat its starting encoder ({interval_text(lr)} "
-                       f"{t['score']}): "
+                       f"{t.score}): "
                        f"every verdict against it is marked {BASELINE_DID_NOT_LEARN}, and --strict refuses "
                        "the comparison.")
-    code = summary.get("code") or {}
-    if code.get("mixed"):
+    if summary.code.mixed:
         out.append("The cells were trained by different code: " + "; ".join(
-            f"{label}: {', '.join(cells)}" for label, cells in code["cells"].items()) + ".")
-    for g in summary.get("growth") or []:
-        seen = "after its results were seen" if g.get("after_results") else "before any result was reported"
-        out.append(f"Grown on {g['date']}, {seen}: added {'; '.join(g['added'])}.")
+            f"{label}: {', '.join(cells)}" for label, cells in (summary.code.cells or {}).items()) + ".")
+    for g in summary.growth or []:
+        seen = "after its results were seen" if g.after_results else "before any result was reported"
+        out.append(f"Grown on {g.date}, {seen}: added {'; '.join(g.added)}.")
     return out
 
 
-def diagnostics_note(summary: dict[str, Any]) -> str | None:
+def diagnostics_note(summary: ComparisonSummary) -> str | None:
     """What the verdicts' marks and the tuning's diagnostics say, in one paragraph (None when nothing is
-    flagged): the legend of :func:`~hardmix.compare.summary.edge_mark`, the chosen points at their grid's
+    flagged): the legend of :func:`~hardmix.compare.tables.edge_mark`, the chosen points at their grid's
     edge and the knobs that made no measurable difference."""
     parts = []
-    if any(edge_mark(summary, task, s) for task, t in summary["tasks"].items() for s in t["paired"]):
+    if any(edge_mark(summary, task, s) for task, t in summary.tasks.items() for s in t.paired):
         parts.append(
             "A verdict marked (edge: k/N at first or last step) rests on cells that selected the first or "
             "the last step they evaluated: k of the N cells of the strategy and the baseline ('evaluated "
             "once': no step to choose from), so the best model may lie outside the steps evaluated and the "
             "verdict compares where evaluation cut training, not each strategy at its best."
         )
-    tuning = summary.get("tuning") or {}
-    edges = _grouped(tuning, lambda tu: ", ".join(f"{k} {v}" for k, v in (tu.get("grid_edge") or {}).items()))
-    inert = _grouped(tuning, lambda tu: ", ".join(tu.get("inert_knob") or []))
+    tuning = summary.tuning or {}
+    edges = _grouped(tuning, lambda tu: ", ".join(f"{k} {v}" for k, v in (tu.grid_edge or {}).items()))
+    inert = _grouped(tuning, lambda tu: ", ".join(tu.inert_knob or []))
     if edges:
         parts.append(f"Tuning chose a grid edge (a better point may lie beyond it): {edges}.")
     if inert:
@@ -161,7 +163,7 @@ def diagnostics_note(summary: dict[str, Any]) -> str | None:
     return " ".join(parts) or None
 
 
-def _grouped(tuning: dict[str, Any], what: Any) -> str:
+def _grouped(tuning: dict[str, dict[str, TuningRow]], what: Callable[[TuningRow], str]) -> str:
     """``what`` of each tuned strategy, the strategies that share it together, a task at a time:
     ``text: mixcse.lam high for mixcse, mixcse_nosg; loss.temperature low for none. vision: ...``."""
     out = []
@@ -175,15 +177,14 @@ def _grouped(tuning: dict[str, Any], what: Any) -> str:
     return ". ".join(out)
 
 
-def _seeds_line(summary: dict[str, Any]) -> str:
-    own = {t: v["seeds"] for t, v in summary["tasks"].items()
-           if v.get("seeds", summary["seeds"]) != summary["seeds"]}
-    seeds = f"seeds {summary['seeds']}" + "".join(f" ({t}: {s})" for t, s in own.items())
-    done = f"{summary['finished']} of {cell_count(summary)} runs finished."
-    return f"Baseline: `{summary['baseline']}`; {seeds}; {done}"
+def _seeds_line(summary: ComparisonSummary) -> str:
+    own = {t: v.seeds for t, v in summary.tasks.items() if v.seeds != summary.seeds}
+    seeds = f"seeds {summary.seeds}" + "".join(f" ({t}: {s})" for t, s in own.items())
+    done = f"{summary.finished} of {summary.cells} runs finished."
+    return f"Baseline: `{summary.baseline}`; {seeds}; {done}"
 
 
-def verdicts_markdown(summary: dict[str, Any], other_scores: bool = False, learned: bool = True) -> str:
+def verdicts_markdown(summary: ComparisonSummary, other_scores: bool = False, learned: bool = True) -> str:
     """The answer in Markdown: the verdict table, what to know to read it (whether each task's baseline
     learned among it), and per task its table, its start table (``learned``) and, with ``other_scores``,
     its other final scores. What ``docs/`` quotes of a comparison (without the start tables: the notes say
@@ -198,9 +199,9 @@ def verdicts_markdown(summary: dict[str, Any], other_scores: bool = False, learn
         *(f"- {n}" for n in notes(summary)),
         "",
     ]
-    for task in summary["tasks"]:
+    for task, t in summary.tasks.items():
         lines += [f"### {task}", "", markdown_table(*per_task_table(summary, task)), ""]
-        if learned and "start" in summary["tasks"][task]:  # a summary of an older hardmix has none
+        if learned and t.start is not None:  # a summary of an older hardmix has none
             lines += [f"Did they learn? Each against its cells' starting encoder ({task}):", "",
                       markdown_table(*learned_table(summary, task)), ""]
         head, rows = secondary_table(summary, task)
@@ -209,44 +210,39 @@ def verdicts_markdown(summary: dict[str, Any], other_scores: bool = False, learn
     return "\n".join(lines)
 
 
-def summary_markdown(summary: dict[str, Any]) -> str:
+def summary_markdown(summary: ComparisonSummary) -> str:
     """The summary's tables in Markdown (``summary.md`` less its title): the verdict table, what to know
     to read it, then per task its table and its other final scores, and the tuning when there was one."""
     lines = [verdicts_markdown(summary, other_scores=True)]
-    for task, t in summary["tasks"].items():
-        if t.get("contrasts"):
+    for task, t in summary.tasks.items():
+        if t.contrasts:
             lines += [f"### {task}: each strategy against its control (Holm over these contrasts)", "",
                       markdown_table(*contrast_table(summary, task)), ""]
-    if summary.get("tuning"):
+    if summary.tuning:
         lines += ["### Tuning", "", markdown_table(*tuning_budget_table(summary)), ""]
-        for task, per in summary["tuning"].items():
+        for task, per in summary.tuning.items():
             for strategy in per:
                 table = markdown_table(*tuning_grid_table(summary, task, strategy))
                 lines += [f"{task}, {strategy}{_tuning_flags(per[strategy])}:", "", table, ""]
-    if summary.get("superseded"):  # every run set aside, every look at the held-out data disclosed
-        rows = [[r["cell"], "" if r.get("point") is None else json.dumps(r["point"]),
-                 "" if r.get("score") is None else str(r["score"]), r.get("why", "")]
-                for r in summary["superseded"]]
-        lines += ["### Set aside (kept in superseded/)", "",
-                  markdown_table(["cell", "point", "score", "why"], rows), ""]
+    if summary.superseded:  # every run set aside, every look at the held-out data disclosed
+        lines += ["### Set aside (kept in superseded/)", "", markdown_table(*set_aside_table(summary)), ""]
     return "\n".join(lines)
 
 
-def _tuning_flags(tu: dict[str, Any]) -> str:
+def _tuning_flags(tu: TuningRow) -> str:
     """A tuned strategy's diagnostics beside its grid's title: `` (grid edge: mixcse.lam high; inert:
     loss.temperature)``, or ``""``."""
-    parts = [f"grid edge: {', '.join(f'{k} {v}' for k, v in tu['grid_edge'].items())}"] if tu.get(
-        "grid_edge") else []
-    parts += [f"inert: {', '.join(tu['inert_knob'])}"] if tu.get("inert_knob") else []
+    parts = [f"grid edge: {', '.join(f'{k} {v}' for k, v in tu.grid_edge.items())}"] if tu.grid_edge else []
+    parts += [f"inert: {', '.join(tu.inert_knob)}"] if tu.inert_knob else []
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def write_markdown(summary: dict[str, Any], path: Path, root: Path) -> Path:
+def write_markdown(summary: ComparisonSummary, path: Path, root: Path) -> Path:
     """``summary.md`` at ``path``, inside the comparison's folder ``root``."""
     return write_text("# Comparison\n\n" + summary_markdown(summary), path, root)
 
 
-def write_csv(summary: dict[str, Any], path: Path, root: Path) -> Path:
+def write_csv(summary: ComparisonSummary, path: Path, root: Path) -> Path:
     buf = io.StringIO()
     w = csv.writer(buf)
     keys = ["mean", "ci_low", "ci_high", "p_value", "p_holm", "p_exact", "p_exact_holm", "effect_size",
@@ -254,13 +250,14 @@ def write_csv(summary: dict[str, Any], path: Path, root: Path) -> Path:
     w.writerow(["task", "score", "strategy", "n", "mean", "std", "sampling_se", "diff", *keys[1:],
                 "ci_simultaneous_low", "ci_simultaneous_high", "ci_simultaneous_method", "edge",
                 "wall_seconds_mean"])
-    for task, t in summary["tasks"].items():
-        for s, row in t["strategies"].items():
-            p = t["paired"].get(s, {})
-            lo, hi = p.get("ci_simultaneous") or ("", "")
-            w.writerow([task, t["score"], s, row["n"], row["mean"], row["std"], row.get("sampling_se"),
-                        *(p.get(k, "") for k in keys), lo, hi, p.get("ci_simultaneous_method", ""),
-                        edge_mark(summary, task, s) if p else "", row["wall_seconds_mean"]])
+    for task, t in summary.tasks.items():
+        for s, row in t.strategies.items():
+            p = t.paired.get(s)
+            lo, hi = p.ci_simultaneous if p else ("", "")
+            w.writerow([task, t.score, s, row.n, row.mean, row.std, row.sampling_se,
+                        *((getattr(p, k) if p else "") for k in keys), lo, hi,
+                        p.ci_simultaneous_method if p else "", edge_mark(summary, task, s) if p else "",
+                        row.wall_seconds_mean])
     return write_text(buf.getvalue(), path, root)
 
 
@@ -275,24 +272,17 @@ def _strict(value: Any) -> Any:
     return value
 
 
-def write_json(summary: dict[str, Any], spec_raw: dict[str, Any], path: Path, root: Path) -> Path:
-    """``summary.json``: the summary, the spec, the machine and the versions (NaN written as null)."""
-    record = {**summary, "spec": spec_raw, "machine": host(), "versions": versions()}
-    text = json.dumps(_strict(record), indent=2, default=str, allow_nan=False)
-    return write_text(text + "\n", path, root)
+def summary_json(summary: ComparisonSummary, spec_raw: dict[str, Any], machine: dict[str, Any],
+                 used: dict[str, Any]) -> str:
+    """The text of ``summary.json``: the summary, the spec, the ``machine`` and the versions ``used`` (NaN
+    written as null)."""
+    record = {**summary.to_json(), "spec": spec_raw, "machine": machine, "versions": used}
+    return json.dumps(_strict(record), indent=2, default=str, allow_nan=False) + "\n"
 
 
-def _html_table(head: list[str], rows: list[list[str]], classes: str = "") -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = []
-    for r in rows:
-        cells = "".join(f"<td class='{_cell_class(c)}'>{html.escape(str(c))}</td>" for c in r)
-        body.append(f"<tr>{cells}</tr>")
-    return f"<table class='{classes}'><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def _cell_class(value: Any) -> str:
-    return {"better": "better", "worse": "worse"}.get(str(value), "")
+def write_json(summary: ComparisonSummary, spec_raw: dict[str, Any], path: Path, root: Path) -> Path:
+    """``summary.json``, written here (:func:`summary_json`)."""
+    return write_text(summary_json(summary, spec_raw, host(), versions()), path, root)
 
 
 def _image(path: Path, caption: str) -> str:
@@ -318,7 +308,7 @@ CAPTIONS = {
 }
 
 
-def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Path], path: Path,
+def write_html(summary: ComparisonSummary, spec_raw: dict[str, Any], plots: list[Path], path: Path,
                root: Path) -> Path:
     """``report.html``: the forest plot of the paired differences first, then the verdict table and what to
     know to read it, then per task its tables, the tuning, the other plots, the spec and the machine."""
@@ -332,38 +322,35 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
         "img{max-width:100%}figure{margin:1em 0}figcaption{font-size:13px;color:#444}"
         "pre{background:#f6f6f6;padding:1em;overflow-x:auto}li{margin:.3em 0}</style></head><body>",
         "<h1>hardmix compare</h1>",
-        f"<p>Baseline <code>{html.escape(summary['baseline'])}</code>, seeds {summary['seeds']}, "
-        f"{summary['finished']} of {cell_count(summary)} runs finished.</p>",
+        f"<p>Baseline <code>{html.escape(summary.baseline)}</code>, seeds {summary.seeds}, "
+        f"{summary.finished} of {summary.cells} runs finished.</p>",
         "<h2>Paired difference from the baseline</h2>",
         *(_image(p, CAPTIONS["forest"]) for p in forest),
         "<h2>Verdicts</h2>",
-        _html_table(*verdict_table(summary), classes="verdicts"),
+        html_table(*verdict_table(summary), classes="verdicts"),
         "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes(summary)) + "</ul>",
     ]
-    for task in summary["tasks"]:
-        parts += [f"<h2>{html.escape(task)}</h2>", _html_table(*per_task_table(summary, task))]
-        if "start" in summary["tasks"][task]:
+    for task, t in summary.tasks.items():
+        parts += [f"<h2>{html.escape(task)}</h2>", html_table(*per_task_table(summary, task))]
+        if t.start is not None:
             parts += ["<p>Did they learn? Each against its cells' starting encoder:</p>",
-                      _html_table(*learned_table(summary, task))]
+                      html_table(*learned_table(summary, task))]
         head, rows = secondary_table(summary, task)
         if len(head) > 1:
-            parts += ["<p>Other final scores (mean ± std over seeds):</p>", _html_table(head, rows)]
-    if summary.get("tuning"):
+            parts += ["<p>Other final scores (mean ± std over seeds):</p>", html_table(head, rows)]
+    if summary.tuning:
         parts += ["<h2>Tuning</h2>", "<p>Each strategy's grid, scored on the selection split only; the "
                   "chosen point then ran on the evaluation seeds. The budget each strategy got:</p>",
-                  _html_table(*tuning_budget_table(summary))]
-        for task, per in summary["tuning"].items():
+                  html_table(*tuning_budget_table(summary))]
+        for task, per in summary.tuning.items():
             for strategy, tu in per.items():
-                title = f"{task}, {strategy} ({tu['score']}){_tuning_flags(tu)}"
-                table = _html_table(*tuning_grid_table(summary, task, strategy))
+                title = f"{task}, {strategy} ({tu.score}){_tuning_flags(tu)}"
+                table = html_table(*tuning_grid_table(summary, task, strategy))
                 parts += [f"<h3>{html.escape(title)}</h3>", table]
     parts.append("<h2>Plots</h2>")
     parts += [f"<h3>{html.escape(p.stem.replace('_', ' '))}</h3>" + _image(p, CAPTIONS.get(p.stem, ""))
               for p in rest]
-    walls = {
-        t: {s: r["wall_seconds_total"] for s, r in v["strategies"].items()}
-        for t, v in summary["tasks"].items()
-    }
+    walls = {t: {s: r.wall_seconds_total for s, r in v.strategies.items()} for t, v in summary.tasks.items()}
     parts += [
         "<h2>Spec</h2>",
         f"<pre>{html.escape(yaml.safe_dump(spec_raw, sort_keys=False))}</pre>",
@@ -377,6 +364,6 @@ def write_html(summary: dict[str, Any], spec_raw: dict[str, Any], plots: list[Pa
 
 
 __all__ = [
-    "diagnostics_note", "notes", "summary_markdown", "verdicts_markdown", "write_csv",
+    "diagnostics_note", "notes", "summary_json", "summary_markdown", "verdicts_markdown", "write_csv",
     "write_html", "write_json", "write_markdown",
 ]

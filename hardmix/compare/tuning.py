@@ -40,6 +40,7 @@ from hardmix.compare.grid import (
 )
 from hardmix.compare.runner import set_aside
 from hardmix.compare.spec import CompareSpec, TaskSpec, grid_points
+from hardmix.compare.summary_types import GridScore, SetAside, TuningRow
 from hardmix.training.results import ResultsError, read_results
 from hardmix.utils.confine import confined, write_text
 from hardmix.utils.errors import ConfigError, RunError
@@ -50,6 +51,11 @@ def tuned_tasks(spec: CompareSpec) -> list[TaskSpec]:
     if spec.tune is None:
         return []
     return [t for t in spec.tasks.values() if spec.tune.tasks is None or t.name in spec.tune.tasks]
+
+
+def _axes(spec: CompareSpec, strategy: str) -> dict[str, list[Any]]:
+    """``strategy``'s tuning grid (knob -> values; ``{}``: its own arguments), as validation left it."""
+    return (spec.tune.grid[strategy] if spec.tune is not None else None) or {}
 
 
 #: In ``DIR/tune/``: each tuned task's strategies' grid points in the order of their folders ``point<i>``.
@@ -97,7 +103,7 @@ def point_folders(spec: CompareSpec, output: Path, saved: dict[str, Any] | None 
     out: Folders = {}
     for task in tuned_tasks(spec):
         for strategy in task.strategies or spec.strategies:
-            current = grid_points(spec.tune.grid[strategy])
+            current = grid_points(_axes(spec, strategy))
             made = list((known.get(task.name) or {}).get(strategy) or [])
             order = made + [p for p in current if p not in made]
             out[(task.name, strategy)] = [(order.index(p), p) for p in current]
@@ -135,7 +141,7 @@ def tuning_cells(spec: CompareSpec, output: Path, check_data: bool = True,
         for strategy in task.strategies or spec.strategies:
             for i, point in folders[(task.name, strategy)]:
                 checked = False  # each point's config through the task's own checks
-                for seed in spec.tune.seeds:
+                for seed in spec.tune.seeds if spec.tune is not None else []:
                     run_dir = output / TUNE / task.name / strategy / f"point{i}" / f"seed{seed}"
                     confined(run_dir, output)
                     cell, cfg = make_cell(spec, task, task_cls, strategy, seed, run_dir, point, i)
@@ -195,7 +201,7 @@ def supersede(cell: Cell, index: int, output: Path) -> Path:
     return set_aside(cell, output, output / SUPERSEDED / cell.task.name / cell.strategy / f"point{index}")
 
 
-def superseded_table(scores: dict[str, str], output: Path, folders: Folders) -> list[dict[str, Any]]:
+def superseded_table(scores: dict[str, str], output: Path, folders: Folders) -> list[SetAside]:
     """Every run set aside under ``DIR/superseded/``: by :func:`supersede` (an evaluation run at a point
     tuning no longer chooses) and by ``--rerun-mismatched`` (a cell made from other inputs,
     :func:`hardmix.compare.fingerprints.set_aside_mismatched`, tuning cells included): its cell, the point
@@ -226,8 +232,8 @@ def superseded_table(scores: dict[str, str], output: Path, folders: Folders) -> 
                              if record.get("finished") and not tuning else None)
                     cell = f"{'tune/' if tuning else ''}{task}/{strategy}/{f'{folder}/' if tuning else ''}" \
                            f"{run.name}"
-                    rows.append({"cell": cell, "point": known.get(index) if index is not None else None,
-                                 "score": value, "why": why})
+                    rows.append(SetAside(cell=cell, point=known.get(index) if index is not None else None,
+                                         score=value, why=why))
     return rows
 
 
@@ -235,7 +241,7 @@ def first_points(spec: CompareSpec) -> dict[tuple[str, str], dict[str, Any]]:
     """Each tuned (task, strategy)'s first grid point: what the evaluation cells are validated with before
     tuning has chosen."""
     return {
-        (t.name, s): grid_points(spec.tune.grid[s])[0]
+        (t.name, s): grid_points(_axes(spec, s))[0]
         for t in tuned_tasks(spec)
         for s in t.strategies or spec.strategies
     }
@@ -262,7 +268,7 @@ def _outcome(cell: Cell, metric: str) -> tuple[str, float | None]:
     return "pending", None
 
 
-def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
+def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, dict[str, TuningRow]]:
     """``summary["tuning"]``: per task and strategy the selection metric, the budget (steps per run, runs),
     every point's score per tuning seed, its mean and its failed seeds, and the best point: chosen among the
     points every seed scored once no cell is pending (a point with a failed or NaN cell is not chosen; the
@@ -270,20 +276,24 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
     choice can be trusted: ``grid_edge`` (:func:`grid_edge`), ``inert_knob``, ``knob_spread``,
     ``score_se`` and ``score_se_from`` (:func:`inert_knobs`).
     """
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, TuningRow]] = {}
+    if spec.tune is None:
+        return out
     for task in tuned_tasks(spec):
         mine_all = [c for c in cells if c.task.name == task.name]
         metric = task_metric(mine_all[0]) if mine_all else task_class(task).selection_metric
         out[task.name] = {}
         for strategy in task.strategies or spec.strategies:
             mine = [c for c in cells if c.task.name == task.name and c.strategy == strategy]
-            grid: list[dict[str, Any]] = []
-            steps, runs, pending, ses = set(), 0, False, []
-            for point in grid_points(spec.tune.grid[strategy]):
-                seeds, failed = {}, {}
+            grid: list[GridScore] = []
+            steps: set[int] = set()
+            runs, pending, ses = 0, False, []
+            for point in grid_points(_axes(spec, strategy)):
+                seeds: dict[int, float] = {}
+                failed: dict[int, str] = {}
                 for c in (c for c in mine if c.point == point):
                     state, score = _outcome(c, metric)
-                    if state == "scored":
+                    if state == "scored" and score is not None:
                         seeds[c.seed] = score
                         runs += 1
                         steps.add(c.record()["total_steps"])
@@ -293,40 +303,35 @@ def tuning_table(spec: CompareSpec, cells: list[Cell]) -> dict[str, Any]:
                     else:
                         pending = True
                 mean = sum(seeds.values()) / len(seeds) if len(seeds) == len(spec.tune.seeds) else None
-                grid.append({"point": point, "seeds": seeds, "mean": mean, "failed": failed})
-            scored = [g for g in grid if g["mean"] is not None]
+                grid.append(GridScore(point=point, seeds=seeds, mean=mean, failed=failed))
+            scored = [g for g in grid if g.mean is not None]
             best = _chosen(scored, mine) if scored and not pending else None
             se = [v for v in ses if v is not None]
-            inert = inert_knobs(spec.tune.grid[strategy], grid, sum(se) / len(se) if se else None,
+            inert = inert_knobs(_axes(spec, strategy), grid, sum(se) / len(se) if se else None,
                                 f"{metric}_se")
-            edge = grid_edge(spec.tune.grid[strategy], best)
-            out[task.name][strategy] = {
-                "score": metric,
-                "steps_per_run": max(steps) if steps else None,
-                "runs": runs,
-                "grid": grid,
-                "best": best,
-                "all_failed": not pending and not scored,
+            edge = grid_edge(_axes(spec, strategy), best)
+            out[task.name][strategy] = TuningRow(
+                score=metric, steps_per_run=max(steps) if steps else None, runs=runs, grid=grid, best=best,
+                all_failed=not pending and not scored,
                 # an inert knob's edge says nothing of what lies beyond the grid: reported as inert only
-                "grid_edge": None if edge is None else {k: v for k, v in edge.items()
-                                                        if k not in (inert["inert_knob"] or [])},
-                **inert,
-            }
+                grid_edge=None if edge is None else {k: v for k, v in edge.items()
+                                                     if k not in (inert["inert_knob"] or [])},
+                **inert)
     return out
 
 
-def _chosen(scored: list[dict[str, Any]], cells: list[Cell]) -> dict[str, Any]:
+def _chosen(scored: list[GridScore], cells: list[Cell]) -> dict[str, Any]:
     """The best point: the highest mean score; among points of equal means, the one tuned first (the
     lowest folder ``point<i>``, which keeps its number when values are added to the grid), so growing a
     grid never changes a choice between tied points (nor reruns the evaluation cells)."""
-    top = max(g["mean"] for g in scored)
+    top = max(g.mean for g in scored if g.mean is not None)
     index = {json.dumps(c.point, sort_keys=True): c.point_index for c in cells if c.point is not None}
 
-    def folder(g: dict[str, Any]) -> int:
-        i = index.get(json.dumps(g["point"], sort_keys=True))
+    def folder(g: GridScore) -> int:
+        i = index.get(json.dumps(g.point, sort_keys=True))
         return i if i is not None else len(index)
 
-    return min((g for g in scored if g["mean"] == top), key=folder)["point"]
+    return min((g for g in scored if g.mean == top), key=folder).point
 
 
 def _numeric(v: Any) -> bool:
@@ -356,7 +361,7 @@ def grid_edge(axes: dict[str, list[Any]], best: dict[str, Any] | None) -> dict[s
     return out
 
 
-def inert_knobs(axes: dict[str, list[Any]], grid: list[dict[str, Any]], sampling_se: float | None,
+def inert_knobs(axes: dict[str, list[Any]], grid: list[GridScore], sampling_se: float | None,
                 se_name: str = "sampling_se") -> dict[str, Any]:
     """The knobs that made no measurable difference: ``knob_spread`` (per knob of 2 values or more, the
     max - min over its values of the mean score of the scored points with that value: the other knobs
@@ -368,21 +373,21 @@ def inert_knobs(axes: dict[str, list[Any]], grid: list[dict[str, Any]], sampling
     spread is below ``score_se``, or 0 (points that tie exactly are inert whatever the noise); None where no
     standard error is known (one tuning seed, no ``_se``) and no knob ties exactly.
 
-    >>> grid = [{"point": {"k": k}, "seeds": {1: 50 + d, 2: 50.4 + d}, "mean": 50.2 + d}
+    >>> grid = [GridScore({"k": k}, {1: 50 + d, 2: 50.4 + d}, 50.2 + d, {})
     ...         for k, d in ((1, 0.0), (2, 0.1), (3, 0.05))]
     >>> r = inert_knobs({"k": [1, 2, 3]}, grid, None)
     >>> r["inert_knob"], round(r["score_se"], 3), r["score_se_from"]
     (['k'], 0.2, 'tuning seeds')
     """
-    scored = [g for g in grid if g["mean"] is not None]
-    var = [float(np.var(list(g["seeds"].values()), ddof=1)) for g in scored if len(g["seeds"]) > 1]
-    n = min((len(g["seeds"]) for g in scored), default=0)
+    scored = [g for g in grid if g.mean is not None]
+    var = [float(np.var(list(g.seeds.values()), ddof=1)) for g in scored if len(g.seeds) > 1]
+    n = min((len(g.seeds) for g in scored), default=0)
     seeds_se = math.sqrt(sum(var) / len(var)) / math.sqrt(n) if var and n > 1 else None
     choices = [(v, f) for v, f in ((seeds_se, "tuning seeds"), (sampling_se, se_name)) if v is not None]
     se, source = max(choices, key=lambda c: c[0]) if choices else (None, None)
     spread = {}
     for knob, values in axes.items():
-        by_value = [[g["mean"] for g in scored if g["point"].get(knob) == v] for v in values]
+        by_value = [[g.mean for g in scored if g.mean is not None and g.point.get(knob) == v] for v in values]
         means = [sum(m) / len(m) for m in by_value if m]
         if len(values) > 1 and len(means) > 1:
             spread[knob] = max(means) - min(means)
@@ -403,12 +408,13 @@ def best_points(spec: CompareSpec, cells: list[Cell]) -> dict[tuple[str, str], d
     table = tuning_table(spec, cells)
     for task, rows in table.items():
         for strategy, row in rows.items():
-            if row["all_failed"]:
-                reason = next(iter(row["grid"][0]["failed"].values()), "failed")
+            if row.all_failed:
+                reason = next(iter(row.grid[0].failed.values()), "failed")
                 raise RunError(f"tune: every point of {strategy} on {task} failed (first: {reason}); its "
                                "grid has nothing to evaluate: give it other points in a new comparison")
-    best = {(t, s): row["best"] for t, rows in table.items() for s, row in rows.items()}
-    return None if any(p is None for p in best.values()) else best
+    best = {(t, s): row.best for t, rows in table.items() for s, row in rows.items()}
+    chosen = {key: p for key, p in best.items() if p is not None}
+    return None if len(chosen) < len(best) else chosen
 
 
 __all__ = [

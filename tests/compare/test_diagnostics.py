@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,7 +22,17 @@ from hardmix.compare import plots
 from hardmix.compare.report import diagnostics_note, verdicts_markdown
 from hardmix.compare.spec import exact_floors, parse_spec
 from hardmix.compare.stats import exact_floor, holm_adjusted, paired_difference
-from hardmix.compare.summary import boundary, edge_mark, evaluations, flags, paired_table, verdict_table
+from hardmix.compare.summary import boundary, evaluations, flags, paired_table
+from hardmix.compare.summary_types import (
+    Boundary,
+    CellRecord,
+    CodeTable,
+    ComparisonSummary,
+    GridScore,
+    StrategyRow,
+    TuningRow,
+)
+from hardmix.compare.tables import edge_mark, verdict_table
 from hardmix.compare.tuning import _chosen, grid_edge, inert_knobs
 from hardmix.utils.errors import ConfigError
 from tests.compare.markdown_tables import parse_tables
@@ -130,17 +141,21 @@ def _cell(tmp_path: Path, name: str, steps: list[int]) -> SimpleNamespace:
 @pytest.mark.parametrize("best, first, last", [(20, 1, 0), (100, 0, 1), (60, 0, 0), (5, 1, 0)])
 def test_boundary_counts_a_cell_that_selected_its_first_or_last_evaluation(tmp_path, best, first, last):
     cell = _cell(tmp_path, "seed1", [20, 40, 60, 80, 100])
-    record = {"best_step": best, "evaluations": evaluations(cell, "stsb_dev")}
-    assert [e["step"] for e in record["evaluations"]] == [20, 40, 60, 80, 100]
-    assert boundary([record]) == {"at_first": first, "at_last": last, "cells": 1}
+    record = _record(best, evaluations(cell, "stsb_dev"))
+    assert [e["step"] for e in record.evaluations] == [20, 40, 60, 80, 100]
+    assert boundary([record]) == Boundary(at_first=first, at_last=last, cells=1)
+
+
+def _record(best: int, evaluations: list[dict]) -> CellRecord:
+    return CellRecord("text", "none", 1, {}, best, 1.0, "stsb_dev", evaluations)
 
 
 def test_boundary_counts_a_single_evaluation_in_both_and_skips_cells_without_one(tmp_path):
-    once = {"best_step": 625, "evaluations": evaluations(_cell(tmp_path, "once", [625]), "stsb_dev")}
-    many = {"best_step": 40, "evaluations": evaluations(_cell(tmp_path, "many", [20, 40, 60]), "stsb_dev")}
-    none = {"best_step": 10, "evaluations": []}  # no metrics.jsonl evaluation: not judged
-    assert boundary([once, many, none]) == {"at_first": 1, "at_last": 1, "cells": 2}
-    assert boundary([]) == {"at_first": 0, "at_last": 0, "cells": 0}
+    once = _record(625, evaluations(_cell(tmp_path, "once", [625]), "stsb_dev"))
+    many = _record(40, evaluations(_cell(tmp_path, "many", [20, 40, 60]), "stsb_dev"))
+    none = _record(10, [])  # no metrics.jsonl evaluation: not judged
+    assert boundary([once, many, none]) == Boundary(at_first=1, at_last=1, cells=2)
+    assert boundary([]) == Boundary(at_first=0, at_last=0, cells=0)
 
 
 # ------------------------------------------------------------------------------- the tuning's grid
@@ -159,10 +174,9 @@ def test_grid_edge_names_the_knobs_the_chosen_point_took_at_an_end(lam, temperat
     assert grid_edge(AXES, None) is None
 
 
-def _grid(means: dict[float, float], spread: float) -> list[dict]:
+def _grid(means: dict[float, float], spread: float) -> list[GridScore]:
     """Points of one knob ``k``, each scored on 2 tuning seeds at ``mean -+ spread``."""
-    return [{"point": {"k": v}, "seeds": {"1": m - spread, "2": m + spread}, "mean": m}
-            for v, m in means.items()]
+    return [GridScore({"k": v}, {1: m - spread, 2: m + spread}, m, {}) for v, m in means.items()]
 
 
 def test_inert_knob_compares_the_knob_s_spread_with_the_standard_error():
@@ -178,16 +192,15 @@ def test_inert_knob_compares_the_knob_s_spread_with_the_standard_error():
     assert (sampled["score_se"], sampled["score_se_from"]) == (1.2, "stsb_dev_se")
     assert sampled["inert_knob"] == ["k"]
     # one tuning seed and no sampling error: no standard error, nothing judged
-    one = [{"point": {"k": v}, "seeds": {"1": m}, "mean": m} for v, m in ((1, 50.0), (2, 50.01))]
+    one = [GridScore({"k": v}, {1: m}, m, {}) for v, m in ((1, 50.0), (2, 50.01))]
     assert inert_knobs({"k": [1, 2]}, one, None)["inert_knob"] is None
 
 
 def test_inert_knob_averages_over_the_other_knobs_and_skips_failed_points():
     axes = {"a": [1, 2], "b": [10, 20]}
     means = {(1, 10): 50.0, (1, 20): 52.0, (2, 10): 50.1, (2, 20): 52.1}
-    grid = [{"point": {"a": a, "b": b}, "seeds": {"1": m - 0.2, "2": m + 0.2}, "mean": m}
-            for (a, b), m in means.items()]
-    grid.append({"point": {"a": 3, "b": 10}, "seeds": {}, "mean": None})  # failed: not counted
+    grid = [GridScore({"a": a, "b": b}, {1: m - 0.2, 2: m + 0.2}, m, {}) for (a, b), m in means.items()]
+    grid.append(GridScore({"a": 3, "b": 10}, {}, None, {1: "failed"}))  # failed: not counted
     r = inert_knobs({**axes, "a": [1, 2, 3]}, grid, None)
     assert r["knob_spread"] == {"a": pytest.approx(0.1), "b": pytest.approx(2.0)}
     assert r["inert_knob"] == ["a"]  # 0.1 < 0.2 (sd 0.283 / sqrt(2)) < 2.0
@@ -217,22 +230,38 @@ def test_the_simultaneous_interval_is_bonferroni_s_over_the_tested_family():
     assert alone.ci_simultaneous == (alone.ci_low, alone.ci_high)
 
 
-def _summary(diffs: dict[str, np.ndarray], first: int = 0, last: int = 0) -> dict:
+def _rows(scores: dict[str, dict[int, float]], first: int = 0, last: int = 0) -> dict[str, StrategyRow]:
+    """Each strategy's row from its scores by seed, its cells ``first`` at their first evaluated step and
+    ``last`` at their last."""
+    return {s: StrategyRow.from_json({
+        "mean": float(np.mean(list(v.values()))), "std": float(np.std(list(v.values()), ddof=1)), "n": len(v),
+        "seeds": v, "nan_seeds": [], "wall_seconds_mean": 1.0, "wall_seconds_total": 5.0, "sampling_se": None,
+        "secondary": {}, "diagnostics": {"boundary": {"at_first": first, "at_last": last, "cells": len(v)},
+                                         "flags": []}}) for s, v in scores.items()}
+
+
+def _summary(diffs: dict[str, np.ndarray], first: int = 0, last: int = 0) -> ComparisonSummary:
     """A summary of one task, ``t``, whose strategies differ from the baseline ``none`` by ``diffs`` (5
     seeds); each strategy's 5 cells with ``first`` at their first evaluated step and ``last`` at their
-    last."""
+    last; read back from its JSON, as ``summary.json`` holds it."""
     seeds = [1, 2, 3, 4, 5]
-    per = {"none": {"seeds": dict.fromkeys(seeds, 50.0)}}
-    per |= {s: {"seeds": {k: 50.0 + v for k, v in zip(seeds, d)}} for s, d in diffs.items()}
-    for row in per.values():
-        values = list(row["seeds"].values())
-        row.update(mean=float(np.mean(values)), std=float(np.std(values, ddof=1)), n=5, wall_seconds_mean=1.0,
-                   wall_seconds_total=5.0, sampling_se=None, secondary={},
-                   diagnostics={"boundary": {"at_first": first, "at_last": last, "cells": 5}})
-    paired = json.loads(json.dumps(paired_table(per, "none", seeds)))  # as summary.json holds it
-    return {"baseline": "none", "seeds": seeds, "missing": [], "failed": {}, "finished": 15, "cells": 15,
-            "tasks": {"t": {"task": "text", "score": "sts_avg", "strategies": per, "seeds": seeds,
-                            "paired": paired, "selection_metric": "stsb_dev"}}}
+    scores = {"none": dict.fromkeys(seeds, 50.0)}
+    scores |= {s: {k: 50.0 + float(v) for k, v in zip(seeds, d)} for s, d in diffs.items()}
+    per = _rows(scores, first, last)
+    paired = {s: p.to_json() for s, p in paired_table(per, "none", seeds).items()}
+    data = {"baseline": "none", "seeds": seeds, "missing": [], "failed": {}, "finished": 15, "cells": 15,
+            "tasks": {"t": {"task": "text", "score": "sts_avg", "seeds": seeds, "paired": paired,
+                            "strategies": {s: r.to_json() for s, r in per.items()},
+                            "selection_metric": "stsb_dev"}}}
+    return ComparisonSummary.from_json(json.loads(json.dumps(data)))
+
+
+def _bounded(summary: ComparisonSummary, **bounds: tuple[int, int]) -> ComparisonSummary:
+    """``summary`` with these strategies' cells ``(first, last)`` at their first and last steps."""
+    data = summary.to_json()
+    for s, (first, last) in bounds.items():
+        data["tasks"]["t"]["strategies"][s]["diagnostics"]["boundary"].update(at_first=first, at_last=last)
+    return ComparisonSummary.from_json(data)
 
 
 def _at_p(p: float, spread: np.ndarray) -> np.ndarray:
@@ -246,10 +275,10 @@ def test_filled_points_follow_the_simultaneous_interval_and_verdicts_stay_holm_s
     first (0.04 > 0.05 / 2): the second's verdict is ``better`` beside an open point."""
     spread = np.array([-1.0, 0.0, 1.0, -0.5, 0.5])
     summary = _summary({"a": _at_p(0.01, spread), "b": _at_p(0.04, spread)})
-    paired = summary["tasks"]["t"]["paired"]
-    assert [paired[s]["verdict"] for s in "ab"] == ["better", "better"]
-    assert paired["a"]["ci_simultaneous"][0] > 0 > paired["b"]["ci_simultaneous"][0]
-    assert paired["b"]["ci_simultaneous_method"] == "Bonferroni, 2 comparisons"
+    paired = summary.tasks["t"].paired
+    assert [paired[s].verdict for s in "ab"] == ["better", "better"]
+    assert paired["a"].ci_simultaneous[0] > 0 > paired["b"].ci_simultaneous[0]
+    assert paired["b"].ci_simultaneous_method == "Bonferroni, 2 comparisons"
     figures = []
     monkeypatch.setattr(plots, "_save", lambda fig, path, dpi=110: figures.append(fig) or path)
     plots.plot_forest(summary, tmp_path / "forest.png", tmp_path)
@@ -278,28 +307,28 @@ def test_a_verdict_resting_on_edge_cells_says_so_beside_it():
     assert task["head"][4] == "Bonferroni CI (m = 2)"
     assert "A verdict marked (edge: k/N at first or last step)" in markdown  # the legend line
     # the baseline alone at its last step, each cell evaluated once, or no edge at all
-    summary["tasks"]["t"]["strategies"]["none"]["diagnostics"]["boundary"].update(at_first=0, at_last=2)
-    summary["tasks"]["t"]["strategies"]["a"]["diagnostics"]["boundary"].update(at_first=0)
+    summary = _bounded(summary, none=(0, 2), a=(0, 0))
     assert edge_mark(summary, "t", "a") == "(edge: 2/10 at last step)"
-    for row in summary["tasks"]["t"]["strategies"].values():
-        row["diagnostics"]["boundary"].update(at_first=5, at_last=5)
+    summary = _bounded(summary, none=(5, 5), a=(5, 5), b=(5, 5))
     assert edge_mark(summary, "t", "a") == "(edge: 10/10 evaluated once)"
-    for row in summary["tasks"]["t"]["strategies"].values():
-        row["diagnostics"]["boundary"].update(at_first=0, at_last=0)
+    summary = _bounded(summary, none=(0, 0), a=(0, 0), b=(0, 0))
     assert edge_mark(summary, "t", "a") == "" and diagnostics_note(summary) is None
     assert verdict_table(summary)[1][0][-1] == "better (t-test only)"
 
 
 def test_the_tuning_s_flags_are_mirrored_in_words():
-    diagnostics = {"boundary": {"at_first": 0, "at_last": 3, "cells": 5}}
-    tuned = {"grid_edge": {"mixcse.lam": "high", "loss.temperature": "low of 2"}, "inert_knob": ["x.y"]}
-    assert flags(diagnostics, tuned) == ["3/5 cells at last step", "grid edge: mixcse.lam high",
-                                         "grid edge: loss.temperature low of 2", "inert knob: x.y"]
-    assert flags(diagnostics, {"grid_edge": None, "inert_knob": None}) == ["3/5 cells at last step"]
+    def tuned(edge: dict | None, inert: list | None) -> TuningRow:
+        return TuningRow("stsb_dev", 10, 2, [], {}, False, edge, {}, None, None, inert)
+
+    b = Boundary(at_first=0, at_last=3, cells=5)
+    edges = tuned({"mixcse.lam": "high", "loss.temperature": "low of 2"}, ["x.y"])
+    assert flags(b, edges) == ["3/5 cells at last step", "grid edge: mixcse.lam high",
+                               "grid edge: loss.temperature low of 2", "inert knob: x.y"]
+    assert flags(b, tuned(None, None)) == ["3/5 cells at last step"]
     summary = _summary({"a": np.array([1.0, 2.0, 1.5, 1.2, 1.8])})
-    summary["tuning"] = {"t": {"a": tuned, "b": {"grid_edge": {"z": "low"}, "inert_knob": ["x.y"]},
-                               "none": {"grid_edge": {}, "inert_knob": []}},
-                         "u": {"a": {"grid_edge": {"z": "low"}, "inert_knob": None}}}
+    summary = replace(summary, tuning={
+        "t": {"a": edges, "b": tuned({"z": "low"}, ["x.y"]), "none": tuned({}, [])},
+        "u": {"a": tuned({"z": "low"}, None)}})
     note = diagnostics_note(summary)
     assert ("Tuning chose a grid edge (a better point may lie beyond it): t: mixcse.lam high, "
             "loss.temperature low of 2 for a; z low for b. u: z low for a.") in note
@@ -311,7 +340,9 @@ def test_contrasts_are_a_family_of_their_own_against_scipy_and_holm():
     """``contrasts: {strategy: control}``: each pair's paired difference over the seeds both scored, its
     p from scipy's paired t-test, Holm over the contrasts only (not over the verdicts against the
     baseline), and the family against the baseline unchanged by them."""
-    from hardmix.compare.summary import contrast_table, family_table
+    from hardmix.compare.summary import family_table
+    from hardmix.compare.summary_types import TaskSummary
+    from hardmix.compare.tables import contrast_table
 
     rng = np.random.default_rng(3)
     seeds = list(range(1, 11))
@@ -319,22 +350,23 @@ def test_contrasts_are_a_family_of_their_own_against_scipy_and_holm():
               for name, mu in (("none", 44.0), ("mixcse", 45.3), ("lam0", 44.9), ("mochi", 44.8),
                                ("copies", 44.75))}
     del scores["copies"][4]  # a seed the control lacks: that contrast pairs 9 seeds
-    per = {name: {"seeds": v} for name, v in scores.items()}
+    per = _rows(scores)
     table = family_table(per, {"mixcse - lam0": ("mixcse", "lam0"), "mochi - copies": ("mochi", "copies")},
                          seeds)
     ps = []
     for label, (a, b) in (("mixcse - lam0", ("mixcse", "lam0")), ("mochi - copies", ("mochi", "copies"))):
         common = [s for s in seeds if s in scores[b]]
         x = np.array([scores[a][s] - scores[b][s] for s in common])
-        assert table[label]["seeds"] == common and table[label]["n"] == len(common)
-        assert table[label]["mean"] == pytest.approx(x.mean())
+        assert table[label].seeds == common and table[label].n == len(common)
+        assert table[label].mean == pytest.approx(x.mean())
         ps.append(stats.ttest_1samp(x, 0.0).pvalue)
-        assert table[label]["p_value"] == pytest.approx(ps[-1])
+        assert table[label].p_value == pytest.approx(ps[-1])
     holm = sorted(ps)
     adjusted = [min(1.0, 2 * holm[0]), min(1.0, max(2 * holm[0], holm[1]))]
     for label, p in zip(("mixcse - lam0", "mochi - copies"), ps, strict=True):
-        assert table[label]["p_holm"] == pytest.approx(adjusted[holm.index(p)])
-    summary = {"tasks": {"text": {"contrasts": table}}}
+        assert table[label].p_holm == pytest.approx(adjusted[holm.index(p)])
+    task = TaskSummary("text", "sts_avg", per, seeds, {}, "stsb_dev", False, False, None, {}, {}, table)
+    summary = ComparisonSummary("none", seeds, {"text": task}, [], {}, 50, 50, [], CodeTable({}, [], False))
     head, rows = contrast_table(summary, "text")
     assert head[3] == "Bonferroni CI (m = 2)" and [r[0] for r in rows] == ["mixcse - lam0", "mochi - copies"]
     # the baseline's family is what it was: four comparisons, the contrasts not among them
@@ -344,7 +376,7 @@ def test_contrasts_are_a_family_of_their_own_against_scipy_and_holm():
                                                 [scores["none"][s] for s in seeds if s in scores[k]])
                            for k in against})
     expected = {k: v.p_holm for k, v in alone.items()}
-    assert {k: v["p_holm"] for k, v in against.items()} == pytest.approx(expected)
+    assert {k: v.p_holm for k, v in against.items()} == pytest.approx(expected)
 
 
 def test_a_contrast_names_two_strategies_other_than_the_baseline():
@@ -363,9 +395,9 @@ def test_points_that_tie_exactly_make_an_inert_knob_even_without_a_standard_erro
     """A grid whose points scored alike (one tuning seed, no sampling error) was not judged inert (nothing
     to compare the spread with), and its choice was reported as a grid edge; a spread of exactly 0 is now
     inert whatever the noise, and a knob judged inert is no grid edge."""
-    one = [{"point": {"k": v}, "seeds": {"1": 50.0}, "mean": 50.0} for v in (1, 2, 3)]
+    one = [GridScore({"k": v}, {1: 50.0}, 50.0, {}) for v in (1, 2, 3)]
     assert inert_knobs({"k": [1, 2, 3]}, one, None)["inert_knob"] == ["k"]
-    flat = [{"point": {"k": v}, "seeds": {"1": 50.0, "2": 50.0}, "mean": 50.0} for v in (1, 2)]
+    flat = [GridScore({"k": v}, {1: 50.0, 2: 50.0}, 50.0, {}) for v in (1, 2)]
     r = inert_knobs({"k": [1, 2]}, flat, None)  # a standard error of 0 (seeds alike): still inert
     assert (r["score_se"], r["inert_knob"]) == (0.0, ["k"])
 
@@ -377,11 +409,11 @@ def test_a_tie_goes_to_the_point_tuned_first_whatever_values_are_added():
     def cells(order: dict[float, int]) -> list[SimpleNamespace]:
         return [SimpleNamespace(point={"lam": v}, point_index=i) for v, i in order.items()]
 
-    grid = [{"point": {"lam": v}, "mean": 50.0} for v in (0.1, 0.2)]
+    grid = [GridScore({"lam": v}, {}, 50.0, {}) for v in (0.1, 0.2)]
     assert _chosen(grid, cells({0.1: 0, 0.2: 1})) == {"lam": 0.1}
-    grown = [{"point": {"lam": 0.05}, "mean": 50.0}, *grid]  # 0.05 added in front: folder point2
+    grown = [GridScore({"lam": 0.05}, {}, 50.0, {}), *grid]  # 0.05 added in front: folder point2
     assert _chosen(grown, cells({0.05: 2, 0.1: 0, 0.2: 1})) == {"lam": 0.1}
-    better = [{"point": {"lam": 0.05}, "mean": 50.5}, *grid]
+    better = [GridScore({"lam": 0.05}, {}, 50.5, {}), *grid]
     assert _chosen(better, cells({0.05: 2, 0.1: 0, 0.2: 1})) == {"lam": 0.05}
 
 
@@ -432,6 +464,6 @@ def test_a_tied_grid_is_inert_not_an_edge_and_growing_it_keeps_the_choice(lams, 
     cells += [_Tuned(task=task, strategy="mixcse", seed=9, point={"mixcse.lam": v}, point_index=i, score=50.0)
               for v, i in zip(lams, folders, strict=True)]
     row = tuning.tuning_table(spec, cells)["text"]["mixcse"]
-    assert row["best"] == {"mixcse.lam": 0.1}
-    assert row["inert_knob"] == ["mixcse.lam"] and row["knob_spread"] == {"mixcse.lam": 0.0}
-    assert row["grid_edge"] == {}
+    assert row.best == {"mixcse.lam": 0.1}
+    assert row.inert_knob == ["mixcse.lam"] and row.knob_spread == {"mixcse.lam": 0.0}
+    assert row.grid_edge == {}

@@ -16,7 +16,9 @@ from hardmix.cli import main as cli
 from hardmix.compare.cli import read_growth, record_growth, spec_additions
 from hardmix.compare.folder import GROWTH
 from hardmix.compare.report import learned_notes
-from hardmix.compare.summary import arm_differences, verdict_text
+from hardmix.compare.summary import arm_differences
+from hardmix.compare.summary_types import CodeTable, ComparisonSummary, Growth
+from hardmix.compare.tables import verdict_text
 from hardmix.training import read_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +46,8 @@ def test_each_growth_is_recorded_with_its_date_and_what_it_added(tmp_path):
     growth = read_growth(tmp_path)
     assert [g["added"] for g in growth] == [entry["added"], ["seeds: 4, 5"]]
     assert [g["after_results"] for g in growth] == [False, True]
-    notes = learned_notes({"baseline": "none", "tasks": {}, "growth": growth})
+    notes = learned_notes(ComparisonSummary("none", [1], {}, [], {}, 0, 0, [], CodeTable({}, [], False),
+                                            growth=[Growth.from_json(g) for g in growth]))
     assert notes[-1] == f"Grown on {growth[1]['date']}, after its results were seen: added seeds: 4, 5."
 
 
@@ -67,8 +70,9 @@ def test_the_committed_mixcse_arms_train_two_directions_and_say_so(tmp_path, cap
     assert cli(["compare", str(out / "spec.yaml"), "--output", str(out), "--report-only"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["tasks"]["text"]["arm_differences"] == differ
+    typed = ComparisonSummary.from_json(summary)
     for s in summary["tasks"]["text"]["paired"]:
-        said = "(differs: loss direction: two-direction vs one-direction)" in verdict_text(summary, "text", s)
+        said = "(differs: loss direction: two-direction vs one-direction)" in verdict_text(typed, "text", s)
         assert said is (s in two)
     assert "(differs: loss direction: two-direction vs one-direction)" in (out / "summary.md").read_text()
     start = summary["tasks"]["text"]["start"]  # older records: their start measured after the fact

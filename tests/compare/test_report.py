@@ -22,7 +22,8 @@ from scipy import optimize, stats
 
 from hardmix.cli import main as cli
 from hardmix.compare.cli import refuse_unlearned
-from hardmix.compare.summary import verdict_table
+from hardmix.compare.summary_types import ComparisonSummary
+from hardmix.compare.tables import verdict_table
 from hardmix.training import read_results
 from hardmix.training.metrics import read_metrics
 from hardmix.utils.errors import ConfigError
@@ -312,11 +313,13 @@ def test_the_tuning_section_renders_when_the_summary_has_one(comparison, tmp_pat
         "vision": {
             s: {"score": "knn_top1", "steps_per_run": 10, "runs": 4,
                 "grid": [{"point": {"lam": lam}, "seeds": {"7": 30.0 + lam, "8": 31.0 + lam},
-                          "mean": 30.5 + lam} for lam in (0.1, 0.2)],
-                "best": {"lam": 0.2}}
+                          "mean": 30.5 + lam, "failed": {}} for lam in (0.1, 0.2)],
+                "best": {"lam": 0.2}, "all_failed": False, "grid_edge": None, "knob_spread": {},
+                "score_se": None, "score_se_from": None, "inert_knob": None}
             for s in STRATEGIES
         }
     }
+    summary = ComparisonSummary.from_json(summary)
     markdown = summary_markdown(summary)
     tables = parse_tables(markdown)
     budget = next(tb for tb in tables if tb["title"] == "Tuning" and "steps in all" in tb["head"])
@@ -376,7 +379,7 @@ def test_a_baseline_below_its_start_marks_every_verdict_and_strict_refuses(compa
     summary = _summary(out)
     lr = summary["tasks"]["vision"]["learned"]["none"]
     assert lr["mean"] == pytest.approx(-7.0) and lr["verdict"] is False
-    verdicts = [r[-1] for r in verdict_table(summary)[1]]
+    verdicts = [r[-1] for r in verdict_table(ComparisonSummary.from_json(summary))[1]]
     assert verdicts and all(v.endswith("(baseline did not beat its start)") for v in verdicts)
     markdown = (out / "summary.md").read_text()
     assert "`none` did not beat its starting encoder (-7.00 [" in markdown
@@ -384,11 +387,11 @@ def test_a_baseline_below_its_start_marks_every_verdict_and_strict_refuses(compa
     # --strict (whose exact-test floor refuses these 3 seeds first) refuses it in one line
     with pytest.raises(ConfigError, match=r"^--strict: the baseline none did not beat its starting encoder "
                                           r"on vision \(-7\.00 knn_top5\)"):
-        refuse_unlearned(summary)
+        refuse_unlearned(ComparisonSummary.from_json(summary))
     for path in _records(out).values():  # the starts below the ends: nothing to refuse
         _edit(path, lambda r: r["start_scores"].update({SCORE: r["final_scores"][SCORE] - 1}))
     assert cli(["compare", str(out / "spec.yaml"), "--output", str(out), "--report-only"]) == 0
-    refuse_unlearned(_summary(out))
+    refuse_unlearned(ComparisonSummary.from_json(_summary(out)))
 
 
 def test_records_without_a_start_are_never_reported_as_learned(comparison, tmp_path, capsys):
@@ -402,7 +405,7 @@ def test_records_without_a_start_are_never_reported_as_learned(comparison, tmp_p
     _edit(paths[("mochi", 3)], lambda r: r.update(code={"commit": "c" * 40, "dirty": True}))
     assert cli(["compare", str(out / "spec.yaml"), "--output", str(out), "--report-only"]) == 0
     summary = _summary(out)
-    refuse_unlearned(summary)  # not measured: nothing for --strict to refuse
+    refuse_unlearned(ComparisonSummary.from_json(summary))  # not measured: nothing for --strict to refuse
     t = summary["tasks"]["vision"]
     assert t["start"]["status"] == "start not measured" and t["start"]["mean"] is None
     assert all(t["learned"][s]["verdict"] is None and t["learned"][s]["status"] == "start not measured"

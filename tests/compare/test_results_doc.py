@@ -16,6 +16,7 @@ import pytest
 from scipy import stats
 
 from hardmix.compare.report import verdicts_markdown
+from hardmix.compare.summary_types import ComparisonSummary
 from hardmix.strategies import MixCSE, NoMixing
 from tests.compare.markdown_tables import holm, parse_tables
 
@@ -87,7 +88,8 @@ def test_results_md_quotes_the_comparisons_as_the_tool_wrote_them() -> None:
         assert summary["finished"] == count, f"{block['path']}: not every run finished"
         body = block["body"].strip()
         # exactly the tool's Markdown, less the start tables (its notes say whether each baseline learned)
-        assert body == verdicts_markdown(summary, learned=False).strip(), block["path"]
+        typed = ComparisonSummary.from_json(summary)
+        assert body == verdicts_markdown(typed, learned=False).strip(), block["path"]
         tables = parse_tables(body)
         checked = 0
         for task in summary["tasks"]:

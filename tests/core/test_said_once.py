@@ -23,7 +23,7 @@ ONCE = {
     # names that were defined twice, each merged into one module
     "set_aside": "hardmix/compare/runner.py",  # a cell's folder moved aside: corrupt, superseded, mismatched
     "tuning_table": "hardmix/compare/tuning.py",  # the tuning record; the report renders tuning_grid_table
-    "tuning_grid_table": "hardmix/compare/summary.py",
+    "tuning_grid_table": "hardmix/compare/tables.py",
     "alignment": "hardmix/ops/diagnostics.py",  # Wang and Isola's, for the diagnostics and label-free scores
     "uniformity": "hardmix/ops/diagnostics.py",
     "file_digest": "hardmix/training/fingerprint.py",  # a file's SHA-256; a download's checks: file_checksums
