@@ -7,7 +7,8 @@ the paired differences from a baseline with confidence intervals, plots and a se
   :mod:`~hardmix.compare.floors`: what the exact test can say before anything runs;
 - :mod:`~hardmix.compare.grid`: the cells, their names, configs, commands and states;
 - :mod:`~hardmix.compare.runner`: running them here (resumable, ``--jobs`` at once);
-  :mod:`~hardmix.compare.launcher`: as SLURM jobs through submitit, and ``--status``;
+  :mod:`~hardmix.compare.launcher`: as SLURM jobs through submitit;
+  :mod:`~hardmix.compare.status`: ``--status``;
 - :mod:`~hardmix.compare.stats`: paired differences, confidence intervals, the paired t-test, Holm's
   correction, effect sizes and minimum detectable differences;
 - :mod:`~hardmix.compare.summary`, :mod:`~hardmix.compare.plots`, :mod:`~hardmix.compare.report`: the

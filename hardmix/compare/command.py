@@ -16,7 +16,17 @@ import yaml
 from hardmix.compare import launcher
 from hardmix.compare.fingerprints import check_cells
 from hardmix.compare.floors import check_exact_floors, exact_floors, print_exact_floors
-from hardmix.compare.folder import LOGS, PLOTS_FOLDER, REPORT, RUNS, SPEC_COPY, SUMMARY_JSON, SUMMARY_MD, TUNE
+from hardmix.compare.folder import (
+    LAUNCHER_RECORDS,
+    LOGS,
+    PLOTS_FOLDER,
+    REPORT,
+    RUNS,
+    SPEC_COPY,
+    SUMMARY_JSON,
+    SUMMARY_MD,
+    TUNE,
+)
 from hardmix.compare.grid import build_grid, print_commands
 from hardmix.compare.plots import make_plots
 from hardmix.compare.report import diagnostics_note, write_csv, write_html, write_json, write_markdown
@@ -30,6 +40,7 @@ from hardmix.compare.resume import (
 from hardmix.compare.runner import KEEP_CHOICES, run_cells
 from hardmix.compare.spec import load_spec, select_tasks
 from hardmix.compare.start import measure_starts
+from hardmix.compare.status import print_status
 from hardmix.compare.summary import (
     baselines_that_did_not_learn,
     contrast_table,
@@ -115,7 +126,7 @@ def main(args: argparse.Namespace) -> int:
                        check_existing=best is not None and not tune)
     stale = stale_cells(spec, cells, folders) if tune and best else []  # run at a point no longer chosen
     if args.status:
-        return launcher.print_status(tune + cells, out)
+        return print_status(tune + cells, out)
     print_exact_floors(floors)  # every cell validated: what the seeds allow, before anything runs
     if args.print_commands:
         todo = tune if best is None else cells
@@ -231,7 +242,7 @@ def _forget_unsubmitted(out: Path) -> None:
     """A new comparison whose launcher submitted nothing (``sbatch`` missing, refused): remove the two
     things this run wrote, ``spec.yaml`` and the empty ``logs/``, so the folder is as it was and a rerun
     is not taken for a comparison under way. Nothing else is touched."""
-    if (out / launcher.RECORDS).exists():
+    if (out / LAUNCHER_RECORDS).exists():
         return  # some job was submitted: the comparison exists
     remove_written(out / SPEC_COPY, out)
     remove_folder_if_empty(out / LOGS, out)

@@ -24,11 +24,16 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from hardmix.compare.folder import MISMATCHED, SUPERSEDED
 from hardmix.compare.grid import Cell, task_class
+from hardmix.compare.runner import set_aside
+from hardmix.config.loader import build_config
 from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest, data_mismatch, inputs_mismatch
 from hardmix.training.run_folder import CHECKPOINT
 from hardmix.utils.errors import ConfigError
+from hardmix.version import __version__
 
 #: Under ``DIR/superseded/<task>/<strategy>/``: the cells moved aside by ``--rerun-mismatched``.
 
@@ -49,8 +54,6 @@ class _Now:
         self._parts: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def parts(self, cell: Cell) -> tuple[dict[str, Any] | None, str | None]:
-        from hardmix.config.loader import build_config
-
         task_cls = task_class(cell.task)
         key = (task_cls.name, config_digest(cell.config, _NOT_DATA))
         if key not in self._parts:
@@ -100,8 +103,6 @@ def record_mismatch(record: dict[str, Any], cell: Cell, data: dict[str, Any] | N
                     check_config: bool = True) -> str | None:
     """Why a finished cell's record does not match what the cell would be made from now (its config, the
     ``data`` and ``inputs`` fingerprints computed now, this hardmix), or None when it does."""
-    from hardmix.version import __version__
-
     fp = record.get("fingerprint")
     if not isinstance(fp, dict):
         return "its record has no fingerprint (an older hardmix made it), so its data cannot be established"
@@ -121,8 +122,6 @@ def record_mismatch(record: dict[str, Any], cell: Cell, data: dict[str, Any] | N
 def checkpoint_mismatch(cell: Cell, data: dict[str, Any] | None, inputs: str | None) -> str | None:
     """Why an interrupted cell's checkpoint does not match the data and inputs it would resume on now (what
     its resume would refuse), or None. The file is mapped, not read: its weights are not loaded."""
-    import torch
-
     try:
         state = torch.load(cell.run_dir / CHECKPOINT, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001 - unreadable: the cell's own resume names the problem
@@ -179,8 +178,6 @@ def set_aside_mismatched(cell: Cell, output: Path) -> Path:
     """Move a mismatched cell's folder and its log to ``DIR/superseded/<task>/<strategy>/mismatched/seed<k>``
     (a tuning cell's under ``.../mismatched/point<i>/seed<k>``; ``seed<k>.2``, ... when taken): kept, not
     deleted, and the cell runs again. Returns where it went."""
-    from hardmix.compare.runner import set_aside
-
     base = output / SUPERSEDED / cell.task.name / cell.strategy / MISMATCHED
     if cell.point_index is not None:
         base = base / f"point{cell.point_index}"
