@@ -72,7 +72,7 @@ def _data_mismatch(recorded: Any, now: dict[str, Any] | None, what: str) -> str 
     only building knows), or None; ``now`` None: the task cannot tell before building (the cell's own resume
     and the summary check it)."""
     why = data_mismatch(recorded, now)
-    if why is None:
+    if why is None or now is None:  # (no now: why is None)
         return None
     if why.recorded is None:
         return f"its {what} records no training data fingerprint, so its data cannot be established"
