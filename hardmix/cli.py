@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     from hardmix.compare.cli import register as register_compare
     from hardmix.datasets.cli import register as register_data
 
-    register_compare(sub)
+    register_compare(sub, lazy_command("hardmix.compare.command:main"))
     register_data(sub)
 
     evaluate = sub.add_parser("eval", help="evaluate an encoder")

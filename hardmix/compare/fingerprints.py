@@ -25,11 +25,16 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from hardmix.compare.folder import MISMATCHED, SUPERSEDED
 from hardmix.compare.grid import Cell, task_class
+from hardmix.compare.runner import set_aside
+from hardmix.config.loader import build_config
 from hardmix.training.fingerprint import FREE_OF_RESULT, config_digest, data_mismatch, inputs_mismatch
 from hardmix.training.run_folder import CHECKPOINT
 from hardmix.utils.errors import ConfigError
+from hardmix.version import __version__
 
 #: Under ``DIR/superseded/<task>/<strategy>/``: the cells moved aside by ``--rerun-mismatched``.
 
@@ -50,8 +55,6 @@ class _Now:
         self._parts: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def parts(self, cell: Cell) -> tuple[dict[str, Any] | None, str | None]:
-        from hardmix.config.loader import build_config
-
         task_cls = task_class(cell.task)
         key = (task_cls.name, config_digest(cell.config, _NOT_DATA))
         if key not in self._parts:
@@ -71,7 +74,7 @@ def _data_mismatch(recorded: Any, now: dict[str, Any] | None, what: str) -> str 
     only building knows), or None; ``now`` None: the task cannot tell before building (the cell's own resume
     and the summary check it)."""
     why = data_mismatch(recorded, now)
-    if why is None:
+    if why is None or now is None:  # (no now: why is None)
         return None
     if why.recorded is None:
         return f"its {what} records no training data fingerprint, so its data cannot be established"
@@ -102,8 +105,6 @@ def record_mismatch(record: dict[str, Any], cell: Cell, data: dict[str, Any] | N
                     check_config: bool = True) -> str | None:
     """Why a finished cell's record does not match what the cell would be made from now (its config, the
     ``data`` and ``inputs`` fingerprints computed now, this hardmix), or None when it does."""
-    from hardmix.version import __version__
-
     fp = record.get("fingerprint")
     if not isinstance(fp, dict):
         return "its record has no fingerprint (an older hardmix made it), so its data cannot be established"
@@ -123,8 +124,6 @@ def record_mismatch(record: dict[str, Any], cell: Cell, data: dict[str, Any] | N
 def checkpoint_mismatch(cell: Cell, data: dict[str, Any] | None, inputs: str | None) -> str | None:
     """Why an interrupted cell's checkpoint does not match the data and inputs it would resume on now (what
     its resume would refuse), or None. The file is mapped, not read: its weights are not loaded."""
-    import torch
-
     try:
         state = torch.load(cell.run_dir / CHECKPOINT, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001 - unreadable: the cell's own resume names the problem
@@ -173,7 +172,7 @@ def refusal(found: list[tuple[Cell, str]], spec_path: str, out: Path) -> ConfigE
         ("1 cell of this comparison was", "it")
     return ConfigError(
         f"{out}: {cells} not made from the data it would be made from now, found before any cell trained "
-        f"({shown}{more}); `{rerun_command(spec_path, out)}` moves {them} to {out / 'superseded'}/ (kept) "
+        f"({shown}{more}); `{rerun_command(spec_path, out)}` moves {them} to {out / SUPERSEDED}/ (kept) "
         f"and runs {them} again, or restore the data {them} {'was' if n == 1 else 'were'} made from")
 
 
@@ -181,8 +180,6 @@ def set_aside_mismatched(cell: Cell, output: Path) -> Path:
     """Move a mismatched cell's folder and its log to ``DIR/superseded/<task>/<strategy>/mismatched/seed<k>``
     (a tuning cell's under ``.../mismatched/point<i>/seed<k>``; ``seed<k>.2``, ... when taken): kept, not
     deleted, and the cell runs again. Returns where it went."""
-    from hardmix.compare.runner import set_aside
-
     base = output / SUPERSEDED / cell.task.name / cell.strategy / MISMATCHED
     if cell.point_index is not None:
         base = base / f"point{cell.point_index}"

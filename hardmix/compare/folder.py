@@ -12,11 +12,15 @@
     DIR/superseded/<task>/<strategy>/...   SUPERSEDED  cells set aside (a tuning point no longer chosen;
                                            ``mismatched/``, MISMATCHED: made from other inputs), kept
     DIR/plots/               PLOTS_FOLDER         the figures
-    DIR/summary.json, summary.md, report.html   SUMMARY_JSON, SUMMARY_MD, REPORT
+    DIR/summary.json, summary.md, summary.csv, report.html   SUMMARY_JSON, SUMMARY_MD, SUMMARY_CSV, REPORT
     <a cell>/failure.json    FAILURE       why a failed cell's run failed
+    DIR/launcher/jobs.json   LAUNCHER_RECORDS    the jobs a launcher submitted, one per cell
+    DIR/launcher/submitit/   LAUNCHER_SUBMITIT   submitit's files, by its own names
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 SPEC_COPY = "spec.yaml"
 GROWTH = "growth.json"
@@ -30,8 +34,12 @@ MISMATCHED = "mismatched"
 PLOTS_FOLDER = "plots"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
+SUMMARY_CSV = "summary.csv"
 REPORT = "report.html"
 FAILURE = "failure.json"
+LAUNCHER_RECORDS = Path("launcher") / "jobs.json"
+LAUNCHER_SUBMITIT = Path("launcher") / "submitit"
 
-__all__ = ["FAILURE", "GROWTH", "LOGS", "MISMATCHED", "PLOTS_FOLDER", "POINT_ORDER", "REPORT", "RUNS",
-           "SPEC_COPY", "START_DIR", "SUMMARY_JSON", "SUMMARY_MD", "SUPERSEDED", "TUNE"]
+__all__ = ["FAILURE", "GROWTH", "LAUNCHER_RECORDS", "LAUNCHER_SUBMITIT", "LOGS", "MISMATCHED", "PLOTS_FOLDER",
+           "POINT_ORDER", "REPORT", "RUNS", "SPEC_COPY", "START_DIR", "SUMMARY_CSV", "SUMMARY_JSON",
+           "SUMMARY_MD", "SUPERSEDED", "TUNE"]

@@ -13,24 +13,29 @@ comparison goes on without it, and ``--resume`` runs it again only when asked (`
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
+from hardmix.compare.cell_keys import check_cell_config
 from hardmix.compare.folder import FAILURE, LOGS, RUNS
-from hardmix.compare.spec import CompareSpec, TaskSpec, apply_point, check_cell_config, override_value
+from hardmix.compare.precision import cell_precision
+from hardmix.compare.spec import CompareSpec, TaskSpec, apply_point, override_value
 from hardmix.config.loader import build_config
 from hardmix.training.api import load_config_for, resolve_task
 from hardmix.training.config import config_differences, key_in, plain_config
 from hardmix.training.fingerprint import FREE_OF_RESULT
 from hardmix.training.results import ResultsError, read_results
 from hardmix.training.run_folder import CONFIG, RESULTS, run_files
+from hardmix.training.runtime import Runtime
 from hardmix.training.task import Task
-from hardmix.utils.confine import confined
+from hardmix.utils.confine import confined, write_text
 from hardmix.utils.errors import ConfigError
 
 
@@ -96,8 +101,6 @@ class Cell:
     def record_failure(self, returncode: int, log: Path, output: Path) -> None:
         """Record that the cell's run failed: its exit status and the last line of its log (written inside
         the comparison's folder ``output``)."""
-        from hardmix.utils.confine import write_text
-
         text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
         lines = text.strip().splitlines()
         reason = lines[-1] if lines else f"exit status {returncode}"
@@ -197,8 +200,6 @@ def make_cell(
     try:
         cfg = load_config_for(task_cls, task.config, overrides)
         if cfg.train.precision == "auto":  # one precision for every cell of the task, wherever it runs
-            from hardmix.compare.precision import cell_precision
-
             overrides.append(f"train.precision={cell_precision(spec, task, task_cls, cfg)}")
             cfg = load_config_for(task_cls, task.config, overrides)
     except ConfigError as e:
@@ -320,12 +321,6 @@ def check_task(task: TaskSpec, task_cls: type[Task], cfg: Any, strategy: str | N
     before any cell runs: the checks a cell would run at its start, so none fails in mid-comparison; and
     the comparison's ``output`` is none of the folders the task reads, nor inside one (its plots would
     become training images, its runs part of a model's fingerprint)."""
-    import os
-
-    import torch
-
-    from hardmix.training.runtime import Runtime
-
     which = f" with strategy {strategy}" if strategy else ""
     try:
         checked = task_cls(cfg, Runtime(torch.device("cpu")))

@@ -1,6 +1,7 @@
 """Where the cells of a comparison run: ``--launcher local`` (processes on this machine, the default),
 ``slurm`` (one SLURM job per cell through submitit) or ``submitit-local`` (submitit's local executor: the
-same job path on this machine, for tests and a single workstation). ``--status`` reads every cell's state.
+same job path on this machine, for tests and a single workstation). ``--status`` reads every cell's state
+(:mod:`hardmix.compare.status`).
 
 The resources of a cell's job come from the spec's ``launcher:`` block, with a task's own ``launcher:``
 block merged over it::
@@ -36,27 +37,27 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from hardmix.compare.folder import LOGS
+from hardmix.compare.folder import LAUNCHER_RECORDS, LAUNCHER_SUBMITIT, LOGS
 from hardmix.compare.grid import Cell, cell_log, interpreter_command
 from hardmix.compare.launcher_spec import LauncherSpec, parse_time
 from hardmix.compare.spec import CompareSpec
-from hardmix.training.run_folder import LOCK, lock_holder, process_alive, run_files
-from hardmix.utils.confine import check_folder, makedirs, open_for_write, remove_written
+from hardmix.compare.status import last_line, read_records, states
+from hardmix.training.results import read_results
+from hardmix.training.run_folder import LOCK, run_files
+from hardmix.utils.confine import check_folder, makedirs, open_for_write, remove_written, write_text
 from hardmix.utils.errors import ConfigError, RunError
 
 #: ``--launcher`` choices.
 LAUNCHERS = ("local", "slurm", "submitit-local")
-#: The states ``--status`` reports.
-STATES = ("finished", "running", "queued", "failed", "missing")
-RECORDS = Path("launcher") / "jobs.json"
-SUBMITIT_FOLDER = Path("launcher") / "submitit"
 
 
 LAUNCHER_KEYS = tuple(f.name for f in fields(LauncherSpec))
@@ -144,15 +145,6 @@ def train_overrides(ls: LauncherSpec) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------- the job
-def _last_line(path: Path) -> str:
-    try:
-        lines = [x.strip() for x in path.read_text(encoding="utf-8", errors="replace").splitlines()]
-    except OSError:
-        return ""
-    lines = [x for x in lines if x and not x.startswith("$ ")]
-    return lines[-1] if lines else ""
-
-
 def _ignore(signum: int) -> Any:
     def preexec() -> None:  # in the child, before exec: an ignored signal stays ignored across exec
         signal.signal(signum, signal.SIG_IGN)
@@ -241,15 +233,13 @@ class CellJob:
             if log is not None:
                 log.close()
         if rc == 0:
-            from hardmix.training.results import read_results
-
             return read_results(Path(self.run_dir)) if main else {}
         if received:
             name = signal.Signals(received[0]).name
             if received[0] == usr and callable(submitit_handler):
                 submitit_handler(usr, None)  # rank 0: requeue this job (it resumes) and exit
             raise RunError(f"{self.label}: stopped by {name}; it resumes from its checkpoint when requeued")
-        last = _last_line(Path(self.log)) if main else ""
+        last = last_line(Path(self.log)) if main else ""
         raise RunError(f"{self.label}: hardmix train exited with status {rc}" + (f": {last}" if last else ""))
 
 
@@ -281,7 +271,7 @@ def sbatch_script(ls: LauncherSpec, cell: Cell, out: Path, python: str | None = 
     submitit = require_submitit("slurm")
     from submitit.slurm.slurm import _make_sbatch_string
 
-    folder = (out / SUBMITIT_FOLDER).resolve() / "%j"
+    folder = (out / LAUNCHER_SUBMITIT).resolve() / "%j"
     command = " ".join([python or shlex.quote(sys.executable), "-u -m submitit.core._submit",
                         shlex.quote(str(folder))])
     assert submitit  # imported for its error
@@ -293,7 +283,7 @@ def sbatch_script(ls: LauncherSpec, cell: Cell, out: Path, python: str | None = 
 
 def _executor(kind: str, ls: LauncherSpec, cell: Cell, out: Path) -> Any:
     submitit = require_submitit(kind)
-    folder = out / SUBMITIT_FOLDER / "%j"
+    folder = out / LAUNCHER_SUBMITIT / "%j"
     if kind == "slurm":
         try:
             ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=ls.max_requeue)
@@ -312,105 +302,8 @@ def _executor(kind: str, ls: LauncherSpec, cell: Cell, out: Path) -> Any:
 
 
 # ----------------------------------------------------------------------------------- the records
-def read_records(out: Path) -> dict[str, dict[str, Any]]:
-    """``DIR/launcher/jobs.json``: cell label -> its last job (launcher, job id, pid, host, time)."""
-    try:
-        return json.loads((out / RECORDS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
 def _write_records(out: Path, records: dict[str, dict[str, Any]]) -> None:
-    from hardmix.utils.confine import write_text
-
-    write_text(json.dumps(records, indent=1, sort_keys=True), out / RECORDS, out)
-
-
-def _job_state(record: dict[str, Any] | None) -> str | None:
-    """``queued``, ``running``, ``ended`` or None (no job, or its state unknown)."""
-    if not record:
-        return None
-    if record.get("launcher") == "submitit-local":
-        import socket
-
-        if record.get("host") != socket.gethostname():
-            return None
-        # the job's process is this one's child when it submitted it (--wait): reaped once it ends, or it
-        # would stay a zombie, alive to os.kill
-        return "running" if process_alive(int(record["job_id"]), reap=True) else "ended"
-    try:
-        from submitit.slurm.slurm import SlurmJob
-
-        state = SlurmJob(folder=record["folder"], job_id=str(record["job_id"])).state.upper()
-    except Exception:  # sacct is not reachable: the comparison folder decides
-        return None
-    if state.startswith(("PENDING", "REQUEUE", "CONFIGURING", "SUSPENDED", "RESIZING")):
-        return "queued"
-    if state.startswith(("RUNNING", "COMPLETING", "STAGE_OUT")):
-        return "running"
-    return None if state in ("UNKNOWN", "") else "ended"
-
-
-def _lock_holder_alive(run_dir: Path) -> bool | None:
-    """Whether the process holding the run's lock lives (False: no lock, or an unreadable one; None: held
-    on another host). The lock's holder is a ``hardmix train`` started by a job, not this process's
-    child: it is not reaped (:func:`~hardmix.training.run_folder.process_alive`)."""
-    import socket
-
-    held = lock_holder(run_dir)
-    if held is None:
-        return False
-    pid, host = held
-    if host != socket.gethostname():
-        return None
-    return process_alive(pid)
-
-
-@dataclass
-class CellState:
-    """One line of ``--status``."""
-
-    cell: Cell
-    state: str
-    detail: str = ""
-
-
-def cell_state(cell: Cell, out: Path, record: dict[str, Any] | None) -> CellState:
-    """A cell's state from its run folder, its log and its launcher's record."""
-    if cell.status() == "finished":
-        return CellState(cell, "finished")
-    job = _job_state(record)
-    lock = _lock_holder_alive(cell.run_dir)
-    where = f"job {record['job_id']}" if record else ""
-    if lock or job == "running" or (lock is None and job is None):  # None: a lock of another host
-        return CellState(cell, "running", where)
-    if job == "queued":
-        return CellState(cell, "queued", where)
-    log = cell_log(cell, out)
-    if record or log.is_file() or cell.run_dir.is_dir():
-        line = _last_line(log)
-        if not line and record and record.get("folder"):
-            from submitit.core.utils import JobPaths
-
-            line = _last_line(JobPaths(record["folder"], str(record["job_id"]), 0).stdout)
-        return CellState(cell, "failed", line or "no log line")
-    return CellState(cell, "missing")
-
-
-def states(cells: list[Cell], out: Path) -> list[CellState]:
-    records = read_records(out)
-    return [cell_state(c, out, records.get(c.label)) for c in cells]
-
-
-def print_status(cells: list[Cell], out: Path) -> int:
-    """``--status``: every cell's state, then the counts. Returns 0."""
-    rows = states(cells, out)
-    width = max(len(r.cell.label) for r in rows)
-    for r in rows:
-        print(f"{r.cell.label:<{width}}  {r.state:<8}  {r.detail}".rstrip())
-    counts = {s: sum(r.state == s for r in rows) for s in STATES}
-    print(", ".join(f"{s} {n}" for s, n in counts.items()) + f" (of {len(rows)}) in {out}")
-    return 0
+    write_text(json.dumps(records, indent=1, sort_keys=True), out / LAUNCHER_RECORDS, out)
 
 
 # ------------------------------------------------------------------------------------ submitting
@@ -423,22 +316,20 @@ def submit_cells(spec: CompareSpec, cells: list[Cell], out: Path, launcher: str,
         With ``wait``: the cells that failed, with their logs; without it None (the jobs run on).
     """
     require_submitit(launcher)
-    import socket
-    from datetime import datetime, timezone
-
     settings = {t: launcher_for(spec, t) for t in spec.tasks}
     makedirs(out / LOGS, out)
-    check_folder(out / SUBMITIT_FOLDER, out)  # submitit writes its files there by its own names
+    check_folder(out / LAUNCHER_SUBMITIT, out)  # submitit writes its files there by its own names
     records = read_records(out)
     todo = [s.cell for s in states(cells, out) if s.state in ("failed", "missing")]
     for cell in todo:
         ls = settings[cell.task.name]
         job = CellJob(cell.label, cell.command(extra=train_overrides(ls)), str(cell.run_dir),
-                      str(cell_log(cell, out)), ls.cpus_per_task, str((out / RECORDS).resolve()), str(out))
+                      str(cell_log(cell, out)), ls.cpus_per_task, str((out / LAUNCHER_RECORDS).resolve()),
+                      str(out))
         submitted = _executor(launcher, ls, cell, out).submit(job)
         records[cell.label] = {
             "launcher": launcher, "job_id": str(submitted.job_id), "host": socket.gethostname(),
-            "folder": str((out / SUBMITIT_FOLDER).resolve() / "%j"),
+            "folder": str((out / LAUNCHER_SUBMITIT).resolve() / "%j"),
             "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         _write_records(out, records)
@@ -457,6 +348,6 @@ def submit_cells(spec: CompareSpec, cells: list[Cell], out: Path, launcher: str,
 
 
 __all__ = [
-    "LAUNCHERS", "CellJob", "CellState", "LauncherSpec", "cell_state", "launcher_for", "parse_time",
-    "print_status", "read_records", "require_submitit", "sbatch_script", "slurm_parameters", "submit_cells",
+    "LAUNCHERS", "CellJob", "LauncherSpec", "launcher_for", "parse_time", "require_submitit", "sbatch_script",
+    "slurm_parameters", "submit_cells",
 ]

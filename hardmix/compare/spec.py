@@ -48,155 +48,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import yaml
+
+from hardmix.compare.cell_keys import check_cell_key, check_entry_arguments
 from hardmix.compare.launcher_spec import LauncherBlock
-from hardmix.compare.stats import ALPHA, exact_floor
-from hardmix.config.loader import Parsed, build_config, config_fields, flatten_keys, load_yaml
-from hardmix.strategies.spec_type import strategy_spec_schema
+from hardmix.compare.spec_types import Axes, Seeds, StrategyEntries, is_strategy
+from hardmix.config.loader import build_config, flatten_keys, load_yaml
 from hardmix.utils.errors import ConfigError
-
-# Config keys a comparison cannot set for its cells (in a task's ``set``, ``strategy_set`` or a tuning grid).
-NOT_IN_A_CELL = {
-    "output": "the comparison gives every cell its own folder under --output",
-    "train.stop_after_steps": "it stops a cell short of its budget, which a comparison cannot pair",
-    "train.seed": "the comparison gives each cell its seed, from seeds (tuning points: from tune.seeds)",
-    "loss.strategies": "the comparison gives each cell its strategies, from strategies (their arguments: "
-                       "strategy_args, tune.grid)",
-}
-
-
-def check_cell_key(key: str, where: str) -> None:
-    """Refuse a key a comparison's cell cannot be given (:data:`NOT_IN_A_CELL`, or a key inside one),
-    naming where."""
-    for taken, why in NOT_IN_A_CELL.items():
-        if key == taken or key.startswith((f"{taken}.", f"{taken}[")):
-            raise ConfigError(f"{where}.{key}: not a key a comparison can set ({why})")
-
-
-# Keys of NOT_IN_A_CELL whose value the comparison gives each cell itself (its command's --output, its
-# --set of the seed and of the strategies, last): the final config holds the comparison's own value.
-GIVEN_TO_A_CELL = ("output", "train.seed", "loss.strategies")
-
-
-def check_cell_config(cfg: Any, seed: int, names: list[str], config_file: Path,
-                      items: list[tuple[str, str]], where: str) -> None:
-    """The keys a cell may not carry, checked on its final config (the task's config file, ``set``,
-    ``strategy_set``, ``strategy_args`` and the tuning point merged), not on the spec's text: a key of
-    :data:`NOT_IN_A_CELL` the comparison does not give (``train.stop_after_steps``) at its default, the
-    cell's own seed, and the strategies its label names; else a one-line ConfigError naming the cell, the
-    key and where it was given (the task's config file, or the spec's entry).
-
-    Args:
-        cfg: the cell's validated config object.
-        seed: the cell's seed.
-        names: the registered names of its label's entries, in order.
-        config_file: the task's config file.
-        items: the cell's ``--set`` items before the comparison's own, each ``(key=value, the spec's key
-            that gave it)``.
-        where: the cell, for the message (``SPEC: tasks.text with strategy mixcse``).
-    """
-    for key, why in NOT_IN_A_CELL.items():
-        if key in GIVEN_TO_A_CELL:
-            continue
-        value, default = _value_and_default(cfg, key)
-        if value != default:
-            raise ConfigError(f"{where}: {key}: {value!r} {_given_by(key, config_file, items)}: not a key a "
-                              f"comparison can set ({why})")
-    got_seed = getattr(getattr(cfg, "train", None), "seed", seed)
-    if got_seed != seed:
-        raise ConfigError(f"{where}: train.seed: {got_seed!r} {_given_by('train.seed', config_file, items)}, "
-                          f"not the cell's seed {seed}")
-    built = [getattr(s, "name", s) for s in getattr(getattr(cfg, "loss", None), "strategies", None) or []]
-    if built and built != names:
-        raise ConfigError(f"{where}: loss.strategies: {', '.join(map(str, built))}, not the strategies its "
-                          f"label names ({', '.join(names)}): an entry cannot change which strategy a label "
-                          "names")
-
-
-def _value_and_default(cfg: Any, key: str) -> tuple[Any, Any]:
-    """A dotted key's value in a config object and its dataclass field's default (both None where the
-    config has no such key)."""
-    import dataclasses
-
-    *sections, last = key.split(".")
-    obj = cfg
-    for part in sections:
-        obj = getattr(obj, part, None)
-    if not dataclasses.is_dataclass(obj):
-        return None, None
-    f = {f.name: f for f in dataclasses.fields(obj)}.get(last)
-    if f is None:
-        return None, None
-    default = f.default if f.default is not dataclasses.MISSING else (
-        f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
-    return getattr(obj, last), default
-
-
-def _given_by(key: str, config_file: Path, items: list[tuple[str, str]]) -> str:
-    """Where a cell's value of ``key`` came from: the last ``--set`` item that sets it or a section holding
-    it (naming the spec's key), else the task's config file."""
-    for item, origin in reversed(items):
-        k = item.split("=", 1)[0]
-        if key == k or key.startswith(k + "."):
-            return f"given by {origin} ({item})"
-    return f"in the task's config file {config_file}"
-
-
-def check_entry_arguments(arguments: dict[str, Any], where: str) -> None:
-    """Refuse ``name`` among the arguments a spec merges into a strategy's entries (a task's
-    ``strategy_args``, a tuning grid's ``<entry>.<argument>``): an entry cannot change which strategy its
-    label names (the cells of ``mixcse`` would train mochi, reported as mixcse)."""
-    if "name" in arguments:
-        raise ConfigError(f"{where}.name: an entry's arguments cannot change which strategy a label names "
-                          "(give the strategy a label of its own under strategies)")
-
-
-# What may change between a comparison's runs of ``--resume``: seeds and strategies may be added (only the
-# new cells run), how many cells run at once, where the folder is and how cells are launched. Contrasts and
-# arm_differences are what is reported, not what runs; auto_precision is recorded in the comparison's spec
-# copy by hardmix (a spec that sets it otherwise is refused by ``hardmix compare``, naming it).
-FREE_KEYS = ("jobs", "output", "launcher", "contrasts", "auto_precision", "arm_differences")
-
-
-def parse_seeds(seeds: Any, key: str) -> list[int]:
-    """A list of distinct non-negative integer seeds, or a ConfigError naming ``key``."""
-    if (
-        not isinstance(seeds, list)
-        or not seeds
-        or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds)
-    ):
-        raise ConfigError(f"{key}: expected a list of non-negative integers, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{key}: {seeds} repeats a seed")
-    return list(seeds)
-
-
-#: Seeds of a comparison: distinct non-negative integers, at least one.
-Seeds = Annotated[list[int], Parsed(parse_seeds, lambda: {
-    "type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "uniqueItems": True})]
-
-
-def parse_entries(entries: Any, key: str) -> list[dict[str, Any]]:
-    """A strategy's ``loss.strategies`` entries as mappings with a registered ``name`` (built with each
-    task's config, when the cells are: :func:`hardmix.compare.grid.build_grid`), else a ConfigError naming
-    ``key[i]``."""
-    from hardmix.strategies import available_strategies
-    from hardmix.strategies.build import strategy_entries
-
-    normalized = [e if isinstance(e, dict) else e.config() for e in strategy_entries(entries, key=key)]
-    for i, entry in enumerate(normalized):
-        if not _is_strategy(entry["name"]):  # a built-in name imports no plug-in
-            raise ConfigError(f"{key}[{i}].name: unknown strategy {entry['name']!r}; "
-                              f"registered: {', '.join(available_strategies())}")
-    return normalized
-
-
-#: One strategy of a comparison: a ``loss.strategies`` spec, its entries as mappings (a ramp may lack what
-#: a task's ``strategy_args`` give it).
-StrategyEntries = Annotated[list[dict[str, Any]], Parsed(parse_entries,
-                                                         lambda: strategy_spec_schema(complete=False))]
-
-#: A tuning grid's axes: a key (``mixcse.lam``, ``loss.temperature``) to its values.
-Axes = dict[str, Annotated[list[Any], {"min_items": 1}]]
 
 
 @dataclass(kw_only=True)
@@ -362,7 +220,8 @@ class CompareSpec:
     def _validate_tune(self, tune: TuneSpec) -> None:
         """The ``tune:`` block against the strategies and tasks; each point's config is validated with the
         cells."""
-        for name, axes in tune.grid.items():
+        grid = {name: axes or {} for name, axes in tune.grid.items()}  # no None left by __post_init__
+        for name, axes in grid.items():
             if name not in self.strategies:
                 raise ConfigError(f"tune.grid.{name}: not one of the strategies "
                                   f"({', '.join(self.strategies)})")
@@ -382,7 +241,7 @@ class CompareSpec:
                 names = [e["name"] for e in self.strategies[name]]
                 if entry in names:  # an entry's argument: never its name
                     check_entry_arguments({k.split(".", 1)[1]: axes[k]}, f"tune.grid.{name}.{entry}")
-                if _is_strategy(entry) and entry not in names:
+                if is_strategy(entry) and entry not in names:
                     raise ConfigError(f"tune.grid.{name}.{k}: {name}'s entries are {', '.join(names)}, "
                                       f"not {entry}")
         missing = [s for s in self.strategies if s not in tune.grid]
@@ -394,7 +253,7 @@ class CompareSpec:
         if tune.tasks is not None and any(t not in self.tasks for t in tune.tasks):
             raise ConfigError(f"tune.tasks: expected a list of the spec's tasks ({', '.join(self.tasks)})")
         if tune.equal_budget:
-            sizes = {s: grid_size(axes) for s, axes in tune.grid.items()}
+            sizes = {s: grid_size(axes) for s, axes in grid.items()}
             if len(set(sizes.values())) > 1:
                 shown = ", ".join(f"{s} {n}" for s, n in sizes.items())
                 raise ConfigError(
@@ -424,14 +283,10 @@ class CompareSpec:
         return [f"{k}={override_value(v)}" for k, v in (self.strategy_set or {}).get(strategy, {}).items()]
 
 
-#: The spec's keys, in the order :func:`spec_differences` reports them.
-SPEC_KEYS = tuple(f.name for f in config_fields(CompareSpec))
 
 
 def override_value(v: Any) -> str:
     """A value as the right-hand side of a ``--set key=value`` override (one line of YAML flow style)."""
-    import yaml
-
     return (
         yaml.safe_dump(v, default_flow_style=True, width=10_000, sort_keys=False)
         .strip()
@@ -501,13 +356,6 @@ def check_names(names: list[Any], key: str) -> None:
         seen[folded] = name
 
 
-def _is_strategy(name: str) -> bool:
-    """Whether ``name`` is a registered strategy (a built-in name imports no plug-in)."""
-    from hardmix.strategies.base import lookup
-
-    return lookup(name) is not None
-
-
 def grid_size(axes: dict[str, list[Any]]) -> int:
     """The number of points of a grid (the product of its axes' lengths; 1 for no axis)."""
     n = 1
@@ -515,138 +363,6 @@ def grid_size(axes: dict[str, list[Any]]) -> int:
         n *= len(values)
     return n
 
-
-def _names_in(spec: dict[str, Any]) -> set[str]:
-    """Every name a spec's strategies answer to in ``strategy_args``: their spec names and the registered
-    names of their entries."""
-    names: set[str] = set()
-    for name, entries in (spec.get("strategies") or {}).items():
-        names.add(name)
-        for e in entries if isinstance(entries, list) else []:
-            if isinstance(e, dict) and "name" in e:
-                names.add(e["name"])
-    return names
-
-
-def spec_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """The keys of a comparison spec that changed in a way ``--resume`` cannot continue: everything except
-    added seeds, added strategies (a new name, or a new name in a task's ``strategies``, with its own
-    ``strategy_args`` and ``tune.grid`` entries), values added to a strategy's ``tune.grid`` knobs
-    (:func:`grid_grows`), ``jobs`` and ``output``.
-
-    >>> old = {"seeds": [1, 2], "strategies": {"none": [{"name": "none"}]}, "tasks": {"t": {"score": "a"}}}
-    >>> spec_differences(old, {**old, "seeds": [1, 2, 3], "jobs": 2})
-    []
-    >>> spec_differences(old, {**old, "seeds": [1], "tasks": {"t": {"score": "b"}}})
-    ['seeds (seed 2 removed)', 'tasks.t.score']
-
-    A task may be given more seeds than the spec's, not fewer:
-
-    >>> spec_differences(old, {**old, "tasks": {"t": {"score": "a", "seeds": [1, 2, 3]}}})
-    []
-    >>> spec_differences(old, {**old, "tasks": {"t": {"score": "a", "seeds": [2, 3]}}})
-    ['tasks.t.seeds (seed 1 removed)']
-
-    A strategy added with its task arguments extends the comparison; arguments for one it had do not:
-
-    >>> added = {**old, "strategies": {**old["strategies"], "synco": [{"name": "synco"}]}}
-    >>> def task_args(args):
-    ...     return {**added, "tasks": {"t": {"score": "a", "strategy_args": args}}}
-    >>> spec_differences(old, task_args({"synco": {"n_hard": 8}}))
-    []
-    >>> spec_differences(old, task_args({"none": {"x": 1}}))
-    ['tasks.t.strategy_args']
-
-    The baseline never changes silently: a spec without ``baseline:`` compares with its first strategy,
-    so a strategy added in front of it is refused:
-
-    >>> spec_differences(old, {**old, "strategies": {"synco": [{"name": "synco"}], **old["strategies"]}})
-    ['baseline (was none, now synco)']
-
-    So do a new strategy's config overrides (``strategy_set``), not those of one it had:
-
-    >>> spec_differences(old, {**added, "strategy_set": {"synco": {"train.lr": 0.1}}})
-    []
-    >>> spec_differences(old, {**added, "strategy_set": {"none": {"train.lr": 0.1}}})
-    ['strategy_set.none']
-    """
-    changed: list[str] = []
-    old_names = _names_in(old)
-
-    def baseline(spec: dict[str, Any]) -> Any:  # a spec without baseline: compares with its first strategy
-        return spec.get("baseline", next(iter(spec.get("strategies") or {}), None))
-
-    if baseline(old) != baseline(new):  # never silently, e.g. by a strategy added in front
-        changed.append(f"baseline (was {baseline(old)}, now {baseline(new)})")
-    for key in sorted(set(old) | set(new), key=lambda k: (SPEC_KEYS + (k,)).index(k)):
-        if key in FREE_KEYS or key == "baseline":  # the effective baseline is compared above
-            continue
-        a, b = old.get(key), new.get(key)
-        if key == "seeds" and isinstance(a, list) and isinstance(b, list):
-            gone = [s for s in a if s not in b]
-            if gone:
-                changed.append(f"seeds (seed {gone[0]} removed)")
-        elif key == "strategies" and isinstance(a, dict) and isinstance(b, dict):
-            for name in a:
-                if name not in b:
-                    changed.append(f"strategies.{name} (removed)")
-                elif a[name] != b[name]:
-                    changed.append(f"strategies.{name}")
-        elif key == "strategy_set" and isinstance(a or {}, dict) and isinstance(b or {}, dict):
-            old_strategies = old.get("strategies") or {}
-            for name in sorted(set(a or {}) | set(b or {})):
-                if name in old_strategies and (a or {}).get(name) != (b or {}).get(name):
-                    changed.append(f"strategy_set.{name}")
-        elif key == "tasks" and isinstance(a, dict) and isinstance(b, dict):
-            for name in sorted(set(a) | set(b), key=lambda n: list({**a, **b}).index(n)):
-                ta, tb = a.get(name), b.get(name)
-                if not isinstance(ta, dict) or not isinstance(tb, dict):
-                    changed.append(f"tasks.{name} ({'added' if ta is None else 'removed'})")
-                    continue
-                for k in sorted(set(ta) | set(tb)):
-                    va, vb = ta.get(k), tb.get(k)
-                    if k == "seeds":  # the task's own seeds, or the spec's: seeds may be added, not removed
-                        va, vb = ta.get(k, old.get("seeds")), tb.get(k, new.get("seeds"))
-                        if not isinstance(va, list) or not isinstance(vb, list):
-                            changed.append(f"tasks.{name}.seeds")
-                        elif any(s not in vb for s in va):
-                            gone = next(s for s in va if s not in vb)
-                            changed.append(f"tasks.{name}.seeds (seed {gone} removed)")
-                        continue
-                    if k == "strategy_args" and isinstance(vb, dict) and isinstance(va or {}, dict):
-                        va = {**(va or {}), **{n: v for n, v in vb.items() if n not in old_names}}
-                    if k == "strategies" and isinstance(va, list) and isinstance(vb, list):
-                        if any(s not in vb for s in va):
-                            changed.append(f"tasks.{name}.strategies (a strategy removed)")
-                    elif va != vb:
-                        changed.append(f"tasks.{name}.{k}")
-        elif key == "tune" and isinstance(a, dict) and isinstance(b, dict):
-            grid_a, grid_b = a.get("grid") or {}, b.get("grid") or {}
-            added = {n for n in grid_b if n not in grid_a and n not in (old.get("strategies") or {})}
-            kept = {**b, "grid": {n: grid_a[n] if n in grid_a and grid_grows(grid_a[n], grid_b[n]) else v
-                                  for n, v in grid_b.items() if n not in added}}
-            changed += [f"tune.{k}" for k in sorted(set(a) | set(kept)) if a.get(k) != kept.get(k)]
-        elif a != b:
-            changed.append(key)
-    return changed
-
-
-def grid_grows(old: Any, new: Any) -> bool:
-    """Whether grid ``new`` is grid ``old`` with values added to its knobs (the same knobs, every old value
-    kept): what ``--resume`` continues, running only the new points.
-
-    >>> grid_grows({"mixcse.lam": [0.1, 0.2]}, {"mixcse.lam": [0.05, 0.1, 0.2]})
-    True
-    >>> grid_grows({"mixcse.lam": [0.1, 0.2]}, {"mixcse.lam": [0.05, 0.2]})
-    False
-    >>> grid_grows({"mixcse.lam": [0.1]}, {"mixcse.lam": [0.1], "train.lr": [1e-5]})
-    False
-    """
-    old, new = old or {}, new or {}
-    if not isinstance(old, dict) or not isinstance(new, dict) or set(old) != set(new):
-        return False
-    return all(isinstance(new[k], list) and isinstance(v, list) and all(x in new[k] for x in v)
-               for k, v in old.items())
 
 
 def grid_points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -679,33 +395,6 @@ def apply_point(
     return entries, sets
 
 
-def exact_floors(spec: CompareSpec, alpha: float = ALPHA) -> dict[str, dict[str, Any]]:
-    """What the exact sign-flip test can say, from the spec alone: per task with a comparison, its family of
-    m comparisons (every strategy of the task but the baseline), its n seeds, the smallest
-    ``p_exact_holm`` they allow (``floor``, m x 2 / 2^n) and the seeds an exact verdict at ``alpha`` needs
-    (:func:`hardmix.compare.stats.exact_floor`)."""
-    out = {}
-    for task in spec.tasks.values():
-        m = sum(s != spec.baseline for s in task.strategies or spec.strategies)
-        if m:
-            floor, needed = exact_floor(m, len(task.seeds), alpha)
-            out[task.name] = {"comparisons": m, "seeds": len(task.seeds), "floor": floor,
-                              "seeds_needed": needed}
-    return out
-
-
-def floor_line(task: str, f: dict[str, Any], alpha: float = ALPHA) -> str:
-    """One task's :func:`exact_floors` in words.
-
-    >>> floor_line("vision", {"comparisons": 2, "seeds": 5, "floor": 0.125, "seeds_needed": 7})
-    'tasks.vision: 2 comparisons x 5 seeds: smallest p_exact_holm 2 x 2/2^5 = 0.125 >= 0.05; an exact \
-verdict needs >= 7 seeds'
-    """
-    m, n = f["comparisons"], f["seeds"]
-    below = "<" if f["floor"] < alpha else ">="
-    return (f"tasks.{task}: {m} comparison{'s' if m != 1 else ''} x {n} seeds: smallest p_exact_holm "
-            f"{m} x 2/2^{n} = {f['floor']:.3g} {below} {alpha}; an exact verdict needs >= "
-            f"{f['seeds_needed']} seeds")
 
 
 def select_tasks(spec: CompareSpec, names: str | None) -> CompareSpec:
@@ -727,7 +416,6 @@ def load_spec(path: str | os.PathLike[str]) -> CompareSpec:
 
 
 __all__ = [
-    "CompareSpec", "TaskSpec", "TuneSpec", "apply_point", "check_names", "exact_floors", "floor_line",
-    "Seeds", "StrategyEntries", "grid_grows", "grid_points", "grid_size", "load_spec", "parse_entries",
-    "parse_seeds", "parse_spec", "spec_differences",
+    "CompareSpec", "TaskSpec", "TuneSpec", "apply_point", "check_names", "grid_points", "grid_size",
+    "load_spec", "override_value", "parse_spec", "select_tasks",
 ]

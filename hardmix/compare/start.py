@@ -28,9 +28,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from hardmix.compare.folder import START_DIR
-from hardmix.compare.grid import Cell
+from hardmix.compare.grid import Cell, task_class
+from hardmix.compare.records import collect
+from hardmix.config.loader import build_config
+from hardmix.training.engine import preserved_rng
 from hardmix.training.run_folder import CONFIG
+from hardmix.training.runtime import end_runtime, start_runtime
+from hardmix.utils.confine import write_text
+from hardmix.utils.offline import libraries_offline
+from hardmix.utils.provenance import code_provenance
 
 #: The config sections (dotted keys for single values) that decide a task's starting encoder and its scoring.
 START_KEYS = ("model", "data", "eval", "train.precision")
@@ -41,8 +50,6 @@ HOW = "measured after the fact by --measure-start"
 
 def recorded_config(cell: Cell) -> dict[str, Any] | None:
     """The config a finished cell ran with (its ``config.yaml``), or None where it has none."""
-    import yaml
-
     path = cell.run_dir / CONFIG
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -93,11 +100,6 @@ def read_start(path: Path) -> dict[str, Any] | None:
 def measure(task_class: Any, config: dict[str, Any], threads: int | None = None) -> dict[str, Any]:
     """The starting encoder's scores of a run of ``config`` (a plain recorded config), as the engine
     measures them before the first step with ``eval.start: all``: ``{"scores", "other", "seconds"}``."""
-    from hardmix.config.loader import build_config
-    from hardmix.training.engine import preserved_rng
-    from hardmix.training.runtime import end_runtime, start_runtime
-    from hardmix.utils.offline import libraries_offline
-
     cfg = build_config(task_class.config_class, config, [])
     if threads is not None:
         cfg.train.threads = threads
@@ -126,11 +128,6 @@ def measure(task_class: Any, config: dict[str, Any], threads: int | None = None)
 def measure_starts(cells: list[Cell], out: Path, threads: int | None = None) -> list[Path]:
     """Measure the start of every finished evaluation cell that has none (neither in its record nor in a
     start file of its key), once per start key, printing progress; returns the files written."""
-    from hardmix.compare.grid import task_class
-    from hardmix.compare.records import collect
-    from hardmix.utils.confine import write_text
-    from hardmix.utils.provenance import code_provenance
-
     records, _ = collect(cells)
     todo: dict[Path, tuple[Cell, dict[str, Any], str, list[str]]] = {}
     for c in cells:

@@ -19,8 +19,9 @@ from scipy import stats
 
 from hardmix.cli import main as cli
 from hardmix.compare import plots
+from hardmix.compare.floors import exact_floors
 from hardmix.compare.report import diagnostics_note, verdicts_markdown
-from hardmix.compare.spec import exact_floors, parse_spec
+from hardmix.compare.spec import parse_spec
 from hardmix.compare.stats import exact_floor, holm_adjusted, paired_difference
 from hardmix.compare.summary import boundary, evaluations, flags, paired_table
 from hardmix.compare.summary_types import (

@@ -18,8 +18,9 @@ import pytest
 import yaml
 
 from hardmix.cli import main as cli
-from hardmix.compare.launcher import launcher_for, read_records
+from hardmix.compare.launcher import launcher_for
 from hardmix.compare.spec import parse_spec
+from hardmix.compare.status import read_records
 from hardmix.training import read_results
 
 pytest.importorskip("submitit")
@@ -262,6 +263,7 @@ def test_every_tuning_cell_has_its_own_log_and_job_and_status_reads_it(text_spec
     job name. One name per cell, from its label, in both."""
     from hardmix.compare import launcher
     from hardmix.compare.grid import cell_log
+    from hardmix.compare.status import cell_state
     from hardmix.compare.tuning import tuning_cells
 
     spec = copy.deepcopy(text_spec)
@@ -277,4 +279,4 @@ def test_every_tuning_cell_has_its_own_log_and_job_and_status_reads_it(text_spec
     assert jobs[0] == "hardmix-tune-text-none-point0-seed101"
     logs[1].parent.mkdir(parents=True)
     logs[1].write_text("$ hardmix train ...\nhardmix: error: the last line\n")
-    assert launcher.cell_state(cells[1], out, None).detail == "hardmix: error: the last line"
+    assert cell_state(cells[1], out, None).detail == "hardmix: error: the last line"

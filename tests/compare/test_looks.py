@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from hardmix.cli import main as cli
-from hardmix.compare.cli import read_growth, record_growth, spec_additions
 from hardmix.compare.folder import GROWTH
 from hardmix.compare.report import learned_notes
+from hardmix.compare.resume import read_growth, record_growth, spec_additions
 from hardmix.compare.summary import arm_differences
 from hardmix.compare.summary_types import CodeTable, ComparisonSummary, Growth
 from hardmix.compare.tables import verdict_text

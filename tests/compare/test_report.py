@@ -21,7 +21,7 @@ from PIL import Image
 from scipy import optimize, stats
 
 from hardmix.cli import main as cli
-from hardmix.compare.cli import refuse_unlearned
+from hardmix.compare.command import refuse_unlearned
 from hardmix.compare.summary_types import ComparisonSummary
 from hardmix.compare.tables import verdict_table
 from hardmix.training import read_results

@@ -284,7 +284,7 @@ def test_the_shipped_specs_do_not_compare_a_selection_score():
 def test_the_specs_that_continue_cpu_full_only_add_strategies():
     """strategies.yaml and variants.yaml say they resume a copy of a finished cpu_full comparison: each
     differs from cpu_full.yaml only by added strategies (what ``--resume`` accepts), and adds some."""
-    from hardmix.compare.spec import spec_differences
+    from hardmix.compare.resume import spec_differences
     from hardmix.config.loader import load_yaml
 
     root = __import__("pathlib").Path(__file__).resolve().parents[2] / "configs" / "compare"
@@ -320,7 +320,8 @@ def test_the_committed_comparisons_keep_the_precision_they_were_recorded_in():
     """``train.precision``'s default is ``auto`` (bf16 where the CPU computes it): the specs of the committed
     comparisons set fp32, which every one of their cells recorded, so ``--resume`` adds cells alike; each
     shipped spec is its comparison's, or one that ``--resume`` continues it with."""
-    from hardmix.compare.spec import load_spec, spec_differences
+    from hardmix.compare.resume import spec_differences
+    from hardmix.compare.spec import load_spec
 
     root = __import__("pathlib").Path(__file__).resolve().parents[2]
     for name in ("cpu_full", "strategies", "premise", "variants"):
@@ -337,7 +338,7 @@ def test_the_committed_comparisons_keep_the_precision_they_were_recorded_in():
 def test_a_task_may_have_its_own_seeds(text_spec, tmp_path):
     """``tasks.<t>.seeds``: cheap tasks can have more seeds than costly ones; the cells, the tuning-seed
     check and ``--resume``'s check (added seeds only) follow each task's own list."""
-    from hardmix.compare.spec import spec_differences
+    from hardmix.compare.resume import spec_differences
 
     spec = copy.deepcopy(text_spec)
     spec["tasks"]["more"] = {**spec["tasks"]["text"], "task": "text", "seeds": [1, 2, 3]}

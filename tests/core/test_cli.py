@@ -64,10 +64,10 @@ def test_a_folder_named_hardmix_in_the_working_directory_does_not_break_the_cli(
                                   ["train", "nosuchtask", "x.yaml"], ["eval", "text"]])
 def test_help_and_argument_errors_load_no_torch(argv: list[str]) -> None:
     """``hardmix --help`` and argument errors answer without importing torch or a task (the heavy part of a
-    start: seconds), so they return at once."""
+    start: seconds), so they return at once; ``compare``'s parser is registered without what runs it."""
     code = ("import sys\nfrom hardmix.cli import main\n"
             "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
             "print('LOADED', sorted(m for m in ('torch', 'transformers', 'torchvision', 'hardmix.text.task',"
-            " 'hardmix.vision.task') if m in sys.modules))")
+            " 'hardmix.vision.task', 'hardmix.compare.command') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
     assert "LOADED []" in out.stdout, out.stdout + out.stderr

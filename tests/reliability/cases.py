@@ -2022,8 +2022,8 @@ INVARIANTS = (
               "`strategy_set`, `strategy_args` and tuning point merged), and no entry changes which strategy "
               "a label names; killing `hardmix compare` leaves no training process behind.",
               ("hardmix.compare.grid:Cell.record_failure", "hardmix.compare.tuning:tuning_table",
-               "hardmix.compare.spec:check_cell_key", "hardmix.compare.spec:check_cell_config",
-               "hardmix.compare.spec:check_entry_arguments"),
+               "hardmix.compare.cell_keys:check_cell_key", "hardmix.compare.cell_keys:check_cell_config",
+               "hardmix.compare.cell_keys:check_entry_arguments"),
               "`hardmix compare` (local jobs and `--launcher slurm`), `--status`, `--report-only`",
               (_INV + "test_tuning_chooses_among_the_points_that_scored_and_says_when_none_did",
                "tests/compare/test_spec_and_extension.py::"
