@@ -51,9 +51,12 @@ CANDIDATES: dict[str, list[str]] = {
     "avg_lr1e-6": [*LONG, "train.stop_after_steps=120", *AVG, "train.lr=1e-6"],
     # Mean pooling's task is nearly solved before training (loss 0.59 over the first 10 steps, of ln 64 =
     # 4.16): views that differ more (dropout 0.3), and the papers' own corpus (its 11,914-line head, two
-    # passes to reach 200 steps). Batch 128 and a warm-up were planned and not run (the budget).
+    # passes to reach 200 steps); more negatives (batch 128, stopped after 40 steps, past the peak at
+    # step 20 of batch 64). A warm-up was planned and not run (the budget).
     "avg_lr3e-6_dropout0.3": [*KNOB, *AVG, "train.lr=3e-6", "model.dropout=0.3"],
     "avg_lr3e-6_wiki1m": [*KNOB, *AVG, "train.lr=3e-6", *WIKI1M, "train.epochs=2"],
+    "avg_lr3e-6_batch128": ["train.max_steps=200", "eval.eval_steps=10", "train.stop_after_steps=40", *AVG,
+                            "train.lr=3e-6", "train.batch_size=128"],
 }
 # The selected regimes at more seeds, stopped early on their own schedule (``train.stop_after_steps``, past
 # the dev peaks of the search): mean pooling at lr 3e-6 (its seed 1 is the search's run) and [CLS] at 1e-5,
@@ -63,13 +66,16 @@ CLS_HELD_OUT = [*SHORT, "train.stop_after_steps=60", *CLS, "train.lr=1e-5"]
 HELD_OUT: dict[str, list[str]] = {
     **{f"heldout_cls_lr1e-5_s{s}": [*CLS_HELD_OUT, f"train.seed={s}"] for s in (1, 2)},
     **{f"heldout_avg_lr3e-6_s{s}": [*LONG, "train.stop_after_steps=60", *AVG, "train.lr=3e-6",
-                                    f"train.seed={s}"] for s in (2,)},
+                                    f"train.seed={s}"] for s in (2, 3)},
 }
 # Each regime's runs by seed, whose ``best/`` model the held-out STS suite scores.
 REGIMES: dict[str, list[str]] = {
-    "avg_lr3e-6": ["avg_lr3e-6", "heldout_avg_lr3e-6_s2"],
+    "avg_lr3e-6": ["avg_lr3e-6", "heldout_avg_lr3e-6_s2", "heldout_avg_lr3e-6_s3"],
     "cls_lr1e-5": ["heldout_cls_lr1e-5_s1", "heldout_cls_lr1e-5_s2"],
 }
+# The runs whose ``best/`` the held-out suite scores: the regimes', and the search's best dev by a hair
+# (batch 128, run last: one seed, not a regime).
+SCORED = {*(n for names in REGIMES.values() for n in names), "avg_lr3e-6_batch128"}
 # The starting encoder, scored the same way: its own [CLS] (what a ``cls`` run evaluates) and mean-pooled.
 STARTS = {"start_avg": "avg", "start_cls": "cls_before_pooler"}
 MODEL = "models/bert-mini-wiki-mlm"
@@ -93,7 +99,7 @@ def evaluate(model: str | Path, pooling: str, out: Path) -> list[str]:
 
 def run(name: str, record: Path, work: Path) -> None:
     """Train candidate ``name`` in ``work/NAME`` and keep its small records under ``record/runs/NAME``;
-    a run of a regime in :data:`REGIMES` has its ``best/`` scored on the held-out suite too."""
+    a run of :data:`SCORED` has its ``best/`` scored on the held-out suite too."""
     folder = work / name
     cmd = command(name, folder)
     subprocess.run(cmd, cwd=REPO, check=True)
@@ -103,7 +109,7 @@ def run(name: str, record: Path, work: Path) -> None:
         shutil.copyfile(folder / f, dest / f)
     shown = " ".join(cmd[1:]).replace(str(folder), f"RUN/{name}")
     (dest / "command.txt").write_text(f"python {shown}\n")
-    if any(name in names for names in REGIMES.values()):
+    if name in SCORED:
         pooling = "avg" if "model.pooling=avg" in cmd else "cls_before_pooler"
         evaluate(folder / "best", pooling, record / "heldout" / f"{name}.json")
 
