@@ -55,6 +55,8 @@
 #                          stage 4's ResNet-18 MoCHi rate; a run is stopped at 80 s), on the carried
 #                          CIFAR-10 subset; k-NN top-1 of both and of the untrained network; proxy-task
 #                          accuracy curves and whether the proxy task is mostly solved (MoCHi's premise).
+#                          lr 0.03 per 256 and a queue of 256 (gpu_training.py FULL): at lr 0.3 the first
+#                          GPU run's encoders collapsed (results/gpu_recipe_cpu_2026-12-06).
 #                          Not ok (full mode) where a run's k-NN top-1 does not beat the untrained
 #                          network's by 1 point (its JSON says which, by how much; --dry records it only).
 #   8 distributed (10 s)   torchrun --nproc_per_node 2 (NCCL) only where 2 GPUs exist; else "skipped".

@@ -118,14 +118,18 @@ def knn_arguments(cfg: Any) -> dict[str, Any]:
 
 
 # ---- the training settings ------------------------------------------------------------------------
-#: Full mode: the CIFAR ResNet-18 at width 64 of gpu_steps.py's "resnet18-32" group (batch 256, K 4096,
-#: head 2048-128, split-BN in 8, MoCHi (N, s, s') = (512, 512, 128) = (K/8, K/8, K/32) as the CPU
-#: config), bf16, channels-last, the tensor pipeline on the GPU; the k-NN on all 20,000 + 5,000 images.
+#: Full mode: the CIFAR ResNet-18 at width 64 of gpu_steps.py's "resnet18-32" group (batch 256, head
+#: 2048-128, split-BN in 8), bf16, channels-last, the tensor pipeline on the GPU; the k-NN on all 20,000 +
+#: 5,000 images. lr 0.03 per 256, MoCo-v2's rule (He et al. 2020; Chen et al. 2020), and a queue of one
+#: batch (K 256; MoCHi's (N, s, s') = (K/8, K/8, K/32)). The first GPU run's lr 0.3 per 256 (the base
+#: config's, solo-learn's with 10 warm-up epochs), warmed up over 0.05 of 11 epochs, collapsed the queries
+#: within 20 steps whatever else was changed; at lr 0.03 a queue of 4096 let the loss climb back to chance,
+#: one batch of keys did not (measured on the CPU at reduced scale: results/gpu_recipe_cpu_2026-12-06).
 FULL = {
     "dataset": "cifar10", "max_samples": None, "pipeline": "tensor", "num_workers": 8,
     "crop_size": 32, "backbone": "resnet18", "width": 64, "small_stem": True, "proj_hidden": 2048,
-    "proj_dim": 128, "queue_size": 4096, "bn_splits": 8, "temperature": 0.2, "two_queries": False,
-    "batch_size": 256, "lr": 0.3, "seed": 0, "device": "cuda", "precision": "bf16", "channels_last": True,
+    "proj_dim": 128, "queue_size": 256, "bn_splits": 8, "temperature": 0.2, "two_queries": False,
+    "batch_size": 256, "lr": 0.03, "seed": 0, "device": "cuda", "precision": "bf16", "channels_last": True,
     "log_steps": 10, "save": 0, "progress": False, "knn_final": True, "knn_every": 0,
     "knn_train_samples": None, "knn_test_samples": None, "knn_k": 200, "val_samples": 5000,
     # each run's own start: the validation k-NN only (the stage scores the untrained network's test k-NN
@@ -138,7 +142,8 @@ DRY = {
     "proj_dim": 8, "queue_size": 64, "bn_splits": 2, "batch_size": 32, "device": "cpu", "threads": 1,
     "precision": "fp32", "channels_last": False, "log_steps": 2, "knn_k": 20, "val_samples": 40,
 }
-MOCHI = {"full": {"n_hard": 512, "n_pair": 512, "n_query": 128, "beta_max": 0.5},
+MOCHI = {"full": {"n_hard": FULL["queue_size"] // 8, "n_pair": FULL["queue_size"] // 8,
+                  "n_query": FULL["queue_size"] // 32, "beta_max": 0.5},
          "dry": {"n_hard": 16, "n_pair": 16, "n_query": 4, "beta_max": 0.5}}
 #: MoCHi mixes after this fraction of the training (its ImageNet-100 recipe: 10 of 200 epochs)
 MOCHI_WARMUP_FRACTION = 0.05

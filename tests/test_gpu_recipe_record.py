@@ -1,0 +1,93 @@
+"""The record ``results/gpu_recipe_cpu_2026-12-06``: the GPU check's training stage run on the CPU at reduced
+scale (``benchmarks/gpu_recipe_cpu.py``). Every row of its README's table is rebuilt here from the runs'
+own files (``metrics.jsonl``, ``results.json``); the collapse of the first GPU run's settings and the
+learning of today's are read from them; and the run that shows today's settings is checked to have run
+exactly the config that ``benchmarks/gpu_training.py`` builds now (the CPU's reductions aside)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / "results/gpu_recipe_cpu_2026-12-06"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gpu_recipe_cpu  # noqa: E402
+import gpu_training  # noqa: E402
+
+
+def _summary() -> dict:
+    return json.loads((RECORD / "summary.json").read_text())
+
+
+def _readme() -> str:
+    return (RECORD / "README.md").read_text()
+
+
+def test_every_row_is_recomputed_from_the_run_folders() -> None:
+    summary = _summary()
+    assert set(summary["runs"]) == set(gpu_recipe_cpu.VARIANTS)
+    for name, row in summary["runs"].items():
+        fresh = gpu_recipe_cpu.summarize(RECORD / name, name)
+        for key, value in fresh.items():
+            assert row[key] == value, (name, key)
+
+
+def test_the_readme_table_is_the_summary() -> None:
+    text = _readme()
+    for line in gpu_recipe_cpu.table(_summary()):
+        assert line in text, line
+
+
+def test_the_first_runs_settings_collapse_and_todays_learn() -> None:
+    runs = _summary()["runs"]
+    first = runs["first_run"]
+    # the queries on one point (uniformity near 0 from step 16 on), the loss at chance, the k-NN below the
+    # untrained network of the same seed
+    assert first["uniformity_max"] > -0.01
+    assert first["loss_last"] > first["loss_chance"] - 0.1
+    assert first["knn_top1_end"] < first["knn_top1_start"]
+    assert first["learned"] is False
+    # every one-factor change at lr 0.3 collapses as well
+    for name, (base, changes, _sets, _what) in gpu_recipe_cpu.VARIANTS.items():
+        lr = changes.get("lr", gpu_recipe_cpu.FIRST_RUN["lr"] if base == "first_run" else None)
+        if lr == 0.3:
+            assert runs[name]["uniformity_max"] > -0.01, name
+    today = runs[gpu_recipe_cpu.TODAY]
+    assert today["loss_last"] < today["loss_first"] and today["loss_last"] < today["loss_chance"]
+    assert today["uniformity_max"] < -0.05 and today["uniformity_last"] < -0.5
+    assert today["knn_top1_end"] - today["knn_top1_start"] > 2 * today["knn_top1_end_se"]
+    from_first = [r["knn_top1_end"] for r in runs.values() if r["base"] == "first_run" and r["knn_top1_end"]]
+    assert today["knn_top1_end"] > max(from_first)
+    assert today["learned"] is True
+    # lr 0.03 keeps the queries apart where lr 0.3 does not; lr 0.06 is no better than 0.03
+    assert runs["lr_0.03"]["uniformity_max"] < 50 * first["uniformity_max"]
+    double = runs["today_lr_0.06"]
+    assert abs(double["knn_top1_end"] - today["knn_top1_end"]) < today["knn_top1_end_se"]
+    assert double["loss_first"] - double["loss_last"] < today["loss_first"] - today["loss_last"]
+    assert double["uniformity_max"] > today["uniformity_max"]
+    # the README says whether the proxy accuracy criterion (above 0.5 at the end) is met
+    met = today["proxy_acc_last5"] > 0.5
+    assert ("**not met**" in _readme()) is not met
+
+
+@pytest.mark.parametrize("section", ["data", "augment", "model", "loss", "train", "eval"])
+def test_todays_run_ran_the_checks_current_settings(section: str) -> None:
+    """The recorded config of today's run is what the check builds now with the CPU's reductions: a
+    change of ``gpu_training.FULL`` or of the base config not shown on the CPU fails here."""
+    from hardmix.config.loader import load_config
+    from hardmix.training.config import plain_config
+    from hardmix.vision.config import VisionConfig
+
+    summary = _summary()
+    settings, extra = gpu_recipe_cpu.settings_of(gpu_recipe_cpu.TODAY, summary["width"], summary["images"])
+    recorded = yaml.safe_load((RECORD / gpu_recipe_cpu.TODAY / "config.yaml").read_text())
+    cache = recorded["data"]["cache_dir"]
+    now = plain_config(load_config(VisionConfig, gpu_training.BASE_CONFIG,
+                                   gpu_training.overrides(settings, cache) + extra))
+    assert recorded[section] == now[section]
