@@ -45,3 +45,22 @@ def test_the_summary_is_the_records_and_the_doc_quotes_it() -> None:
     assert f"a vision run's median step from {min(vision):.2f} to {max(vision):.2f} s" in doc
     loads = [r["load_1m_before"] for k in summary.values() for s in k.values() for r in s["runs"]]
     assert f"load average {min(loads):.1f} to {max(loads):.1f}" in doc
+
+
+def test_the_step_after_the_temperature_moved_into_the_loss_is_its_record() -> None:
+    folder = ROOT / "results/step_time_2026-12-06_cosines"
+    summary = _step_ratio().summarize(folder)
+    assert summary == json.loads((folder / "summary.json").read_text())
+    text = (ROOT / "docs/performance.md").read_text()
+    doc = " ".join(text.split("**The step after the temperature moved into the loss**")[1].split("\n\n")[0]
+                   .split())
+    for kind, plain, mixing in (("vision", "MoCo-v2", "MoCHi"), ("text", "SimCSE", "MixCSE")):
+        ratios = [r["ratio"] for r in summary[kind]["new"]["runs"]]
+        assert summary[kind]["new"]["median_ratio"] == statistics.median(ratios) <= 1.10
+        quoted = (f"{kind}: {mixing} against {plain} {statistics.median(ratios):.3f}x "
+                  f"(runs {min(ratios):.3f} to {max(ratios):.3f}, {len(ratios)} runs)")
+        assert quoted in doc, quoted
+    vision = [r[k] for r in summary["vision"]["new"]["runs"] for k in ("plain_s", "mixing_s")]
+    assert f"a vision run's median step from {min(vision):.2f} to {max(vision):.2f} s" in doc
+    loads = [r["load_1m_before"] for k in summary.values() for r in k["new"]["runs"]]
+    assert f"load average {min(loads):.1f} to {max(loads):.1f}" in doc

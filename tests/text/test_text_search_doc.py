@@ -139,3 +139,26 @@ def test_the_prose_recomputes_from_the_runs():
             for p in sorted((ROOT / "results/compare_peak_fair/runs/text/none").glob("seed*/results.json"))]
     mean, low, high = _interval(ends, _sts_avg("start_avg"))
     assert len(ends) == 10 and f"{mean:+.2f} [{low:.2f}, {high:.2f}] over its 10 seeds" in readme
+
+
+def test_the_readme_and_results_say_what_the_search_found():
+    """README.md's first screen and docs/results.md quote the search's held-out intervals as its record
+    computes them, and say plainly that no strategy improves on the free mean-pooled encoder."""
+    regimes = json.loads((FOLDER / "table.json").read_text())["held_out"]
+
+    def quoted(name: str) -> str:
+        e = regimes[name]["vs_start_mean_pooled"]
+        return f"{e['mean']:+.2f} [{e['ci'][0]:.2f}, {e['ci'][1]:.2f}]"
+
+    for doc in ("README.md", "docs/results.md"):
+        text = " ".join((ROOT / doc).read_text().split())
+        assert f"[CLS] SimCSE {'at ' if doc == 'README.md' else 'scored '}{quoted('cls_lr1e-5')}" in text, doc
+        assert (f"+{quoted('avg_lr3e-6_batch128')[1:]} (selected on dev; {quoted('avg_lr3e-6')} at batch 64)"
+                in text), doc
+        assert "an encoder that is not improving" in text and "results/text_search_2026-12-06/" in text, doc
+    # "selected on dev": batch 128's regime is the mean-pooled run with the best STS-B dev at seed 1
+    rows = [r for r in json.loads((FOLDER / "table.json").read_text())["runs"]
+            if r["pooling"] == "avg" and r["seed"] == 1]
+    assert max(rows, key=lambda r: r["dev_best"])["batch"] == 128
+    readme_head = (ROOT / "README.md").read_text().split("## Install")[0]
+    assert "no strategy measurably improves on the free encoder" in " ".join(readme_head.split())
