@@ -276,7 +276,7 @@ def summary_json(summary: ComparisonSummary, spec_raw: dict[str, Any], machine: 
                  used: dict[str, Any]) -> str:
     """The text of ``summary.json``: the summary, the spec, the ``machine`` and the versions ``used`` (NaN
     written as null)."""
-    record = {**summary.to_json(), "spec": spec_raw, "machine": machine, "versions": used}
+    record = {**summary.as_json(), "spec": spec_raw, "machine": machine, "versions": used}
     return json.dumps(_strict(record), indent=2, default=str, allow_nan=False) + "\n"
 
 

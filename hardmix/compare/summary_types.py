@@ -1,18 +1,18 @@
 """The comparison's summary as typed objects: what :func:`hardmix.compare.summary.summarize` builds, what
-``summary.json`` holds (:meth:`ComparisonSummary.to_json`) and what reading it back gives
+``summary.json`` holds (:meth:`ComparisonSummary.as_json`) and what reading it back gives
 (:meth:`ComparisonSummary.from_json`), so every table (:mod:`hardmix.compare.tables`) reads attributes,
 never nested dicts.
 
-``to_json`` writes the keys in ``summary.json``'s order, leaves out what a summary leaves out (a task's
+``as_json`` writes the keys in ``summary.json``'s order, leaves out what a summary leaves out (a task's
 contrasts, a start not measured) and writes seeds (integers here) as string keys; ``from_json`` reads a
 paired difference's ``null`` back as NaN (what was computed), any other ``null`` as None.
 
 >>> row = StrategyRow(mean=1.0, std=0.5, n=2, seeds={1: 0.5, 2: 1.5}, nan_seeds=[], wall_seconds_mean=3.0,
 ...                   wall_seconds_total=6.0, sampling_se=None, secondary={},
 ...                   diagnostics=Diagnostics(Boundary(0, 2, 2), ["2/2 cells at last step"]))
->>> row.to_json()["seeds"]
+>>> row.as_json()["seeds"]
 {'1': 0.5, '2': 1.5}
->>> StrategyRow.from_json(row.to_json()) == row
+>>> StrategyRow.from_json(row.as_json()) == row
 True
 """
 
@@ -58,7 +58,7 @@ def _difference_fields(data: Json) -> Json:
 class _Plain:
     """A part of the summary written as its fields, in their order, and read back from them."""
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
 
     @classmethod
@@ -76,7 +76,7 @@ class PairedRow(PairedDifference):
     strategy: str | None = None
     control: str | None = None
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         out = asdict(self)
         out["ci_simultaneous"] = list(self.ci_simultaneous)
         return {k: v for k, v in out.items() if k not in ("strategy", "control") or v is not None}
@@ -144,11 +144,11 @@ class StrategyRow:
     secondary: dict[str, MeanStd]
     diagnostics: Diagnostics
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         return {**out, "seeds": _keyed(self.seeds),
                 "secondary": {k: asdict(v) for k, v in self.secondary.items()},
-                "diagnostics": self.diagnostics.to_json()}
+                "diagnostics": self.diagnostics.as_json()}
 
     @classmethod
     def from_json(cls, data: Json) -> StrategyRow:
@@ -182,7 +182,7 @@ class StartRow:
     def measured(self) -> bool:
         return self.status == "measured"
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         head = {"status": self.status, "seeds": _keyed(self.seeds), "mean": self.mean, "std": self.std,
                 "n": self.n}
         if not self.measured:
@@ -224,7 +224,7 @@ class LearnedRow:
     seeds: list[int] = field(default_factory=list)
     status: str = NOT_MEASURED
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         if self.status == NOT_MEASURED:
             return {"status": self.status, "verdict": self.verdict, "n": self.n, "seeds": self.seeds}
         out = asdict(self)
@@ -256,17 +256,17 @@ class TaskSummary:
     arm_differences: dict[str, list[str]]
     contrasts: dict[str, PairedRow] | None = None
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         out: Json = {"task": self.task, "score": self.score,
-                     "strategies": {s: r.to_json() for s, r in self.strategies.items()},
-                     "seeds": self.seeds, "paired": {s: p.to_json() for s, p in self.paired.items()}}
+                     "strategies": {s: r.as_json() for s, r in self.strategies.items()},
+                     "seeds": self.seeds, "paired": {s: p.as_json() for s, p in self.paired.items()}}
         if self.contrasts is not None:
-            out["contrasts"] = {k: p.to_json() for k, p in self.contrasts.items()}
+            out["contrasts"] = {k: p.as_json() for k, p in self.contrasts.items()}
         out.update({"selection_metric": self.selection_metric, "score_is_selection": self.score_is_selection,
                     "allow_selection_score": self.allow_selection_score})
         if self.start is not None:
-            out["start"] = self.start.to_json()
-        return {**out, "learned": {s: r.to_json() for s, r in self.learned.items()},
+            out["start"] = self.start.as_json()
+        return {**out, "learned": {s: r.as_json() for s, r in self.learned.items()},
                 "arm_differences": self.arm_differences}
 
     @classmethod
@@ -313,7 +313,7 @@ class CodeTable(_Plain):
     mixed: bool
     cells: dict[str, list[str]] | None = None
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         out = asdict(self)
         return out if self.cells is not None else {k: v for k, v in out.items() if k != "cells"}
 
@@ -328,7 +328,7 @@ class GridScore:
     mean: float | None
     failed: dict[int, str]
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         return {"point": self.point, "seeds": _keyed(self.seeds), "mean": self.mean,
                 "failed": _keyed(self.failed)}
 
@@ -356,9 +356,9 @@ class TuningRow:
     score_se_from: str | None
     inert_knob: list[str] | None
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {**out, "grid": [g.to_json() for g in self.grid]}
+        return {**out, "grid": [g.as_json() for g in self.grid]}
 
     @classmethod
     def from_json(cls, data: Json) -> TuningRow:
@@ -375,7 +375,7 @@ class Growth(_Plain):
     after_results: bool
     recorded: str | None = None
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         out = asdict(self)
         return out if self.recorded is not None else {k: v for k, v in out.items() if k != "recorded"}
 
@@ -411,17 +411,17 @@ class ComparisonSummary:
     growth: list[Growth] | None = None
     superseded: list[SetAside] | None = None
 
-    def to_json(self) -> Json:
+    def as_json(self) -> Json:
         out: Json = {"baseline": self.baseline, "seeds": self.seeds,
-                     "tasks": {t: v.to_json() for t, v in self.tasks.items()}, "missing": self.missing,
+                     "tasks": {t: v.as_json() for t, v in self.tasks.items()}, "missing": self.missing,
                      "failed": self.failed, "finished": self.finished, "cells": self.cells,
-                     "cell_records": [r.to_json() for r in self.cell_records], "code": self.code.to_json()}
+                     "cell_records": [r.as_json() for r in self.cell_records], "code": self.code.as_json()}
         if self.tuning:
-            out["tuning"] = {t: {s: r.to_json() for s, r in per.items()} for t, per in self.tuning.items()}
+            out["tuning"] = {t: {s: r.as_json() for s, r in per.items()} for t, per in self.tuning.items()}
         if self.growth:
-            out["growth"] = [g.to_json() for g in self.growth]
+            out["growth"] = [g.as_json() for g in self.growth]
         if self.superseded:
-            out["superseded"] = [r.to_json() for r in self.superseded]
+            out["superseded"] = [r.as_json() for r in self.superseded]
         return out
 
     @classmethod

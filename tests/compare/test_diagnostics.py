@@ -249,17 +249,17 @@ def _summary(diffs: dict[str, np.ndarray], first: int = 0, last: int = 0) -> Com
     scores = {"none": dict.fromkeys(seeds, 50.0)}
     scores |= {s: {k: 50.0 + float(v) for k, v in zip(seeds, d)} for s, d in diffs.items()}
     per = _rows(scores, first, last)
-    paired = {s: p.to_json() for s, p in paired_table(per, "none", seeds).items()}
+    paired = {s: p.as_json() for s, p in paired_table(per, "none", seeds).items()}
     data = {"baseline": "none", "seeds": seeds, "missing": [], "failed": {}, "finished": 15, "cells": 15,
             "tasks": {"t": {"task": "text", "score": "sts_avg", "seeds": seeds, "paired": paired,
-                            "strategies": {s: r.to_json() for s, r in per.items()},
+                            "strategies": {s: r.as_json() for s, r in per.items()},
                             "selection_metric": "stsb_dev"}}}
     return ComparisonSummary.from_json(json.loads(json.dumps(data)))
 
 
 def _bounded(summary: ComparisonSummary, **bounds: tuple[int, int]) -> ComparisonSummary:
     """``summary`` with these strategies' cells ``(first, last)`` at their first and last steps."""
-    data = summary.to_json()
+    data = summary.as_json()
     for s, (first, last) in bounds.items():
         data["tasks"]["t"]["strategies"][s]["diagnostics"]["boundary"].update(at_first=first, at_last=last)
     return ComparisonSummary.from_json(data)

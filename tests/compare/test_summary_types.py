@@ -1,5 +1,5 @@
 """The typed summary: every committed comparison's ``summary.json`` read back (``from_json``) and written
-again (``to_json``) is the same text, byte for byte, and its ``summary.md`` is the tables rendered from the
+again (``as_json``) is the same text, byte for byte, and its ``summary.md`` is the tables rendered from the
 typed summary alone; a statistic written as null (NaN) reads back as NaN and writes as null again."""
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def test_a_committed_summary_json_reads_back_and_writes_the_same_bytes(name):
     summary = ComparisonSummary.from_json(data)
     assert summary_json(summary, data["spec"], data["machine"], data["versions"]) == text
     plain = {k: v for k, v in data.items() if k not in ("spec", "machine", "versions")}
-    assert json.loads(json.dumps(summary.to_json())) == plain
-    assert ComparisonSummary.from_json(summary.to_json()) == summary
+    assert json.loads(json.dumps(summary.as_json())) == plain
+    assert ComparisonSummary.from_json(summary.as_json()) == summary
     # typed, not dicts: seeds as the integers the spec gave
     for t in summary.tasks.values():
         assert all(isinstance(seed, int) for row in t.strategies.values() for seed in row.seeds)
@@ -72,10 +72,10 @@ def test_a_committed_summary_md_is_the_tables_of_its_typed_summary(name):
 def test_a_statistic_written_as_null_reads_back_as_nan_and_writes_null_again():
     d = paired_difference([1.0], [0.0])  # one seed: no test, NaN p-value and interval
     row = PairedRow(**{**d.__dict__}, seeds=[3])
-    text = json.dumps(row.to_json())
+    text = json.dumps(row.as_json())
     assert "NaN" in text  # written by summary.json's writer as null
     back = PairedRow.from_json(json.loads(text.replace("NaN", "null")))
     assert back.seeds == [3] and back.mean == 1.0 and back.verdict == d.verdict
     assert math.isnan(back.p_value) and all(math.isnan(v) for v in back.ci_simultaneous)
-    assert back.to_json().keys() == row.to_json().keys()
-    assert "strategy" not in back.to_json()  # a contrast's names only on a contrast
+    assert back.as_json().keys() == row.as_json().keys()
+    assert "strategy" not in back.as_json()  # a contrast's names only on a contrast
