@@ -415,15 +415,32 @@ def test_the_peak_fair_comparison_resolves_the_text_peak_and_its_controls():
     assert f"was resumed at step {edge['evaluations'][0]['step']}" in section
     scores = [e["stsb_dev"] for e in edge["evaluations"]]
     assert scores[0] == max(scores) and scores == sorted(scores, reverse=True)
+    shown = {"mixcse": "MixCSE", "mochi": "MoCHi", "mixcse_lam0": "MixCSE at lam 0.02",
+             "hard_copies": "`hard_copies`"}
     for label, x in _contrasts(summary, "text").items():
         c = text["contrasts"][label]
         assert c["mean"] == pytest.approx(x["mean"]) and c["p_holm"] == pytest.approx(x["p_holm"])
         assert c["p_exact_holm"] == pytest.approx(x["p_exact_holm"])
         strategy, control = label.split(" - ")
-        shown = {"mixcse": "MixCSE", "mochi": "MoCHi", "mixcse_lam0": "MixCSE at lam 0.02",
-                 "hard_copies": "`hard_copies`"}
         assert (f"{shown[strategy]} - {shown[control]} {x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] "
                 f"(p_holm {_p(x['p_holm'])}, exact {_p(x['p_exact_holm'])})") in section, label
+    # docs/strategies.md: each strategy's score and its verdict, MixCSE's and MoCHi's against their
+    # controls, and the learning rate and own knob tuning chose
+    strategies_md = " ".join((ROOT / "docs/strategies.md").read_text().split())
+    for s, x in _paired(summary, "text").items():
+        v = text["strategies"][s]
+        assert quote(x) in strategies_md, s
+        if s != "mixcse_lam0":  # quoted as MixCSE's control, its score not given
+            assert f"{v['mean']:.2f} ± {v['std']:.2f}" in strategies_md, s
+    base = text["strategies"]["none"]
+    assert f"SimCSE's {base['mean']:.2f} ± {base['std']:.2f}" in strategies_md
+    for label, x in _contrasts(summary, "text").items():
+        strategy, control = label.split(" - ")
+        assert (f"{shown[strategy]} - {shown[control]} {x['mean']:+.2f} [{x['lo']:.2f}, {x['hi']:.2f}] "
+                f"(p_holm {_p(x['p_holm'])}, exact {_p(x['p_exact_holm'])})") in strategies_md, label
+    for s in ("mixcse", "mochi"):
+        best = summary["tuning"]["text"][s]["best"]
+        assert f"tuned on STS-B dev: {', '.join(_knob_value(v) for v in best.values())})" in strategies_md, s
     # the README's headline: both strategies against SimCSE, the controls, what mixing adds
     readme = " ".join((ROOT / "README.md").read_text().split())
     paired = _paired(summary, "text")
