@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 from scipy import stats
 
 from hardmix.compare.report import verdicts_markdown
@@ -461,6 +462,15 @@ HARDMIX = re.compile(r"^`(?P<s>\w+)`: (?P<score>\w+) (?P<mean>\d+\.\d\d) ± (?P<
 KNOB = {"train.lr": "lr", "loss.temperature": "temperature", "mixcse.lam": "lam", "mochi.n_hard": "N"}
 
 
+def _leaves(tree: object) -> list:
+    """Every scalar of a nested config."""
+    if isinstance(tree, dict):
+        return [x for v in tree.values() for x in _leaves(v)]
+    if isinstance(tree, list):
+        return [x for v in tree for x in _leaves(v)]
+    return [tree]
+
+
 def _knob_value(v: float) -> str:
     return f"{v:g}".replace("e-0", "e-")
 
@@ -490,8 +500,19 @@ def test_the_papers_table_quotes_the_surviving_comparisons():
         seeds = np.array(list(summary["tasks"][task]["strategies"][m["s"]]["seeds"].values()), dtype=float)
         assert (m["mean"], m["std"]) == (f"{seeds.mean():.2f}", f"{seeds.std(ddof=1):.2f}"), number
         assert f"{seeds.size} seeds" in what and what.startswith(f"`{m['s']}`"), what
-        for knob, value in summary["tuning"][task][m["s"]]["best"].items():
+        best = summary["tuning"][task][m["s"]]["best"]
+        for knob, value in best.items():
             assert f"{KNOB[knob]} tuned ({_knob_value(value)})" in what, (what, knob)
+        # every other number of what it ran is a setting of the strategy's cells (its first seed's config;
+        # the in-batch negatives: the batch less the anchor's positive)
+        config = yaml.safe_load((ROOT / f"results/compare_{m['cmp']}/runs/{task}/{m['s']}/seed1/config.yaml")
+                                .read_text())
+        settings = {str(v) for v in _leaves(config) if isinstance(v, int | float) and not isinstance(v, bool)}
+        settings |= {d for v in _leaves(config) if isinstance(v, str) for d in re.findall(r"\d+", v)}
+        settings |= {str(config["train"]["batch_size"] - 1), str(seeds.size)}
+        settings |= {_knob_value(v) for v in best.values()}
+        named = {n.replace(",", "") for n in re.findall(r"(?<![A-Za-z_])\d[\d,]*(?:\.\d+)?(?:e-\d+)?", what)}
+        assert named <= settings, (what, named - settings)
         base = summary["baseline"]
         if m["s"] == base:
             assert m["verdict"] is None, number
