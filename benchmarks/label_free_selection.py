@@ -1,6 +1,6 @@
 """How well the label-free score picks the step the labelled one picks, from a comparison's records.
 
-    python benchmarks/label_free_selection.py results/label_free_2026-12-04
+    python benchmarks/label_free_selection.py results/superseded/label_free_2026-12-04
 
 reads every evaluation cell (``runs/<task>/<strategy>/seed<n>/metrics.jsonl``) of a comparison whose runs
 scored both ``val_knn_top1`` and ``val_proxy_top1`` at each evaluation (``eval.label_free_scores: true``;
