@@ -9,10 +9,10 @@ precision as hardmix, in the same process, the four variants of a modality alter
   with ``MultipleNegativesRankingLoss`` on the same model, sentences, batch and length (unsupervised SimCSE
   as its docs train it: each sentence its own positive; ``bf16=True`` for its bf16 arm); a step is the time
   between two ``on_step_end`` callbacks.
-- vision: hardmix's ``VisionTask`` step (``configs/vision/cpu_mocov2_cifar10.yaml``: CIFAR ResNet-18 of
-  width 16, head 512-128, K 4096, batch 64, split-BN) against lightly's MoCo built from its blocks
-  (``MoCoProjectionHead``, ``NTXentLoss(memory_bank_size=4096)``, ``update_momentum``) on the same
-  backbone and the same augmented views (hardmix's batches feed both), under the same
+- vision: hardmix's ``VisionTask`` step (``benchmarks/configs/vision_step_cifar10.yaml``, a step-timing
+  workload: CIFAR ResNet-18 of width 16, head 512-128, K 4096, batch 64, split-BN) against lightly's MoCo
+  built from its blocks (``MoCoProjectionHead``, ``NTXentLoss(memory_bank_size=4096)``, ``update_momentum``)
+  on the same backbone and the same augmented views (hardmix's batches feed both), under the same
   ``torch.autocast("cpu", torch.bfloat16)`` for its bf16 arm.
 
 lightly is not a dependency of hardmix: install it beside it (``pip install lightly``) to run this.
@@ -211,7 +211,7 @@ def vision(steps: int, rounds: int) -> dict[str, object]:
 
     cfg = load_config_for(
         VisionTask,
-        REPO / "configs/vision/cpu_mocov2_cifar10.yaml",
+        REPO / "benchmarks/configs/vision_step_cifar10.yaml",
         ["train.threads=null", "data.max_samples=4000", "data.val_samples=500", "eval.at_end=false"],
     )
     variants: dict[str, object] = {}

@@ -1,11 +1,11 @@
 """fp32 against bf16 autocast on the CPU: the training step of both trainers and a whole quickstart cell.
 
-``steps``: short ``hardmix train`` runs of the CPU configs (text ``cpu_simcse.yaml``: bert-mini, batch 64,
-max length 32; vision ``cpu_mocov2_cifar10.yaml``: CIFAR ResNet-18 of width 16, batch 64, K 4096), no
-evaluation or diagnostics, one ``metrics.jsonl`` line a step; a step's time is the difference of two
-consecutive ``wall_seconds`` (the engine's training clock: forward, backward, optimizer, the task's
-hooks, data). fp32 and bf16 runs alternate, ``--rounds`` of each; the first ``--skip`` steps of a run are
-left out (warm-up); the figure is the median over every kept step of every run.
+``steps``: short ``hardmix train`` runs of the CPU configs (text ``cpu_simcse.yaml``: bert-mini, batch 64, max
+length 32; vision ``benchmarks/configs/vision_step_cifar10.yaml``, a step-timing workload: CIFAR ResNet-18 of
+width 16, batch 64, K 4096), no evaluation or diagnostics, one ``metrics.jsonl`` line a step; a step's time is
+the difference of two consecutive ``wall_seconds`` (the engine's training clock: forward, backward, optimizer,
+the task's hooks, data). fp32 and bf16 runs alternate, ``--rounds`` of each; the first ``--skip`` steps of a
+run are left out (warm-up); the figure is the median over every kept step of every run.
 
 ``layouts``: the vision step's network in fp32 and bf16, contiguous and channels-last, in this process
 (median seconds a step, 1 and 2 threads): whether channels-last pays on the CPU.
@@ -46,7 +46,7 @@ STEP_RUNS = {
         ["eval.eval_steps=0", "eval.at_end=false", "train.save_steps=0"],
     ),
     "vision": (
-        "configs/vision/cpu_mocov2_cifar10.yaml",
+        "benchmarks/configs/vision_step_cifar10.yaml",
         ["eval.at_end=false", "train.save_steps=0", "data.max_samples=4000", "data.val_samples=500"],
     ),
 }
@@ -159,10 +159,10 @@ def quickstart_cells(rounds: int, tmp: Path) -> dict[str, object]:
 
 
 def layouts(threads: int, steps: int, rounds: int) -> dict[str, object]:
-    """The MoCo step of ``cpu_mocov2_cifar10.yaml``'s network (CIFAR ResNet-18 of width 16, head 512-128,
-    K 4096, split-BN, batch 64 of 32 px) in fp32 and bf16, contiguous and channels-last, in this process,
-    the four variants alternated ``rounds`` times (``steps`` steps each; round 0 warms up): whether
-    channels-last pays on the CPU (``train.channels_last`` applies on CUDA only)."""
+    """The MoCo step of ``benchmarks/configs/vision_step_cifar10.yaml``'s network (CIFAR ResNet-18 of width
+    16, head 512-128, K 4096, split-BN, batch 64 of 32 px) in fp32 and bf16, contiguous and channels-last, in
+    this process, the four variants alternated ``rounds`` times (``steps`` steps each; round 0 warms up):
+    whether channels-last pays on the CPU (``train.channels_last`` applies on CUDA only)."""
     import torch
 
     from hardmix.losses import ContrastiveLoss

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What a run's numbers depend on beyond its config: the quickstart's cells (configs/compare/quickstart.yaml:
-# vision `none` seed 1, 31 steps; text `none` seed 1, 30 steps), in fp32, run as they are, twice, with two
+# What a run's numbers depend on beyond its config: the quickstart's cells as recorded (vision `none` seed 1,
+# 31 steps of benchmarks/configs/vision_step_cifar10.yaml, the CPU vision config they were run on; text `none`
+# seed 1, 30 steps), in fp32, run as they are, twice, with two
 # threads, and with PyTorch's CPU kernels limited to AVX2 (a processor without AVX-512: oneDNN only, then
 # oneDNN, MKL and ATen's own kernels). Each run's records go to OUT/<name>/ (about 4 minutes of one core
 # each on a 2-core AMD EPYC; docs/results.md, "What reproduces where", reads
@@ -14,7 +15,7 @@ common=(--set train.seed=1 --set train.precision=fp32 --set log.progress=false -
         --set 'loss.strategies=[{name: none}]')
 vision() {  # NAME THREADS [ENV...]
   local name=$1 threads=$2; shift 2
-  env "$@" OMP_NUM_THREADS="$threads" hardmix train vision configs/vision/cpu_mocov2_cifar10.yaml \
+  env "$@" OMP_NUM_THREADS="$threads" hardmix train vision benchmarks/configs/vision_step_cifar10.yaml \
     --output "$out/$name" "${common[@]}" --set train.threads="$threads" --set data.max_samples=2000 \
     --set data.val_samples=500 --set eval.knn_train_samples=1000 --set eval.knn_test_samples=500 \
     > "$out/$name.log" 2>&1 && rm -rf "$out/$name/checkpoint.pt" "$out/$name/best"

@@ -12,7 +12,7 @@ measured beside it: the images per second its DataLoader workers deliver alone, 
 it.
 
 Usage:
-    python benchmarks/vision_throughput.py [--config configs/vision/cpu_mocov2_cifar10.yaml]
+    python benchmarks/vision_throughput.py [--config benchmarks/configs/vision_step_cifar10.yaml]
         [--set key=value ...] [--steps 20] [--warmup 3] [--threads N] [--json PATH]
 """
 
@@ -127,10 +127,10 @@ class MoCoStep:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default=str(ROOT / "configs/vision/cpu_mocov2_cifar10.yaml"))
+    p.add_argument("--config", default=str(ROOT / "benchmarks/configs/vision_step_cifar10.yaml"))
     p.add_argument(
         "--mochi-config",
-        default=str(ROOT / "configs/vision/cpu_mochi_cifar10.yaml"),
+        default=str(ROOT / "benchmarks/configs/vision_step_mochi_cifar10.yaml"),
         help="the config whose loss.strategies the mochi variant uses",
     )
     p.add_argument("--set", dest="overrides", action="append", default=[])

@@ -138,15 +138,21 @@ def test_readme_states_the_training_configs_as_configured() -> None:
 
     vision = _config("configs/vision/cpu_mocov2_cifar10.yaml")
     m = _stated(r"It holds ([\d,]+) class-balanced CIFAR-10 training images out as a validation split .* "
-                r"decodes ([\d,]+) of the other")
+                r"decodes ([\d,]+) of the others")
     assert _number(m[1]) == vision["data"]["val_samples"]
     images = _number(m[2])
-    m = _stated(r"one pass over them \((\d+) steps of batch (\d+), K (\d+), m ([\d.]+), tau ([\d.]+)\)")
-    assert images == vision["data"]["max_samples"] and vision["train"]["epochs"] == 1
+    assert images == vision["data"]["max_samples"]
+    m = _stated(r"for (\d+) epochs over them at (\d+) pixels \(([\d,]+) steps of batch (\d+), K (\d+), "
+                r"m ([\d.]+), tau ([\d.]+)\), with crops of (\d+)-(\d+)% of the image and flips as its only "
+                r"augmentations")
     batch = vision["train"]["batch_size"]
-    assert (int(m[1]), int(m[2]), int(m[3]), float(m[4]), float(m[5])) == (
-        images // batch, batch, vision["loss"]["queue_size"], vision["model"]["momentum"],
-        vision["loss"]["temperature"])
+    epochs = vision["train"]["epochs"]
+    assert (int(m[1]), int(m[2]), _number(m[3]), int(m[4]), int(m[5]), float(m[6]), float(m[7])) == (
+        epochs, vision["augment"]["crop_size"], epochs * (images // batch), batch,
+        vision["loss"]["queue_size"], vision["model"]["momentum"], vision["loss"]["temperature"])
+    assert [int(m[8]) / 100, int(m[9]) / 100] == vision["augment"]["crop_scale"]
+    aug = vision["augment"]
+    assert aug["jitter_prob"] == aug["grayscale_prob"] == aug["blur_prob"] == 0.0  # beside the crops: flips
     m = _stated(r"on ([\d,]+) test images against ([\d,]+) training images")
     assert (_number(m[1]), _number(m[2])) == (
         vision["eval"]["knn_test_samples"], vision["eval"]["knn_train_samples"])

@@ -22,7 +22,9 @@
         seeds: [1, 2, 3, 4, 5]          # optional: this task's evaluation seeds (default: the spec's)
       vision:
         config: configs/vision/cpu_mocov2_cifar10.yaml
-        set: {data.max_samples: 2000}
+        set: {train.epochs: 24}
+        strategy_args:
+          mochi: {n_hard: 32, n_pair: 32, n_query: 8}
     tune:                               # optional: equal tuning on the selection score before the seeds
       seeds: [101]
       grid:
