@@ -226,3 +226,16 @@ def test_what_the_record_says_of_the_label_free_budget() -> None:
     spec = yaml.safe_load((ROOT / "configs/compare/label_free.yaml").read_text())["tasks"]["vision"]["set"]
     recorded = _flat(yaml.safe_load((RECORD / "runs/cifar10_labelfree_e24_seed1/config.yaml").read_text()))
     assert all(recorded[key] == value for key, value in spec.items()), spec  # the spec's schedule was run
+
+
+def test_the_readme_first_screen_quotes_the_premise_cells() -> None:
+    """The README's first screen: the gains of compare_premise's MoCo-v2 over its start at every seed, and its
+    verdicts there (MoCHi's and MixCSE's against MoCo-v2), as the records and the summary say."""
+    first = " ".join((ROOT / "README.md").read_text().split("| package |")[0].split())
+    gains = _premise_gains()
+    assert (f"at each of `compare_premise`'s {len(gains)} seeds its k-NN top-1 ends "
+            f"+{min(gains.values()):.1f} to +{max(gains.values()):.1f} points above") in first
+    summary = json.loads((ROOT / "results/compare_premise/summary.json").read_text())
+    paired = summary["tasks"]["vision"]["paired"]
+    assert (paired["mochi"]["verdict"], paired["mixcse"]["verdict"]) == ("n.s.", "worse")
+    assert "(MoCHi n.s., MixCSE worse)" in first
