@@ -112,8 +112,8 @@ def _tiny_quickstart(path: Path) -> Path:
     vision.pop("strategy_args")
     text["set"].update({"train.max_steps": 2, "eval.eval_steps": 2, "train.batch_size": 8})
     vision["set"].update({"data.max_samples": 160, "data.val_samples": 30, "train.batch_size": 32,
-                          "loss.queue_size": 64, "eval.knn_train_samples": 100, "eval.knn_k": 20,
-                          "eval.knn_test_samples": 40,
+                          "train.epochs": 1, "loss.queue_size": 64, "eval.knn_train_samples": 100,
+                          "eval.knn_k": 20, "eval.knn_test_samples": 40,
                           "train.save_steps": 0, "data.num_workers": 0})
     path.write_text(yaml.safe_dump(spec))
     return path
