@@ -7,21 +7,19 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 from pathlib import Path
 
 import yaml
+
+from tests.run_records import learning
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "results/quickstart_2026-12-06"
 
 
 def _row(cell: Path) -> tuple[float, float, float, float, float]:
-    logged = [json.loads(x) for x in (cell / "metrics.jsonl").read_text().splitlines() if '"loss"' in x]
-    losses = [r["loss"] for r in logged]
     results = json.loads((cell / "results.json").read_text())
-    return (statistics.fmean(losses[:3]), statistics.fmean(losses[-3:]), logged[-1]["proxy_acc"],
-            results["start_scores"]["knn_top1"], results["final_scores"]["knn_top1"])
+    return (*learning(cell), results["start_scores"]["knn_top1"], results["final_scores"]["knn_top1"])
 
 
 def test_the_readme_table_recomputes_from_the_cells() -> None:

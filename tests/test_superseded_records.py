@@ -10,9 +10,8 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
-
 from tests.compare.markdown_tables import parse_tables
+from tests.run_records import learning, measured_starts
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "results/superseded"
@@ -33,19 +32,13 @@ def _rows() -> dict[str, str]:
 def _vision_none(record: Path) -> list[dict]:
     """Per `none` vision cell: the mean of its first 3 and of its last 3 logged losses, its last logged
     proxy accuracy, and its held-out k-NN top-1 minus its seed's untrained network's."""
-    starts = {}
-    for path in sorted((record / "start/vision").glob("*.json")):
-        entry = json.loads(path.read_text())
-        for label in entry["cells"]:
-            starts[label] = entry["scores"]["knn_top1"]
+    starts = measured_starts(record, "vision", "knn_top1")
     cells = []
     for cell in sorted((record / "runs/vision/none").glob("seed*")):
-        rows = [json.loads(x) for x in (cell / "metrics.jsonl").read_text().splitlines()]
-        loss = [r["loss"] for r in rows if "loss" in r]
-        proxy = [r["proxy_acc"] for r in rows if "proxy_acc" in r]
+        first, last, proxy = learning(cell)
         end = json.loads((cell / "results.json").read_text())["final_scores"]["knn_top1"]
-        cells.append({"first": float(np.mean(loss[:3])), "last": float(np.mean(loss[-3:])),
-                      "proxy": proxy[-1], "gain": end - starts[f"vision/none/{cell.name}"]})
+        gain = end - starts[f"vision/none/{cell.name}"]
+        cells.append({"first": first, "last": last, "proxy": proxy, "gain": gain})
     return cells
 
 

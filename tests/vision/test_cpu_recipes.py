@@ -26,6 +26,7 @@ import yaml
 from hardmix.config.loader import load_config
 from hardmix.training.config import plain_config
 from hardmix.vision.config import VisionConfig
+from tests.run_records import learning, measured_starts
 
 ROOT = Path(__file__).resolve().parents[2]
 PREMISE = ROOT / "results/compare_premise"
@@ -73,33 +74,15 @@ def assert_same_recipe(config: str, run_dir: Path, extras: list[str] | None = No
             assert built[key] == defaults[key], (config, key)
 
 
-def _train_rows(run_dir: Path) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return [r for r in rows if "loss" in r]
-
-
-def _premise_starts() -> dict[str, float]:
-    """cell label (``vision/none/seed1``) -> its start's test k-NN top-1, from the start files' ``cells``."""
-    starts: dict[str, float] = {}
-    for path in sorted((PREMISE / "start/vision").glob("*.json")):
-        record = json.loads(path.read_text())
-        for cell in record["cells"]:
-            assert cell not in starts, cell
-            starts[cell] = record["scores"]["knn_top1"]
-    return starts
-
-
 def _premise_gains() -> dict[int, float]:
     """seed -> the ``none`` cell's final test k-NN top-1 minus its start's, each cell checked to learn."""
-    starts = _premise_starts()
+    starts = measured_starts(PREMISE, "vision", "knn_top1")
     seeds = yaml.safe_load((PREMISE / "spec.yaml").read_text())["seeds"]
     gains = {}
     for seed in seeds:
         run = PREMISE / "runs/vision/none" / f"seed{seed}"
-        rows = _train_rows(run)
-        losses = [r["loss"] for r in rows]
-        assert sum(losses[:3]) / 3 > sum(losses[-3:]) / 3, seed
-        assert rows[-1]["proxy_acc"] > 0.5, seed
+        first, last, proxy = learning(run)
+        assert first > last and proxy > 0.5, seed
         end = json.loads((run / "results.json").read_text())["final_scores"]["knn_top1"]
         gains[seed] = end - starts[f"vision/none/seed{seed}"]
     return gains
