@@ -630,45 +630,34 @@ def _cell_record(folder: Path, cell: dict) -> dict:
 
 
 def _check_start(folder: Path, task: str, t: dict, summary: dict) -> None:
-    """A task's start row and learned entries, recomputed from its start files and the cell records."""
-    files = {}
+    """A task's start row and learned entries, recomputed from the cells' own starts (``start_scores``,
+    measured before their first step) or, for older cells, from the start files of ``--measure-start``."""
+    cells = [c for c in summary["cell_records"] if c["task"] == task]
+    label_of = {id(c): f"{task}/{c['strategy']}/seed{c['seed']}" for c in cells}
+    start_of: dict[str, float] = {}  # a cell's label -> its start score
     for path in sorted((folder / "start" / task).glob("*.json")):
         entry = json.loads(path.read_text())
-        for label in entry["cells"]:
-            files[label] = entry
-    if not files and any("start_scores" in _cell_record(folder, c) for c in summary["cell_records"]
-                         if c["task"] == task):  # measured by the cells themselves, before their first step
-        cells = [c for c in summary["cell_records"] if c["task"] == task]
-        starts = {str(c["seed"]): _cell_record(folder, c)["start_scores"][t["score"]] for c in cells
-                  if c["strategy"] == summary["baseline"]}
-        assert t["start"]["status"] == "measured" and t["start"]["seeds"] == starts
-        for strategy, lr in t["learned"].items():
-            d = np.array([c["final_scores"][t["score"]] - _cell_record(folder, c)["start_scores"][t["score"]]
-                          for c in cells if c["strategy"] == strategy])
-            assert lr["n"] == d.size and lr["mean"] == pytest.approx(d.mean())
-            lo, _ = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
-            assert lr["ci_low"] == pytest.approx(lo) and lr["verdict"] is bool(lo > 0)
-        return
-    if not files:
+        start_of.update({label: entry["scores"][t["score"]] for label in entry["cells"]})
+    if start_of:
+        assert t["start"]["source"].startswith("measured after the fact by --measure-start on ")
+    else:
+        start_of = {label_of[id(c)]: record["start_scores"][t["score"]] for c in cells
+                    if "start_scores" in (record := _cell_record(folder, c))}
+    if not start_of:
         assert t["start"]["status"] == "start not measured" and t["start"]["mean"] is None
         assert {lr["verdict"] for lr in t["learned"].values()} == {None}
         assert {lr["status"] for lr in t["learned"].values()} == {"start not measured"}
         return
     assert t["start"]["status"] == "measured"
-    assert t["start"]["source"].startswith("measured after the fact by --measure-start on ")
-    cells = [c for c in summary["cell_records"] if c["task"] == task]
     starts: dict[str, float] = {}  # the baseline's cells' start first, per seed
     for c in sorted(cells, key=lambda c: c["strategy"] != summary["baseline"]):
-        label = f"{task}/{c['strategy']}/seed{c['seed']}"
-        if label in files:
-            starts.setdefault(str(c["seed"]), files[label]["scores"][t["score"]])
+        if label_of[id(c)] in start_of:
+            starts.setdefault(str(c["seed"]), start_of[label_of[id(c)]])
     assert t["start"]["seeds"] == starts
     assert t["start"]["mean"] == pytest.approx(np.mean(list(starts.values())))
     for strategy, lr in t["learned"].items():
-        mine = [c for c in cells
-                if c["strategy"] == strategy and f"{task}/{strategy}/seed{c['seed']}" in files]
-        d = np.array([c["final_scores"][t["score"]]
-                      - files[f"{task}/{strategy}/seed{c['seed']}"]["scores"][t["score"]] for c in mine])
+        d = np.array([c["final_scores"][t["score"]] - start_of[label_of[id(c)]] for c in cells
+                      if c["strategy"] == strategy and label_of[id(c)] in start_of])
         assert lr["n"] == d.size and lr["mean"] == pytest.approx(d.mean())
         if d.size > 1 and np.ptp(d) > 0:
             lo, _ = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
