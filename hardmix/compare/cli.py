@@ -68,7 +68,7 @@ def register(top: argparse._SubParsersAction, run: Callable[[argparse.Namespace]
     p.add_argument("--strict", action="store_true",
                    help="refuse a spec in which a task's seeds and comparisons leave the exact sign-flip "
                         "test no possible verdict (its smallest Holm-adjusted p >= 0.05), before anything "
-                        "runs; and refuse to report verdicts against a baseline that did not beat its "
+                        "runs; and refuse to report verdicts against a baseline not shown to beat its "
                         "starting encoder")
     p.add_argument("--no-download", action="store_true",
                    help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")

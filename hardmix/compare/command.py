@@ -166,16 +166,16 @@ def main(args: argparse.Namespace) -> int:
 
 
 def refuse_unlearned(summary: ComparisonSummary) -> None:
-    """``--strict``: a ConfigError naming each task whose baseline did not beat its starting encoder (its
-    ``learned`` verdict is false), before any of the comparison's files is written."""
+    """``--strict``: a ConfigError naming each task whose baseline was not shown to beat its starting
+    encoder (its ``learned`` verdict is false), before any of the comparison's files is written."""
     base = summary.baseline
     unlearned = baselines_that_did_not_learn(summary)
     if unlearned:
         raise ConfigError(
-            f"--strict: the baseline {base} did not beat its starting encoder on "
+            f"--strict: the baseline {base} was not shown to beat its starting encoder on "
             + ", ".join(f"{t} ({summary.tasks[t].learned[base].mean:+.2f} "
                         f"{summary.tasks[t].score})" for t in unlearned)
-            + ": a verdict against a baseline that did not learn is refused (without --strict it is "
+            + ": a verdict against a baseline not shown to have learned is refused (without --strict it is "
               "reported, marked)")
 
 

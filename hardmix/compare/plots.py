@@ -147,7 +147,7 @@ def _start_row(summary: ComparisonSummary, task: str) -> dict[str, Any] | None:
         return {"mean": None, "ci_low": None, "ci_high": None, "label": "start not measured"}
     neg = {k: -v if _finite(v := getattr(lr, k)) else None for k in ("mean", "ci_low", "ci_high")}
     return {"mean": neg["mean"], "ci_low": neg["ci_high"], "ci_high": neg["ci_low"],
-            "label": "baseline beat its start" if lr.verdict else "baseline did not beat its start"}
+            "label": "baseline beat its start" if lr.verdict else "baseline not shown to beat its start"}
 
 
 def plot_forest(summary: ComparisonSummary, path: Path, root: Path) -> Path:

@@ -127,7 +127,7 @@ def learned_notes(summary: ComparisonSummary) -> list[str]:
         elif lr.verdict:
             out.append(f"{task}: `{base}` beat its starting encoder ({interval_text(lr)} {t.score}).")
         else:
-            out.append(f"{task}: `{base}` did not beat its starting encoder ({interval_text(lr)} "
+            out.append(f"{task}: `{base}` was not shown to beat its starting encoder ({interval_text(lr)} "
                        f"{t.score}): "
                        f"every verdict against it is marked {BASELINE_DID_NOT_LEARN}, and --strict refuses "
                        "the comparison.")
@@ -298,7 +298,7 @@ CAPTIONS = {
     "comparisons); a point is filled where the simultaneous interval excludes 0. The verdict on the right is "
     "Holm's (more powerful: rarely, significant with a thick line touching 0). Right of the zero line is "
     "better. The grey diamond (start) is the starting encoder minus the baseline: right of zero, the "
-    "baseline did not beat its start.",
+    "baseline ended below its start on average.",
     "scores": "The compared score per strategy: each seed a small point, the mean a large one with its 95% "
     "interval.",
     "selection_curves": "The selection score at each evaluation: mean over seeds, the band their range.",

@@ -23,7 +23,7 @@ holds it (an older hardmix's). Per strategy, ``learned.<s>``: the paired differe
 own cells' start, seed by seed (a start that does not depend on the seed, text's, is the same number in
 every pair), with its 95% interval and ``verdict``: true when the interval lies above 0 (with one seed or
 no spread, when the difference is above 0), false otherwise, null where the start was not measured. A
-verdict between strategies whose baseline did not beat its start says so beside it
+verdict between strategies whose baseline was not shown to beat its start says so beside it
 (:func:`hardmix.compare.tables.verdict_text`).
 ``code`` lists the code (``results.json`` ``code``: git commit) that trained the cells, ``mixed`` when
 they differ.

@@ -18,8 +18,8 @@ from hardmix.training.learned import NOT_MEASURED
 
 Table = tuple[list[str], list[list[str]]]
 
-#: Beside a verdict whose baseline did not beat its start.
-BASELINE_DID_NOT_LEARN = "(baseline did not beat its start)"
+#: Beside a verdict whose baseline was not shown to beat its start (its interval over the start reaches 0).
+BASELINE_DID_NOT_LEARN = "(baseline not shown to beat its start)"
 #: Beside a verdict that the t-test finds and the exact sign-flip test does not.
 T_TEST_ONLY = "(t-test only)"
 
@@ -94,14 +94,14 @@ def verdict_label(p: PairedDifference) -> str:
 
 
 def learned_mark(summary: ComparisonSummary, task: str) -> str:
-    """:data:`BASELINE_DID_NOT_LEARN` where the task's baseline did not beat its start (its ``learned``
-    verdict is false), else ``""`` (a start not measured is said in the start row, not here)."""
+    """:data:`BASELINE_DID_NOT_LEARN` where the task's baseline was not shown to beat its start (its
+    ``learned`` verdict is false), else ``""`` (a start not measured is said in the start row, not here)."""
     base = summary.tasks[task].learned.get(summary.baseline)
     return BASELINE_DID_NOT_LEARN if base is not None and base.verdict is False else ""
 
 
 def baselines_that_did_not_learn(summary: ComparisonSummary) -> list[str]:
-    """The tasks whose baseline did not beat its start (what ``--strict`` refuses)."""
+    """The tasks whose baseline was not shown to beat its start (what ``--strict`` refuses)."""
     return [t for t in summary.tasks if learned_mark(summary, t)]
 
 

@@ -169,8 +169,8 @@ def recompute(summary: dict, markdown: str) -> int:
                 expected = ("NaN score" if not (np.isfinite(x).all() and np.isfinite(y).all())
                             else "too few seeds" if x.size < 2 else "no spread")
                 unlearned = (summary["tasks"][task].get("learned") or {}).get(base_name, {}).get("verdict") \
-                    is False  # the mark of a baseline that did not beat its start (a tiny run cannot learn)
-                mark = ["(baseline did not beat its start)"] * unlearned
+                    is False  # the mark of a baseline not shown to beat its start (a tiny run cannot learn)
+                mark = ["(baseline not shown to beat its start)"] * unlearned
                 assert row["verdict"] == " ".join([expected, *mark])
                 checked += 3
                 continue
@@ -380,13 +380,13 @@ def test_a_baseline_below_its_start_marks_every_verdict_and_strict_refuses(compa
     lr = summary["tasks"]["vision"]["learned"]["none"]
     assert lr["mean"] == pytest.approx(-7.0) and lr["verdict"] is False
     verdicts = [r[-1] for r in verdict_table(ComparisonSummary.from_json(summary))[1]]
-    assert verdicts and all(v.endswith("(baseline did not beat its start)") for v in verdicts)
+    assert verdicts and all(v.endswith("(baseline not shown to beat its start)") for v in verdicts)
     markdown = (out / "summary.md").read_text()
-    assert "`none` did not beat its starting encoder (-7.00 [" in markdown
-    assert "(baseline did not beat its start)" in printed
+    assert "`none` was not shown to beat its starting encoder (-7.00 [" in markdown
+    assert "(baseline not shown to beat its start)" in printed
     # --strict (whose exact-test floor refuses these 3 seeds first) refuses it in one line
-    with pytest.raises(ConfigError, match=r"^--strict: the baseline none did not beat its starting encoder "
-                                          r"on vision \(-7\.00 knn_top5\)"):
+    with pytest.raises(ConfigError, match=r"^--strict: the baseline none was not shown to beat its "
+                                          r"starting encoder on vision \(-7\.00 knn_top5\)"):
         refuse_unlearned(ComparisonSummary.from_json(summary))
     for path in _records(out).values():  # the starts below the ends: nothing to refuse
         _edit(path, lambda r: r["start_scores"].update({SCORE: r["final_scores"][SCORE] - 1}))

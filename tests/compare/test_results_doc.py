@@ -56,7 +56,8 @@ def _check_task(summary: dict, task: str, table: dict) -> int:
         expected = ("better" if x["mean"] > 0 else "worse") if x["p_holm"] < 0.05 else "n.s."
         if expected != "n.s." and x["p_exact_holm"] >= 0.05:
             expected += " (t-test only)"
-        unlearned = "(baseline did not beat its start)" if t["learned"][base_name]["verdict"] is False else ""
+        unlearned = ("(baseline not shown to beat its start)" if t["learned"][base_name]["verdict"] is False
+                     else "")
         differ = (t.get("arm_differences") or {}).get(s)
         differs = f"(differs: {'; '.join(differ)})" if differ else ""
         marks = (expected, _edge(summary, task, s), unlearned, differs)
