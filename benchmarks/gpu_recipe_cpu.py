@@ -6,7 +6,9 @@ learning rate after a warm-up of ``LR_WARMUP_FRACTION`` of the run, 11 epochs) e
 CIFAR ResNet-18 at ``--width`` (8: channels 8-64, against 64), ``--images`` class-balanced training images
 of the shared CIFAR-10 (4,000, against the check's 15,000), fp32, one torch thread, and a smaller k-NN (a
 bank of 5,000 training images, 1,000 test queries, k 200). Each variant changes one factor from its base
-(``VARIANTS``): the first GPU run's settings (``FIRST_RUN``) or today's (``FULL`` as it is). The untrained
+(``VARIANTS``): the first GPU run's settings (``FIRST_RUN``) or today's (``FULL`` as it is); ``demo`` changes
+the four in which MoCo's CIFAR-10 demo differs, and ``today_638`` (:data:`GPU_LENGTH`) only the length, to
+the GPU run's number of steps. The untrained
 network of the same seed is scored under the same protocol before the first step (``eval.start: all``,
 ``results.json`` ``start_scores``). A probe follows its full run's schedule but stops at step 45, unscored.
 
@@ -54,6 +56,9 @@ FIRST_RUN_SETS: list[str] = []
 #: a probe: the run's schedule, stopped after the collapse shows (it does by step 20 at lr 0.3), unscored
 PROBE: dict[str, Any] = {"start": "none", "knn_final": False}
 PROBE_SETS = ["train.stop_after_steps=45"]
+#: the rest of MoCo's CIFAR-10 demo (He et al., facebookresearch/moco colab: m 0.99, wd 5e-4, its crops
+#: without blur; its temperature 0.1 is a logical name)
+DEMO_SETS = ["model.momentum_schedule=constant", "train.weight_decay=5e-4", "augment.blur_prob=0"]
 #: variant -> (its base: "first_run" or "today" (``gpu_training.FULL`` as it is), logical-name changes,
 #: raw ``--set`` overrides, what changed)
 VARIANTS: dict[str, tuple[str, dict[str, Any], list[str], str]] = {
@@ -69,11 +74,26 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], list[str], str]] = {
              "no weight decay (1e-4 before); stopped at step 45"),
     "k_256": ("first_run", {"queue_size": 256, **PROBE}, PROBE_SETS,
               "a queue of one batch, K 256 (no random initial key after the first step); stopped at step 45"),
+    "solo_warmup": ("first_run", {"epochs": 1000, "warmup_epochs": 10, **PROBE},
+                    ["train.stop_after_steps=300"],
+                    "solo-learn's schedule as the base config has it (1,000 epochs, 10 of warm-up: 150 steps "
+                    "here); stopped at step 300"),
     "today": ("today", {}, [], "today's settings: lr 0.03 and K 256"),
     "today_lr_0.06": ("today", {"lr": 0.06}, [], "today's settings at lr 0.06 per 256"),
+    "today_638": ("today", {"epochs": 43, "warmup_epochs": round(0.05 * 43, 3)}, [],
+                  "today's settings for the GPU run's number of steps (43 epochs of the 4,000 images: "
+                  "645 steps, the GPU's 638 at 15,000 images)"),
+    "demo": ("today", {"temperature": 0.1}, DEMO_SETS,
+             "today's settings with the rest of MoCo's CIFAR-10 demo: key momentum 0.99 constant, "
+             "temperature 0.1, weight decay 5e-4, no blur"),
+    "demo_k4096": ("today", {"temperature": 0.1, "queue_size": 4096}, DEMO_SETS,
+                   "`demo` with the demo's queue, K 4096"),
 }
 #: the run that shows today's settings
 TODAY = "today"
+#: today's settings for as many steps as the GPU run takes (its network still reduced): what says whether
+#: the check's training stage learns
+GPU_LENGTH = "today_638"
 #: a row's loss: the mean of the first and of the last ``EDGE`` values logged from step ``FROM_STEP`` on,
 #: where the first run's queue of 4096 keys (16 batches) holds no random initial key any more
 EDGE = 3
