@@ -104,6 +104,9 @@ def test_todays_settings_learn_over_the_gpu_runs_number_of_steps() -> None:
     assert (f"test k-NN top-1 {long['knn_top1_start']:.1f} -> {long['knn_top1_end']:.1f}), though its "
             f"proxy task stays unsolved at that width (accuracy {long['proxy_acc_last5']:.2f} at the end)"
             ) in readme
+    performance = " ".join((ROOT / "docs/performance.md").read_text().split())
+    assert (f"number of steps (test k-NN top-1 {long['knn_top1_start']:.1f} -> {long['knn_top1_end']:.1f} "
+            "at width 8; the proxy task unsolved there)") in performance
     # the README says whether the proxy accuracy criterion (above 0.5 at the end) is met
     met = long["proxy_acc_last5"] > 0.5
     assert ("**not met**" in _readme()) is not met
