@@ -1,4 +1,4 @@
-"""The CPU vision recipe on Imagenette-64: the table of ``results/cpu_vision_recipe_2026-12-06``.
+"""The CPU vision recipe's runs: the table of ``results/cpu_vision_recipe_2026-12-06``.
 
 Each run folder under ``RUNS`` is one ``hardmix train vision CONFIG --output RUNS/<name>_seed<S> --set
 train.seed=S``; its row is read from the folder's own files: the mean of the first 3 and of the last 3
@@ -21,7 +21,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 RUNS = REPO / "results/cpu_vision_recipe_2026-12-06/runs"
 # Which runs each shipped config is (the name before ``_seed<S>``): the variant kept for the config.
-KEPT = {"mocov2": "mocov2", "mochi": "mochi"}
+KEPT = {"mocov2": "mocov2", "mochi": "mochi", "folder": "folder"}
 HEADER = ["| run | seed | steps | loss first -> last | final proxy acc | test k-NN top-1 start -> end | gain "
           "| wall s |", "|---|---:|---:|---|---:|---|---:|---:|"]
 NAME = re.compile(r"^(?P<run>.+)_seed(?P<seed>\d+)$")

@@ -143,6 +143,63 @@ def test_the_imagenette_recipes_are_the_recorded_runs(config: str, prefix: str) 
     assert _quoted_gains((ROOT / config).read_text()) == (gains[0], gains[-1])
 
 
+#: what the folder runs added to ``cpu_mocov2_folder.yaml`` besides the seed, the run folder and the folder
+#: of images (a labelled one: Imagenette-64's train/ and val/ splits): 1,000 of its training images; and the
+#: config's ``train.precision: auto`` as the runs record it resolved (vision stays in fp32)
+FOLDER_EXTRAS = ["data.max_samples=1000", "log.progress=false", "train.save_steps=0", "train.precision=fp32"]
+
+
+def test_the_folder_config_is_the_recorded_folder_runs_which_learn_their_task() -> None:
+    """``cpu_mocov2_folder.yaml`` is the config of the record's ``folder`` runs: their loss falls, their
+    proxy accuracy ends above 0.5, and their test k-NN gains more over the untrained network than the
+    config as it was (``folder_before``) at the same seed; the header quotes the gains of both."""
+    runs = sorted((RECORD / "runs").glob("folder_seed*"))
+    before = {p.name.rsplit("_", 1)[1]: cpu_vision_recipe.summarize(p)
+              for p in sorted((RECORD / "runs").glob("folder_before_seed*"))}
+    assert len(runs) == 2 and set(before) == {p.name.rsplit("_", 1)[1] for p in runs}
+    header = (ROOT / "configs/vision/cpu_mocov2_folder.yaml").read_text()
+    text = " ".join(line.lstrip("# ") for line in header.splitlines() if line.startswith("#"))
+    rows = []
+    for run in runs:
+        dataset = yaml.safe_load((run / "config.yaml").read_text())["data"]["dataset"]
+        assert Path(dataset).parts[-2:] == ("images", "imagenette-64"), dataset
+        assert_same_recipe("configs/vision/cpu_mocov2_folder.yaml", run, [f"data.dataset={dataset}",
+                                                                           *FOLDER_EXTRAS])
+        row = cpu_vision_recipe.summarize(run)
+        old = before[run.name.rsplit("_", 1)[1]]
+        assert row["loss_last"] < row["loss_first"] - 2 and row["proxy_acc"] > 0.5, row
+        assert row["gain"] > old["gain"] + 3 and old["proxy_acc"] < 0.5, (row, old)
+        rows.append((row, old))
+    gains = " and ".join(f"{row['gain']:+.1f}" for row, _ in rows)
+    assert f"ended {gains} above the untrained network's" in text
+    olds = " and ".join(f"{old['gain']:+.1f}" for _, old in rows)
+    assert f"{olds}, with a final proxy accuracy of" in text
+
+
+def test_the_vision_quickstart_quotes_its_own_data_record() -> None:
+    """docs/quickstart_vision.md's own-data example is the record's run of the folder config as it is: its
+    printed lines, its step count, CPU and wall seconds, and the held-out images that found their view."""
+    record = ROOT / "results/quickstart_vision_folder_2026-12-07"
+    doc = (ROOT / "docs/quickstart_vision.md").read_text()
+    printed = [line for line in (record / "printed.txt").read_text().splitlines()
+               if line.startswith(("best validation", "the encoder of step", "trained "))]
+    assert "```\n" + "\n".join(printed) + "\n```" in doc
+    assert_same_recipe("configs/vision/cpu_mocov2_folder.yaml", record / "run",
+                       ["data.dataset=photos", "data.labels=false", "train.precision=fp32"])
+    timed = (record / "time.txt").read_text()
+    cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", timed)[1]) for k in ("User", "System"))
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\d+):([\d.]+)", timed)
+    results = json.loads((record / "run/results.json").read_text())
+    n_val = results["task_info"]["val_samples"]
+    text = " ".join(doc.split())
+    assert (f"the {results['steps']} steps took {cpu:.1f} CPU-seconds "
+            f"({60 * int(wall[1]) + float(wall[2]):.1f} s of wall time") in text
+    found = round(results["best_score"] * n_val / 100)
+    start = round(results["start_scores"]["val_proxy_top1"] * n_val / 100)
+    assert (f"({found} of the {n_val} held-out images found their other view among the {n_val}, where chance "
+            f"finds 1 and the untrained network found {start}") in text
+
+
 def test_the_learning_bar_is_the_issue_s() -> None:
     row = {"loss_first": 4.0, "loss_last": 0.6, "proxy_acc": 0.9, "gain": 10.0}
     assert cpu_vision_recipe.learned(row)
