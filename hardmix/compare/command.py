@@ -47,7 +47,7 @@ from hardmix.compare.status import print_status
 from hardmix.compare.summary import summarize
 from hardmix.compare.summary_types import ComparisonSummary, Growth
 from hardmix.compare.tables import (
-    baselines_that_did_not_learn,
+    baselines_not_shown_to_learn,
     contrast_table,
     cross_table,
     learned_table,
@@ -169,7 +169,7 @@ def refuse_unlearned(summary: ComparisonSummary) -> None:
     """``--strict``: a ConfigError naming each task whose baseline was not shown to beat its starting
     encoder (its ``learned`` verdict is false), before any of the comparison's files is written."""
     base = summary.baseline
-    unlearned = baselines_that_did_not_learn(summary)
+    unlearned = baselines_not_shown_to_learn(summary)
     if unlearned:
         raise ConfigError(
             f"--strict: the baseline {base} was not shown to beat its starting encoder on "

@@ -19,7 +19,7 @@ import yaml
 from hardmix.compare.stats import ALPHA, FEW_SEEDS, NAN_SCORE, NO_SPREAD, TOO_FEW
 from hardmix.compare.summary_types import ComparisonSummary, TuningRow
 from hardmix.compare.tables import (
-    BASELINE_DID_NOT_LEARN,
+    BASELINE_NOT_SHOWN_TO_LEARN,
     T_TEST_ONLY,
     contrast_table,
     edge_mark,
@@ -128,9 +128,8 @@ def learned_notes(summary: ComparisonSummary) -> list[str]:
             out.append(f"{task}: `{base}` beat its starting encoder ({interval_text(lr)} {t.score}).")
         else:
             out.append(f"{task}: `{base}` was not shown to beat its starting encoder ({interval_text(lr)} "
-                       f"{t.score}): "
-                       f"every verdict against it is marked {BASELINE_DID_NOT_LEARN}, and --strict refuses "
-                       "the comparison.")
+                       f"{t.score}): every verdict against it is marked {BASELINE_NOT_SHOWN_TO_LEARN}, "
+                       "and --strict refuses the comparison.")
     if summary.code.mixed:
         out.append("The cells were trained by different code: " + "; ".join(
             f"{label}: {', '.join(cells)}" for label, cells in (summary.code.cells or {}).items()) + ".")

@@ -19,7 +19,7 @@ from hardmix.training.learned import NOT_MEASURED
 Table = tuple[list[str], list[list[str]]]
 
 #: Beside a verdict whose baseline was not shown to beat its start (its interval over the start reaches 0).
-BASELINE_DID_NOT_LEARN = "(baseline not shown to beat its start)"
+BASELINE_NOT_SHOWN_TO_LEARN = "(baseline not shown to beat its start)"
 #: Beside a verdict that the t-test finds and the exact sign-flip test does not.
 T_TEST_ONLY = "(t-test only)"
 
@@ -94,13 +94,13 @@ def verdict_label(p: PairedDifference) -> str:
 
 
 def learned_mark(summary: ComparisonSummary, task: str) -> str:
-    """:data:`BASELINE_DID_NOT_LEARN` where the task's baseline was not shown to beat its start (its
+    """:data:`BASELINE_NOT_SHOWN_TO_LEARN` where the task's baseline was not shown to beat its start (its
     ``learned`` verdict is false), else ``""`` (a start not measured is said in the start row, not here)."""
     base = summary.tasks[task].learned.get(summary.baseline)
-    return BASELINE_DID_NOT_LEARN if base is not None and base.verdict is False else ""
+    return BASELINE_NOT_SHOWN_TO_LEARN if base is not None and base.verdict is False else ""
 
 
-def baselines_that_did_not_learn(summary: ComparisonSummary) -> list[str]:
+def baselines_not_shown_to_learn(summary: ComparisonSummary) -> list[str]:
     """The tasks whose baseline was not shown to beat its start (what ``--strict`` refuses)."""
     return [t for t in summary.tasks if learned_mark(summary, t)]
 
@@ -282,7 +282,7 @@ def _cell_class(value: Any) -> str:
 
 
 __all__ = [
-    "BASELINE_DID_NOT_LEARN", "T_TEST_ONLY", "Table", "baselines_that_did_not_learn", "contrast_table",
+    "BASELINE_NOT_SHOWN_TO_LEARN", "T_TEST_ONLY", "Table", "baselines_not_shown_to_learn", "contrast_table",
     "cross_table", "edge_mark", "finite", "html_table", "interval_text", "learned_mark", "learned_table",
     "markdown_table", "per_task_table", "secondary_table", "set_aside_table", "text_table",
     "tuning_budget_table", "tuning_grid_table", "verdict_label", "verdict_table", "verdict_text",
