@@ -8,9 +8,9 @@ of the shared CIFAR-10 (4,000, against the check's 15,000), fp32, one torch thre
 bank of 5,000 training images, 1,000 test queries, k 200). Each variant changes one factor from its base
 (``VARIANTS``): the first GPU run's settings (``FIRST_RUN``) or today's (``FULL`` as it is); ``demo`` changes
 the four in which MoCo's CIFAR-10 demo differs, and ``today_638`` (:data:`GPU_LENGTH`) only the length, to
-the GPU run's number of steps. The untrained
-network of the same seed is scored under the same protocol before the first step (``eval.start: all``,
-``results.json`` ``start_scores``). A probe follows its full run's schedule but stops at step 45, unscored.
+the GPU run's number of steps. The untrained network of the same seed is scored under the same protocol
+before the first step (``eval.start: all``, ``results.json`` ``start_scores``). A probe follows its full
+run's schedule but stops early (at step 45, ``solo_warmup`` at 300), unscored.
 
     python benchmarks/gpu_recipe_cpu.py --out results/gpu_recipe_cpu_2026-12-06 --only first_run
     python benchmarks/gpu_recipe_cpu.py --out DIR --table      # summary.json again from the run folders

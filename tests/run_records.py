@@ -1,9 +1,11 @@
 """What the docs tests read of a vision run's own records, in one place: how its loss and proxy task went
-(``metrics.jsonl``) and the starts a comparison measured after the fact (``start/<task>/*.json``)."""
+(``metrics.jsonl``), the starts a comparison measured after the fact (``start/<task>/*.json``) and what
+``/usr/bin/time -v`` said of a command."""
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -26,3 +28,10 @@ def measured_starts(folder: Path, task: str, score: str) -> dict[str, float]:
             assert cell not in starts, cell
             starts[cell] = entry["scores"][score]
     return starts
+
+
+def cpu_and_wall(time_v: str) -> tuple[float, int, float]:
+    """CPU seconds (user + system), and wall minutes and seconds, from ``/usr/bin/time -v``'s output."""
+    cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", time_v)[1]) for k in ("User", "System"))
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\d+):([\d.]+)", time_v)
+    return cpu, int(wall[1]), float(wall[2])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.run_records import learning
+from tests.run_records import cpu_and_wall, learning
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "results/quickstart_2026-12-06"
@@ -49,9 +49,7 @@ def test_the_readme_quotes_the_record() -> None:
     readme = " ".join((ROOT / "README.md").read_text().split())
     gains = [end - start for *_, start, end in map(_row, sorted(RECORD.glob("runs/vision/none/seed*")))]
     assert f"k-NN top-1 {gains[0]:+.1f} and {gains[1]:+.1f} over its untrained network" in readme
-    timed = (RECORD / "time_and_stderr.txt").read_text()
-    cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", timed)[1]) for k in ("User", "System"))
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\d+):([\d.]+)", timed)
-    assert f"{int(wall[1])} min {float(wall[2]):.1f} s, {cpu:.1f} CPU-seconds" in readme
+    cpu, minutes, seconds = cpu_and_wall((RECORD / "time_and_stderr.txt").read_text())
+    assert f"{minutes} min {seconds:.1f} s, {cpu:.1f} CPU-seconds" in readme
     printed = (RECORD / "printed.txt").read_text().split("\n\n")[0]
     assert f"```\n{printed}\n```" in (ROOT / "README.md").read_text()

@@ -20,6 +20,7 @@ from hardmix.compare.report import verdicts_markdown
 from hardmix.compare.summary_types import ComparisonSummary
 from hardmix.strategies import MixCSE, NoMixing
 from tests.compare.markdown_tables import holm, parse_tables
+from tests.run_records import measured_starts
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_FULL = ROOT / "results/superseded/compare_cpu_full"  # retired: the premise search quotes its text runs
@@ -635,10 +636,7 @@ def _check_start(folder: Path, task: str, t: dict, summary: dict) -> None:
     measured before their first step) or, for older cells, from the start files of ``--measure-start``."""
     cells = [c for c in summary["cell_records"] if c["task"] == task]
     label_of = {id(c): f"{task}/{c['strategy']}/seed{c['seed']}" for c in cells}
-    start_of: dict[str, float] = {}  # a cell's label -> its start score
-    for path in sorted((folder / "start" / task).glob("*.json")):
-        entry = json.loads(path.read_text())
-        start_of.update({label: entry["scores"][t["score"]] for label in entry["cells"]})
+    start_of = measured_starts(folder, task, t["score"])  # a cell's label -> its start score
     if start_of:
         assert t["start"]["source"].startswith("measured after the fact by --measure-start on ")
     else:

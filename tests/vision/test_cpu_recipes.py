@@ -26,7 +26,7 @@ import yaml
 from hardmix.config.loader import load_config
 from hardmix.training.config import plain_config
 from hardmix.vision.config import VisionConfig
-from tests.run_records import learning, measured_starts
+from tests.run_records import cpu_and_wall, learning, measured_starts
 
 ROOT = Path(__file__).resolve().parents[2]
 PREMISE = ROOT / "results/compare_premise"
@@ -154,9 +154,8 @@ def test_the_folder_config_is_the_recorded_folder_runs_which_learn_their_task() 
     proxy accuracy ends above 0.5, and their test k-NN gains more over the untrained network than the
     config as it was (``folder_before``) at the same seed; the header quotes the gains of both."""
     runs = sorted((RECORD / "runs").glob("folder_seed*"))
-    before = {p.name.rsplit("_", 1)[1]: cpu_vision_recipe.summarize(p)
-              for p in sorted((RECORD / "runs").glob("folder_before_seed*"))}
-    assert len(runs) == 2 and set(before) == {p.name.rsplit("_", 1)[1] for p in runs}
+    old_runs = (RECORD / "runs").glob("folder_before_seed*")
+    before = {r["seed"]: r for r in map(cpu_vision_recipe.summarize, old_runs)}
     header = (ROOT / "configs/vision/cpu_mocov2_folder.yaml").read_text()
     text = " ".join(line.lstrip("# ") for line in header.splitlines() if line.startswith("#"))
     rows = []
@@ -166,10 +165,11 @@ def test_the_folder_config_is_the_recorded_folder_runs_which_learn_their_task() 
         assert_same_recipe("configs/vision/cpu_mocov2_folder.yaml", run, [f"data.dataset={dataset}",
                                                                            *FOLDER_EXTRAS])
         row = cpu_vision_recipe.summarize(run)
-        old = before[run.name.rsplit("_", 1)[1]]
+        old = before.pop(row["seed"])
         assert row["loss_last"] < row["loss_first"] - 2 and row["proxy_acc"] > 0.5, row
         assert row["gain"] > old["gain"] + 3 and old["proxy_acc"] < 0.5, (row, old)
         rows.append((row, old))
+    assert len(rows) == 2 and not before  # two seeds, each run both ways
     gains = " and ".join(f"{row['gain']:+.1f}" for row, _ in rows)
     assert f"ended {gains} above the untrained network's" in text
     olds = " and ".join(f"{old['gain']:+.1f}" for _, old in rows)
@@ -186,14 +186,12 @@ def test_the_vision_quickstart_quotes_its_own_data_record() -> None:
     assert "```\n" + "\n".join(printed) + "\n```" in doc
     assert_same_recipe("configs/vision/cpu_mocov2_folder.yaml", record / "run",
                        ["data.dataset=photos", "data.labels=false", "train.precision=fp32"])
-    timed = (record / "time.txt").read_text()
-    cpu = sum(float(re.search(rf"{k} time \(seconds\): ([\d.]+)", timed)[1]) for k in ("User", "System"))
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\d+):([\d.]+)", timed)
+    cpu, minutes, seconds = cpu_and_wall((record / "time.txt").read_text())
     results = json.loads((record / "run/results.json").read_text())
     n_val = results["task_info"]["val_samples"]
     text = " ".join(doc.split())
     assert (f"the {results['steps']} steps took {cpu:.1f} CPU-seconds "
-            f"({60 * int(wall[1]) + float(wall[2]):.1f} s of wall time") in text
+            f"({60 * minutes + seconds:.1f} s of wall time") in text
     found = round(results["best_score"] * n_val / 100)
     start = round(results["start_scores"]["val_proxy_top1"] * n_val / 100)
     assert (f"({found} of the {n_val} held-out images found their other view among the {n_val}, where chance "
