@@ -72,7 +72,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     # missing data is fetched first (one process only: several processes list it instead)
     ensure_data(task.about(cfg).data_needs(), download_allowed=not args.no_download
                 and int(os.environ.get("WORLD_SIZE", "1")) == 1)
-    results = run_training(task, cfg, args.output, resume=bool(args.resume))
+    results = run_training(task, cfg, args.output, resume=bool(args.resume), start_cache=args.start_cache)
     if int(os.environ.get("RANK", "0")) == 0:  # the process group is gone by now: torchrun's variable
         from hardmix.training.learned import start_end_lines
 
@@ -247,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --output from its checkpoint")
     p.add_argument("--no-download", action="store_true",
                    help="never fetch missing data (also HARDMIX_OFFLINE=1); list what is missing instead")
+    p.add_argument("--start-cache", metavar="DIR", default=None,
+                   help="a folder shared with other runs: the starting encoder is scored once among the runs "
+                        "that start from the same one (hardmix compare gives its cells one)")
     p.set_defaults(func=_cmd_train)
 
     _add_config_command(sub, [*tasks, "compare"])

@@ -6,6 +6,8 @@
     DIR/spec.yaml            SPEC_COPY     the spec as it was run (and the precision ``auto`` resolved to)
     DIR/growth.json          GROWTH        each ``--resume`` that added seeds, strategies or grid points
     DIR/start/<task>/seed<k>_<key>.json   START_DIR  a start measured after the fact (--measure-start)
+    DIR/start_cache/<key>.json   START_CACHE   a start measured by the first cell that starts from it, read
+                                           by the others (``hardmix train --start-cache``)
     DIR/runs/<task>/<strategy>/seed<k>/    RUNS       the evaluation cells' run folders
     DIR/tune/<task>/<strategy>/point<i>/seed<k>/  TUNE  the tuning cells'; ``tune/points.json`` POINT_ORDER
     DIR/logs/                LOGS          each cell's output
@@ -25,6 +27,7 @@ from pathlib import Path
 SPEC_COPY = "spec.yaml"
 GROWTH = "growth.json"
 START_DIR = "start"
+START_CACHE = "start_cache"
 RUNS = "runs"
 TUNE = "tune"
 POINT_ORDER = "points.json"
@@ -41,5 +44,6 @@ LAUNCHER_RECORDS = Path("launcher") / "jobs.json"
 LAUNCHER_SUBMITIT = Path("launcher") / "submitit"
 
 __all__ = ["FAILURE", "GROWTH", "LAUNCHER_RECORDS", "LAUNCHER_SUBMITIT", "LOGS", "MISMATCHED", "PLOTS_FOLDER",
-           "POINT_ORDER", "REPORT", "RUNS", "SPEC_COPY", "START_DIR", "SUMMARY_CSV", "SUMMARY_JSON",
+           "POINT_ORDER", "REPORT", "RUNS", "SPEC_COPY", "START_CACHE", "START_DIR",
+           "SUMMARY_CSV", "SUMMARY_JSON",
            "SUMMARY_MD", "SUPERSEDED", "TUNE"]

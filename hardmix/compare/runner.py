@@ -24,7 +24,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from hardmix.compare.folder import FAILURE, LOGS
+from hardmix.compare.folder import FAILURE, LOGS, START_CACHE
 from hardmix.compare.grid import (
     Cell,
     cell_log,
@@ -242,7 +242,8 @@ def run_cells(
     """Run every cell that is neither finished nor failed (failed ones too with ``retry_failed``: their
     failure record is removed first), ``jobs`` at a time, each a ``hardmix train`` process with
     ``train.threads`` = ``threads // jobs`` (``threads``: the CPU count by default) and its output in
-    ``DIR/logs/``; one progress bar in steps over them all. A cell whose ``results.json`` is corrupt is said
+    ``DIR/logs/``, sharing ``DIR/start_cache/`` (the cells that start from the same encoder score it once:
+    :mod:`hardmix.training.shared_start`); one progress bar in steps over them all. A cell whose ``results.json`` is corrupt is said
     so, set aside (:func:`set_aside`) and run again. A finished cell keeps no checkpoint and no exported
     model unless ``keep`` names them. SIGTERM or SIGINT is passed on to the running cells (they checkpoint)
     before this stops, saying what each cell's state is.
@@ -288,7 +289,7 @@ def run_cells(
                     resume=cell.status() == "partial",
                     extra=[f"train.threads={per_job}", "log.progress=false"],
                 )
-                cmd = interpreter_command(cmd)
+                cmd = interpreter_command([*cmd, "--start-cache", str(output / START_CACHE)])
                 with open_for_write(log, output, "a", encoding="utf-8") as f:
                     f.write(f"$ {shlex.join(cmd)}\n")
                     f.flush()

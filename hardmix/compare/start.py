@@ -21,7 +21,6 @@ for a cell whose record holds no ``start_scores`` and whose start key matches th
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import sys
 import time
@@ -37,14 +36,13 @@ from hardmix.config.loader import build_config
 from hardmix.training.engine import preserved_rng
 from hardmix.training.run_folder import CONFIG
 from hardmix.training.runtime import end_runtime, start_runtime
+from hardmix.training.shared_start import START_SECTIONS, digest, start_part
 from hardmix.utils.confine import write_text
 from hardmix.utils.offline import libraries_offline
 from hardmix.utils.provenance import code_provenance
 
 #: The config sections (dotted keys for single values) that decide a task's starting encoder and its scoring.
-START_KEYS = ("model", "data", "eval", "train.precision")
-#: The tasks whose starting encoder does not depend on the seed (a pretrained model loaded as it is).
-SEED_FREE_TASKS = ("text",)
+START_KEYS = START_SECTIONS
 HOW = "measured after the fact by --measure-start"
 
 
@@ -59,27 +57,21 @@ def recorded_config(cell: Cell) -> dict[str, Any] | None:
 
 
 def seed_free(cell: Cell) -> bool:
-    """Whether the cell's starting encoder is the same for every seed (text's pretrained model)."""
-    return cell.task.task in SEED_FREE_TASKS
+    """Whether the cell's starting encoder is the same for every seed (text's pretrained model:
+    :attr:`~hardmix.training.task.Task.start_depends_on_seed`)."""
+    return not task_class(cell.task).start_depends_on_seed
 
 
 def start_key(cell: Cell, config: dict[str, Any]) -> str:
     """The digest of what decides the cell's start (:data:`START_KEYS`, the seed unless :func:`seed_free`).
 
     >>> from types import SimpleNamespace as N
-    >>> c = N(task=N(task="vision"), seed=1)
+    >>> c = N(task=N(task="vision", name="vision"), seed=1)
     >>> start_key(c, {"model": {"width": 8}, "train": {"seed": 1}}) == start_key(
     ...     c, {"model": {"width": 8}, "train": {"seed": 1}, "loss": {"temperature": 0.2}})
     True
     """
-    part: dict[str, Any] = {}
-    for key in START_KEYS:
-        section, _, leaf = key.partition(".")
-        value = config.get(section)
-        part[key] = (value or {}).get(leaf) if leaf and isinstance(value, dict) else value
-    if not seed_free(cell):
-        part["train.seed"] = cell.seed
-    return hashlib.sha256(json.dumps(part, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return digest(start_part(config, None if seed_free(cell) else cell.seed))[:16]
 
 
 def start_file(out: Path, cell: Cell, key: str) -> Path:

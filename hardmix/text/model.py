@@ -109,15 +109,21 @@ class ContrastiveSentenceModel(nn.Module):
         """(N, D) sentence vectors; ``head`` applies the MLP of ``cls`` (training), else the evaluation
         pooling."""
         pooling = self.pooling if head else self.eval_pooling
-        kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask,
-                            output_hidden_states=needs_hidden_states(pooling), return_dict=True, **kwargs)
-        z = pool(out.last_hidden_state, attention_mask, pooling, getattr(out, "hidden_states", None))
+        z = self._pooled(input_ids, attention_mask, token_type_ids, (pooling,))[pooling]
         if head and self.mlp is not None:
             z = self.mlp(z)
         return z
 
-    @torch.inference_mode()
+    def _pooled(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None,
+                poolings: Sequence[str]) -> dict[str, Tensor]:
+        """Each of ``poolings`` (B, D) of one backbone pass over the batch."""
+        kwargs = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask,
+                            output_hidden_states=any(map(needs_hidden_states, poolings)), return_dict=True,
+                            **kwargs)
+        hidden = getattr(out, "hidden_states", None)
+        return {p: pool(out.last_hidden_state, attention_mask, p, hidden) for p in poolings}
+
     def encode(
         self,
         sentences: Sequence[str],
@@ -129,6 +135,20 @@ class ContrastiveSentenceModel(nn.Module):
 
         Batches are formed over sentences sorted by length (less padding); no random number is drawn.
         """
+        return self.encode_poolings(sentences, (self.eval_pooling,), batch_size, max_length,
+                                    device)[self.eval_pooling]
+
+    @torch.inference_mode()
+    def encode_poolings(
+        self,
+        sentences: Sequence[str],
+        poolings: Sequence[str],
+        batch_size: int = 128,
+        max_length: int | None = None,
+        device: torch.device | str | None = None,
+    ) -> dict[str, np.ndarray]:
+        """(n, D) float32 embeddings for each of ``poolings`` from one forward pass per batch: what
+        :meth:`encode` returns with ``eval_pooling`` set to each, bit for bit, at the cost of one."""
         if self.tokenizer is None:
             raise ValueError("encode: this model has no tokenizer")
         device = torch.device(device) if device is not None else next(self.parameters()).device
@@ -140,14 +160,16 @@ class ContrastiveSentenceModel(nn.Module):
             enc = self.tokenizer(sentences, truncation=True, max_length=max_length)
             keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
             order = sorted(range(len(sentences)), key=lambda i: len(enc["input_ids"][i]))
-            out = np.zeros((len(sentences), self.dim), dtype=np.float32)
+            out = {p: np.zeros((len(sentences), self.dim), dtype=np.float32) for p in poolings}
             for start in range(0, len(order), batch_size):
                 idx = order[start:start + batch_size]
                 feats = [{k: enc[k][i] for k in keys} for i in idx]
                 batch = self.tokenizer.pad(feats, padding=True, return_tensors="pt")
                 batch = {k: v.to(device) for k, v in batch.items()}
-                z = self(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"), head=False)
-                out[idx] = z.float().cpu().numpy()
+                pooled = self._pooled(batch["input_ids"], batch["attention_mask"],
+                                      batch.get("token_type_ids"), poolings)
+                for p, z in pooled.items():
+                    out[p][idx] = z.float().cpu().numpy()
             return out
         finally:
             self.train(was_training)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -245,6 +245,7 @@ class TextTask(Task):
     """Sentence encoders: SimCSE's two dropout views, any strategy of the core, STS-B dev selection."""
 
     name = "text"
+    start_depends_on_seed = False  # the pretrained model as it is; the seed draws only the projection head
     config_class = TextConfig
     facts_class = TextFacts
     selection_metric = "stsb_dev"
@@ -371,12 +372,13 @@ class TextTask(Task):
             self.queue.enqueue(gather_no_grad(result.extra["z2"].detach().float()), ids)
 
     # ---------------------------------------------------------------------------------- evaluation
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, encode: Callable[[list[str]], Any] | None = None) -> dict[str, float]:
+        """The selection score (``stsb_dev``) of the live model, or of ``encode`` (sentences -> (n, D))."""
         from hardmix.text.evaluation import stsb_dev_score
 
         e = self.cfg.eval
-        return {"stsb_dev": float(stsb_dev_score(
-            lambda s: self.net.encode(s, batch_size=e.batch_size, max_length=e.max_length)))}
+        return {"stsb_dev": float(stsb_dev_score(encode or (
+            lambda s: self.net.encode(s, batch_size=e.batch_size, max_length=e.max_length))))}
 
     def _export(self, run_dir: Path, step: int, score: float | None) -> None:
         with quiet_transformers():
@@ -430,20 +432,25 @@ class TextTask(Task):
         e = self.cfg.eval
         run_pooling = self.net.eval_pooling
         poolings = [run_pooling] + ([] if run_pooling == "avg" else ["avg"])
+        # Both poolings read the same forward pass: each list of sentences the evaluations ask for is
+        # encoded once, pooled both ways (the same batches as two passes: the same numbers, half the cost).
+        encoded: dict[tuple[str, ...], dict[str, Any]] = {}
+
+        def encode_as(pooling: str) -> Callable[[list[str]], Any]:
+            def encode(sentences: list[str]) -> Any:
+                key = tuple(sentences)
+                if key not in encoded:
+                    encoded[key] = self.net.encode_poolings(sentences, poolings, batch_size=e.batch_size,
+                                                            max_length=e.max_length)
+                return encoded[key][pooling]
+            return encode
+
         views: dict[str, dict[str, float]] = {}
-        try:
-            for pooling in poolings:
-                self.net.eval_pooling = pooling
-
-                def encode(s: list[str]) -> Any:
-                    return self.net.encode(s, batch_size=e.batch_size, max_length=e.max_length)
-
-                scores = self.evaluate()
-                if e.final_sts and not selection_only:
-                    scores.update(self._held_out(encode))
-                views[pooling] = scores
-        finally:
-            self.net.eval_pooling = run_pooling
+        for pooling in poolings:
+            scores = self.evaluate(encode_as(pooling))
+            if e.final_sts and not selection_only:
+                scores.update(self._held_out(encode_as(pooling)))
+            views[pooling] = scores
         return views[run_pooling], ({"mean pooling": views["avg"]} if run_pooling != "avg" else {})
 
     # ------------------------------------------------------------------------------------- state

@@ -36,6 +36,7 @@ from hardmix.training.optimization import Optimization
 from hardmix.training.results import results_record, write_results
 from hardmix.training.resume_checks import LEGACY_CHECKPOINTS, saved_precision
 from hardmix.training.runtime import Runtime, end_runtime, start_runtime
+from hardmix.training.shared_start import shared_or_measured, shared_start_key
 from hardmix.training.signals import PreemptionSignals
 from hardmix.training.task import StepResult, Task
 from hardmix.utils.confine import makedirs, write_text
@@ -45,7 +46,7 @@ from hardmix.utils.rng import preserved_rng, rng_state, set_rng_state
 
 
 def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = None,
-                 resume: bool = False) -> dict[str, Any]:
+                 resume: bool = False, start_cache: str | Path | None = None) -> dict[str, Any]:
     """Train ``task_class`` with the validated ``cfg``; returns the results record (``results.json``).
 
     Args:
@@ -53,6 +54,8 @@ def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = N
         cfg: its validated config (``task_class.config_class``).
         output: the run folder (default ``cfg.output``).
         resume: continue the run in ``output`` from its ``checkpoint.pt``.
+        start_cache: a folder shared by runs that may start from the same encoder: its start is measured
+            once among them (:mod:`hardmix.training.shared_start`).
 
     Raises:
         ConfigError, RunFolderError, CheckpointError, FileNotFoundError, ValueError: before training, for a
@@ -65,7 +68,8 @@ def run_training(task_class: type[Task], cfg: Any, output: str | Path | None = N
     cfg.train.precision = runtime.precision  # config.yaml and results.json record the precision used
     try:
         with libraries_offline():  # HARDMIX_OFFLINE / --no-download reach transformers and the Hub client
-            return _Run(task_class, cfg, out, resume, runtime).run()
+            return _Run(task_class, cfg, out, resume, runtime,
+                        Path(start_cache) if start_cache is not None else None).run()
     finally:
         end_runtime(runtime)
 
@@ -74,8 +78,10 @@ class _Run:
     """One run: its config, folder and runtime, the step, the engine's checkpointed :class:`EngineState`,
     and this process's training clock (``wall_seconds`` counts training only, never evaluations)."""
 
-    def __init__(self, task_class: type[Task], cfg: Any, out: Path, resume: bool, runtime: Runtime) -> None:
+    def __init__(self, task_class: type[Task], cfg: Any, out: Path, resume: bool, runtime: Runtime,
+                 start_cache: Path | None = None) -> None:
         self.cfg, self.out, self.resume, self.runtime = cfg, out, resume, runtime
+        self.start_cache = start_cache
         self.task_class = task_class
         self.checkpoint_path = out / folder.CHECKPOINT
         self.saved: dict[str, Any] | None = None  # the checkpoint a resume continues from, until restored
@@ -235,7 +241,17 @@ class _Run:
         mode = getattr(self.cfg.eval, "start", "all")
         if mode != "none" and (self.cfg.eval.at_end or self.cfg.eval.eval_steps):
             if self.runtime.main:
-                self.state.start = measure_start(task, mode, self.runtime.say)
+                def measure() -> dict[str, Any]:
+                    return measure_start(task, mode, self.runtime.say)
+
+                if self.start_cache is None:
+                    self.state.start = measure()
+                else:
+                    key = shared_start_key(plain_config(self.cfg), self.cfg.train.seed
+                                           if task.start_depends_on_seed else None, self.inputs_digest,
+                                           self.data_fingerprint)
+                    self.state.start = shared_or_measured(self.start_cache, key, measure,
+                                                          task.selection_metric, self.runtime.say)
             self.runtime.barrier()
 
     def _writing(self, write: Any) -> None:

@@ -64,7 +64,8 @@ class EngineState:
         """The results record's entries of the starting encoder (``start_scores`` None: not measured)."""
         start = self.start or {}
         return {"start_scores": start.get("scores") if self.start else None,
-                "start_scores_other": start.get("other") or {}, "start_seconds": start.get("seconds")}
+                "start_scores_other": start.get("other") or {}, "start_seconds": start.get("seconds"),
+                "start_shared_from": start.get("shared_from")}
 
     def late_best(self, metric: str, step: int) -> str | None:
         """The note of a run of ``step`` steps whose best score (``metric``) came in its first half and

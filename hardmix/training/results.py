@@ -40,6 +40,9 @@ Keys (``version`` 1):
                      not measured (``eval.start: none``, a record or checkpoint of an older hardmix)
 ``start_scores_other`` other views of the start, by name, with the same keys (text: ``mean pooling``)
 ``start_seconds``    the seconds scoring the start took (outside ``wall_seconds``)
+``start_shared_from`` the file the start was read from where an earlier run of the same start measured it
+                     (``--start-cache``: :mod:`hardmix.training.shared_start`); null where this run measured
+                     it
 ``learned``          the end against the start on the selection score: ``score``, ``start``, ``end``,
                      ``difference`` (points), ``interval`` (null: one run's selection score has no
                      standard error), ``verdict`` (true: above the start; false: at or below; null: the

@@ -216,6 +216,11 @@ class Task(ABC):
             ``none``; vision: none yet): ``train.precision: auto`` runs bf16, where the hardware computes it
             natively, only for a list of these (:meth:`ConfigFacts.auto_bf16`).
 
+        start_depends_on_seed: whether the untrained encoder the run starts from depends on the seed (vision:
+            the seed initializes the network; text: the pretrained model is loaded as it is, and the
+            projection head the seed draws is not part of the evaluated encoder). Runs whose start does not
+            depend on it share one measurement of it across seeds (``--start-cache``, ``--measure-start``).
+
     Attributes:
         facts: what the task says about its config (``Task.about(cfg)``).
         loss_fn: the core's loss, set by :meth:`build` (the engine resolves its schedules in epochs).
@@ -236,6 +241,7 @@ class Task(ABC):
     progress_label: ClassVar[str] = "score"
     exports: ClassVar[tuple[str, ...]] = ()
     bf16_shown_for: ClassVar[tuple[str, ...]] = ()
+    start_depends_on_seed: ClassVar[bool] = True
     loss_fn: ContrastiveLoss | None = None
 
     def __init__(self, cfg: Any, runtime: Runtime) -> None:

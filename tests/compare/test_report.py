@@ -368,6 +368,22 @@ def test_the_start_row_and_each_strategy_s_learned_entry_recompute_from_the_cell
     assert f"| start | {t['start']['mean']:.2f} ± {t['start']['std']:.2f} |" in markdown
 
 
+def test_each_seed_s_start_is_measured_by_one_cell_and_read_by_the_others(comparison):
+    """The cells of one seed start from the same untrained network whatever their strategy: one of them
+    measured it, the others read it from the comparison's start cache (the after-the-fact test below
+    scores every cell's start again from its own config, and finds the same numbers)."""
+    records = {k: json.loads(p.read_text()) for k, p in _records(comparison).items()}
+    files = sorted((comparison / "start_cache").glob("*.json"))
+    assert len(files) == len(SEEDS)
+    for seed in SEEDS:
+        cells = [records[(s, seed)] for s in STRATEGIES]
+        shared = [r["start_shared_from"] for r in cells]
+        assert shared.count(None) == 1, shared
+        source = {Path(x) for x in shared if x is not None}
+        assert len(source) == 1 and source <= set(files)
+        assert all(r["start_scores"] == cells[0]["start_scores"] for r in cells)
+
+
 def test_a_baseline_below_its_start_marks_every_verdict_and_strict_refuses(comparison, tmp_path, capsys):
     out = tmp_path / "cmp"
     shutil.copytree(comparison, out)

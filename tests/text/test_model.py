@@ -66,6 +66,29 @@ def test_encode_keeps_train_mode_and_draws_no_random_numbers(tiny_bert_dir, one_
     assert a.dtype == np.float32
 
 
+def test_encode_poolings_is_each_pooling_encoded_alone_from_one_pass(tiny_bert_dir, one_torch_thread):
+    """One backbone pass per batch gives every pooling exactly what ``encode`` gives with it set, and
+    each equals the pooling computed by hand from the backbone's token states."""
+    model = _model(tiny_bert_dir, "cls", dropout=0.0)
+    calls = []
+    model.backbone.register_forward_hook(lambda m, i, o: calls.append(o.last_hidden_state.shape[0]))
+    poolings = ("cls_before_pooler", "avg", "avg_first_last")
+    both = model.encode_poolings(SENTENCES, poolings, batch_size=3)
+    assert calls == [3, 1]  # 4 sentences, batches of 3: two passes for three poolings
+    batch = _batch(model)
+    with torch.no_grad():
+        out = model.backbone(**batch, output_hidden_states=True)
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    first_last = (out.hidden_states[1] + out.hidden_states[-1]) / 2
+    by_hand = {"cls_before_pooler": out.last_hidden_state[:, 0],
+               "avg": (out.last_hidden_state * mask).sum(1) / mask.sum(1),
+               "avg_first_last": (first_last * mask).sum(1) / mask.sum(1)}
+    for pooling in poolings:
+        model.eval_pooling = pooling
+        np.testing.assert_array_equal(both[pooling], model.encode(SENTENCES, batch_size=3))
+        np.testing.assert_allclose(both[pooling], by_hand[pooling].numpy(), atol=1e-5)
+
+
 @pytest.mark.parametrize("pooling", ["cls", "avg"])
 def test_export_round_trip(tmp_path, tiny_bert_dir, pooling, one_torch_thread):
     from sentence_transformers import SentenceTransformer
