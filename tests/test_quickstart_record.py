@@ -56,6 +56,55 @@ def test_the_readme_quotes_the_record() -> None:
     gains = [end - start for *_, start, end in map(_row, sorted(RECORD.glob("runs/vision/none/seed*")))]
     assert f"k-NN top-1 {gains[0]:+.1f} and {gains[1]:+.1f} over its untrained network" in readme
     cpu, minutes, seconds = cpu_and_wall((RECORD / "time_and_stderr.txt").read_text())
-    assert f"{minutes} min {seconds:.1f} s, {cpu:.1f} CPU-seconds" in readme
+    assert f"{minutes} min {seconds:05.2f} s, {cpu:.1f} CPU-seconds" in readme
     printed = (RECORD / "printed.txt").read_text().split("\n\n")[0]
     assert f"```\n{printed}\n```" in (ROOT / "README.md").read_text()
+
+
+def test_the_record_says_what_it_cost_against_the_runs_before_it() -> None:
+    """The record's times are its ``/usr/bin/time -v`` files: this run, the 2026-12-06 spec run the same
+    way (``before/``), the 30 text steps (``text30/``) and the run of 2026-12-05 it is held to."""
+    text = " ".join((RECORD / "README.md").read_text().split())
+    runs = {"this": RECORD, "before": RECORD / "before", "text30": RECORD / "text30",
+            "12-05": ROOT / "results/quickstart_2026-12-05_content"}
+    times = {name: cpu_and_wall((path / "time_and_stderr.txt").read_text()) for name, path in runs.items()}
+
+    def quoted(name: str) -> str:
+        cpu, minutes, seconds = times[name]
+        return f"{minutes} min {seconds:05.2f} s, {cpu:.1f} CPU-seconds"
+
+    for name in runs:
+        assert quoted(name) in text, name
+    this, old = times["this"], times["12-05"]
+    assert this[0] <= old[0]  # no more CPU than the run before the learning regime
+    wall = 60 * this[1] + this[2] - (60 * old[1] + old[2])
+    assert f"{old[0] - this[0]:.1f} CPU-seconds fewer than the run of 2026-12-05 and {wall:.2f} s more" in text
+
+
+def test_each_start_of_the_record_was_measured_once() -> None:
+    """The six text cells share one start, each vision seed's three cells one: one cell of each measured it
+    (``start_shared_from`` null), the others read its file, which holds the same scores."""
+    files = sorted((RECORD / "start_cache").glob("*.json"))
+    assert len(files) == 3
+    groups: dict[tuple[str, int | None], list[dict]] = {}
+    for path in sorted(RECORD.glob("runs/*/*/seed*/results.json")):
+        record = json.loads(path.read_text())
+        seed = None if record["task"] == "text" else record["seed"]
+        groups.setdefault((record["task"], seed), []).append(record)
+    assert sorted((k, len(v)) for k, v in groups.items()) == [
+        (("text", None), 6), (("vision", 1), 3), (("vision", 2), 3)]
+    kept = {json.loads(f.read_text())["key"][:16]: json.loads(f.read_text())["start"] for f in files}
+    for records in groups.values():
+        measured = [r for r in records if r["start_shared_from"] is None]
+        assert len(measured) == 1
+        for r in records:
+            assert r["start_scores"] == measured[0]["start_scores"]
+            if r["start_shared_from"] is not None:
+                assert kept[Path(r["start_shared_from"]).stem]["scores"] == r["start_scores"]
+
+
+def test_docs_performance_quotes_the_record_s_times() -> None:
+    text = " ".join((ROOT / "docs/performance.md").read_text().split())
+    for path in (RECORD / "before", RECORD, RECORD / "text30"):
+        cpu, minutes, seconds = cpu_and_wall((path / "time_and_stderr.txt").read_text())
+        assert f"{minutes} min {seconds:05.2f} s, {cpu:.1f} CPU-s" in text.replace("*", ""), path.name

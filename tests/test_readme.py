@@ -118,13 +118,12 @@ def test_readme_states_the_quickstart_comparison_as_configured() -> None:
     base = _config(text["config"], text["set"])
     assert (int(m[1]), int(m[2]), int(m[3])) == (
         base["train"]["max_steps"], base["train"]["batch_size"], base["eval"]["eval_steps"])
-    m = _stated(r"width-16 CIFAR ResNet-18 on ([\d,]+) images for (\d+) epochs at (\d+) pixels, selected "
-                r"on ([\d,]+) validation")
+    m = _stated(r"width-(\d+) CIFAR ResNet-18 on ([\d,]+) images for (\d+) epochs at (\d+) pixels, "
+                r"selected on ([\d,]+) validation")
     base = _config(vision["config"], vision["set"])
-    assert (_number(m[1]), int(m[2]), int(m[3]), _number(m[4])) == (
-        base["data"]["max_samples"], base["train"]["epochs"], base["augment"]["crop_size"],
-        base["data"]["val_samples"])
-    assert base["model"]["width"] == 16
+    assert (int(m[1]), _number(m[2]), int(m[3]), int(m[4]), _number(m[5])) == (
+        base["model"]["width"], base["data"]["max_samples"], base["train"]["epochs"],
+        base["augment"]["crop_size"], base["data"]["val_samples"])
 
 
 def test_readme_states_the_training_configs_as_configured() -> None:
