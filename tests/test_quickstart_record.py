@@ -78,7 +78,8 @@ def test_the_record_says_what_it_cost_against_the_runs_before_it() -> None:
     this, old = times["this"], times["12-05"]
     assert this[0] <= old[0]  # no more CPU than the run before the learning regime
     wall = 60 * this[1] + this[2] - (60 * old[1] + old[2])
-    assert f"{old[0] - this[0]:.1f} CPU-seconds fewer than the run of 2026-12-05 and {wall:.2f} s more" in text
+    fewer = old[0] - this[0]
+    assert f"{fewer:.1f} CPU-seconds fewer than the run of 2026-12-05 and {wall:.2f} s more" in text
 
 
 def test_each_start_of_the_record_was_measured_once() -> None:

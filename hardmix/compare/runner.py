@@ -243,10 +243,10 @@ def run_cells(
     failure record is removed first), ``jobs`` at a time, each a ``hardmix train`` process with
     ``train.threads`` = ``threads // jobs`` (``threads``: the CPU count by default) and its output in
     ``DIR/logs/``, sharing ``DIR/start_cache/`` (the cells that start from the same encoder score it once:
-    :mod:`hardmix.training.shared_start`); one progress bar in steps over them all. A cell whose ``results.json`` is corrupt is said
-    so, set aside (:func:`set_aside`) and run again. A finished cell keeps no checkpoint and no exported
-    model unless ``keep`` names them. SIGTERM or SIGINT is passed on to the running cells (they checkpoint)
-    before this stops, saying what each cell's state is.
+    :mod:`hardmix.training.shared_start`); one progress bar in steps over them all. A cell whose
+    ``results.json`` is corrupt is said so, set aside (:func:`set_aside`) and run again. A finished cell
+    keeps no checkpoint and no exported model unless ``keep`` names them. SIGTERM or SIGINT is passed on to
+    the running cells (they checkpoint) before this stops, saying what each cell's state is.
 
     Returns:
         The cells that failed, with their log files.

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hardmix.utils.confine import makedirs, write_text
+from hardmix.utils.confine import makedirs, open_for_write, write_text
 from hardmix.utils.provenance import code_provenance
 from hardmix.version import __version__
 
@@ -73,16 +73,20 @@ def shared_start_key(config: dict[str, Any], seed: int | None, inputs: str | Non
                    "commit": code.get("commit"), "dirty": code.get("dirty")})
 
 
+#: The suffix of the file a run holds locked while it measures a key's start.
+MEASURING = ".measuring"
+
+
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created) where the platform has ``fcntl``; released when the
-    process ends, however it ends."""
+def _locked(path: Path, root: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created inside ``root``) where the platform has ``fcntl``;
+    released when the process ends, however it ends."""
     try:
         import fcntl
     except ImportError:  # no advisory locks: two runs of a key may both measure it, the last file stays
         yield
         return
-    with open(path, "a+b") as f:
+    with open_for_write(path, root, "ab") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -113,7 +117,7 @@ def shared_or_measured(folder: Path, key: str, measure: Callable[[], dict[str, A
     t0 = time.perf_counter()
     makedirs(folder, folder)
     path = folder / f"{key[:16]}.json"
-    with _locked(folder / f"{key[:16]}.lock"):
+    with _locked(folder / f"{key[:16]}{MEASURING}", folder):
         start = read_shared(path, key)
         if start is not None:
             shown = start["scores"].get(metric)
@@ -127,4 +131,5 @@ def shared_or_measured(folder: Path, key: str, measure: Callable[[], dict[str, A
         return start
 
 
-__all__ = ["START_SECTIONS", "digest", "read_shared", "shared_or_measured", "shared_start_key", "start_part"]
+__all__ = ["MEASURING", "START_SECTIONS", "digest", "read_shared", "shared_or_measured", "shared_start_key",
+           "start_part"]
