@@ -57,6 +57,10 @@ def test_the_readme_quotes_the_record() -> None:
     assert f"k-NN top-1 {gains[0]:+.1f} and {gains[1]:+.1f} over its untrained network" in readme
     cpu, minutes, seconds = cpu_and_wall((RECORD / "time_and_stderr.txt").read_text())
     assert f"{minutes} min {seconds:05.2f} s, {cpu:.1f} CPU-seconds" in readme
+    old_cpu, old_minutes, old_seconds = cpu_and_wall(
+        (ROOT / "results/quickstart_2026-12-05_content/time_and_stderr.txt").read_text())
+    wall = 60 * minutes + seconds - (60 * old_minutes + old_seconds)
+    assert cpu < old_cpu and f"({old_cpu:.1f} CPU-seconds; {wall:.2f} s more of wall time)" in readme
     printed = (RECORD / "printed.txt").read_text().split("\n\n")[0]
     assert f"```\n{printed}\n```" in (ROOT / "README.md").read_text()
 
