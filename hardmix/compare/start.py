@@ -41,8 +41,6 @@ from hardmix.utils.confine import write_text
 from hardmix.utils.offline import libraries_offline
 from hardmix.utils.provenance import code_provenance
 
-#: The config sections (dotted keys for single values) that decide a task's starting encoder and its scoring.
-START_KEYS = START_SECTIONS
 HOW = "measured after the fact by --measure-start"
 
 
@@ -63,7 +61,8 @@ def seed_free(cell: Cell) -> bool:
 
 
 def start_key(cell: Cell, config: dict[str, Any]) -> str:
-    """The digest of what decides the cell's start (:data:`START_KEYS`, the seed unless :func:`seed_free`).
+    """The digest of what decides the cell's start (the config's
+    :data:`~hardmix.training.shared_start.START_SECTIONS`, and the seed unless :func:`seed_free`).
 
     >>> from types import SimpleNamespace as N
     >>> c = N(task=N(task="vision", name="vision"), seed=1)
@@ -141,7 +140,7 @@ def measure_starts(cells: list[Cell], out: Path, threads: int | None = None) -> 
               f"{c.label}'s config", file=sys.stderr, flush=True)
         result = measure(task_class(c.task), config, threads)
         entry = {"task": c.task.name, "seed": None if seed_free(c) else c.seed, "key": key,
-                 "key_sections": list(START_KEYS) + ([] if seed_free(c) else ["train.seed"]),
+                 "key_sections": list(START_SECTIONS) + ([] if seed_free(c) else ["train.seed"]),
                  "from_config": str(c.run_dir.relative_to(out) / CONFIG),
                  "cells": labels, "how": HOW,
                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
@@ -172,5 +171,5 @@ def starts_for(cells: list[Cell], out: Path | None) -> dict[tuple[str, str, int]
     return found
 
 
-__all__ = ["HOW", "START_KEYS", "measure", "measure_starts", "start_file", "start_key",
+__all__ = ["HOW", "measure", "measure_starts", "start_file", "start_key",
            "starts_for"]
