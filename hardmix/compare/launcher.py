@@ -34,7 +34,6 @@ submitit is an optional dependency: ``pip install 'hardmix[cluster]'``.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import signal
 import socket
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from hardmix.compare.folder import LAUNCHER_RECORDS, LAUNCHER_SUBMITIT, LOGS
-from hardmix.compare.grid import Cell, cell_log, interpreter_command
+from hardmix.compare.grid import Cell, cell_env, cell_log, interpreter_command
 from hardmix.compare.launcher_spec import LauncherSpec, parse_time
 from hardmix.compare.spec import CompareSpec
 from hardmix.compare.status import last_line, read_records, states
@@ -200,9 +199,7 @@ class CellJob:
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
         resume = bool(run_files(Path(self.run_dir)))  # a checkpoint, or a run stopped before its first
         cmd = interpreter_command([*self.command, *(["--resume"] if resume else [])])
-        child_env = dict(os.environ)
-        if self.threads:
-            child_env["OMP_NUM_THREADS"] = str(self.threads)
+        child_env = cell_env(self.threads)
         usr = env._usr_sig()
         submitit_handler = signal.getsignal(usr)
         main = env.global_rank == 0

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from hardmix.compare.folder import FAILURE, LOGS, START_CACHE
 from hardmix.compare.grid import (
     Cell,
+    cell_env,
     cell_log,
     interpreter_command,
     is_number,
@@ -297,7 +298,7 @@ def run_cells(
                         cmd,
                         stdout=f,
                         stderr=subprocess.STDOUT,
-                        env={**os.environ, "OMP_NUM_THREADS": str(per_job)},
+                        env=cell_env(per_job),
                         preexec_fn=_stop_with_parent,
                     )
                 running.append(_Running(cell, proc, log))

@@ -10,9 +10,11 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,7 +26,7 @@ from PIL import Image
 from scipy import stats
 
 from hardmix.cli import main as cli
-from hardmix.compare.grid import build_grid, interpreter_command
+from hardmix.compare.grid import build_grid, cell_env, interpreter_command, package_root
 from hardmix.compare.spec import load_spec, parse_spec
 from hardmix.compare.stats import paired_difference
 from hardmix.strategies import MixCSE
@@ -337,6 +339,27 @@ def test_cells_import_the_installed_hardmix_when_run_from_a_clone(tmp_path):
                           text=True)
     assert done.returncode == 0, done.stderr
     assert "mixcse" in done.stdout and "mochi" in done.stdout
+
+
+def test_cells_run_the_comparisons_own_hardmix_from_a_clone_that_is_not_installed(tmp_path):
+    # `python -m hardmix compare` run in a clone that is not installed imports the clone (its working
+    # folder); its cells, started with -P, would import another hardmix (the installed one) or none at all.
+    # cell_env puts the parent's package folder first on their PYTHONPATH.
+    clone = tmp_path / "clone"
+    shutil.copytree(package_root() / "hardmix", clone / "hardmix",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    probe = ("import subprocess, sys; from hardmix.compare.grid import cell_env; "
+             "child = [sys.executable, '-P', '-c', 'import hardmix; print(hardmix.__file__)']; "
+             "print(subprocess.run(child, env=cell_env(1), capture_output=True, text=True, "
+             "check=True).stdout)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=clone, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == clone / "hardmix" / "__init__.py"
+    # a hardmix installed in site-packages leaves PYTHONPATH alone
+    site_dir = Path(sysconfig.get_paths()["purelib"]).resolve()
+    assert cell_env(1, base={"PYTHONPATH": "/opt/x"}, root=site_dir)["PYTHONPATH"] == "/opt/x"
+    assert cell_env(3, base={})["OMP_NUM_THREADS"] == "3"
 
 
 def test_measure_start_trains_nothing_and_goes_alone(grid_spec, tmp_path, capsys):
