@@ -329,7 +329,8 @@ class _Run:
         if interrupted is None or late is not None:
             self._save(task)
         negatives = task.facts.negatives()
-        learned, chance = learned_of_run(self.out, task.selection_metric, s.start, final, negatives) \
+        learned, chance = learned_of_run(self.out, task.selection_metric, s.start, final, negatives,
+                                         task.facts.held_out_scores()) \
             if finished and runtime.main else (None, None)
         record = results_record(
             task=task.name, selection_metric=task.selection_metric, best_score=s.best_score,

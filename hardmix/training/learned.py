@@ -4,6 +4,8 @@ A run scores its starting encoder before its first step under the same protocol 
 (``results.json`` ``start_scores``, the keys of ``final_scores``). :func:`learned_entry` is the difference on
 the selection score and the verdict: ``True`` when the end is above the start, ``False`` at or below it,
 ``None`` where the start was not measured (a record older than ``start_scores``, or ``eval.start: none``).
+Beside it, ``held_out`` is the same difference on the task's first held-out score measured at both ends
+(vision's test k-NN, text's STS average): the warnings say when the two disagree.
 :func:`chance_check` reads the last tenth of a run's logged steps: the task stayed at chance when the mean
 loss is at least :data:`CHANCE_LOSS_FRACTION` of ln(negatives + 1) and, where a proxy accuracy is logged
 (vision's ``proxy_acc``), its mean is at most :data:`CHANCE_ACCURACY_TIMES` times 1 / (negatives + 1).
@@ -44,10 +46,18 @@ def _number(x: Any) -> float | None:
 
 
 def learned_entry(score: str, start: dict[str, Any] | None, end: dict[str, Any] | None,
-                  alternatives: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                  alternatives: dict[str, dict[str, Any]] | None = None,
+                  held_out: Sequence[str] = ()) -> dict[str, Any]:
     """``results.json`` ``learned``: the end minus the start on ``score`` (points), its interval (none for
     one run's selection score: it has no standard error) and the verdict; ``against`` adds the difference
-    from each other start the task measured (text: the starting model mean-pooled)."""
+    from each other start the task measured (text: the starting model mean-pooled). ``held_out`` names the
+    task's held-out scores in order of preference: the first measured at both ends is kept as ``held_out``
+    (its start, end and difference), what a selection score on a few images cannot say alone.
+
+    >>> e = learned_entry("val", {"val": 34.0, "test": 25.0}, {"val": 30.0, "test": 36.5}, held_out=["test"])
+    >>> e["verdict"], e["held_out"]["difference"]
+    (False, 11.5)
+    """
     s = _number((start or {}).get(score))
     e = _number((end or {}).get(score))
     diff = None if s is None or e is None else e - s
@@ -57,6 +67,11 @@ def learned_entry(score: str, start: dict[str, Any] | None, end: dict[str, Any] 
         entry["why"] = NOT_MEASURED
     elif diff is None:
         entry["why"] = f"{score} not measured at the start or the end"
+    for name in held_out:
+        hs, he = _number((start or {}).get(name)), _number((end or {}).get(name))
+        if name != score and hs is not None and he is not None:
+            entry["held_out"] = {"score": name, "start": hs, "end": he, "difference": he - hs}
+            break
     if alternatives:
         entry["against"] = {}
         for name, scores in alternatives.items():
@@ -90,9 +105,18 @@ def warnings(record: dict[str, Any]) -> list[str]:
     """The one-line warnings of a finished run: it ended at or below its start; its task stayed at chance."""
     out = []
     learned = record.get("learned") or {}
+    held = learned.get("held_out") or {}
+    rose = held.get("difference") is not None and held["difference"] > 0
+    held_says = (f"the held-out {held['score']} went from {held['start']:.2f} to {held['end']:.2f} "
+                 f"({held['difference']:+.2f})" if held.get("difference") is not None else "")
     if learned.get("verdict") is False:
-        out.append(f"the run did not learn: {learned['score']} ended at {learned['end']:.2f}, at or below "
-                   f"its start {learned['start']:.2f} ({learned['difference']:+.2f})")
+        ended = (f"{learned['score']} ended at {learned['end']:.2f}, at or below its start "
+                 f"{learned['start']:.2f} ({learned['difference']:+.2f})")
+        out.append(f"the selection score {ended}, but {held_says}" if rose else
+                   f"the run did not learn: {ended}" + (f"; {held_says}" if held_says else ""))
+    elif held_says and not rose:
+        out.append(f"the run did not learn on its held-out score: {held_says}, though {learned['score']} "
+                   f"rose {learned['difference']:+.2f}")
     chance = record.get("chance") or {}
     if chance.get("at_chance"):
         acc = (f", proxy accuracy {chance['proxy_acc']:.4f} against chance {chance['chance_accuracy']:.4f}"
@@ -118,6 +142,10 @@ def start_end_lines(record: dict[str, Any]) -> list[str]:
     for name, other in (learned.get("against") or {}).items():
         if other.get("difference") is not None:
             line += f"; against the start {name} ({other['start']:.2f}): {other['difference']:+.2f}"
+    held = learned.get("held_out")
+    if isinstance(held, dict) and held.get("difference") is not None:
+        return [line, f"{held['score']} (held out): start {held['start']:.2f}, end {held['end']:.2f}, gain "
+                      f"{held['difference']:+.2f}"]
     return [line]
 
 
@@ -136,13 +164,14 @@ def measure_start(task: Any, mode: str, say: Callable[[str], None]) -> dict[str,
 
 
 def learned_of_run(out: Path, metric: str, start: dict[str, Any] | None, final: dict[str, float],
-                   negatives: int | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """``learned`` (end against ``start``, the engine's kept start entry, on the selection score ``metric``)
-    and ``chance`` (did the contrastive task leave chance over the last tenth of the logged steps of the run
-    in ``out``) of a finished run."""
+                   negatives: int | None, held_out: Sequence[str] = ()) -> tuple[dict[str, Any],
+                                                                              dict[str, Any] | None]:
+    """``learned`` (end against ``start``, the engine's kept start entry, on the selection score ``metric``,
+    and on the first of the ``held_out`` scores measured at both ends) and ``chance`` (did the contrastive
+    task leave chance over the last tenth of the logged steps of the run in ``out``) of a finished run."""
     kept = start or {}
     learned = learned_entry(metric, kept.get("scores") if start else None, final or None,
-                            kept.get("other") or None)
+                            kept.get("other") or None, held_out=held_out)
     try:
         lines = read_metrics(out / METRICS) if (out / METRICS).is_file() else []
     except (OSError, ValueError):

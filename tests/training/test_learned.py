@@ -116,6 +116,10 @@ def test_a_vision_run_scores_its_untrained_network_on_every_final_score(tmp_path
     assert learned["difference"] == pytest.approx(done["final_scores"]["val_knn_top1"]
                                                   - done["start_scores"]["val_knn_top1"])
     assert done["chance"]["negatives"] == 96 and done["chance"]["proxy_acc"] is not None
+    held = learned["held_out"]  # the test k-NN beside the selection score
+    assert held["score"] == "knn_top1" and held["start"] == done["start_scores"]["knn_top1"]
+    gain = done["final_scores"]["knn_top1"] - done["start_scores"]["knn_top1"]
+    assert held["difference"] == pytest.approx(gain)
 
 
 def test_hardmix_train_prints_start_end_and_gain(tmp_path, tiny_text_config, capsys, one_torch_thread):
@@ -177,6 +181,32 @@ def test_a_run_whose_task_stayed_at_chance_says_so_over_its_last_tenth():
     # text logs no proxy accuracy: the loss decides
     assert chance_check([{"loss": math.log(64)}], 63)["at_chance"] is True
     assert chance_check([], 63) is None and chance_check([{"loss": 1.0}], None) is None
+
+
+def test_a_selection_score_that_fell_while_the_held_out_score_rose_is_not_called_unlearned():
+    # cpu_mocov2_folder.yaml at seed 2: 50 validation images fell from 34 to 30, the test k-NN rose 11.5
+    start, end = {"val_knn_top1": 34.0, "knn_top1": 25.1}, {"val_knn_top1": 30.0, "knn_top1": 36.6}
+    rec = {"learned": learned_entry("val_knn_top1", start, end, held_out=["knn_top1", "linear_top1"])}
+    assert rec["learned"]["verdict"] is False
+    assert rec["learned"]["held_out"] == {"score": "knn_top1", "start": 25.1, "end": 36.6,
+                                          "difference": pytest.approx(11.5)}
+    (line,) = warnings(rec)
+    assert "did not learn" not in line and "val_knn_top1 ended at 30.00" in line and "+11.50" in line
+    assert start_end_lines(rec)[1] == "knn_top1 (held out): start 25.10, end 36.60, gain +11.50"
+    # both fell: not learned, and both said
+    fell = {"learned": learned_entry("val_knn_top1", start, {"val_knn_top1": 30.0, "knn_top1": 24.0},
+                                     held_out=["knn_top1"])}
+    (line,) = warnings(fell)
+    assert line.startswith("the run did not learn") and "-1.10" in line
+    # the selection score rose, the held-out one did not: said too
+    rose = {"learned": learned_entry("val_knn_top1", start, {"val_knn_top1": 40.0, "knn_top1": 25.1},
+                                     held_out=["knn_top1"])}
+    assert rose["learned"]["verdict"] is True
+    (line,) = warnings(rose)
+    assert "did not learn on its held-out score" in line and "+0.00" in line
+    # a held-out score missing at either end is left out
+    missing = learned_entry("val_knn_top1", start, {"val_knn_top1": 40.0}, held_out=["knn_top1"])
+    assert "held_out" not in missing
 
 
 def test_both_warnings_and_a_start_not_measured():
