@@ -78,6 +78,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any], list[str], str]] = {
                     ["train.stop_after_steps=300"],
                     "solo-learn's schedule as the base config has it (1,000 epochs, 10 of warm-up: 150 steps "
                     "here); stopped at step 300"),
+    "solo_short": ("first_run", {"epochs": 60, "warmup_epochs": 10}, [],
+                   "solo-learn's lr 0.3 per 256 and warm-up of 10 epochs (150 steps) as the base config has "
+                   "them, the cosine after it shortened to 60 epochs (900 steps)"),
     "today": ("today", {}, [], "today's settings: lr 0.03 and K 256"),
     "today_lr_0.06": ("today", {"lr": 0.06}, [], "today's settings at lr 0.06 per 256"),
     "today_638": ("today", {"epochs": 43, "warmup_epochs": round(0.05 * 43, 3)}, [],
