@@ -57,15 +57,31 @@ def test_the_first_runs_settings_collapse_and_todays_learn() -> None:
     # every one-factor change at lr 0.3 collapses as well, but solo-learn's own warm-up (150 steps here)
     for name, (base, changes, _sets, _what) in gpu_recipe_cpu.VARIANTS.items():
         lr = changes.get("lr", gpu_recipe_cpu.FIRST_RUN["lr"] if base == "first_run" else None)
-        if lr == 0.3 and name != "solo_warmup":
+        if lr == 0.3 and name not in ("solo_warmup", "solo_short"):
             assert runs[name]["uniformity_max"] > -0.01, name
     solo = runs["solo_warmup"]
     assert solo["uniformity_max"] < -0.05 and solo["uniformity_last"] < -0.5 and solo["steps"] == 300
+    # that warm-up with a cosine over 900 steps: no collapse, and a k-NN far above the untrained network's,
+    # though the loss does not fall with a queue of 4096 and the proxy accuracy ends near 0
+    short = runs["solo_short"]
+    assert gpu_recipe_cpu.VARIANTS["solo_short"][:2] == ("first_run", {"epochs": 60, "warmup_epochs": 10})
+    assert short["steps"] == 900 and short["uniformity_max"] < -0.05 and short["learned"] is True
+    gain = short["knn_top1_end"] - short["knn_top1_start"]
+    se = math.hypot(short["knn_top1_start_se"], short["knn_top1_end_se"])
+    assert gain > 5 * se and short["loss_last"] > short["loss_first"] - 0.5 and short["proxy_acc_last5"] < 0.1
+    text = " ".join(_readme().split())
+    assert (f"the test k-NN ends {gain:.1f} points above the untrained network's, "
+            f"{short['knn_top1_start']:.1f} -> {short['knn_top1_end']:.1f}, {gain / se:.1f} times the "
+            "standard error of the difference") in text
+    header = " ".join((ROOT / "configs/vision/mocov2plus_cifar10.yaml").read_text().split())
+    assert f"test k-NN {short['knn_top1_start']:.1f} -> {short['knn_top1_end']:.1f}" in header
     today = runs[gpu_recipe_cpu.TODAY]
     assert today["loss_last"] < today["loss_first"] and today["loss_last"] < today["loss_chance"]
     assert today["uniformity_max"] < -0.05 and today["uniformity_last"] < -0.5
     assert today["knn_top1_end"] - today["knn_top1_start"] > 2 * today["knn_top1_end_se"]
-    from_first = [r["knn_top1_end"] for r in runs.values() if r["base"] == "first_run" and r["knn_top1_end"]]
+    from_first = [r["knn_top1_end"] for r in runs.values()  # of the same length
+                  if r["base"] == "first_run" and r["knn_top1_end"] and r["steps"] == today["steps"]]
+    assert len(from_first) == 2
     assert today["knn_top1_end"] > max(from_first)
     assert today["learned"] is True
     # lr 0.03 keeps the queries apart where lr 0.3 does not; lr 0.06 is no better than 0.03
