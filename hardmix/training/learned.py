@@ -102,7 +102,8 @@ def chance_check(lines: Sequence[dict[str, Any]], negatives: int | None) -> dict
 
 
 def warnings(record: dict[str, Any]) -> list[str]:
-    """The one-line warnings of a finished run: it ended at or below its start; its task stayed at chance."""
+    """The one-line warnings of a finished run: it ended at or below its start (on its selection score,
+    its held-out score, or both: each said, with the other); its task stayed at chance."""
     out = []
     learned = record.get("learned") or {}
     held = learned.get("held_out") or {}
@@ -114,7 +115,7 @@ def warnings(record: dict[str, Any]) -> list[str]:
                  f"{learned['start']:.2f} ({learned['difference']:+.2f})")
         out.append(f"the selection score {ended}, but {held_says}" if rose else
                    f"the run did not learn: {ended}" + (f"; {held_says}" if held_says else ""))
-    elif held_says and not rose:
+    elif learned.get("verdict") is True and held_says and not rose:
         out.append(f"the run did not learn on its held-out score: {held_says}, though {learned['score']} "
                    f"rose {learned['difference']:+.2f}")
     chance = record.get("chance") or {}

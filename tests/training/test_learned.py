@@ -207,6 +207,10 @@ def test_a_selection_score_that_fell_while_the_held_out_score_rose_is_not_called
     # a held-out score missing at either end is left out
     missing = learned_entry("val_knn_top1", start, {"val_knn_top1": 40.0}, held_out=["knn_top1"])
     assert "held_out" not in missing
+    # the selection score missing at the end: no verdict, and no warning about it
+    unscored = {"learned": learned_entry("val_knn_top1", start, {"knn_top1": 20.0}, held_out=["knn_top1"])}
+    assert unscored["learned"]["verdict"] is None and unscored["learned"]["held_out"]["difference"] < 0
+    assert warnings(unscored) == []
 
 
 def test_both_warnings_and_a_start_not_measured():
