@@ -587,6 +587,31 @@ def test_the_precision_comparison_decides_auto_and_the_docs_quote_it(monkeypatch
             assert chosen == ("bf16" if shown else "fp32"), (task, strategies)
 
 
+def test_the_precision_comparisons_vision_cells_learned_as_its_readme_says():
+    """Every vision cell of compare_precision: a falling loss, a final proxy accuracy above 0.5, the test
+    k-NN against the untrained network of the same seed and precision; the README quotes the ranges."""
+    from tests.run_records import learning
+
+    firsts, lasts, proxies, gains = [], [], [], {}
+    for arm in ("fp32", "bf16"):
+        for cell in _seed_cells(PRECISION, "vision", arm):
+            first, last, proxy = learning(cell)
+            record = json.loads((cell / "results.json").read_text())
+            assert last < first - 2 and proxy > 0.5, cell
+            firsts.append(first)
+            lasts.append(last)
+            proxies.append(proxy)
+            gains.setdefault(arm, []).append(record["final_scores"]["knn_top1"]
+                                             - record["start_scores"]["knn_top1"])
+    text = " ".join((PRECISION / "README.md").read_text().split())
+    assert (f"from {min(firsts):.2f}-{max(firsts):.2f} to {min(lasts):.2f}-{max(lasts):.2f}" in text
+            and f"proxy accuracy is {min(proxies):.2f} to {max(proxies):.2f}" in text)
+    for arm, g in gains.items():
+        assert f"by {min(g):+.1f} to {max(g):+.1f} in the {arm} arm" in text, arm
+    assert min(gains["fp32"]) >= 10 and sorted(gains["bf16"])[1] >= 10  # one bf16 seed under 10, said
+    assert "one bf16 cell, seed 1, stays under the 10 points" in text and gains["bf16"][0] < 10
+
+
 @pytest.mark.parametrize("name", COMMITTED)
 def test_report_only_rewrites_each_committed_summary_exactly(name, tmp_path, data_root, capsys):
     """Today's code, given a committed comparison's cells and its spec copy, writes the committed
