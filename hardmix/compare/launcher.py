@@ -45,8 +45,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from hardmix.compare.cell_process import cell_env, interpreter_command
 from hardmix.compare.folder import LAUNCHER_RECORDS, LAUNCHER_SUBMITIT, LOGS
-from hardmix.compare.grid import Cell, cell_env, cell_log, interpreter_command
+from hardmix.compare.grid import Cell, cell_log
 from hardmix.compare.launcher_spec import LauncherSpec, parse_time
 from hardmix.compare.spec import CompareSpec
 from hardmix.compare.status import last_line, read_records, states

@@ -24,12 +24,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from hardmix.compare.cell_process import cell_env, interpreter_command
 from hardmix.compare.folder import FAILURE, LOGS, START_CACHE
 from hardmix.compare.grid import (
     Cell,
-    cell_env,
     cell_log,
-    interpreter_command,
     is_number,
     task_class,
     task_metric,

@@ -26,12 +26,14 @@ from PIL import Image
 from scipy import stats
 
 from hardmix.cli import main as cli
-from hardmix.compare.grid import build_grid, cell_env, interpreter_command, package_root
+from hardmix.compare.cell_process import cell_env, interpreter_command
+from hardmix.compare.grid import build_grid
 from hardmix.compare.spec import load_spec, parse_spec
 from hardmix.compare.stats import paired_difference
 from hardmix.strategies import MixCSE
 from hardmix.training import read_results
 from hardmix.utils.errors import ConfigError
+from hardmix.utils.provenance import package_root
 
 
 # ------------------------------------------------------------------------------------------ stats
@@ -348,7 +350,7 @@ def test_cells_run_the_comparisons_own_hardmix_from_a_clone_that_is_not_installe
     clone = tmp_path / "clone"
     shutil.copytree(package_root() / "hardmix", clone / "hardmix",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    probe = ("import subprocess, sys; from hardmix.compare.grid import cell_env; "
+    probe = ("import subprocess, sys; from hardmix.compare.cell_process import cell_env; "
              "child = [sys.executable, '-P', '-c', 'import hardmix; print(hardmix.__file__)']; "
              "print(subprocess.run(child, env=cell_env(1), capture_output=True, text=True, "
              "check=True).stdout)")
