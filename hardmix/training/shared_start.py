@@ -100,10 +100,10 @@ def read_shared(path: Path, key: str) -> dict[str, Any] | None:
         entry = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    start = entry.get("start") if isinstance(entry, dict) else None
-    if entry.get("key") != key or not isinstance(start, dict) or not isinstance(start.get("scores"), dict):
+    if not isinstance(entry, dict) or entry.get("key") != key:
         return None
-    return start
+    start = entry.get("start")
+    return start if isinstance(start, dict) and isinstance(start.get("scores"), dict) else None
 
 
 def shared_or_measured(folder: Path, key: str, measure: Callable[[], dict[str, Any]], metric: str,

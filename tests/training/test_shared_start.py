@@ -75,7 +75,7 @@ def test_a_second_run_of_the_key_waits_for_the_first_and_reads_its_start(tmp_pat
 
 
 @pytest.mark.parametrize("content", ["{not json", json.dumps({"key": "x" * 64, "start": _start(1.0)}),
-                                     json.dumps({"key": "k" * 64, "start": {"scores": None}})])
+                                     json.dumps({"key": "k" * 64, "start": {"scores": None}}), "[1, 2]"])
 def test_a_corrupt_or_foreign_file_is_measured_again_and_replaced(tmp_path, content):
     path = tmp_path / f"{'k' * 16}.json"
     path.write_text(content)

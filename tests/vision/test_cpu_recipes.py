@@ -151,7 +151,7 @@ FOLDER_EXTRAS = ["data.max_samples=1000", "log.progress=false", "train.save_step
 
 def _cpu_seconds(run: Path) -> float:
     """User + system seconds of a whole run (``/usr/bin/time -f "%e s wall %U user %S sys"``)."""
-    wall, user, system = map(float, re.fullmatch(r"([\d.]+) s wall ([\d.]+) user ([\d.]+) sys\s*",
+    _wall, user, system = map(float, re.fullmatch(r"([\d.]+) s wall ([\d.]+) user ([\d.]+) sys\s*",
                                                   (run / "time.txt").read_text()).groups())
     return user + system
 
